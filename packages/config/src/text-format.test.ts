@@ -1,0 +1,49 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { equals } from "@bufbuild/protobuf";
+import { DataType, ModelConfigSchema, ModelInstanceGroup_Kind } from "@galley/proto";
+import { describe, expect, it } from "vitest";
+import { parseModelConfig, printModelConfig } from "./text-format.js";
+
+const corpus = fileURLToPath(new URL("../test/corpus/model-configs/", import.meta.url));
+const files = readdirSync(corpus).filter((f) => f.endsWith(".pbtxt"));
+
+describe("config.pbtxt corpus (168 real Triton configs)", () => {
+  it("holds the whole corpus", () => {
+    expect(files).toHaveLength(168);
+  });
+
+  it.each(files)("%s parses, round-trips and prints stably", (file) => {
+    const config = parseModelConfig(readFileSync(corpus + file, "utf8"));
+    const printed = printModelConfig(config);
+    const reparsed = parseModelConfig(printed);
+    expect(equals(ModelConfigSchema, reparsed, config)).toBe(true);
+    expect(printModelConfig(reparsed)).toBe(printed);
+  });
+});
+
+describe("parseModelConfig", () => {
+  it("reads Triton's `simple` example field by field", () => {
+    const config = parseModelConfig(readFileSync(`${corpus}server--docs--examples--model_repository--simple.pbtxt`, "utf8"));
+    expect(config.name).toBe("simple");
+    expect(config.platform).toBe("onnxruntime_onnx");
+    expect(config.maxBatchSize).toBe(8);
+    expect(config.input.map((i) => [i.name, i.dataType, i.dims])).toEqual([
+      ["INPUT0", DataType.TYPE_INT32, [16n]],
+      ["INPUT1", DataType.TYPE_INT32, [16n]],
+    ]);
+    expect(config.output.map((o) => o.name)).toEqual(["OUTPUT0", "OUTPUT1"]);
+  });
+
+  it("accepts both list and repeated-block forms, comments and optional colons", () => {
+    const a = parseModelConfig('instance_group [ { kind: KIND_CPU count: 2 }, { kind: KIND_GPU } ] # two groups');
+    const b = parseModelConfig("instance_group { kind: KIND_CPU, count: 2 }\ninstance_group: { kind: KIND_GPU }");
+    expect(equals(ModelConfigSchema, a, b)).toBe(true);
+    expect(a.instanceGroup.map((g) => g.kind)).toEqual([ModelInstanceGroup_Kind.CPU, ModelInstanceGroup_Kind.GPU]);
+  });
+
+  it("rejects unknown fields and enum values, as Triton does", () => {
+    expect(() => parseModelConfig("max_batch_sise: 8")).toThrow(/unknown field "max_batch_sise"/);
+    expect(() => parseModelConfig('input { name: "x" data_type: TYPE_FOO }')).toThrow(/TYPE_FOO/);
+  });
+});

@@ -1,0 +1,16 @@
+/**
+ * The KServe v2 / Triton gRPC protocol (`inference.GRPCInferenceService`), the model
+ * configuration schema (`inference.ModelConfig`, the vocabulary of `config.pbtxt`) and the gRPC
+ * health protocol, as TypeScript messages and service descriptors for `@bufbuild/protobuf` v2
+ * and Connect-RPC.
+ *
+ * Names and field numbers are identical to Triton's, so messages built here are read by Triton's
+ * clients and servers unchanged. The code under `src/gen` is written by `buf generate` from the
+ * `.proto` files in this package and is never edited by hand.
+ *
+ * @packageDocumentation
+ */
+
+export * from "./gen/grpc/health/v1/health_pb.js";
+export * from "./gen/inference/grpc_service_pb.js";
+export * from "./gen/inference/model_config_pb.js";
