@@ -1,0 +1,90 @@
+// `galley serve` as a real process: it starts, logs where it listens, answers, and exits 0 on
+// SIGTERM after draining.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+
+const cli = fileURLToPath(new URL("../dist/cli/galley.js", import.meta.url));
+const children: ChildProcess[] = [];
+
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null) child.kill("SIGKILL");
+});
+
+function start(args: string[]) {
+  const child = spawn(process.execPath, [cli, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  children.push(child);
+  let output = "";
+  child.stdout?.on("data", (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on("data", (chunk) => {
+    output += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  /** Resolves with the first match of `pattern` in the output, waiting on output events. */
+  const waitFor = (pattern: RegExp) =>
+    new Promise<RegExpMatchArray>((resolve, reject) => {
+      const check = () => {
+        const match = output.match(pattern);
+        if (match) {
+          resolve(match);
+          return true;
+        }
+        return false;
+      };
+      if (check()) return;
+      const onData = () => {
+        if (check()) {
+          child.stderr?.off("data", onData);
+          child.stdout?.off("data", onData);
+        }
+      };
+      child.stderr?.on("data", onData);
+      child.stdout?.on("data", onData);
+      child.once("exit", () => {
+        if (!check()) reject(new Error(`exited before ${pattern}; output:\n${output}`));
+      });
+    });
+  return { child, exited, waitFor, output: () => output };
+}
+
+describe("galley serve (process)", () => {
+  it("starts on free ports, answers health over HTTP, and exits 0 on SIGTERM", async () => {
+    const repo = mkdtempSync(join(tmpdir(), "galley-repo-"));
+    const run = start([
+      "serve",
+      "--model-repository",
+      repo,
+      "--http-address=127.0.0.1",
+      "--http-port=0",
+      "--grpc-address=127.0.0.1",
+      "--grpc-port=0",
+    ]);
+    const [, httpAddress] = await run.waitFor(/Started HTTPService at (\S+)/);
+    await run.waitFor(/Started GRPCInferenceService at (\S+)/);
+    const res = await fetch(`http://${httpAddress}/v2/health/ready`);
+    expect(res.status).toBe(200);
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    expect(run.output()).toMatch(/Server stopped/);
+  });
+
+  it("exits 1 with a clear message when the repository does not exist", async () => {
+    const run = start(["serve", "--model-repository", "/no/such/repository", "--http-port=0", "--grpc-port=0"]);
+    expect(await run.exited).toBe(1);
+    expect(run.output()).toMatch(/failed to stat model repository path '\/no\/such\/repository'/);
+  });
+
+  it("exits 1 with usage on an unknown flag or command", async () => {
+    const flag = start(["serve", "--model-repository=/tmp", "--bogus"]);
+    expect(await flag.exited).toBe(1);
+    expect(flag.output()).toMatch(/Usage: galley serve/);
+    const command = start(["bogus"]);
+    expect(await command.exited).toBe(1);
+    expect(command.output()).toMatch(/unknown command 'bogus'/);
+  });
+});
