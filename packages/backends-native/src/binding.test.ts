@@ -1,0 +1,24 @@
+import { describe, expect, it } from "vitest";
+import { bindingCandidates, loadBinding } from "./binding.js";
+
+describe("loadBinding", () => {
+  it("loads the addon that the build produced", () => {
+    const binding = loadBinding();
+    expect(binding.abiVersion).toBe(1);
+    expect(typeof binding.probeCuda).toBe("function");
+  });
+
+  it("lists node-gyp's build folders, and an override first", () => {
+    process.env.GALLEY_NATIVE_BINDING = "/opt/custom.node";
+    try {
+      const candidates = bindingCandidates();
+      expect(candidates[0]).toBe("/opt/custom.node");
+      expect(candidates.slice(1).map((c) => c.replace(/.*\/build\//, "build/"))).toEqual([
+        "build/Release/galley_native.node",
+        "build/Debug/galley_native.node",
+      ]);
+    } finally {
+      delete process.env.GALLEY_NATIVE_BINDING;
+    }
+  });
+});

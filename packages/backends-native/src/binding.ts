@@ -1,0 +1,57 @@
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+
+/** The raw addon, as `native/addon.cc` exports it. Only this package's wrappers use it. */
+export interface Binding {
+  /** Bumped whenever the exports below change shape. */
+  abiVersion: number;
+  probeCuda(): Promise<{ available: boolean; driverVersion: number; deviceCount: number; error: string }>;
+}
+
+/** The ABI these wrappers were written against. */
+export const BINDING_ABI_VERSION = 1;
+
+/** Where the addon may be: an explicit override first, then node-gyp's build folders. */
+export function bindingCandidates(): string[] {
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  const fromEnv = process.env.GALLEY_NATIVE_BINDING;
+  return [
+    ...(fromEnv ? [fromEnv] : []),
+    `${root}build/Release/galley_native.node`,
+    `${root}build/Debug/galley_native.node`,
+  ];
+}
+
+let cached: Binding | undefined;
+
+/**
+ * Load the addon on first use. Tries each candidate in order and, if none loads, throws one
+ * error that lists every attempt and says how to build it. Nothing is loaded at import time, so
+ * the server runs without the addon.
+ */
+export function loadBinding(candidates: string[] = bindingCandidates()): Binding {
+  if (cached) return cached;
+  const require = createRequire(import.meta.url);
+  const failures: string[] = [];
+  for (const path of candidates) {
+    try {
+      const binding = require(path) as Binding;
+      if (binding.abiVersion !== BINDING_ABI_VERSION) {
+        failures.push(`${path}: ABI ${binding.abiVersion}, expected ${BINDING_ABI_VERSION} (stale build)`);
+        continue;
+      }
+      cached = binding;
+      return binding;
+    } catch (error) {
+      failures.push(`${path}: ${(error as Error).message.split("\n")[0]}`);
+    }
+  }
+  throw new Error(
+    [
+      "Could not load Galley's native addon (@galley/backends-native). Tried:",
+      ...failures.map((f) => `  - ${f}`),
+      "Build it with `npm run build -w @galley/backends-native` (needs a C++17 compiler and node-gyp),",
+      "or point GALLEY_NATIVE_BINDING at a built galley_native.node.",
+    ].join("\n"),
+  );
+}

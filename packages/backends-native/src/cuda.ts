@@ -1,0 +1,24 @@
+import { loadBinding } from "./binding.js";
+
+/** What {@link probeCuda} found. */
+export interface CudaProbe {
+  /** The CUDA driver loaded, initialised and reports at least one device. */
+  available: boolean;
+  /** The driver's CUDA version as 1000 × major + 10 × minor (13000 is CUDA 13.0); 0 if unknown. */
+  driverVersion: number;
+  deviceCount: number;
+  /** Why CUDA is unavailable (for logs and error messages); empty when available. */
+  error: string;
+}
+
+/**
+ * Find the CUDA driver at run time (dlopen of `libcuda.so.1`, then `cuInit`), off the JS thread.
+ * Never throws for a missing GPU: the answer says why CUDA is unavailable.
+ *
+ * @example
+ * const cuda = await probeCuda();
+ * console.log(cuda.available ? `${cuda.deviceCount} GPU(s)` : `CPU only: ${cuda.error}`);
+ */
+export async function probeCuda(): Promise<CudaProbe> {
+  return loadBinding().probeCuda();
+}
