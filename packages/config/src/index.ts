@@ -5,5 +5,5 @@
  * @packageDocumentation
  */
 
-export { type ProtocolDataType, dataTypeFromProtocol, dataTypeToProtocol } from "./data-type.js";
+export { dataTypeFromProtocol, dataTypeToProtocol, type ProtocolDataType } from "./data-type.js";
 export { parseModelConfig, printModelConfig } from "./text-format.js";

@@ -24,7 +24,9 @@ describe("config.pbtxt corpus (168 real Triton configs)", () => {
 
 describe("parseModelConfig", () => {
   it("reads Triton's `simple` example field by field", () => {
-    const config = parseModelConfig(readFileSync(`${corpus}server--docs--examples--model_repository--simple.pbtxt`, "utf8"));
+    const config = parseModelConfig(
+      readFileSync(`${corpus}server--docs--examples--model_repository--simple.pbtxt`, "utf8"),
+    );
     expect(config.name).toBe("simple");
     expect(config.platform).toBe("onnxruntime_onnx");
     expect(config.maxBatchSize).toBe(8);
@@ -36,7 +38,7 @@ describe("parseModelConfig", () => {
   });
 
   it("accepts both list and repeated-block forms, comments and optional colons", () => {
-    const a = parseModelConfig('instance_group [ { kind: KIND_CPU count: 2 }, { kind: KIND_GPU } ] # two groups');
+    const a = parseModelConfig("instance_group [ { kind: KIND_CPU count: 2 }, { kind: KIND_GPU } ] # two groups");
     const b = parseModelConfig("instance_group { kind: KIND_CPU, count: 2 }\ninstance_group: { kind: KIND_GPU }");
     expect(equals(ModelConfigSchema, a, b)).toBe(true);
     expect(a.instanceGroup.map((g) => g.kind)).toEqual([ModelInstanceGroup_Kind.CPU, ModelInstanceGroup_Kind.GPU]);
