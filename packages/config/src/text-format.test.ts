@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { equals } from "@bufbuild/protobuf";
 import { DataType, ModelConfigSchema, ModelInstanceGroup_Kind } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import { parseModelConfig, printModelConfig } from "./text-format.js";
+import { ConfigParseError, parseModelConfig, printModelConfig } from "./text-format.js";
 
 const corpus = fileURLToPath(new URL("../test/corpus/model-configs/", import.meta.url));
 const files = readdirSync(corpus).filter((f) => f.endsWith(".pbtxt"));
@@ -42,6 +42,28 @@ describe("parseModelConfig", () => {
     const b = parseModelConfig("instance_group { kind: KIND_CPU, count: 2 }\ninstance_group: { kind: KIND_GPU }");
     expect(equals(ModelConfigSchema, a, b)).toBe(true);
     expect(a.instanceGroup.map((g) => g.kind)).toEqual([ModelInstanceGroup_Kind.CPU, ModelInstanceGroup_Kind.GPU]);
+  });
+
+  it.each([
+    ['name: "x"\nmax_batch_sise: 8', 2, 1, /unknown field "max_batch_sise"/],
+    ['name: "x"\ninput [ { name: "a" data_type: TYPE_FOO } ]', 2, 32, /unknown enum value "TYPE_FOO"/],
+    ['name: "x"\n  input [ { name: "a" dims: [ 1, 2 } ]', 2, 36, /expected "," or "]" in list, got "}"/],
+    ['max_batch_size: "abc"', 1, 17, /expected an integer/],
+    ['name: "x"\ninput {\n  name: "y"\n', 3, 12, /unexpected end of input/],
+    ['name: "x\n', 1, 8, /in string/],
+    ['platform: "p"\nname: ${model_name}\n', 2, 7, /unexpected "\$"/],
+  ] as const)("positions errors at line and column: %j", (text, line, column, reason) => {
+    const error = (() => {
+      try {
+        parseModelConfig(text, "models/x/config.pbtxt");
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(ConfigParseError);
+    expect(error).toMatchObject({ line, column, file: "models/x/config.pbtxt" });
+    expect((error as ConfigParseError).reason).toMatch(reason);
+    expect((error as Error).message).toMatch(new RegExp(`^models/x/config.pbtxt:${line}:${column}: `));
   });
 
   it("rejects unknown fields and enum values, as Triton does", () => {
