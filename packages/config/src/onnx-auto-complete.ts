@@ -34,8 +34,8 @@ export interface AutoCompleteResult {
  *   it is above 1 and no scheduler is configured. A non-zero `max_batch_size` for a model that
  *   cannot batch is an error.
  * - Missing `input` / `output` lists are filled with names, datatypes and dims (the batch
- *   dimension dropped when batching); a scalar becomes `dims: [1]`, with `reshape: { shape: [] }`
- *   when batching.
+ *   dimension dropped when batching), in name order as Triton lists them; a scalar becomes
+ *   `dims: [1]`, with `reshape: { shape: [] }` when batching.
  */
 export function autoCompleteOnnx(
   config: ModelConfig,
@@ -75,16 +75,21 @@ export function autoCompleteOnnx(
 
   const batching = result.maxBatchSize > 0;
   if (result.input.length === 0) {
-    result.input = io.inputs.map((t) =>
+    result.input = byName(io.inputs).map((t) =>
       create(ModelInputSchema, { name: t.name, dataType: t.dataType, ...shape(t, batching) }),
     );
   }
   if (result.output.length === 0) {
-    result.output = io.outputs.map((t) =>
+    result.output = byName(io.outputs).map((t) =>
       create(ModelOutputSchema, { name: t.name, dataType: t.dataType, ...shape(t, batching) }),
     );
   }
   return { config: result, diagnostics: [], notes };
+}
+
+/** Triton lists auto-completed tensors in name order (it reads them into a std::map). */
+function byName(tensors: readonly ModelTensorInfo[]): ModelTensorInfo[] {
+  return [...tensors].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 function shape(tensor: ModelTensorInfo, batching: boolean) {
