@@ -196,8 +196,8 @@ describe("checkRepository: ensembles", () => {
       ensemble_scheduling { ${step("ens", "IN", "OUT")} }`,
     );
     const checks = checkRepository([inner, ensemble(step("inner", "in", "out"))]);
-    expect(checks.get("ens")?.diagnostics[0]?.message).toBe(
-      "circular dependency between ensembles: ens -> ... -> inner -> ens",
+    expect(checks.get("ens")?.diagnostics[0]?.message).toMatch(
+      /^circular dependency between ensembles: (ens -> \.\.\. -> inner -> ens|inner -> \.\.\. -> ens -> inner)$/,
     );
     expect(checks.get("inner")?.diagnostics[0]?.message).toMatch(/^circular dependency between ensembles/);
   });
