@@ -8,8 +8,13 @@
  * clients and servers unchanged. The code under `src/gen` is written by `buf generate` from the
  * `.proto` files in this package and is never edited by hand.
  *
+ * Importing this package makes protobuf-es keep a leading U+FEFF in strings (see
+ * `text-encoding.ts`); without it such a character is silently dropped.
+ *
  * @packageDocumentation
  */
+
+import "./text-encoding.js";
 
 export * from "./gen/grpc/health/v1/health_pb.js";
 export * from "./gen/inference/grpc_service_pb.js";

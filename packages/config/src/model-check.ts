@@ -42,8 +42,15 @@ export interface CheckOptions {
   backends?: ReadonlySet<string>;
   /** Whether a `runtime` library named by a config exists for the model; default: it does not. */
   runtimeExists?: (source: ModelSource, runtime: string) => boolean;
-  /** The backend's own auto-complete (ONNX Runtime reads the model file); skipped when undefined. */
-  backendAutoComplete?: (source: ModelSource, config: ModelConfig) => AutoCompleteResult | undefined;
+  /**
+   * The backend's own auto-complete (ONNX Runtime reads the model file of `version`, the newest
+   * version selected); skipped when undefined or when it returns undefined.
+   */
+  backendAutoComplete?: (
+    source: ModelSource,
+    config: ModelConfig,
+    version: number,
+  ) => AutoCompleteResult | undefined | Promise<AutoCompleteResult | undefined>;
   /** The backend's preferred instance groups (ONNX Runtime has none). */
   preferredGroups?: (backend: string) => readonly { kind: ModelInstanceGroup_Kind; count: number; gpus?: number[] }[];
 }
@@ -65,7 +72,7 @@ export interface ModelCheck {
  * instance groups, run the backend's auto-complete, and validate again. Stops at the first stage
  * that fails, as Triton does. Ensembles' dependencies are checked by {@link checkRepository}.
  */
-export function checkModel(source: ModelSource, options: CheckOptions = {}): ModelCheck {
+export async function checkModel(source: ModelSource, options: CheckOptions = {}): Promise<ModelCheck> {
   const autoComplete = options.autoComplete ?? true;
   const fail = (diagnostics: Diagnostic[], config?: ModelConfig): ModelCheck => ({
     name: source.name,
@@ -131,7 +138,7 @@ export function checkModel(source: ModelSource, options: CheckOptions = {}): Mod
   if (groups.length > 0) return fail(groups, config);
 
   if (autoComplete && options.backendAutoComplete) {
-    const completed = options.backendAutoComplete(source, clone(ModelConfigSchema, config));
+    const completed = await options.backendAutoComplete(source, clone(ModelConfigSchema, config), versions.at(-1) ?? 0);
     if (completed) {
       if (completed.diagnostics.length > 0) return fail(completed.diagnostics, config);
       const merged = mergeAutoComplete(config, completed.config);
@@ -150,13 +157,16 @@ export function checkModel(source: ModelSource, options: CheckOptions = {}): Mod
  * final configs. An ensemble's `model_transaction_policy.decoupled` is set from its steps, as in
  * Triton.
  */
-export function checkRepository(sources: readonly ModelSource[], options: CheckOptions = {}): Map<string, ModelCheck> {
+export async function checkRepository(
+  sources: readonly ModelSource[],
+  options: CheckOptions = {},
+): Promise<Map<string, ModelCheck>> {
   const checks = new Map<string, ModelCheck>();
   const counts = new Map<string, number>();
   for (const source of sources) counts.set(source.name, (counts.get(source.name) ?? 0) + 1);
-  for (const source of sources) {
-    if ((counts.get(source.name) ?? 0) > 1) continue;
-    checks.set(source.name, checkModel(source, options));
+  const unique = sources.filter((source) => counts.get(source.name) === 1);
+  for (const check of await Promise.all(unique.map((source) => checkModel(source, options)))) {
+    checks.set(check.name, check);
   }
 
   const steps = (check: ModelCheck) =>

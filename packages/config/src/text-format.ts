@@ -79,7 +79,11 @@ function position(text: string, offset: number): { line: number; column: number 
   return { line: before.split("\n").length, column: offset - before.lastIndexOf("\n") };
 }
 
-/** The start of the token that ends at `end`: a word, a quoted string, or one punctuation mark. */
+/**
+ * The start of the token that ends at `end`: a quoted string, a word (identifier or number), or
+ * one punctuation mark. A sign belongs to the word after it (`-inf`, `-foo`), and the exponent
+ * sign inside a number (`1e-5`) does not end the word.
+ */
 function tokenStart(text: string, end: number): number {
   let at = end;
   while (at > 0 && /\s/.test(text[at - 1] ?? "")) at--;
@@ -88,7 +92,15 @@ function tokenStart(text: string, end: number): number {
     const open = text.lastIndexOf(last, at - 2);
     return open === -1 ? at - 1 : open;
   }
+  const word = /[\w.]/;
   let start = at;
-  while (start > 0 && /[\w.+-]/.test(text[start - 1] ?? "")) start--;
+  for (;;) {
+    while (start > 0 && word.test(text[start - 1] ?? "")) start--;
+    const sign = text[start - 1];
+    if (sign !== "-" && sign !== "+") break;
+    const exponent = /[0-9.][eE]$/.test(text.slice(Math.max(0, start - 3), start - 1));
+    start--;
+    if (!exponent) break;
+  }
   return start === at ? Math.max(0, at - 1) : start;
 }

@@ -84,9 +84,9 @@ describe("Triton's config-validation cases", () => {
     expect(cases.length).toBe(64);
   });
 
-  it.each(cases.map(describeCase))("$folder", (c) => {
+  it.each(cases.map(describeCase))("$folder", async (c) => {
     // Triton's suite runs on a machine with GPU 0; without it, KIND_AUTO groups become CPU groups.
-    const checks = checkRepository(sources(c), { autoComplete: c.autoComplete, gpus: [0] });
+    const checks = await checkRepository(sources(c), { autoComplete: c.autoComplete, gpus: [0] });
     const subject = checks.get(c.name);
     expect(subject, `model ${c.name} was not checked`).toBeDefined();
     if (!subject) return;

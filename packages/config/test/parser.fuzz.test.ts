@@ -22,7 +22,7 @@ import { ConfigParseError, parseModelConfig, printModelConfig } from "../src/tex
 const file = "fuzz.pbtxt";
 const perInputMs = 200;
 const hangMs = 2_000;
-const testTimeout = 600_000;
+const testTimeout = 30_000;
 
 const corpusDir = new URL("./corpus/model-configs/", import.meta.url);
 const corpus = readdirSync(corpusDir)
@@ -99,21 +99,12 @@ function check(text: string, tally: Tally): void {
     if (!inside) {
       throw new Error(`error position ${line}:${column} outside the input (${lines.length} lines): ${show(text)}`);
     }
-    {
-      const offset = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0) + column - 1;
-      const named = /^(?:unknown field|unknown enum value) "([^"]+)"/.exec(failure.reason)?.[1];
-      if (named !== undefined && !text.startsWith(named, offset)) {
-        (globalThis as any).__mis = ((globalThis as any).__mis ?? 0) + 1;
-        if ((globalThis as any).__mis < 6)
-          console.log(
-            "MISLOCATED",
-            failure.reason,
-            line,
-            column,
-            JSON.stringify(text.slice(Math.max(0, offset - 40), offset)),
-            "|",
-            JSON.stringify(text.slice(offset, offset + 40)),
-          );
+    // Stricter than asked: an unknown field or enum value is reported where its name starts.
+    const named = /^unknown (?:field|enum value) "([^"]+)"/.exec(failure.reason)?.[1];
+    if (named !== undefined) {
+      const offset = lines.slice(0, line - 1).reduce((sum, l) => sum + l.length + 1, 0) + column - 1;
+      if (!text.startsWith(named, offset)) {
+        throw new Error(`"${named}" is not at the reported ${line}:${column}: ${show(text)}`);
       }
     }
     if (failure.file !== file || failure.message !== `${file}:${line}:${column}: ${failure.reason}`) {
@@ -126,8 +117,7 @@ function check(text: string, tally: Tally): void {
 }
 
 /** Run `check` over `numRuns` inputs of `inputs`, and log the counts. */
-function fuzz(label: string, inputs: fc.Arbitrary<string>, numRuns0: number): void {
-  const numRuns = numRuns0 * 4;
+function fuzz(label: string, inputs: fc.Arbitrary<string>, numRuns: number): void {
   const tally = newTally();
   fc.assert(
     fc.property(inputs, (text) => check(text, tally)),
@@ -267,8 +257,7 @@ function messageText(g: fc.GeneratorValue, desc: DescMessage, depth: number): st
   });
   const fields = picked.flatMap((i) => desc.fields[i] ?? []);
   const ws = () => g(fc.constantFrom, " ", "\n", "\n  ", " # note\n");
-  const block = (body: string) =>
-    g(fc.constantFrom, "{", "<", ": {") === "<" ? `<${ws()}${body}${ws()}>` : `{${ws()}${body}${ws()}}`;
+  const block = (body: string) => (g(fc.boolean) ? `<${ws()}${body}${ws()}>` : `{${ws()}${body}${ws()}}`);
   const nested = (message: DescMessage) => (depth >= 5 ? "" : messageText(g, message, depth + 1));
   const out: string[] = [];
   for (const field of fields) {
@@ -417,7 +406,6 @@ const mutated = (base: fc.Arbitrary<string>, maxOps = 4) =>
 
 describe("parseModelConfig under fuzzing", () => {
   afterAll(() => {
-    console.log("MISLOCATED TOTAL", (globalThis as any).__mis);
     console.log(
       `fuzz: ${total.inputs} inputs, ${total.rejected} rejected, ${total.accepted} accepted, ` +
         `slowest parse ${total.slowestMs.toFixed(1)} ms`,
@@ -544,5 +532,34 @@ describe("deep nesting", () => {
     expect(() => fromText(ValueSchema, 'struct_value { fields { key: "a" value { '.repeat(10_000))).toThrow(
       /^recursion limit of 100 /,
     );
+  });
+});
+
+describe("error positions", () => {
+  // A negative identifier glued to the previous value (`t-foo` reads as the bool `t`, then the
+  // field name `-foo`) is located at its own first character, and a number's exponent sign does
+  // not split the number.
+  it("an unknown field glued to the previous value is located at its own first character", () => {
+    const text = "instance_group { passive: t-foo }";
+    let failure: unknown;
+    try {
+      parseModelConfig(text);
+    } catch (error) {
+      failure = error;
+    }
+    expect(failure).toBeInstanceOf(ConfigParseError);
+    expect((failure as ConfigParseError).reason).toMatch(/^unknown field "-foo"/);
+    expect((failure as ConfigParseError).column).toBe(text.indexOf("-foo") + 1);
+  });
+
+  it("a number with a negative exponent is located at its first digit", () => {
+    const text = "max_batch_size: 1e-5";
+    let failure: unknown;
+    try {
+      parseModelConfig(text);
+    } catch (error) {
+      failure = error;
+    }
+    expect((failure as ConfigParseError).column).toBe(text.indexOf("1e-5") + 1);
   });
 });
