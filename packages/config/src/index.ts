@@ -1,11 +1,13 @@
 /**
  * Triton model configuration for TypeScript: read and write `config.pbtxt` and Triton's JSON
- * form, build configs with typed helpers, and the datatype vocabulary shared by configs and the
- * protocol.
+ * form, build configs with typed helpers, and load them exactly as Triton does — autofill,
+ * normalisation, validation with Triton's messages, ONNX auto-complete, ensembles — plus the
+ * `galley config` command.
  *
  * @packageDocumentation
  */
 
+// Building
 export {
   type BuiltModelConfig,
   ConfigBuildError,
@@ -22,6 +24,37 @@ export {
   sequenceBatching,
   step,
 } from "./builder.js";
+// The command line
+export type { CommandIO } from "./cli/command-io.js";
+export { runConfigCommand } from "./cli/config-command.js";
+export { GALLEY_BACKENDS } from "./cli/validate-command.js";
 export { dataTypeFromProtocol, dataTypeToProtocol, type ProtocolDataType } from "./data-type.js";
+// Loading as Triton does
+export type { Diagnostic } from "./diagnostic.js";
 export { ConfigJsonError, fromModelConfigJson, printModelConfigJson, toModelConfigJson } from "./json-form.js";
+export {
+  type CheckOptions,
+  checkModel,
+  checkRepository,
+  type ModelCheck,
+  type ModelSource,
+  versionsToLoad,
+} from "./model-check.js";
+export { type AutoCompleteResult, autoCompleteOnnx, type OnnxAutoCompleteOptions } from "./onnx-auto-complete.js";
+export { type ModelIO, type ModelTensorInfo, OnnxModelError, readOnnxModelIO } from "./onnx-io.js";
+export { isModelFolder, type ReadOptions, readModelSource, readRepository } from "./repository-reader.js";
+export { autofillBackendFields, type VersionEntry } from "./rules/autofill.js";
+export { dimsString, type EnsembleCheck, validateEnsembleConfig } from "./rules/ensemble-config.js";
+export { validateEnsembleScheduling } from "./rules/ensemble-graph.js";
+export {
+  type InstanceGroupOptions,
+  normalizeInstanceGroups,
+  normalizeModelConfig,
+  SEQUENCE_IDLE_DEFAULT_MICROSECONDS,
+} from "./rules/normalize.js";
+export { Backend, Platform } from "./rules/platforms.js";
+export { type InstanceGroupCheckOptions, validateInstanceGroups } from "./rules/validate-instance-groups.js";
+export { elementCount, validateModelIOConfig } from "./rules/validate-io.js";
+export { validateModelConfig } from "./rules/validate-model-config.js";
+// Reading and writing
 export { ConfigParseError, parseModelConfig, printModelConfig } from "./text-format.js";

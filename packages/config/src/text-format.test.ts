@@ -51,6 +51,7 @@ describe("parseModelConfig", () => {
     ['max_batch_size: "abc"', 1, 17, /expected an integer/],
     ['name: "x"\ninput {\n  name: "y"\n', 3, 12, /unexpected end of input/],
     ['name: "x\n', 1, 8, /in string/],
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a config template placeholder, on purpose
     ['platform: "p"\nname: ${model_name}\n', 2, 7, /unexpected "\$"/],
   ] as const)("positions errors at line and column: %j", (text, line, column, reason) => {
     const error = (() => {

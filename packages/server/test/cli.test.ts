@@ -1,7 +1,7 @@
 // `galley serve` as a real process: it starts, logs where it listens, answers, and exits 0 on
 // SIGTERM after draining.
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -86,5 +86,14 @@ describe("galley serve (process)", () => {
     const command = start(["bogus"]);
     expect(await command.exited).toBe(1);
     expect(command.output()).toMatch(/unknown command 'bogus'/);
+  });
+
+  it("runs `galley config validate` on a repository and exits 1 with Triton's message for a bad model", async () => {
+    const repo = mkdtempSync(join(tmpdir(), "galley-repo-"));
+    mkdirSync(join(repo, "bad", "1"), { recursive: true });
+    writeFileSync(join(repo, "bad", "config.pbtxt"), 'backend: "onnxruntime" max_batch_size: -1');
+    const run = start(["config", "validate", repo]);
+    expect(await run.exited).toBe(1);
+    expect(run.output()).toContain("UNAVAILABLE: 'max_batch_size' must be non-negative value for bad");
   });
 });

@@ -1,0 +1,95 @@
+import { mkdir, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+import { isMessage } from "@bufbuild/protobuf";
+import { type ModelConfig, ModelConfigSchema } from "@galley/proto";
+import { checkRepository } from "../model-check.js";
+import { printModelConfig } from "../text-format.js";
+import { type CommandIO, UsageError } from "./command-io.js";
+
+export const BUILD_USAGE = `Usage: galley config build <module.ts | module.js> [--repository <dir>] [--dry-run]
+
+Imports the module and writes each ModelConfig it exports (named exports, the default export,
+or arrays of configs) to <repository>/<name>/config.pbtxt. Every config is checked first, with
+ensembles against the others; nothing is written if any fails.
+
+Options:
+  --repository <dir>  where to write (default: the current folder)
+  --dry-run           check and print what would be written, write nothing
+`;
+
+export async function buildCommand(args: string[], io: CommandIO): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { repository: { type: "string" }, "dry-run": { type: "boolean" } },
+  });
+  if (positionals.length !== 1) throw new UsageError("build takes one module");
+  const file = resolve(io.cwd, positionals[0] ?? "");
+  const exports = await importModule(file);
+  const configs = collectConfigs(exports);
+  if (configs.length === 0) {
+    io.stderr(`error: ${positionals[0]} exports no model configurations\n`);
+    return 1;
+  }
+  const names = new Set<string>();
+  for (const config of configs) {
+    if (config.name === "") {
+      io.stderr("error: every exported config needs a name (it names the model folder)\n");
+      return 1;
+    }
+    if (names.has(config.name)) {
+      io.stderr(`error: two exported configs are named '${config.name}'\n`);
+      return 1;
+    }
+    names.add(config.name);
+  }
+  // Version folders do not exist yet: check as if each model had version 1.
+  const checks = await checkRepository(
+    configs.map((config) => ({ name: config.name, config, versions: [1] })),
+    {},
+  );
+  const failed = [...checks.values()].filter((c) => c.diagnostics.length > 0);
+  for (const check of failed) io.stderr(`error: ${check.name}: ${check.diagnostics[0]?.message}\n`);
+  if (failed.length > 0) return 1;
+
+  const repository = resolve(io.cwd, values.repository ?? ".");
+  for (const config of configs) {
+    const target = join(repository, config.name, "config.pbtxt");
+    if (values["dry-run"]) {
+      io.stdout(`# ${target}\n${printModelConfig(config)}\n`);
+      continue;
+    }
+    await mkdir(join(repository, config.name), { recursive: true });
+    await writeFile(target, printModelConfig(config));
+    io.stdout(`wrote ${target}\n`);
+  }
+  return 0;
+}
+
+async function importModule(file: string): Promise<Record<string, unknown>> {
+  if (/\.[mc]?tsx?$/.test(file)) {
+    const { tsImport } = await import("tsx/esm/api");
+    return (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>;
+  }
+  return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+}
+
+function collectConfigs(exports: Record<string, unknown>): ModelConfig[] {
+  const found: ModelConfig[] = [];
+  const seen = new Set<unknown>();
+  const visit = (value: unknown) => {
+    if (seen.has(value)) return;
+    seen.add(value);
+    if (isMessage(value, ModelConfigSchema)) found.push(value);
+    else if (Array.isArray(value)) value.forEach(visit);
+  };
+  for (const value of Object.values(exports)) visit(value);
+  // A CommonJS module (a .ts file outside a "type": "module" package) arrives as `default`.
+  const commonJs = exports.default;
+  if (commonJs && typeof commonJs === "object" && !Array.isArray(commonJs) && !isMessage(commonJs)) {
+    for (const value of Object.values(commonJs)) visit(value);
+  }
+  return found;
+}

@@ -1,0 +1,88 @@
+import { basename, dirname, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { checkRepository } from "../model-check.js";
+import { isModelFolder, readRepository } from "../repository-reader.js";
+import { type CommandIO, table, UsageError } from "./command-io.js";
+import { onnxAutoCompleteFromDisk } from "./onnx-from-disk.js";
+
+/** Backends a Galley server has without plugins. */
+export const GALLEY_BACKENDS: readonly string[] = ["onnxruntime", "js"];
+
+export const VALIDATE_USAGE = `Usage: galley config validate <repository | model folder> [options]
+
+Loads every model's configuration as tritonserver would: autofill, the ONNX Runtime backend's
+auto-complete (from the model file), normalisation, validation, version policy, ensembles.
+Prints a table of models; exits 1 if any model would fail to load.
+
+Options:
+  --disable-auto-complete-config  strict mode (also --strict-model-config=true)
+  --model-config-name <name>      use <model>/configs/<name>.pbtxt where present
+  --backend <name>                a backend the server has besides ${GALLEY_BACKENDS.join(", ")} (repeatable)
+  --any-backend                   accept any backend name
+  --gpus <ids>                    GPU ids the server will have, e.g. 0,1 (default: none)
+  --backend-config onnxruntime,default-max-batch-size=<n>
+`;
+
+export async function validateCommand(args: string[], io: CommandIO): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      "disable-auto-complete-config": { type: "boolean" },
+      "strict-model-config": { type: "string" },
+      "model-config-name": { type: "string" },
+      backend: { type: "string", multiple: true },
+      "any-backend": { type: "boolean" },
+      gpus: { type: "string" },
+      "backend-config": { type: "string", multiple: true },
+    },
+  });
+  if (positionals.length !== 1) throw new UsageError("validate takes one path");
+  const target = resolve(io.cwd, positionals[0] ?? "");
+  const single = await isModelFolder(target).catch(() => {
+    throw new UsageError(`cannot read '${positionals[0]}'`);
+  });
+  const repository = single ? dirname(target) : target;
+  const strict =
+    values["disable-auto-complete-config"] === true || /^(true|on|1)$/i.test(values["strict-model-config"] ?? "");
+  const gpus = values.gpus ? values.gpus.split(",").map((g) => Number(g.trim())) : [];
+  if (gpus.some((g) => !Number.isInteger(g) || g < 0)) throw new UsageError(`invalid --gpus '${values.gpus}'`);
+  const defaultMaxBatchSize = maxBatchSizeSetting(values["backend-config"] ?? []);
+
+  const sources = await readRepository(
+    repository,
+    values["model-config-name"] ? { configName: values["model-config-name"] } : {},
+  );
+  const checks = await checkRepository(sources, {
+    autoComplete: !strict,
+    gpus,
+    ...(values["any-backend"] ? {} : { backends: new Set([...GALLEY_BACKENDS, ...(values.backend ?? [])]) }),
+    backendAutoComplete: (source, config, version) =>
+      onnxAutoCompleteFromDisk(source, config, version, defaultMaxBatchSize),
+  });
+  const shown = [...checks.values()].filter((c) => !single || c.name === basename(target));
+  const rows = [["Model", "Version", "Status"]];
+  for (const check of shown) {
+    const versions = check.versions.length > 0 ? check.versions.join(", ") : "-";
+    const problem = check.diagnostics[0];
+    rows.push([check.name, versions, problem ? `UNAVAILABLE: ${problem.message}` : "READY"]);
+  }
+  for (const source of sources) {
+    if (!checks.has(source.name))
+      rows.push([source.name, "-", "UNAVAILABLE: model name appears in more than one repository"]);
+  }
+  io.stdout(rows.length > 1 ? table(rows) : "no models found\n");
+  const failed = shown.filter((c) => c.diagnostics.length > 0).length;
+  io.stdout(`${shown.length - failed} of ${shown.length} model(s) would load.\n`);
+  return failed > 0 || shown.length === 0 ? 1 : 0;
+}
+
+function maxBatchSizeSetting(settings: string[]): number | undefined {
+  let value: number | undefined;
+  for (const setting of settings) {
+    const match = /^onnxruntime,default-max-batch-size=(\d+)$/.exec(setting);
+    if (!match) throw new UsageError(`unsupported --backend-config '${setting}'`);
+    value = Number(match[1]);
+  }
+  return value;
+}
