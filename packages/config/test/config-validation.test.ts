@@ -1,12 +1,14 @@
 // Triton's own model-configuration test cases (test/corpus/config-validation, see its README):
 // every case must get Triton's verdict, and the first problem reported must match Triton's
 // message pattern for at least 90% of the failing cases. Misses are printed.
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { equals } from "@bufbuild/protobuf";
 import { ModelConfigSchema } from "@galley/proto";
 import { afterAll, describe, expect, it } from "vitest";
+import { runConfigCommand } from "../src/cli/config-command.js";
 import { checkRepository, type ModelSource } from "../src/model-check.js";
 import { parseModelConfig } from "../src/text-format.js";
 
@@ -125,5 +127,23 @@ describe("Triton's config-validation cases", () => {
   it("matches Triton's message for at least 90% of failing cases", () => {
     expect(failing).toBe(cases.filter((c) => !describeCase(c).shouldLoad).length);
     expect(matched / failing).toBeGreaterThanOrEqual(0.9);
+  });
+});
+
+describe("galley config validate on Triton's cases (as its suite lays them out: version folder 1, GPU 0)", () => {
+  it.each(cases.map(describeCase))("$folder", async (c) => {
+    const repo = mkdtempSync(join(tmpdir(), "galley-case-"));
+    for (const source of sources(c)) {
+      mkdirSync(join(repo, source.name, "1"), { recursive: true });
+      writeFileSync(join(repo, source.name, "config.pbtxt"), source.configText ?? "");
+    }
+    let stdout = "";
+    const args = ["validate", join(repo, c.name), "--any-backend", "--gpus", "0"];
+    if (!c.autoComplete) args.push("--disable-auto-complete-config");
+    const code = await runConfigCommand(args, { stdout: (t) => (stdout += t), stderr: () => {}, cwd: repo });
+    expect(code, stdout).toBe(c.shouldLoad ? 0 : 1);
+    const row = stdout.split("\n").find((line) => line.startsWith(`| ${c.name} `)) ?? "";
+    if (c.shouldLoad) expect(row).toMatch(/\| READY +\|$/);
+    else expect(row).toContain("UNAVAILABLE: ");
   });
 });
