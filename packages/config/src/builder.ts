@@ -36,16 +36,21 @@ export type BuiltModelConfig = ModelConfig & {
 };
 
 /** The plain-object half of a generated init shape (so that `Omit` can work on it). */
-type Init<T extends DescMessage> = Exclude<MessageInitShape<T>, MessageShape<T>>;
-type DynamicBatchingInit = Omit<Init<typeof ModelDynamicBatchingSchema>, "maxQueueDelayMicroseconds"> & {
+export type InitShape<T extends DescMessage> = Exclude<MessageInitShape<T>, MessageShape<T>>;
+/** {@link dynamicBatching}'s argument: the generated shape, with microseconds as number or bigint. */
+export type DynamicBatchingInit = Omit<InitShape<typeof ModelDynamicBatchingSchema>, "maxQueueDelayMicroseconds"> & {
   maxQueueDelayMicroseconds?: number | bigint;
 };
-type SequenceBatchingInit = Omit<Init<typeof ModelSequenceBatchingSchema>, "maxSequenceIdleMicroseconds"> & {
+/** {@link sequenceBatching}'s argument: the generated shape, with microseconds as number or bigint. */
+export type SequenceBatchingInit = Omit<
+  InitShape<typeof ModelSequenceBatchingSchema>,
+  "maxSequenceIdleMicroseconds"
+> & {
   maxSequenceIdleMicroseconds?: number | bigint;
 };
 
 /** What {@link modelConfig} takes: the generated init shape, with the scheduler as a plain key. */
-export type ModelConfigInit = Omit<Init<typeof ModelConfigSchema>, "schedulingChoice"> & {
+export type ModelConfigInit = Omit<InitShape<typeof ModelConfigSchema>, "schedulingChoice"> & {
   dynamicBatching?: DynamicBatchingInit;
   sequenceBatching?: SequenceBatchingInit;
 };
@@ -93,7 +98,7 @@ export function input(
   name: string,
   dataType: DataTypeName,
   dims: readonly (number | bigint)[],
-  options: Omit<Init<typeof ModelInputSchema>, "name" | "dataType" | "dims"> = {},
+  options: Omit<InitShape<typeof ModelInputSchema>, "name" | "dataType" | "dims"> = {},
 ): ModelInput {
   return create(ModelInputSchema, { ...options, name, dataType: toDataType(dataType), dims: dims.map(BigInt) });
 }
@@ -103,7 +108,7 @@ export function output(
   name: string,
   dataType: DataTypeName,
   dims: readonly (number | bigint)[],
-  options: Omit<Init<typeof ModelOutputSchema>, "name" | "dataType" | "dims"> = {},
+  options: Omit<InitShape<typeof ModelOutputSchema>, "name" | "dataType" | "dims"> = {},
 ): ModelOutput {
   return create(ModelOutputSchema, { ...options, name, dataType: toDataType(dataType), dims: dims.map(BigInt) });
 }
@@ -114,7 +119,7 @@ export function output(
  * @example
  * dynamicBatching({ preferredBatchSize: [4, 8], maxQueueDelayMicroseconds: 100 })
  */
-export function dynamicBatching(init: DynamicBatchingInit = {}): Init<typeof ModelDynamicBatchingSchema> {
+export function dynamicBatching(init: DynamicBatchingInit = {}): InitShape<typeof ModelDynamicBatchingSchema> {
   const { maxQueueDelayMicroseconds, ...rest } = init;
   return maxQueueDelayMicroseconds === undefined
     ? rest
@@ -122,7 +127,7 @@ export function dynamicBatching(init: DynamicBatchingInit = {}): Init<typeof Mod
 }
 
 /** Sequence batching settings (plain numbers accepted for microseconds). */
-export function sequenceBatching(init: SequenceBatchingInit = {}): Init<typeof ModelSequenceBatchingSchema> {
+export function sequenceBatching(init: SequenceBatchingInit = {}): InitShape<typeof ModelSequenceBatchingSchema> {
   const { maxSequenceIdleMicroseconds, ...rest } = init;
   return maxSequenceIdleMicroseconds === undefined
     ? rest
@@ -136,7 +141,7 @@ export function sequenceBatching(init: SequenceBatchingInit = {}): Init<typeof M
  * instanceGroup({ kind: "KIND_CPU", count: 2 })
  */
 export function instanceGroup(
-  init: Omit<Init<typeof ModelInstanceGroupSchema>, "kind"> & {
+  init: Omit<InitShape<typeof ModelInstanceGroupSchema>, "kind"> & {
     kind?:
       | ModelInstanceGroup_Kind
       | `KIND_${keyof typeof ModelInstanceGroup_Kind}`
@@ -193,7 +198,7 @@ export function ensemble(
   if (problems.length > 0) {
     throw new ConfigBuildError(`ensemble '${rest.name ?? ""}' is invalid:\n  - ${problems.join("\n  - ")}`);
   }
-  const stepInit: Init<typeof ModelEnsembling_StepSchema>[] = steps.map((s) => ({
+  const stepInit: InitShape<typeof ModelEnsembling_StepSchema>[] = steps.map((s) => ({
     modelName: s.model,
     modelVersion: BigInt(s.version ?? -1),
     inputMap: s.inputs,
