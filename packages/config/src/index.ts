@@ -44,7 +44,14 @@ export {
   versionsToLoad,
 } from "./model-check.js";
 export { type AutoCompleteResult, autoCompleteOnnx, type OnnxAutoCompleteOptions } from "./onnx-auto-complete.js";
-export { type ModelIO, type ModelTensorInfo, OnnxModelError, readOnnxModelIO } from "./onnx-io.js";
+export {
+  findOnnxModelFile,
+  type ModelIO,
+  type ModelTensorInfo,
+  missingOnnxModelMessage,
+  OnnxModelError,
+  readOnnxModelIO,
+} from "./onnx-io.js";
 export { isModelFolder, type ReadOptions, readModelSource, readRepository } from "./repository-reader.js";
 export { autofillBackendFields, type VersionEntry } from "./rules/autofill.js";
 export { dimsString, type EnsembleCheck, validateEnsembleConfig } from "./rules/ensemble-config.js";

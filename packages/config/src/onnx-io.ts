@@ -1,5 +1,7 @@
+import { stat } from "node:fs/promises";
+import { join } from "node:path";
 import { fromBinary } from "@bufbuild/protobuf";
-import { DataType } from "@galley/proto";
+import { DataType, type ModelConfig } from "@galley/proto";
 import { ModelProtoSchema, TensorProto_DataType, type ValueInfoProto } from "onnx-buf";
 
 /** One input or output of a model, in config vocabulary: -1 marks a dimension without a fixed size. */
@@ -76,4 +78,22 @@ function describe(value: ValueInfoProto): ModelTensorInfo {
   }
   const dims = (type.value.shape?.dim ?? []).map((d) => (d.value.case === "dimValue" ? d.value.value : -1n));
   return { name: value.name, dataType, dims };
+}
+
+/**
+ * Where a version's ONNX model is: `<model>/<version>/<default_model_filename or model.onnx>`,
+ * or `model.onnx` inside it when that is a folder (as Triton's ONNX Runtime backend looks).
+ */
+export async function findOnnxModelFile(modelPath: string, version: number, config: ModelConfig): Promise<string> {
+  const path = join(modelPath, String(version), config.defaultModelFilename || "model.onnx");
+  const isFolder = await stat(path).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+  return isFolder ? join(path, "model.onnx") : path;
+}
+
+/** The message for a model file that is not there, as Triton's ONNX Runtime backend words it. */
+export function missingOnnxModelMessage(path: string, config: ModelConfig): string {
+  return `unable to find '${path}' for model instance '${config.name}'`;
 }

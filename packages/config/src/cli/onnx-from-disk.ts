@@ -1,9 +1,8 @@
-import { readFile, stat } from "node:fs/promises";
-import { join } from "node:path";
+import { readFile } from "node:fs/promises";
 import type { ModelConfig } from "@galley/proto";
 import type { ModelSource } from "../model-check.js";
 import { type AutoCompleteResult, autoCompleteOnnx } from "../onnx-auto-complete.js";
-import { OnnxModelError, readOnnxModelIO } from "../onnx-io.js";
+import { findOnnxModelFile, missingOnnxModelMessage, OnnxModelError, readOnnxModelIO } from "../onnx-io.js";
 import { Backend } from "../rules/platforms.js";
 
 /**
@@ -19,23 +18,12 @@ export async function onnxAutoCompleteFromDisk(
 ): Promise<AutoCompleteResult | undefined> {
   if (config.backend !== Backend.onnxruntime || !source.path) return undefined;
   if (config.input.length > 0 && config.output.length > 0) return undefined;
-  let path = join(source.path, String(version), config.defaultModelFilename || "model.onnx");
-  if (
-    await stat(path).then(
-      (s) => s.isDirectory(),
-      () => false,
-    )
-  )
-    path = join(path, "model.onnx");
+  const path = await findOnnxModelFile(source.path, version, config);
   let bytes: Uint8Array;
   try {
     bytes = await readFile(path);
   } catch {
-    return {
-      config,
-      diagnostics: [{ path: "", message: `unable to find '${path}' for model instance '${config.name}'` }],
-      notes: [],
-    };
+    return { config, diagnostics: [{ path: "", message: missingOnnxModelMessage(path, config) }], notes: [] };
   }
   try {
     return autoCompleteOnnx(

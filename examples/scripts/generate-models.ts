@@ -1,0 +1,276 @@
+// Generates the example model repository that `npm start` serves: Triton's example models simple,
+// simple_int8, simple_string and simple_identity, plus mlp_classifier (a small FP32 MLP), as ONNX
+// files (opset 17, IR 8) with their config.pbtxt and, for mlp_classifier, labels.txt. The output is
+// byte-for-byte deterministic (weights come from a seeded PRNG), so rerunning only rewrites the same bytes:
+//
+//   npx tsx examples/scripts/generate-models.ts      (from the repository root)
+//
+// Then check the models with `npx tsx examples/scripts/verify-models.ts`.
+import { createHash } from "node:crypto";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { initializer, model, node, OnnxType, tensorInfo } from "./onnx-builder.js";
+
+const REPOSITORY = fileURLToPath(new URL("../model_repository/", import.meta.url));
+
+/** The symbolic first dimension of every model here, so that all of them can batch. */
+const BATCH = "batch";
+
+interface TensorConfig {
+  name: string;
+  dataType: string;
+  dims: number[];
+  labelFilename?: string;
+}
+
+interface ConfigSpec {
+  comment: string[];
+  name: string;
+  maxBatchSize: number;
+  inputs: TensorConfig[];
+  outputs: TensorConfig[];
+  /** Text after the outputs: scheduler, instance groups. */
+  tail?: string;
+}
+
+function tensorList(field: "input" | "output", tensors: TensorConfig[]): string {
+  const items = tensors.map((t) =>
+    [
+      "  {",
+      `    name: "${t.name}"`,
+      `    data_type: ${t.dataType}`,
+      `    dims: [ ${t.dims.join(", ")} ]`,
+      ...(t.labelFilename ? [`    label_filename: "${t.labelFilename}"`] : []),
+      "  }",
+    ].join("\n"),
+  );
+  return `${field} [\n${items.join(",\n")}\n]\n`;
+}
+
+/** A config.pbtxt in the layout of Triton's example repository. */
+function configText(c: ConfigSpec): string {
+  return [
+    ...c.comment.map((line) => `# ${line}\n`),
+    `name: "${c.name}"\n`,
+    `platform: "onnxruntime_onnx"\n`,
+    `max_batch_size: ${c.maxBatchSize}\n`,
+    tensorList("input", c.inputs),
+    tensorList("output", c.outputs),
+    c.tail ?? "",
+  ].join("");
+}
+
+interface ModelFiles {
+  name: string;
+  onnx: Uint8Array;
+  config: string;
+  /** Further files next to config.pbtxt. */
+  extra?: Record<string, string>;
+}
+
+/**
+ * simple and simple_int8: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 over [batch, 16].
+ * INT8 inputs are widened to INT32 and the results cast back, which wraps modulo 256.
+ */
+function addSubModel(name: string, onnxType: OnnxType, tritonType: string): ModelFiles {
+  const int8 = onnxType === OnnxType.INT8;
+  const widen = int8
+    ? [
+        node("Cast", ["INPUT0"], ["input0_int32"], { to: OnnxType.INT32 }),
+        node("Cast", ["INPUT1"], ["input1_int32"], { to: OnnxType.INT32 }),
+      ]
+    : [];
+  const [a, b] = int8 ? ["input0_int32", "input1_int32"] : ["INPUT0", "INPUT1"];
+  const [sum, diff] = int8 ? ["sum_int32", "diff_int32"] : ["OUTPUT0", "OUTPUT1"];
+  const narrow = int8
+    ? [
+        node("Cast", [sum], ["OUTPUT0"], { to: OnnxType.INT8 }),
+        node("Cast", [diff], ["OUTPUT1"], { to: OnnxType.INT8 }),
+      ]
+    : [];
+  const io = (names: string[]) => names.map((n) => tensorInfo(n, onnxType, [BATCH, 16]));
+  const configs = (names: string[]) => names.map((n) => ({ name: n, dataType: tritonType, dims: [16] }));
+  return {
+    name,
+    onnx: model({
+      name,
+      doc: int8
+        ? "OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, computed in int32 and cast back to int8 (wraps)"
+        : "OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1",
+      inputs: io(["INPUT0", "INPUT1"]),
+      outputs: io(["OUTPUT0", "OUTPUT1"]),
+      nodes: [...widen, node("Add", [a, b], [sum]), node("Sub", [a, b], [diff]), ...narrow],
+    }),
+    config: configText({
+      comment: int8
+        ? [
+            "OUTPUT0 = INPUT0 + INPUT1 and OUTPUT1 = INPUT0 - INPUT1, element-wise over 16 int8 values;",
+            "computed in int32 and cast back to int8, so results wrap (100 + 100 = -56).",
+          ]
+        : ["OUTPUT0 = INPUT0 + INPUT1 and OUTPUT1 = INPUT0 - INPUT1, element-wise over 16 int32 values."],
+      name,
+      maxBatchSize: 8,
+      inputs: configs(["INPUT0", "INPUT1"]),
+      outputs: configs(["OUTPUT0", "OUTPUT1"]),
+    }),
+  };
+}
+
+/** simple_string: the add/sub of `simple` on decimal strings, parsed to int32 and formatted back. */
+function simpleString(): ModelFiles {
+  const name = "simple_string";
+  const io = (names: string[]) => names.map((n) => tensorInfo(n, OnnxType.STRING, [BATCH, 16]));
+  const configs = (names: string[]) => names.map((n) => ({ name: n, dataType: "TYPE_STRING", dims: [16] }));
+  return {
+    name,
+    onnx: model({
+      name,
+      doc: "Parses INPUT0 and INPUT1 as decimal int32; OUTPUT0 = their sum, OUTPUT1 = their difference, as decimal strings",
+      inputs: io(["INPUT0", "INPUT1"]),
+      outputs: io(["OUTPUT0", "OUTPUT1"]),
+      nodes: [
+        node("Cast", ["INPUT0"], ["input0_int32"], { to: OnnxType.INT32 }),
+        node("Cast", ["INPUT1"], ["input1_int32"], { to: OnnxType.INT32 }),
+        node("Add", ["input0_int32", "input1_int32"], ["sum_int32"]),
+        node("Sub", ["input0_int32", "input1_int32"], ["diff_int32"]),
+        node("Cast", ["sum_int32"], ["OUTPUT0"], { to: OnnxType.STRING }),
+        node("Cast", ["diff_int32"], ["OUTPUT1"], { to: OnnxType.STRING }),
+      ],
+    }),
+    config: configText({
+      comment: [
+        "Like simple, on 16 decimal strings: each input element is parsed as an int32, and OUTPUT0/OUTPUT1",
+        'are the sum/difference formatted back as decimal strings ("15" - "3" = "12").',
+      ],
+      name,
+      maxBatchSize: 8,
+      inputs: configs(["INPUT0", "INPUT1"]),
+      outputs: configs(["OUTPUT0", "OUTPUT1"]),
+    }),
+  };
+}
+
+/** simple_identity: OUTPUT0 = INPUT0 for a variable-length string tensor. */
+function simpleIdentity(): ModelFiles {
+  const name = "simple_identity";
+  return {
+    name,
+    onnx: model({
+      name,
+      doc: "OUTPUT0 = INPUT0 (strings of any length)",
+      inputs: [tensorInfo("INPUT0", OnnxType.STRING, [BATCH, "length"])],
+      outputs: [tensorInfo("OUTPUT0", OnnxType.STRING, [BATCH, "length"])],
+      nodes: [node("Identity", ["INPUT0"], ["OUTPUT0"])],
+    }),
+    config: configText({
+      comment: [
+        "OUTPUT0 = INPUT0: returns its string tensor unchanged, whatever its length (Triton's is a Python model).",
+      ],
+      name,
+      maxBatchSize: 8,
+      inputs: [{ name: "INPUT0", dataType: "TYPE_STRING", dims: [-1] }],
+      outputs: [{ name: "OUTPUT0", dataType: "TYPE_STRING", dims: [-1] }],
+    }),
+  };
+}
+
+/** mulberry32: a tiny seeded PRNG giving uniform numbers in [0, 1). */
+function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const MLP_SEED = 20240917;
+const MLP_LAYERS = [64, 256, 256, 10];
+const DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"];
+
+/**
+ * mlp_classifier: PROBABILITIES = Softmax(Gemm(Relu(Gemm(Relu(Gemm(INPUT, W1, B1)), W2, B2)), W3, B3)).
+ * Weights Wk are [fan_in, fan_out] and, like the biases, uniform in ±sqrt(3 / fan_in) (std 1/sqrt(fan_in)).
+ */
+function mlpClassifier(): ModelFiles {
+  const name = "mlp_classifier";
+  const random = mulberry32(MLP_SEED);
+  const nodes = [];
+  const initializers = [];
+  let x = "INPUT";
+  for (let layer = 1; layer < MLP_LAYERS.length; layer++) {
+    const fanIn = MLP_LAYERS[layer - 1] ?? 0;
+    const fanOut = MLP_LAYERS[layer] ?? 0;
+    const limit = Math.sqrt(3 / fanIn);
+    const uniform = (count: number) => Float32Array.from({ length: count }, () => (2 * random() - 1) * limit);
+    initializers.push(initializer(`W${layer}`, [fanIn, fanOut], uniform(fanIn * fanOut)));
+    initializers.push(initializer(`B${layer}`, [fanOut], uniform(fanOut)));
+    const last = layer === MLP_LAYERS.length - 1;
+    const gemm = last ? "logits" : `gemm${layer}`;
+    nodes.push(node("Gemm", [x, `W${layer}`, `B${layer}`], [gemm]));
+    if (!last) {
+      x = `relu${layer}`;
+      nodes.push(node("Relu", [gemm], [x]));
+    }
+  }
+  nodes.push(node("Softmax", ["logits"], ["PROBABILITIES"], { axis: -1 }));
+  return {
+    name,
+    onnx: model({
+      name,
+      doc: "PROBABILITIES = Softmax(Gemm(Relu(Gemm(Relu(Gemm(INPUT, W1, B1)), W2, B2)), W3, B3)), 64 -> 256 -> 256 -> 10",
+      inputs: [tensorInfo("INPUT", OnnxType.FLOAT, [BATCH, 64])],
+      outputs: [tensorInfo("PROBABILITIES", OnnxType.FLOAT, [BATCH, 10])],
+      nodes,
+      initializers,
+    }),
+    config: configText({
+      comment: [
+        "A 64 -> 256 -> 256 -> 10 multi-layer perceptron (ReLU, then softmax) with fixed pseudo-random weights:",
+        "class probabilities for 10 classes named in labels.txt. No real meaning; it exists to give the server work.",
+      ],
+      name,
+      maxBatchSize: 64,
+      inputs: [{ name: "INPUT", dataType: "TYPE_FP32", dims: [64] }],
+      outputs: [{ name: "PROBABILITIES", dataType: "TYPE_FP32", dims: [10], labelFilename: "labels.txt" }],
+      tail: [
+        "dynamic_batching {",
+        "  max_queue_delay_microseconds: 100",
+        "}",
+        "instance_group [",
+        "  {",
+        "    count: 1",
+        "    kind: KIND_CPU",
+        "  }",
+        "]",
+        "",
+      ].join("\n"),
+    }),
+    extra: { "labels.txt": `${DIGITS.join("\n")}\n` },
+  };
+}
+
+function write(path: string, data: Uint8Array | string): void {
+  writeFileSync(path, data);
+  const bytes = typeof data === "string" ? Buffer.from(data) : data;
+  const sha = createHash("sha256").update(bytes).digest("hex");
+  console.log(`${sha}  ${String(bytes.length).padStart(7)}  ${relative(process.cwd(), path)}`);
+}
+
+const models = [
+  addSubModel("simple", OnnxType.INT32, "TYPE_INT32"),
+  addSubModel("simple_int8", OnnxType.INT8, "TYPE_INT8"),
+  simpleString(),
+  simpleIdentity(),
+  mlpClassifier(),
+];
+for (const m of models) {
+  const folder = join(REPOSITORY, m.name);
+  mkdirSync(join(folder, "1"), { recursive: true });
+  write(join(folder, "config.pbtxt"), m.config);
+  for (const [file, text] of Object.entries(m.extra ?? {})) write(join(folder, file), text);
+  write(join(folder, "1", "model.onnx"), m.onnx);
+}
