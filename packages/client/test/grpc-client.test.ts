@@ -7,7 +7,7 @@ let server: GalleyServer;
 let baseUrl: string;
 
 beforeAll(async () => {
-  server = createServer({ id: "client-test", http: false, grpc: { host: "127.0.0.1", port: 0 } });
+  server = createServer({ id: "client-test", http: false, grpc: { host: "127.0.0.1", port: 0 }, metrics: false });
   const { grpc } = await server.listen();
   baseUrl = `http://127.0.0.1:${grpc?.port}`;
 });
@@ -33,7 +33,7 @@ describe.each<GrpcProtocol>(["grpc", "connect", "grpc-web"])(
       const client = createGrpcClient({ baseUrl, protocol });
       const error = await client.service.modelInfer({ modelName: "simple" }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ConnectError);
-      expect((error as ConnectError).code).toBe(Code.Unimplemented);
+      expect((error as ConnectError).code).toBe(Code.NotFound);
     });
   },
 );
@@ -44,7 +44,7 @@ describe("createGrpcClient", () => {
   });
 
   it("reports an unreachable server as UNAVAILABLE", async () => {
-    const closed = createServer({ http: false, grpc: { host: "127.0.0.1", port: 0 } });
+    const closed = createServer({ http: false, grpc: { host: "127.0.0.1", port: 0 }, metrics: false });
     const { grpc } = await closed.listen();
     await closed.close();
     const client = createGrpcClient({ baseUrl: `http://127.0.0.1:${grpc?.port}` });

@@ -1,13 +1,26 @@
 /** Severity letters as Triton prints them: I, W, E; verbose lines print as I. */
 type Severity = "I" | "W" | "E";
 
-/** A small leveled logger writing Triton-shaped lines to stderr. */
+/** What the logging extension reads and changes at run time (PROTOCOL.md §1.2 `/v2/logging`). */
+export interface LogSettings {
+  log_file: string;
+  log_info: boolean;
+  log_warning: boolean;
+  log_error: boolean;
+  log_verbose_level: number;
+  log_format: "default" | "ISO8601";
+}
+
+/** A small leveled logger writing one Triton-shaped line per event to stderr. */
 export interface Logger {
   info(message: string): void;
   warn(message: string): void;
   error(message: string): void;
-  /** Printed only when `--log-verbose` is at least `level`. */
+  /** Printed only when the verbose level is at least `level`. */
   verbose(level: number, message: string): void;
+  /** The current settings; change them through {@link Logger.update}. */
+  readonly settings: Readonly<LogSettings>;
+  update(changes: Partial<Omit<LogSettings, "log_file">>): void;
 }
 
 /** Options for {@link createLogger}. */
@@ -16,6 +29,10 @@ export interface LoggerOptions {
   verboseLevel?: number;
   /** `--log-format`: `default` (Triton's glog-like prefix) or `ISO8601`. */
   format?: "default" | "ISO8601";
+  /** `--log-info`, `--log-warning`, `--log-error` (all true by default). */
+  info?: boolean;
+  warning?: boolean;
+  error?: boolean;
   /** Where lines go; default `process.stderr`. */
   write?: (line: string) => void;
 }
@@ -24,23 +41,33 @@ export interface LoggerOptions {
  * Create a logger. `default` lines look like Triton's: `I1202 15:42:39.123456 4242 galley] text`.
  */
 export function createLogger(options: LoggerOptions = {}): Logger {
-  const verboseLevel = options.verboseLevel ?? 0;
+  const settings: LogSettings = {
+    log_file: "",
+    log_info: options.info ?? true,
+    log_warning: options.warning ?? true,
+    log_error: options.error ?? true,
+    log_verbose_level: options.verboseLevel ?? 0,
+    log_format: options.format ?? "default",
+  };
   const write = options.write ?? ((line: string) => process.stderr.write(line));
   const line = (severity: Severity, message: string) => {
     const now = new Date();
+    const micros = String(now.getMilliseconds() * 1000).padStart(6, "0");
     const prefix =
-      options.format === "ISO8601"
+      settings.log_format === "ISO8601"
         ? `${now.toISOString()} ${severity} ${process.pid} galley]`
-        : `${severity}${pad(now.getMonth() + 1)}${pad(now.getDate())} ${pad(now.getHours())}:${pad(now.getMinutes())}:${pad(now.getSeconds())}.${String(now.getMilliseconds() * 1000).padStart(6, "0")} ${process.pid} galley]`;
+        : `${severity}${pad(now.getMonth() + 1)}${pad(now.getDate())} ${pad(now.getHours())}:${pad(now.getMinutes())}:${pad(now.getSeconds())}.${micros} ${process.pid} galley]`;
     write(`${prefix} ${message}\n`);
   };
   return {
-    info: (m) => line("I", m),
-    warn: (m) => line("W", m),
-    error: (m) => line("E", m),
+    info: (m) => settings.log_info && line("I", m),
+    warn: (m) => settings.log_warning && line("W", m),
+    error: (m) => settings.log_error && line("E", m),
     verbose: (level, m) => {
-      if (level <= verboseLevel) line("I", m);
+      if (settings.log_info && level <= settings.log_verbose_level) line("I", m);
     },
+    settings,
+    update: (changes) => Object.assign(settings, changes),
   };
 }
 

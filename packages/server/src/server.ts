@@ -1,11 +1,16 @@
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
+import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
+import { BackendRegistry } from "./backend/registry.js";
 import { InferenceServer } from "./core/inference-server.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
-import { createInferenceService } from "./frontend/grpc/inference-service.js";
-import { createHttpHandler } from "./frontend/http/http-handler.js";
+import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
+import { createHttpHandler, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
 import { type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
+import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
+import { createLogger, type Logger } from "./log.js";
+import { type ControlMode, ModelManager } from "./repository/model-manager.js";
 
 /** Where a frontend listens. Port 0 picks a free port (see {@link GalleyServer.listen}). */
 export interface EndpointOptions {
@@ -16,29 +21,54 @@ export interface EndpointOptions {
 
 /** Options for {@link createServer}. Defaults mirror tritonserver's flags. */
 export interface ServerOptions {
+  /** `--model-repository` (repeatable). */
+  modelRepositories?: string[];
   /** Server name in metadata (`--id`). Default `triton`. */
   id?: string;
   /** KServe v2 REST (`--http-port`, default 8000). `false` disables it (`--allow-http=false`). */
-  http?: EndpointOptions | false;
+  http?: (EndpointOptions & HttpFrontendOptions) | false;
   /** gRPC, gRPC-Web and Connect (`--grpc-port`, default 8001). `false` disables it. */
-  grpc?: EndpointOptions | false;
+  grpc?: (EndpointOptions & GrpcFrontendOptions) | false;
+  /** Prometheus metrics (`--metrics-port`, default 8002). `false` disables them. */
+  metrics?: (EndpointOptions & MetricsOptions) | false;
+  /** `--model-control-mode`: `none` (default), `poll` or `explicit`. */
+  controlMode?: ControlMode;
+  /** `--load-model` for explicit mode; `*` loads everything. */
+  loadModels?: string[];
+  /** `--repository-poll-secs` (default 15). */
+  pollSecs?: number;
+  /** `--strict-readiness` (default true). */
+  strictReadiness?: boolean;
+  /** `--disable-auto-complete-config` sets this false. */
+  autoComplete?: boolean;
+  /** `--backend-config=onnxruntime,default-max-batch-size=N` (default 4). */
+  onnxDefaultMaxBatchSize?: number;
+  /** `--model-load-thread-count` (default 4). */
+  modelLoadThreads?: number;
+  /** `--model-config-name`. */
+  modelConfigName?: string;
   /** How long `close()` waits for in-flight requests (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
+  log?: Logger;
 }
 
 /** The addresses actually bound, once listening. */
 export interface ServerAddresses {
   http?: AddressInfo;
   grpc?: AddressInfo;
+  metrics?: AddressInfo;
 }
 
-/** A Galley server: the core plus its network frontends. */
+/** A Galley server: the core, its model manager, and its network frontends. */
 export interface GalleyServer {
   /** The protocol-neutral core the frontends call. */
   readonly core: InferenceServer;
-  /** Bind every enabled frontend; resolves with the bound addresses. */
-  listen(): Promise<ServerAddresses>;
-  /** Stop being ready, drain in-flight requests (up to the exit timeout), close the listeners. */
+  /**
+   * Bind every enabled frontend, then load the models the control mode loads. Resolves with the
+   * bound addresses and the models that failed to load (the server keeps running without them).
+   */
+  listen(): Promise<ServerAddresses & { failedModels: string[] }>;
+  /** Stop being ready, drain in-flight requests (up to the exit timeout), unload models, close the listeners. */
   close(): Promise<void>;
 }
 
@@ -46,43 +76,95 @@ export interface GalleyServer {
  * Create a Galley server.
  *
  * @example
- * const server = createServer({ http: { host: "127.0.0.1", port: 0 }, grpc: false });
+ * const server = createServer({ modelRepositories: ["./models"], http: { host: "127.0.0.1", port: 0 }, grpc: false, metrics: false });
  * const { http } = await server.listen();
  * const res = await fetch(`http://127.0.0.1:${http?.port}/v2/health/ready`); // 200
  * await server.close();
  */
 export function createServer(options: ServerOptions = {}): GalleyServer {
-  const core = new InferenceServer({ id: options.id ?? "triton" });
+  const log = options.log ?? createLogger();
+  const backends = new BackendRegistry([
+    createOnnxRuntimeBackend({
+      log,
+      ...(options.onnxDefaultMaxBatchSize ? { defaultMaxBatchSize: options.onnxDefaultMaxBatchSize } : {}),
+    }),
+  ]);
+  const models = new ModelManager({
+    repositories: options.modelRepositories ?? [],
+    backends,
+    log,
+    controlMode: options.controlMode ?? "none",
+    startupModels: options.loadModels ?? [],
+    autoComplete: options.autoComplete ?? true,
+    ...(options.modelLoadThreads ? { loadThreads: options.modelLoadThreads } : {}),
+    ...(options.modelConfigName ? { configName: options.modelConfigName } : {}),
+  });
+  const core = new InferenceServer({
+    id: options.id ?? "triton",
+    models,
+    log,
+    strictReadiness: options.strictReadiness ?? true,
+  });
   const http = options.http === undefined ? { port: 8000 } : options.http;
   const grpc = options.grpc === undefined ? { port: 8001 } : options.grpc;
+  const metrics = options.metrics === undefined ? { port: 8002 } : options.metrics;
   const graceMs = (options.exitTimeoutSecs ?? 30) * 1000;
   const listeners: Listener[] = [];
+  let poller: NodeJS.Timeout | undefined;
 
   return {
     core,
     async listen() {
       const addresses: ServerAddresses = {};
-      if (http) {
-        const listener = await listenHttp1(createHttpHandler(core), http.host ?? "0.0.0.0", http.port);
-        listeners.push(listener);
-        addresses.http = listener.address;
-      }
       if (grpc) {
         const handler = connectNodeAdapter({
+          // Triton allows messages up to INT32_MAX bytes.
+          readMaxBytes: 0x7fffffff,
+          writeMaxBytes: 0x7fffffff,
           routes: (router) => {
-            router.service(GRPCInferenceService, createInferenceService(core));
+            router.service(GRPCInferenceService, createInferenceService(core, grpc));
             router.service(Health, createHealthService(core));
           },
         });
-        const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port);
+        const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port, grpc);
         listeners.push(listener);
         addresses.grpc = listener.address;
       }
-      return addresses;
+      if (http) {
+        const listener = await listenHttp1(createHttpHandler(core, http), http.host ?? "0.0.0.0", http.port);
+        listeners.push(listener);
+        addresses.http = listener.address;
+      }
+      if (metrics) {
+        const host = metrics.host ?? (http ? http.host : undefined) ?? "0.0.0.0";
+        const listener = await listenHttp1(createMetricsHandler(core, metrics), host, metrics.port);
+        listeners.push(listener);
+        addresses.metrics = listener.address;
+      }
+      const failedModels = await models.start();
+      if ((options.controlMode ?? "none") === "poll") {
+        const every = Math.max(1, options.pollSecs ?? 15) * 1000;
+        const tick = () => {
+          poller = setTimeout(() => {
+            models
+              .poll()
+              .catch((error: unknown) => log.error(`repository poll failed: ${String(error)}`))
+              .finally(() => {
+                if (poller) tick();
+              });
+          }, every);
+          poller.unref();
+        };
+        tick();
+      }
+      return { ...addresses, failedModels };
     },
     async close() {
       core.beginShutdown();
+      if (poller) clearTimeout(poller);
+      poller = undefined;
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
+      await models.stop();
       core.stop();
     },
   };

@@ -63,6 +63,7 @@ describe("galley serve (process)", () => {
       "--http-port=0",
       "--grpc-address=127.0.0.1",
       "--grpc-port=0",
+      "--metrics-port=0",
     ]);
     const [, httpAddress] = await run.waitFor(/Started HTTPService at (\S+)/);
     await run.waitFor(/Started GRPCInferenceService at (\S+)/);
@@ -74,7 +75,14 @@ describe("galley serve (process)", () => {
   });
 
   it("exits 1 with a clear message when the repository does not exist", async () => {
-    const run = start(["serve", "--model-repository", "/no/such/repository", "--http-port=0", "--grpc-port=0"]);
+    const run = start([
+      "serve",
+      "--model-repository",
+      "/no/such/repository",
+      "--http-port=0",
+      "--grpc-port=0",
+      "--metrics-port=0",
+    ]);
     expect(await run.exited).toBe(1);
     expect(run.output()).toMatch(/failed to stat model repository path '\/no\/such\/repository'/);
   });

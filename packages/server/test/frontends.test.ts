@@ -20,7 +20,7 @@ let httpBase: string;
 let grpcBase: string;
 
 beforeEach(async () => {
-  server = createServer({ http: { host: "127.0.0.1", port: 0 }, grpc: { host: "127.0.0.1", port: 0 } });
+  server = createServer({ http: { host: "127.0.0.1", port: 0 }, grpc: { host: "127.0.0.1", port: 0 }, metrics: false });
   const { http, grpc } = await server.listen();
   httpBase = `http://127.0.0.1:${http?.port}`;
   grpcBase = `http://127.0.0.1:${grpc?.port}`;
@@ -50,7 +50,8 @@ describe("HTTP: KServe v2 server routes", () => {
     expect(res.headers.get("content-type")).toBe("application/json");
     const text = await res.text();
     expect(text).toBe(JSON.stringify(JSON.parse(text)));
-    expect(JSON.parse(text)).toMatchObject({ name: "triton", version: expect.any(String), extensions: [] });
+    expect(JSON.parse(text)).toMatchObject({ name: "triton", version: expect.any(String) });
+    expect(JSON.parse(text).extensions).toContain("binary_tensor_data");
   });
 
   it("answers unknown paths 404 and wrong methods 405 with Triton's error bodies", async () => {
@@ -99,13 +100,14 @@ describe("gRPC: inference.GRPCInferenceService", () => {
     );
   });
 
-  it("answers RPCs that are not implemented yet with UNIMPLEMENTED (12), not a crash", async () => {
+  it("answers an unknown model with NOT_FOUND (5) and Triton's message", async () => {
     const reply = await grpcCall(
       grpcBase,
       "/inference.GRPCInferenceService/ModelInfer",
       toBinary(ModelInferRequestSchema, create(ModelInferRequestSchema, { modelName: "simple" })),
     );
-    expect(reply.status).toBe(12);
+    expect(reply.status).toBe(5);
+    expect(reply.message).toBe("Request for unknown model: 'simple' is not found");
   });
 
   it("serves a Connect client over gRPC: live, ready, metadata, health", async () => {
@@ -116,7 +118,7 @@ describe("gRPC: inference.GRPCInferenceService", () => {
     expect((await client.serverMetadata({})).name).toBe("triton");
     const health = createClient(Health, transport);
     expect((await health.check({ service: "anything" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
-    await expect(client.modelConfig({ name: "simple" })).rejects.toSatisfy(
+    await expect(client.traceSetting({})).rejects.toSatisfy(
       (e) => e instanceof ConnectError && e.code === Code.Unimplemented,
     );
   });
@@ -147,6 +149,6 @@ describe("createServer", () => {
     const port = new URL(httpBase).port;
     await server.close();
     await expect(fetch(`http://127.0.0.1:${port}/v2/health/live`)).rejects.toThrow();
-    server = createServer({ http: false, grpc: false });
+    server = createServer({ http: false, grpc: false, metrics: false });
   });
 });

@@ -2,17 +2,53 @@ import { describe, expect, it } from "vitest";
 import { parseServeArgs, UsageError } from "./serve-options.js";
 
 describe("galley serve flags (tritonserver's names and defaults)", () => {
-  it("defaults to Triton's ports, id and exit timeout", () => {
-    expect(parseServeArgs(["--model-repository", "/models"])).toEqual({
-      modelRepositories: ["/models"],
+  it("defaults to Triton's ports, id, modes and timeouts", () => {
+    const options = parseServeArgs(["--model-repository", "/models"]);
+    expect(options).toMatchObject({
       server: {
+        modelRepositories: ["/models"],
         id: "triton",
-        http: { host: "0.0.0.0", port: 8000 },
-        grpc: { host: "0.0.0.0", port: 8001 },
+        http: { host: "0.0.0.0", port: 8000, maxInputSize: 64 * 1024 * 1024, restricted: [] },
+        grpc: { host: "0.0.0.0", port: 8001, keepaliveTimeMs: 7_200_000, keepaliveTimeoutMs: 20_000 },
+        metrics: { host: "0.0.0.0", port: 8002, counterLatencies: true },
+        controlMode: "none",
+        loadModels: [],
+        pollSecs: 15,
+        strictReadiness: true,
+        autoComplete: true,
+        modelLoadThreads: 4,
         exitTimeoutSecs: 30,
       },
+      exitOnError: true,
       logVerbose: 0,
       logFormat: "default",
+      logInfo: true,
+    });
+  });
+
+  it("reads model control, restricted APIs, metrics config and backend config", () => {
+    const options = parseServeArgs([
+      "--model-repository=/m",
+      "--model-control-mode=explicit",
+      "--load-model=simple",
+      "--load-model",
+      "densenet",
+      "--http-restricted-api=model-repository,inference:admin-key=secret",
+      "--grpc-restricted-protocol=health:probe=1",
+      "--metrics-config=counter_latencies=false",
+      "--backend-config=onnxruntime,default-max-batch-size=16",
+      "--strict-model-config=true",
+    ]);
+    expect(options).toMatchObject({
+      server: {
+        controlMode: "explicit",
+        loadModels: ["simple", "densenet"],
+        http: { restricted: [{ apis: ["model-repository", "inference"], key: "admin-key", value: "secret" }] },
+        grpc: { restricted: [{ protocols: ["health"], key: "probe", value: "1" }] },
+        metrics: { counterLatencies: false },
+        onnxDefaultMaxBatchSize: 16,
+        autoComplete: false,
+      },
     });
   });
 
@@ -25,8 +61,8 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
       "/c",
       "--http-port=0",
     ]);
-    expect(options !== "help" && options.modelRepositories).toEqual(["/a", "/c", "/b"]);
-    expect(options !== "help" && options.server.http).toEqual({ host: "0.0.0.0", port: 0 });
+    expect(options !== "help" && options.server.modelRepositories).toEqual(["/a", "/c", "/b"]);
+    expect(options !== "help" && options.server.http).toMatchObject({ host: "0.0.0.0", port: 0 });
   });
 
   it("reads booleans as Triton does: true/on/1, false/off/0, any case", () => {
@@ -45,6 +81,13 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
       [["--model-repository=/m", "--log-format=json"], /--log-format: 'json'/],
       [["--model-repository=/m", "--no-such-flag"], /no-such-flag/],
       [["--model-repository=/m", "positional"], /positional/],
+      [["--model-repository=/m", "--model-control-mode=sometimes"], /--model-control-mode: 'sometimes'/],
+      [
+        ["--model-repository=/m", "--load-model=simple"],
+        /--load-model can only be used with --model-control-mode=explicit/,
+      ],
+      [["--model-repository=/m", "--http-restricted-api=everything:k=v"], /unknown API 'everything'/],
+      [["--model-repository=/m", "--metrics-config=summary_latencies=true"], /unsupported --metrics-config/],
     ];
     for (const [args, message] of cases) {
       expect(() => parseServeArgs(args)).toThrow(UsageError);

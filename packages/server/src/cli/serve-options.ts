@@ -1,12 +1,17 @@
 import { parseArgs } from "node:util";
+import type { ControlMode } from "../repository/model-manager.js";
 import type { ServerOptions } from "../server.js";
 
 /** `galley serve` options, named and defaulted as tritonserver's flags (PROTOCOL.md §6). */
 export interface ServeOptions {
-  modelRepositories: string[];
   server: ServerOptions;
+  /** `--exit-on-error` (default true): exit when a model fails to load at startup. */
+  exitOnError: boolean;
   logVerbose: number;
   logFormat: "default" | "ISO8601";
+  logInfo: boolean;
+  logWarning: boolean;
+  logError: boolean;
 }
 
 /** A command-line mistake: printed with the usage text, exit code 1. */
@@ -16,20 +21,59 @@ export class UsageError extends Error {
 
 export const SERVE_USAGE = `Usage: galley serve --model-repository <path> [options]
 
-Options (named as tritonserver's; booleans take true/on/1 or false/off/0):
+Options are named and defaulted as tritonserver's; booleans take true/on/1 or false/off/0.
+
+Models
   --model-repository, --model-store <path>  model repository; repeatable (required)
+  --model-control-mode <none|poll|explicit>  (default: none)
+  --load-model <name>            load at startup in explicit mode; repeatable; '*' loads all
+  --repository-poll-secs <n>     rescan interval in poll mode (default: 15)
+  --strict-readiness <bool>      ready only when every model loaded (default: true)
+  --exit-on-error <bool>         exit if a model fails to load at startup (default: true)
+  --disable-auto-complete-config do not complete configs from model files
+  --strict-model-config <bool>   deprecated: true is --disable-auto-complete-config
+  --model-config-name <name>     use <model>/configs/<name>.pbtxt where present
+  --model-load-thread-count <n>  versions loaded at once (default: 4)
+  --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
+Server
   --id <name>                    server name in metadata (default: triton)
   --exit-timeout-secs <n>        seconds to drain in-flight requests at exit (default: 30)
-  --allow-http <bool>            serve KServe v2 REST (default: true)
+HTTP
+  --allow-http <bool>            (default: true)
   --http-address <host>          (default: 0.0.0.0)
   --http-port <port>             (default: 8000; 0 picks a free port)
-  --allow-grpc <bool>            serve gRPC, gRPC-Web and Connect (default: true)
+  --http-max-input-size <bytes>  largest request body, decompressed (default: 67108864)
+  --http-restricted-api <apis>:<key>=<value>   repeatable
+gRPC
+  --allow-grpc <bool>            (default: true)
   --grpc-address <host>          (default: 0.0.0.0)
   --grpc-port <port>             (default: 8001; 0 picks a free port)
-  --log-verbose <level>          verbose logging level (default: 0)
+  --grpc-keepalive-time <ms>     ping interval (default: 7200000)
+  --grpc-keepalive-timeout <ms>  ping answer deadline (default: 20000)
+  --grpc-restricted-protocol <protocols>:<key>=<value>   repeatable
+Metrics
+  --allow-metrics <bool>         (default: true)
+  --metrics-address <host>       (default: the HTTP address)
+  --metrics-port <port>          (default: 8002)
+  --metrics-config counter_latencies=<bool>
+Logging
+  --log-verbose <level>          (default: 0)
+  --log-info, --log-warning, --log-error <bool>   (default: true)
   --log-format <default|ISO8601> (default: default)
   --help                         print this text
 `;
+
+const RESTRICTED_APIS = new Set([
+  "health",
+  "metadata",
+  "inference",
+  "shared-memory",
+  "model-config",
+  "model-repository",
+  "statistics",
+  "trace",
+  "logging",
+]);
 
 /** Parse `galley serve` arguments; throws {@link UsageError} on any mistake. */
 export function parseServeArgs(args: string[]): ServeOptions | "help" {
@@ -47,48 +91,137 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   if (logFormat !== "default" && logFormat !== "ISO8601") {
     throw new UsageError(`invalid value for --log-format: '${logFormat}' (expected default or ISO8601)`);
   }
+  const controlMode = (v["model-control-mode"] ?? "none") as ControlMode;
+  if (!["none", "poll", "explicit"].includes(controlMode)) {
+    throw new UsageError(`invalid value for --model-control-mode: '${controlMode}' (expected none, poll or explicit)`);
+  }
+  const loadModels = v["load-model"] ?? [];
+  if (loadModels.length > 0 && controlMode !== "explicit") {
+    throw new UsageError("--load-model can only be used with --model-control-mode=explicit");
+  }
+  const httpHost = v["http-address"] ?? "0.0.0.0";
   const http = bool("--allow-http", v["allow-http"], true) && {
-    host: v["http-address"] ?? "0.0.0.0",
+    host: httpHost,
     port: port("--http-port", v["http-port"], 8000),
+    maxInputSize: int("--http-max-input-size", v["http-max-input-size"], 64 * 1024 * 1024, 1),
+    restricted: (v["http-restricted-api"] ?? []).map((spec) => {
+      const rule = restriction("--http-restricted-api", spec);
+      return { apis: rule.names, key: rule.key, value: rule.value };
+    }),
   };
   const grpc = bool("--allow-grpc", v["allow-grpc"], true) && {
     host: v["grpc-address"] ?? "0.0.0.0",
     port: port("--grpc-port", v["grpc-port"], 8001),
+    keepaliveTimeMs: int("--grpc-keepalive-time", v["grpc-keepalive-time"], 7_200_000, 1),
+    keepaliveTimeoutMs: int("--grpc-keepalive-timeout", v["grpc-keepalive-timeout"], 20_000, 1),
+    restricted: (v["grpc-restricted-protocol"] ?? []).map((spec) => {
+      const rule = restriction("--grpc-restricted-protocol", spec);
+      return { protocols: rule.names, key: rule.key, value: rule.value };
+    }),
+  };
+  let counterLatencies = true;
+  for (const setting of v["metrics-config"] ?? []) {
+    const match = /^counter_latencies=(.*)$/.exec(setting);
+    if (!match) throw new UsageError(`unsupported --metrics-config '${setting}' (supported: counter_latencies=<bool>)`);
+    counterLatencies = bool("--metrics-config counter_latencies", match[1], true);
+  }
+  const metrics = bool("--allow-metrics", v["allow-metrics"], true) && {
+    host: v["metrics-address"] ?? httpHost,
+    port: port("--metrics-port", v["metrics-port"], 8002),
+    counterLatencies,
+  };
+  let onnxDefaultMaxBatchSize: number | undefined;
+  for (const setting of v["backend-config"] ?? []) {
+    const match = /^onnxruntime,default-max-batch-size=(\d+)$/.exec(setting);
+    if (!match) throw new UsageError(`unsupported --backend-config '${setting}'`);
+    onnxDefaultMaxBatchSize = Number(match[1]);
+  }
+  const autoComplete =
+    !v["disable-auto-complete-config"] && !bool("--strict-model-config", v["strict-model-config"], false);
+  const server: ServerOptions = {
+    modelRepositories,
+    id: v.id ?? "triton",
+    http,
+    grpc,
+    metrics,
+    controlMode,
+    loadModels,
+    pollSecs: int("--repository-poll-secs", v["repository-poll-secs"], 15, 1),
+    strictReadiness: bool("--strict-readiness", v["strict-readiness"], true),
+    autoComplete,
+    modelLoadThreads: int("--model-load-thread-count", v["model-load-thread-count"], 4, 1),
+    exitTimeoutSecs: int("--exit-timeout-secs", v["exit-timeout-secs"], 30, 0),
+    ...(onnxDefaultMaxBatchSize !== undefined ? { onnxDefaultMaxBatchSize } : {}),
+    ...(v["model-config-name"] ? { modelConfigName: v["model-config-name"] } : {}),
   };
   return {
-    modelRepositories,
-    server: {
-      id: v.id ?? "triton",
-      http,
-      grpc,
-      exitTimeoutSecs: int("--exit-timeout-secs", v["exit-timeout-secs"], 30, 0),
-    },
+    server,
+    exitOnError: bool("--exit-on-error", v["exit-on-error"], true),
     logVerbose: int("--log-verbose", v["log-verbose"], 0, 0),
     logFormat,
+    logInfo: bool("--log-info", v["log-info"], true),
+    logWarning: bool("--log-warning", v["log-warning"], true),
+    logError: bool("--log-error", v["log-error"], true),
   };
 }
 
 function parse(args: string[]) {
+  const text = { type: "string" } as const;
+  const many = { type: "string", multiple: true } as const;
   return parseArgs({
     args,
     strict: true,
     allowPositionals: false,
     options: {
-      "model-repository": { type: "string", multiple: true },
-      "model-store": { type: "string", multiple: true },
-      id: { type: "string" },
-      "exit-timeout-secs": { type: "string" },
-      "allow-http": { type: "string" },
-      "http-address": { type: "string" },
-      "http-port": { type: "string" },
-      "allow-grpc": { type: "string" },
-      "grpc-address": { type: "string" },
-      "grpc-port": { type: "string" },
-      "log-verbose": { type: "string" },
-      "log-format": { type: "string" },
+      "model-repository": many,
+      "model-store": many,
+      "model-control-mode": text,
+      "load-model": many,
+      "repository-poll-secs": text,
+      "strict-readiness": text,
+      "exit-on-error": text,
+      "disable-auto-complete-config": { type: "boolean" },
+      "strict-model-config": text,
+      "model-config-name": text,
+      "model-load-thread-count": text,
+      "backend-config": many,
+      id: text,
+      "exit-timeout-secs": text,
+      "allow-http": text,
+      "http-address": text,
+      "http-port": text,
+      "http-max-input-size": text,
+      "http-restricted-api": many,
+      "allow-grpc": text,
+      "grpc-address": text,
+      "grpc-port": text,
+      "grpc-keepalive-time": text,
+      "grpc-keepalive-timeout": text,
+      "grpc-restricted-protocol": many,
+      "allow-metrics": text,
+      "metrics-address": text,
+      "metrics-port": text,
+      "metrics-config": many,
+      "log-verbose": text,
+      "log-info": text,
+      "log-warning": text,
+      "log-error": text,
+      "log-format": text,
       help: { type: "boolean" },
     },
   });
+}
+
+/** `<names>:<key>=<value>` with comma-separated names from Triton's API categories. */
+function restriction(flag: string, spec: string): { names: string[]; key: string; value: string } {
+  const match = /^([^:]+):([^=]+)=(.*)$/.exec(spec);
+  if (!match) throw new UsageError(`invalid value for ${flag}: '${spec}' (expected <apis>:<key>=<value>)`);
+  const names = (match[1] ?? "").split(",").map((n) => n.trim());
+  for (const name of names) {
+    if (!RESTRICTED_APIS.has(name))
+      throw new UsageError(`unknown API '${name}' in ${flag} (expected one of ${[...RESTRICTED_APIS].join(", ")})`);
+  }
+  return { names, key: match[2] ?? "", value: match[3] ?? "" };
 }
 
 function bool(flag: string, value: string | undefined, fallback: boolean): boolean {

@@ -5,8 +5,8 @@ import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 
 /**
  * `galley serve`: start the server, log where each frontend listens (in Triton's words, so
- * scripts that wait for "Started GRPCInferenceService" keep working), and on SIGTERM/SIGINT drain
- * and exit 0. Returns the exit code for usage errors; otherwise runs until a signal.
+ * scripts that wait for "Started GRPCInferenceService" keep working), load the models, and on
+ * SIGTERM/SIGINT stop accepting, answer everything accepted, and exit 0.
  */
 export async function serve(args: string[]): Promise<number> {
   let options: ReturnType<typeof parseServeArgs>;
@@ -21,8 +21,14 @@ export async function serve(args: string[]): Promise<number> {
     process.stdout.write(SERVE_USAGE);
     return 0;
   }
-  const log = createLogger({ verboseLevel: options.logVerbose, format: options.logFormat });
-  for (const repository of options.modelRepositories) {
+  const log = createLogger({
+    verboseLevel: options.logVerbose,
+    format: options.logFormat,
+    info: options.logInfo,
+    warning: options.logWarning,
+    error: options.logError,
+  });
+  for (const repository of options.server.modelRepositories ?? []) {
     const info = await stat(repository).catch(() => undefined);
     if (!info?.isDirectory()) {
       log.error(`failed to stat model repository path '${repository}': not a directory`);
@@ -30,28 +36,48 @@ export async function serve(args: string[]): Promise<number> {
     }
   }
 
-  const server = createServer(options.server);
-  const addresses = await server.listen();
-  if (addresses.grpc) log.info(`Started GRPCInferenceService at ${format(addresses.grpc)}`);
-  if (addresses.http) log.info(`Started HTTPService at ${format(addresses.http)}`);
-
-  return new Promise((resolve) => {
-    const stop = (signal: string) => {
-      log.info(`Received ${signal}: draining in-flight requests, then exiting`);
-      server.close().then(
-        () => {
-          log.info("Server stopped");
-          resolve(0);
-        },
-        (error: unknown) => {
-          log.error(`shutdown failed: ${String(error)}`);
-          resolve(1);
-        },
-      );
-    };
-    process.once("SIGTERM", () => stop("SIGTERM"));
-    process.once("SIGINT", () => stop("SIGINT"));
+  const server = createServer({ ...options.server, log });
+  let stopping: Promise<number> | undefined;
+  const stop = (signal: string) => {
+    stopping ??= (async () => {
+      log.info(`Received ${signal}: no new requests; answering those accepted, then exiting`);
+      try {
+        await server.close();
+        log.info("Server stopped");
+        return 0;
+      } catch (error) {
+        log.error(`shutdown failed: ${String(error)}`);
+        return 1;
+      }
+    })();
+    return stopping;
+  };
+  const signalled = new Promise<number>((resolve) => {
+    process.once("SIGTERM", () => resolve(stop("SIGTERM")));
+    process.once("SIGINT", () => resolve(stop("SIGINT")));
   });
+
+  const started = await server.listen();
+  if (started.grpc) log.info(`Started GRPCInferenceService at ${format(started.grpc)}`);
+  if (started.http) log.info(`Started HTTPService at ${format(started.http)}`);
+  if (started.metrics) log.info(`Started Metrics Service at ${format(started.metrics)}`);
+  if (started.failedModels.length > 0) {
+    log.error(`failed to load model(s): ${started.failedModels.join(", ")}`);
+    if (options.exitOnError) {
+      log.error("exiting: a model failed to load and --exit-on-error is true");
+      await stop("--exit-on-error");
+      return 1;
+    }
+  }
+  const ready = (await server.core.models.index(true)).map((e) => e.name);
+  if (started.http && ready.length > 0) {
+    const model = ready.includes("simple") ? "simple" : (ready[0] as string);
+    log.info(
+      `Ready: ${ready.length} model(s) loaded. Try: curl localhost:${started.http.port}/v2/models/${model} ` +
+        `(metadata), or see docs/guides/quick-start.md for a first inference`,
+    );
+  }
+  return signalled;
 }
 
 function format(address: { address: string; port: number; family: string }): string {

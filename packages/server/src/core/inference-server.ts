@@ -1,3 +1,15 @@
+import { dataTypeToProtocol } from "@galley/config";
+import type { ModelConfig } from "@galley/proto";
+import type { Logger } from "../log.js";
+import type { LoadedModel } from "../repository/loaded-model.js";
+import type { ModelManager } from "../repository/model-manager.js";
+import { now } from "../scheduler/scheduler.js";
+import { classify } from "./classification.js";
+import { InferenceError, toInferenceError } from "./errors.js";
+import type { InferenceRequest, InferenceResponse } from "./inference-request.js";
+import type { Tensor } from "./tensor.js";
+import { validateRequest } from "./validate-request.js";
+
 /** What `/v2` and the ServerMetadata RPC report. */
 export interface ServerMetadata {
   /** `--id`; `triton` by default, because Triton's client examples check the name. */
@@ -7,27 +19,65 @@ export interface ServerMetadata {
   extensions: string[];
 }
 
+/** A tensor in model metadata: its name, protocol datatype and full shape (-1 for the batch). */
+export interface TensorMetadata {
+  name: string;
+  datatype: string;
+  shape: number[];
+}
+
+/** What model metadata reports (PROTOCOL.md §1.2). */
+export interface ModelMetadata {
+  name: string;
+  versions: string[];
+  platform: string;
+  inputs: TensorMetadata[];
+  outputs: TensorMetadata[];
+}
+
 /** Options for {@link InferenceServer}. */
 export interface InferenceServerOptions {
+  models: ModelManager;
+  log: Logger;
   /** Server name reported in metadata (tritonserver's `--id`). Default `triton`. */
   id?: string;
+  /** `--strict-readiness` (default true): ready only when every model loaded. */
+  strictReadiness?: boolean;
 }
 
 /** Galley's release, reported as the server version. */
 export const GALLEY_VERSION = "0.1.0";
 
+/** The protocol extensions implemented, in the order Triton lists them. */
+export const EXTENSIONS = [
+  "classification",
+  "model_repository",
+  "model_repository(unload_dependents)",
+  "model_configuration",
+  "binary_tensor_data",
+  "parameters",
+  "statistics",
+  "logging",
+];
+
 /**
- * The protocol-neutral core. Frontends (HTTP, gRPC) translate wire requests into calls on this
- * object and never hold state of their own. This foundation version knows liveness, readiness
- * and metadata; the model repository and `infer` arrive with the server-core issue.
+ * The protocol-neutral core. Frontends translate wire requests into calls on this object and
+ * never hold state of their own; `infer` is the one path every inference takes.
  */
 export class InferenceServer {
   readonly id: string;
+  readonly models: ModelManager;
+  /** The server's logger; the logging extension reads and changes its settings. */
+  readonly log: Logger;
+  readonly #strictReadiness: boolean;
   #live = true;
-  #ready = true;
+  #accepting = true;
 
-  constructor(options: InferenceServerOptions = {}) {
+  constructor(options: InferenceServerOptions) {
     this.id = options.id ?? "triton";
+    this.models = options.models;
+    this.log = options.log;
+    this.#strictReadiness = options.strictReadiness ?? true;
   }
 
   /** The process is up and able to answer; false only once shutdown has finished. */
@@ -35,23 +85,131 @@ export class InferenceServer {
     return this.#live;
   }
 
-  /** The server accepts inference requests; false from the moment shutdown starts. */
+  /** Ready for inference: not shutting down, and (strict readiness) every model loaded. */
   isReady(): boolean {
-    return this.#ready && this.#live;
+    return this.#live && this.#accepting && (!this.#strictReadiness || this.models.allModelsReady());
+  }
+
+  /** False once shutdown has begun: frontends refuse new work from then on. */
+  get accepting(): boolean {
+    return this.#accepting;
   }
 
   metadata(): ServerMetadata {
-    return { name: this.id, version: GALLEY_VERSION, extensions: [] };
+    return { name: this.id, version: GALLEY_VERSION, extensions: [...EXTENSIONS] };
   }
 
   /** Stop being ready (new work is refused) while in-flight work drains. */
   beginShutdown(): void {
-    this.#ready = false;
+    this.#accepting = false;
   }
 
   /** Shutdown finished: the server is no longer live. */
   stop(): void {
-    this.#ready = false;
+    this.#accepting = false;
     this.#live = false;
+  }
+
+  /** Whether a model version is READY. @throws {@link InferenceError} NOT_FOUND for an unknown model. */
+  modelReady(name: string, version: string): boolean {
+    try {
+      this.models.resolve(name, version);
+      return true;
+    } catch (error) {
+      if (error instanceof InferenceError && error.id === "MODEL_NOT_FOUND") throw error;
+      if (error instanceof InferenceError && error.id === "BAD_VERSION") throw error;
+      return false;
+    }
+  }
+
+  /** A model's final config (the given version, or the highest READY one). */
+  modelConfig(name: string, version: string): ModelConfig {
+    return this.models.resolve(name, version).config;
+  }
+
+  /** Model metadata: versions (the requested one, or every READY one), platform and tensors. */
+  modelMetadata(name: string, version: string): ModelMetadata {
+    const model = this.models.resolve(name, version);
+    const config = model.config;
+    const versions = version === "" ? this.models.readyVersions(name).map((m) => String(m.version)) : [version];
+    const shape = (dims: bigint[]) => [...(config.maxBatchSize > 0 ? [-1] : []), ...dims.map(Number)];
+    return {
+      name,
+      versions,
+      platform: config.platform !== "" ? config.platform : config.backend,
+      inputs: config.input.map((i) => ({
+        name: i.name,
+        datatype: dataTypeToProtocol(i.dataType),
+        shape: shape(i.dims),
+      })),
+      outputs: config.output.map((o) => ({
+        name: o.name,
+        datatype: dataTypeToProtocol(o.dataType),
+        shape: shape(o.dims),
+      })),
+    };
+  }
+
+  /** READY versions for the statistics extension. */
+  statistics(name: string, version: string): LoadedModel[] {
+    if (name === "") return this.models.readyVersions();
+    if (version !== "") return [this.models.resolve(name, version)];
+    const ready = this.models.readyVersions(name);
+    if (ready.length === 0) throw new InferenceError("STATS_MODEL_UNAVAILABLE", { model: name });
+    return ready;
+  }
+
+  /**
+   * Run one inference: find the model version, check the request against its config, schedule
+   * it, and apply the classification extension to the outputs that ask for it.
+   *
+   * @throws {@link InferenceError} with Triton's code and message.
+   */
+  async infer(request: InferenceRequest): Promise<InferenceResponse> {
+    const start = now();
+    const model = this.models.resolve(request.modelName, request.modelVersion);
+    let batchSize: number;
+    try {
+      batchSize = validateRequest(request, model.config);
+    } catch (error) {
+      model.stats.recordFailure(now() - start, "OTHER");
+      throw error;
+    }
+    try {
+      const { outputs, queueNs } = await model.scheduler.enqueue(request, batchSize);
+      const response: InferenceResponse = {
+        modelName: model.name,
+        modelVersion: String(model.version),
+        id: request.id,
+        parameters: {},
+        outputs: this.#shapeOutputs(request, model, outputs, batchSize),
+      };
+      model.stats.recordSuccess(now() - start, queueNs);
+      return response;
+    } catch (error) {
+      const failure = toInferenceError(error);
+      model.stats.recordFailure(
+        now() - start,
+        failure.code === "CANCELLED" ? "CANCELED" : failure.id === "BACKEND_FAILED" ? "BACKEND" : "OTHER",
+      );
+      throw failure;
+    }
+  }
+
+  /** Requested outputs in request order (config order when none named), classified where asked. */
+  #shapeOutputs(request: InferenceRequest, model: LoadedModel, outputs: Tensor[], batchSize: number): Tensor[] {
+    if (request.outputs.length === 0) return outputs;
+    const byName = new Map(outputs.map((o) => [o.name, o]));
+    return request.outputs.flatMap((requested) => {
+      const tensor = byName.get(requested.name);
+      if (!tensor) return [];
+      const count = requested.parameters.classification;
+      if (count === undefined) return [{ ...tensor, parameters: {} }];
+      const n = Number(count);
+      if (!Number.isInteger(n) || n < 0) {
+        throw new InferenceError("CLASSIFICATION_BAD_COUNT", { count: String(count), output: requested.name });
+      }
+      return [classify(tensor, n, model.config.maxBatchSize > 0 ? batchSize : 0, model.labels.get(requested.name))];
+    });
   }
 }

@@ -41,12 +41,29 @@ export async function listenHttp2(
   handler: (req: Http2ServerRequest, res: Http2ServerResponse) => void,
   host: string,
   port: number,
+  keepalive: { keepaliveTimeMs?: number; keepaliveTimeoutMs?: number } = {},
 ): Promise<Listener> {
   const server = createHttp2Server(handler);
   const sessions = new Set<Http2Session>();
+  const pingEvery = keepalive.keepaliveTimeMs ?? 7_200_000;
+  const pingTimeout = keepalive.keepaliveTimeoutMs ?? 20_000;
   server.on("session", (session) => {
     sessions.add(session);
-    session.once("close", () => sessions.delete(session));
+    // gRPC keepalive: ping the client; a connection that does not answer in time is closed.
+    const timer = setInterval(() => {
+      const deadline = setTimeout(() => session.destroy(), pingTimeout);
+      deadline.unref();
+      const sent = session.ping((error) => {
+        clearTimeout(deadline);
+        if (error) session.destroy();
+      });
+      if (!sent) clearTimeout(deadline);
+    }, pingEvery);
+    timer.unref();
+    session.once("close", () => {
+      clearInterval(timer);
+      sessions.delete(session);
+    });
   });
   await bind(server, host, port);
   return {

@@ -1,15 +1,254 @@
-import type { ServiceImpl } from "@connectrpc/connect";
-import type { GRPCInferenceService } from "@galley/proto";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  type GRPCInferenceService,
+  type LogSettingsRequest_SettingValue,
+  LogSettingsResponseSchema,
+  type ModelInferRequest,
+  type ModelStreamInferResponse,
+  ModelStreamInferResponseSchema,
+} from "@galley/proto";
+import { InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
+import { statisticsResponse } from "../../core/statistics-report.js";
+import { applyLogSettings, type LogSettingValue } from "../log-settings.js";
+import { requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
+
+/** gRPC frontend options (tritonserver's `--grpc-*` flags). */
+export interface GrpcFrontendOptions {
+  /** `--grpc-restricted-protocol=<protocols>:<key>=<value>`: header `triton-grpc-protocol-<key>` required. */
+  restricted?: readonly { protocols: readonly string[]; key: string; value: string }[];
+  /** `--grpc-keepalive-time` in ms: ping idle connections this often (default 7,200,000). */
+  keepaliveTimeMs?: number;
+  /** `--grpc-keepalive-timeout` in ms: close a connection whose ping is not answered (default 20,000). */
+  keepaliveTimeoutMs?: number;
+}
+
+type Impl = ServiceImpl<typeof GRPCInferenceService>;
+
+/** Which restricted-protocol category each RPC belongs to (Triton's grouping). */
+const CATEGORY: Record<string, string> = {
+  serverLive: "health",
+  serverReady: "health",
+  modelReady: "health",
+  serverMetadata: "metadata",
+  modelMetadata: "metadata",
+  modelInfer: "inference",
+  modelStreamInfer: "inference",
+  modelConfig: "model-config",
+  modelStatistics: "statistics",
+  repositoryIndex: "model-repository",
+  repositoryModelLoad: "model-repository",
+  repositoryModelUnload: "model-repository",
+  systemSharedMemoryStatus: "shared-memory",
+  systemSharedMemoryRegister: "shared-memory",
+  systemSharedMemoryUnregister: "shared-memory",
+  cudaSharedMemoryStatus: "shared-memory",
+  cudaSharedMemoryRegister: "shared-memory",
+  cudaSharedMemoryUnregister: "shared-memory",
+  traceSetting: "trace",
+  logSettings: "logging",
+};
+
+/** Turn an `InferenceError` (or anything thrown) into the gRPC status Triton answers with. */
+export function grpcError(error: unknown): ConnectError {
+  if (error instanceof ConnectError) return error;
+  const failure = toInferenceError(error);
+  return new ConnectError(failure.message, failure.grpcCode);
+}
 
 /**
- * `inference.GRPCInferenceService` over one {@link InferenceServer}. RPCs not listed here are
- * answered UNIMPLEMENTED by Connect until their issue lands.
+ * `inference.GRPCInferenceService` over one {@link InferenceServer}: every RPC, with Triton's
+ * semantics and status codes.
  */
-export function createInferenceService(server: InferenceServer): Partial<ServiceImpl<typeof GRPCInferenceService>> {
-  return {
+export function createInferenceService(server: InferenceServer, options: GrpcFrontendOptions = {}): Partial<Impl> {
+  const impl: Partial<Impl> = {
     serverLive: () => ({ live: server.isLive() }),
     serverReady: () => ({ ready: server.isReady() }),
+    modelReady: (req) => ({ ready: server.modelReady(req.name, req.version) }),
     serverMetadata: () => server.metadata(),
+    modelMetadata: (req) => {
+      const m = server.modelMetadata(req.name, req.version);
+      const tensor = (t: { name: string; datatype: string; shape: number[] }) => ({ ...t, shape: t.shape.map(BigInt) });
+      return { ...m, inputs: m.inputs.map(tensor), outputs: m.outputs.map(tensor) };
+    },
+    modelConfig: (req) => ({ config: server.modelConfig(req.name, req.version) }),
+    modelStatistics: (req) => statisticsResponse(server.statistics(req.name, req.version)),
+
+    modelInfer: async (req, context) => {
+      if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
+      const model = server.models.resolve(req.modelName, req.modelVersion);
+      if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
+      return responseToGrpc(await server.infer(requestFromGrpc(req, context.signal)));
+    },
+
+    modelStreamInfer: (requests, context) => streamInfer(server, requests, context),
+
+    repositoryIndex: async (req) => {
+      if (req.repositoryName !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
+      return {
+        models: (await server.models.index(req.ready)).map((e) => ({ version: "", state: "", reason: "", ...e })),
+      };
+    },
+    repositoryModelLoad: async (req) => {
+      if (req.repositoryName !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
+      if (server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
+      let config: string | undefined;
+      const files = new Map<string, Uint8Array>();
+      for (const [name, parameter] of Object.entries(req.parameters)) {
+        const choice = parameter.parameterChoice;
+        if (name === "config" && choice.case === "stringParam") config = choice.value;
+        else if (name.startsWith("file:") && choice.case === "bytesParam") files.set(name, choice.value);
+        else throw new InferenceError("BAD_LOAD_PARAMETER", { name, type: typeName(choice.case) });
+      }
+      await server.models.load(req.modelName, { ...(config !== undefined ? { config } : {}), files });
+      return {};
+    },
+    repositoryModelUnload: async (req) => {
+      if (req.repositoryName !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
+      if (server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
+      const dependents = req.parameters.unload_dependents?.parameterChoice;
+      await server.models.unload(req.modelName, dependents?.case === "boolParam" && dependents.value);
+      return {};
+    },
+
+    // Shared memory arrives with the client issue: until then, client shared memory is off, as
+    // in a tritonserver started without --allow-client-shm.
+    systemSharedMemoryStatus: () => ({ regions: {} }),
+    systemSharedMemoryRegister: () => {
+      throw new InferenceError("SHM_NOT_SUPPORTED");
+    },
+    systemSharedMemoryUnregister: () => {
+      throw new InferenceError("SHM_NOT_SUPPORTED");
+    },
+    cudaSharedMemoryStatus: () => ({ regions: {} }),
+    cudaSharedMemoryRegister: (req) => {
+      throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: req.name });
+    },
+    cudaSharedMemoryUnregister: () => ({}),
+    traceSetting: () => {
+      throw new InferenceError("TRACE_NOT_SUPPORTED");
+    },
+    logSettings: (req) => {
+      const changes: Record<string, LogSettingValue> = {};
+      for (const [key, value] of Object.entries(req.settings)) {
+        const choice = (value as LogSettingsRequest_SettingValue).parameterChoice;
+        if (choice.case !== undefined) changes[key] = choice.value;
+      }
+      const settings = applyLogSettings(server.log, changes);
+      return create(LogSettingsResponseSchema, {
+        settings: Object.fromEntries(
+          Object.entries(settings).map(([key, value]) => [
+            key,
+            {
+              parameterChoice:
+                typeof value === "boolean"
+                  ? { case: "boolParam" as const, value }
+                  : typeof value === "number"
+                    ? { case: "uint32Param" as const, value }
+                    : { case: "stringParam" as const, value },
+            },
+          ]),
+        ),
+      });
+    },
   };
+  return wrap(impl, options);
+}
+
+function typeName(kind: string | undefined): string {
+  return { boolParam: "BOOL", int64Param: "INT", stringParam: "STRING", bytesParam: "BYTES" }[kind ?? ""] ?? "UNKNOWN";
+}
+
+/**
+ * ModelStreamInfer: requests are served concurrently and each response (or error) is sent when
+ * it is ready; an error answers that request only and the stream goes on.
+ */
+async function* streamInfer(
+  server: InferenceServer,
+  requests: AsyncIterable<ModelInferRequest>,
+  context: HandlerContext,
+): AsyncGenerator<ModelStreamInferResponse> {
+  const ready: ModelStreamInferResponse[] = [];
+  let wake: (() => void) | undefined;
+  let pending = 0;
+  let inputDone = false;
+  const push = (message: ModelStreamInferResponse) => {
+    ready.push(message);
+    wake?.();
+  };
+  const consume = (async () => {
+    for await (const req of requests) {
+      pending++;
+      (async () => {
+        try {
+          if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
+          const response = await server.infer(requestFromGrpc(req, context.signal));
+          push(create(ModelStreamInferResponseSchema, { inferResponse: responseToGrpc(response) }));
+        } catch (error) {
+          push(
+            create(ModelStreamInferResponseSchema, {
+              errorMessage: toInferenceError(error).message,
+              inferResponse: { id: req.id, modelName: req.modelName, modelVersion: req.modelVersion },
+            }),
+          );
+        } finally {
+          pending--;
+          wake?.();
+        }
+      })();
+    }
+  })().finally(() => {
+    inputDone = true;
+    wake?.();
+  });
+  while (true) {
+    const next = ready.shift();
+    if (next) {
+      yield next;
+      continue;
+    }
+    if (inputDone && pending === 0) break;
+    await new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    wake = undefined;
+  }
+  await consume;
+}
+
+/** Add the restricted-protocol check and Triton's error mapping to every RPC. */
+function wrap(impl: Partial<Impl>, options: GrpcFrontendOptions): Partial<Impl> {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, handler] of Object.entries(impl)) {
+    const category = CATEGORY[name] ?? "";
+    const rule = options.restricted?.find((r) => r.protocols.includes(category));
+    const check = (context: HandlerContext) => {
+      if (!rule) return;
+      const header = `triton-grpc-protocol-${rule.key}`;
+      if (context.requestHeader.get(header) !== rule.value) {
+        throw new InferenceError("RESTRICTED_GRPC", { header });
+      }
+    };
+    const fn = handler as (req: unknown, context: HandlerContext) => unknown;
+    wrapped[name] =
+      name === "modelStreamInfer"
+        ? async function* (req: unknown, context: HandlerContext) {
+            try {
+              check(context);
+              yield* fn(req, context) as AsyncIterable<unknown>;
+            } catch (error) {
+              throw grpcError(error);
+            }
+          }
+        : async (req: unknown, context: HandlerContext) => {
+            try {
+              check(context);
+              return await fn(req, context);
+            } catch (error) {
+              throw grpcError(error);
+            }
+          };
+  }
+  return wrapped as Partial<Impl>;
 }

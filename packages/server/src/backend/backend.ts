@@ -1,0 +1,59 @@
+import type { ModelConfig } from "@galley/proto";
+import type { InferenceRequest } from "../core/inference-request.js";
+import type { Tensor } from "../core/tensor.js";
+import type { Logger } from "../log.js";
+
+/** What a backend gets to load one model version. The config is final (autofilled, validated). */
+export interface BackendLoadContext {
+  config: ModelConfig;
+  version: number;
+  /** The model's folder. */
+  modelPath: string;
+  /** The version's folder, `<modelPath>/<version>`. */
+  versionPath: string;
+  log: Logger;
+}
+
+/** The outcome of one execution: outputs or an error per request, and how long each phase took. */
+export interface ExecuteResult {
+  /** Parallel to the requests executed. */
+  responses: (Tensor[] | Error)[];
+  /** Nanoseconds spent preparing inputs, running the model, and extracting outputs. */
+  computeInputNs: bigint;
+  computeInferNs: bigint;
+  computeOutputNs: bigint;
+}
+
+/**
+ * One model instance (`instance_group` count gives several): executes a batch of requests, off
+ * the event loop. Requests have been validated against the config; `batchSize` is the sum of
+ * their batch dimensions (1 each without batching).
+ */
+export interface BackendInstance {
+  readonly name: string;
+  execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult>;
+}
+
+/** A loaded model version: its instances, and how to release them. */
+export interface BackendModel {
+  readonly instances: readonly BackendInstance[];
+  unload(): Promise<void>;
+}
+
+/**
+ * A backend, found by the config's `backend` (`onnxruntime`, `js`, ...). `load` runs off the
+ * event loop where the work is heavy (sessions are created in worker threads).
+ */
+export interface Backend {
+  readonly name: string;
+  load(context: BackendLoadContext): Promise<BackendModel>;
+  /**
+   * The backend's auto-complete (Triton's ONNX Runtime backend reads the model file), given the
+   * config so far; returns undefined when it has nothing to add.
+   */
+  autoComplete?(
+    config: ModelConfig,
+    modelPath: string,
+    version: number,
+  ): Promise<import("@galley/config").AutoCompleteResult | undefined>;
+}

@@ -1,0 +1,82 @@
+import { datatype } from "../core/datatype.js";
+import type { InferenceRequest } from "../core/inference-request.js";
+import type { Tensor } from "../core/tensor.js";
+
+/**
+ * A typed-array view of a numeric tensor for a worker thread, and the buffer to move with it.
+ * A movable, aligned tensor is moved without a copy (onnxruntime-node rejects shared memory, so
+ * moving is the zero-copy path); anything else is copied once into a buffer of its own.
+ */
+export function workerView(tensor: Tensor): { view: ArrayBufferView; transfer: ArrayBuffer } {
+  const info = datatype(tensor.datatype);
+  const Array = info?.array;
+  if (!info || !Array) throw new Error(`datatype ${tensor.datatype} has no typed-array form`);
+  const data = tensor.data;
+  const count = data.byteLength / info.byteSize;
+  if (tensor.movable && data.buffer instanceof ArrayBuffer && data.byteOffset % info.byteSize === 0) {
+    return { view: new Array(data.buffer, data.byteOffset, count), transfer: data.buffer };
+  }
+  const own = new ArrayBuffer(data.byteLength);
+  new Uint8Array(own).set(data);
+  return { view: new Array(own, 0, count), transfer: own };
+}
+
+/**
+ * One input of several requests as a single tensor along the batch dimension: the requests'
+ * bytes concatenated once. A single request passes through unchanged.
+ */
+export function gatherInput(
+  requests: readonly InferenceRequest[],
+  name: string,
+  batching: boolean,
+): Tensor | undefined {
+  const parts = requests.map((r) => r.inputs.find((i) => i.name === name));
+  const first = parts[0];
+  if (!first) return undefined;
+  if (parts.length === 1) return first;
+  if (!batching || parts.some((p) => !p)) throw new Error(`input '${name}' cannot be batched across requests`);
+  const tensors = parts as Tensor[];
+  const size = tensors.reduce((n, t) => n + t.data.byteLength, 0);
+  const data = new Uint8Array(size);
+  let at = 0;
+  for (const t of tensors) {
+    data.set(t.data, at);
+    at += t.data.byteLength;
+  }
+  const batch = tensors.reduce((n, t) => n + (t.shape[0] ?? 0), 0);
+  return { ...first, shape: [batch, ...first.shape.slice(1)], data, movable: true };
+}
+
+/**
+ * Split one batched output back into per-request tensors along the first dimension: views of
+ * the output, no copies. BYTES outputs are split element by element.
+ */
+export function scatterOutput(output: Tensor, batchSizes: readonly number[]): Tensor[] {
+  if (batchSizes.length === 1) return [output];
+  const total = output.shape[0] ?? 0;
+  const rowElements = output.shape.slice(1).reduce((a, b) => a * b, 1);
+  const info = datatype(output.datatype);
+  const out: Tensor[] = [];
+  if (info && info.byteSize > 0) {
+    const rowBytes = rowElements * info.byteSize;
+    let at = 0;
+    for (const size of batchSizes) {
+      out.push({
+        ...output,
+        shape: [size, ...output.shape.slice(1)],
+        data: output.data.subarray(at, at + size * rowBytes),
+      });
+      at += size * rowBytes;
+    }
+    return out;
+  }
+  const view = new DataView(output.data.buffer, output.data.byteOffset, output.data.byteLength);
+  let at = 0;
+  for (const size of batchSizes) {
+    const start = at;
+    for (let e = 0; e < size * rowElements; e++) at += 4 + view.getUint32(at, true);
+    out.push({ ...output, shape: [size, ...output.shape.slice(1)], data: output.data.subarray(start, at) });
+  }
+  if (batchSizes.reduce((a, b) => a + b, 0) !== total) throw new Error(`output '${output.name}' has ${total} rows`);
+  return out;
+}

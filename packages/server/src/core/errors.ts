@@ -1,0 +1,249 @@
+import { Code } from "@connectrpc/connect";
+
+/** Triton's error codes (`TRITONSERVER_Error_Code`). */
+export type TritonCode =
+  | "UNKNOWN"
+  | "INTERNAL"
+  | "NOT_FOUND"
+  | "INVALID_ARG"
+  | "UNAVAILABLE"
+  | "UNSUPPORTED"
+  | "ALREADY_EXISTS"
+  | "CANCELLED";
+
+/** HTTP status per Triton code (Triton's `HttpCodeFromError`, PROTOCOL.md §1.1). */
+export const HTTP_STATUS: Readonly<Record<TritonCode, number>> = {
+  INTERNAL: 500,
+  NOT_FOUND: 404,
+  UNAVAILABLE: 503,
+  UNSUPPORTED: 501,
+  UNKNOWN: 400,
+  INVALID_ARG: 400,
+  ALREADY_EXISTS: 400,
+  CANCELLED: 400,
+};
+
+/** gRPC status per Triton code (PROTOCOL.md §2.3). */
+export const GRPC_CODE: Readonly<Record<TritonCode, Code>> = {
+  UNKNOWN: Code.Unknown,
+  INTERNAL: Code.Internal,
+  NOT_FOUND: Code.NotFound,
+  INVALID_ARG: Code.InvalidArgument,
+  UNAVAILABLE: Code.Unavailable,
+  UNSUPPORTED: Code.Unimplemented,
+  ALREADY_EXISTS: Code.AlreadyExists,
+  CANCELLED: Code.Canceled,
+};
+
+/**
+ * Every error the server answers with: a stable id, Triton's code, Triton's message text
+ * (`{name}` placeholders) and, for the few HTTP-only answers, the HTTP status when it is not the
+ * code's. `docs/reference/errors.md` lists the same table; a test keeps them
+ * in sync. Messages are Triton's where Triton has one, because clients match on them.
+ */
+export const ERRORS = {
+  // Models and versions (PROTOCOL.md §4.6)
+  MODEL_NOT_FOUND: ["NOT_FOUND", "Request for unknown model: '{model}' is not found"],
+  MODEL_VERSION_NOT_FOUND: ["NOT_FOUND", "Request for unknown model: '{model}' version {version} is not found"],
+  MODEL_NO_VERSIONS: ["NOT_FOUND", "Request for unknown model: '{model}' has no available versions"],
+  MODEL_VERSION_NOT_READY: [
+    "UNAVAILABLE",
+    "Request for unknown model: '{model}' version {version} is not at ready state",
+  ],
+  BAD_VERSION: [
+    "INVALID_ARG",
+    "failed to get model version from specified version string '{version}' (details: stoll), version should be an integral value > 0",
+  ],
+  MODEL_NOT_READY_HTTP: ["INVALID_ARG", "Model version not ready"],
+  STATS_MODEL_UNAVAILABLE: ["INVALID_ARG", "requested model '{model}' is not available"],
+
+  // Inference request validation (PROTOCOL.md §1.3, §2.2)
+  UNEXPECTED_INPUT: ["INVALID_ARG", "[request id: {id}] unexpected inference input '{input}' for model '{model}'"],
+  UNEXPECTED_OUTPUT: ["INVALID_ARG", "[request id: {id}] unexpected inference output '{output}' for model '{model}'"],
+  DUPLICATE_INPUT: ["INVALID_ARG", "[request id: {id}] input '{input}' already exists in request"],
+  MISSING_INPUTS: [
+    "INVALID_ARG",
+    "[request id: {id}] expected {expected} inputs but got {got} inputs for model '{model}'. Got input(s) {given}, but missing required input(s) {missing}. Please provide all required input(s).",
+  ],
+  BATCH_TOO_LARGE: ["INVALID_ARG", "[request id: {id}] inference request batch-size must be <= {max} for '{model}'"],
+  BATCH_MISMATCH: [
+    "INVALID_ARG",
+    "[request id: {id}] input '{input}' batch size does not match other inputs for '{model}'",
+  ],
+  UNEXPECTED_SHAPE: [
+    "INVALID_ARG",
+    "[request id: {id}] unexpected shape for input '{input}' for model '{model}'. Expected {expected}, got {got}. {note}",
+  ],
+  WRONG_DATATYPE: [
+    "INVALID_ARG",
+    "[request id: {id}] inference input '{input}' data-type is '{got}', but model '{model}' expects '{expected}'",
+  ],
+  BYTE_SIZE_MISMATCH: [
+    "INVALID_ARG",
+    "[request id: {id}] input byte size mismatch for input '{input}' for model '{model}'. Expected {expected}, got {got}",
+  ],
+  BAD_BYTES_INPUT: [
+    "INVALID_ARG",
+    "[request id: {id}] element byte size indicator exceeds the end of the buffer for input '{input}' for model '{model}'",
+  ],
+  BYTES_COUNT_MISMATCH: [
+    "INVALID_ARG",
+    "[request id: {id}] expected {expected} string elements for inference input '{input}' for model '{model}', got {got}",
+  ],
+  UNKNOWN_DATATYPE: ["INVALID_ARG", "[request id: {id}] invalid datatype '{datatype}' for input '{input}'"],
+  RESERVED_PARAMETER: [
+    "INVALID_ARG",
+    "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.",
+  ],
+  BAD_PARAMETER: ["INVALID_ARG", "{message}"],
+
+  // gRPC tensor contents (PROTOCOL.md §2.2)
+  NO_INPUT_DATA: ["INVALID_ARG", "unable to find data for input tensor '{input}' for model '{model}' in request."],
+  CONTENTS_WITH_RAW: [
+    "INVALID_ARG",
+    "contents field must not be specified when using raw_input_contents for '{input}' for model '{model}'",
+  ],
+  WRONG_CONTENTS: [
+    "INVALID_ARG",
+    "unexpected explicit tensor data for input tensor '{input}' for model '{model}' of type '{got}', expected datatype '{expected}'",
+  ],
+  RAW_CONTENTS_COUNT: ["INVALID_ARG", "expected {expected} raw_input_contents, got {got} for model '{model}'"],
+
+  // HTTP request body (PROTOCOL.md §1.1, §1.5, §1.6)
+  NOT_FOUND_ROUTE: ["NOT_FOUND", "Not Found"],
+  METHOD_NOT_ALLOWED: ["INVALID_ARG", "Method Not Allowed", 405],
+  BAD_JSON: ["INTERNAL", "failed to parse the request JSON buffer: {detail}"],
+  JSON_FIELD: ["INTERNAL", "Unable to parse '{field}': {detail}"],
+  JSON_DATA_TOO_FEW: ["INTERNAL", "Failed to parse 'data' field: shape does not match true shape"],
+  JSON_DATA_TOO_MANY: ["INTERNAL", "Unable to parse 'data': Shape does not match true shape of 'data' field"],
+  INPUT_DATA_CHOICE: [
+    "INVALID_ARG",
+    "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But {detail}",
+  ],
+  HEADER_LENGTH_REQUIRED: [
+    "INVALID_ARG",
+    "must specify valid 'Infer-Header-Content-Length' in request header and 'binary_data_size' when passing inputs in binary data format",
+  ],
+  HEADER_LENGTH_RANGE: ["INVALID_ARG", "inference header size should be in range (0, {size}), got: {got}"],
+  EXTRA_INPUT_DATA: ["INVALID_ARG", "unexpected additional input data for model '{model}'"],
+  SHORT_INPUT_DATA: [
+    "INVALID_ARG",
+    "unexpected size for input '{input}', expecting {size} additional bytes for model '{model}'",
+  ],
+  JSON_HALF_INPUT: [
+    "INVALID_ARG",
+    "receiving {datatype} data via JSON is not supported. Please use the binary data format for input {input}",
+  ],
+  JSON_HALF_OUTPUT: [
+    "INVALID_ARG",
+    "sending {datatype} data via JSON is not supported. Please use the binary data format for output {output}",
+  ],
+  RAW_INPUT_COUNT: [
+    "INVALID_ARG",
+    "Raw request must only have 1 input (found 1) to be deduced but got {count} inputs in '{model}' model configuration",
+  ],
+  RAW_BYTES_SHAPE: ["INVALID_ARG", "For BYTE datatype raw input '{input}', the model must have input shape [1]"],
+  RAW_VARIABLE_DIMS: [
+    "INVALID_ARG",
+    "The shape of the raw input '{input}' can not be deduced because there are more than one variable-sized dimension",
+  ],
+  RAW_SIZE: [
+    "INVALID_ARG",
+    "The shape of the raw input '{input}' can not be deduced: {size} bytes is not a whole number of elements of shape {shape}",
+  ],
+  UNSUPPORTED_COMPRESSION: ["UNSUPPORTED", "Unsupported compression type"],
+  BODY_TOO_LARGE: [
+    "INVALID_ARG",
+    "request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)",
+  ],
+  DECOUPLED_HTTP: ["UNSUPPORTED", "HTTP end point doesn't support models with decoupled transaction policy"],
+  DECOUPLED_GRPC: ["UNSUPPORTED", "ModelInfer RPC doesn't support models with decoupled transaction policy"],
+  RESTRICTED_HTTP: ["UNAVAILABLE", "This API is restricted, expecting header '{header}'", 403],
+  RESTRICTED_GRPC: ["UNAVAILABLE", "This protocol is restricted, expecting header '{header}'"],
+
+  // Classification (PROTOCOL.md §1.8)
+  CLASSIFICATION_BAD_COUNT: ["INVALID_ARG", "classification count must be >= 0, got {count} for output '{output}'"],
+  CLASSIFICATION_BYTES: ["INVALID_ARG", "class result not available for output due to unsupported type '{datatype}'"],
+
+  // Model repository (PROTOCOL.md §5)
+  REPOSITORY_NAME_UNSUPPORTED: ["UNSUPPORTED", "'repository_name' specification is not supported"],
+  CONTROL_DISABLED: ["UNAVAILABLE", "explicit model load / unload is not allowed if polling is enabled"],
+  LOAD_FAILED: ["INTERNAL", "failed to load '{model}', {detail}"],
+  LOAD_FAILED_REASON: ["INVALID_ARG", "load failed for model '{model}': {detail}"],
+  POLL_FAILED: ["INTERNAL", "failed to load '{model}', failed to poll from model repository"],
+  BAD_LOAD_PARAMETER: ["INVALID_ARG", "Unrecognized load parameter '{name}' with type '{type}'"],
+  BAD_CONFIG_OVERRIDE: ["INVALID_ARG", "Invalid config override: {detail}"],
+  FILE_OVERRIDE_ESCAPES: ["INVALID_ARG", "invalid file parameter '{name}': the path escapes the model directory"],
+  FILE_OVERRIDE_NEEDS_CONFIG: ["INVALID_ARG", "file override requires the 'config' parameter for model '{model}'"],
+  BAD_MODEL_NAME: ["INVALID_ARG", "{message}"],
+  MODEL_UNLOADED_HTTP: ["UNAVAILABLE", "Model '{model}' is unloading"],
+  BAD_INDEX_READY: ["INVALID_ARG", "Unable to parse 'ready': {detail}"],
+
+  // Extensions owned by later issues, and settings
+  SHM_NOT_SUPPORTED: ["UNSUPPORTED", "shared memory is not supported yet"],
+  CUDA_SHM_NOT_SUPPORTED: ["INVALID_ARG", "failed to register CUDA shared memory region: '{name}', GPUs not supported"],
+  TRACE_NOT_SUPPORTED: ["UNSUPPORTED", "trace is not supported yet"],
+  LOG_FILE_UNSUPPORTED: ["UNSUPPORTED", "log file location can not be updated through network protocol"],
+  BAD_LOG_SETTING: ["INVALID_ARG", "{message}"],
+  BAD_LOG_FORMAT: ["UNAVAILABLE", "invalid argument for log_format, got: {format}"],
+
+  // Lifecycle
+  SHUTTING_DOWN_GRPC: ["UNAVAILABLE", "GRPC server is shutting down and has stopped accepting new requests."],
+  SERVER_NOT_READY: ["UNAVAILABLE", "Server not ready"],
+  CANCELLED: ["CANCELLED", "[request id: {id}] request cancelled"],
+  BACKEND_FAILED: ["INTERNAL", "{message}"],
+} as const satisfies Record<string, readonly [TritonCode, string] | readonly [TritonCode, string, number]>;
+
+/** A stable error id (see {@link ERRORS}). */
+export type ErrorId = keyof typeof ERRORS;
+
+/**
+ * The one error class: an id from {@link ERRORS}, Triton's code, and the formatted message.
+ * Frontends map `code` to an HTTP status or gRPC code; nothing else is sent to clients.
+ */
+export class InferenceError extends Error {
+  override name = "InferenceError";
+  readonly code: TritonCode;
+
+  constructor(
+    readonly id: ErrorId,
+    values: Record<string, string | number | bigint> = {},
+    options?: { cause?: unknown },
+  ) {
+    const [code, template] = ERRORS[id];
+    const entry: readonly unknown[] = ERRORS[id];
+    super(
+      template.replace(/\{(\w+)\}/g, (_, key: string) => (key in values ? String(values[key]) : `{${key}}`)),
+      options,
+    );
+    this.code = code;
+    this.#httpStatus = typeof entry[2] === "number" ? entry[2] : HTTP_STATUS[code];
+  }
+
+  readonly #httpStatus: number;
+
+  /** Triton's HTTP status for this error. */
+  get httpStatus(): number {
+    return this.#httpStatus;
+  }
+
+  /** The gRPC status code for this error. */
+  get grpcCode(): Code {
+    return GRPC_CODE[this.code];
+  }
+}
+
+/** Any thrown value as an {@link InferenceError}: unknown errors become INTERNAL, keeping `cause`. */
+export function toInferenceError(error: unknown): InferenceError {
+  if (error instanceof InferenceError) return error;
+  return new InferenceError(
+    "BACKEND_FAILED",
+    { message: error instanceof Error ? error.message : String(error) },
+    { cause: error },
+  );
+}
+
+/** Triton's request-id prefix value: the id, or `<id_unknown>`. */
+export function requestId(id: string): string {
+  return id === "" ? "<id_unknown>" : id;
+}

@@ -1,0 +1,44 @@
+import { create } from "@bufbuild/protobuf";
+import { type ModelStatisticsResponse, ModelStatisticsResponseSchema } from "@galley/proto";
+import type { LoadedModel } from "../repository/loaded-model.js";
+import type { Duration } from "./statistics.js";
+
+const duration = (d: Duration) => ({ count: BigInt(d.count), ns: d.ns });
+
+/**
+ * The statistics extension's answer for these model versions (PROTOCOL.md §8), as the protocol
+ * message; the REST frontend prints the same message as JSON.
+ */
+export function statisticsResponse(models: readonly LoadedModel[]): ModelStatisticsResponse {
+  return create(ModelStatisticsResponseSchema, {
+    modelStats: models.map((m) => {
+      const s = m.stats;
+      return {
+        name: m.name,
+        version: String(m.version),
+        lastInference: BigInt(s.lastInference),
+        inferenceCount: BigInt(s.inferenceCount),
+        executionCount: BigInt(s.executionCount),
+        inferenceStats: {
+          success: duration(s.success),
+          fail: duration(s.fail),
+          queue: duration(s.queue),
+          computeInput: duration(s.computeInput),
+          computeInfer: duration(s.computeInfer),
+          computeOutput: duration(s.computeOutput),
+          cacheHit: duration(s.cacheHit),
+          cacheMiss: duration(s.cacheMiss),
+        },
+        batchStats: [...s.batches]
+          .sort((a, b) => a[0] - b[0])
+          .map(([size, b]) => ({
+            batchSize: BigInt(size),
+            computeInput: duration(b.computeInput),
+            computeInfer: duration(b.computeInfer),
+            computeOutput: duration(b.computeOutput),
+          })),
+        memoryUsage: [],
+      };
+    }),
+  });
+}

@@ -1,0 +1,74 @@
+/** A cumulative count and duration, as the statistics extension reports it. */
+export interface Duration {
+  count: number;
+  ns: bigint;
+}
+
+const zero = (): Duration => ({ count: 0, ns: 0n });
+
+/** Statistics of one model version (PROTOCOL.md §8); metrics read the same numbers. */
+export class ModelStatistics {
+  /** Milliseconds since the epoch of the last inference; 0 before the first. */
+  lastInference = 0;
+  /** Batch elements inferred (cache hits excluded). */
+  inferenceCount = 0;
+  /** Model executions. */
+  executionCount = 0;
+  readonly success = zero();
+  readonly fail = zero();
+  readonly queue = zero();
+  readonly computeInput = zero();
+  readonly computeInfer = zero();
+  readonly computeOutput = zero();
+  readonly cacheHit = zero();
+  readonly cacheMiss = zero();
+  /** Failures by Triton's metric reason: REJECTED, CANCELED, BACKEND, OTHER. */
+  readonly failures = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
+  /** Requests waiting in the scheduler (the pending-request gauge). */
+  pending = 0;
+  /** Per batch size: compute durations of executions with that many elements. */
+  readonly batches = new Map<number, { computeInput: Duration; computeInfer: Duration; computeOutput: Duration }>();
+  /** Seconds the load took. */
+  loadSeconds = 0;
+
+  /** One request finished successfully after `totalNs`, of which `queueNs` waiting. */
+  recordSuccess(totalNs: bigint, queueNs: bigint): void {
+    add(this.success, totalNs);
+    add(this.queue, queueNs);
+    this.lastInference = Date.now();
+  }
+
+  /** One request failed after `totalNs`. */
+  recordFailure(totalNs: bigint, reason: keyof ModelStatistics["failures"]): void {
+    add(this.fail, totalNs);
+    this.failures[reason]++;
+    this.lastInference = Date.now();
+  }
+
+  /**
+   * One execution of `batchSize` elements serving `requests` requests: each request's compute
+   * durations count once per request, as in Triton; the batch statistics once per execution.
+   */
+  recordExecution(batchSize: number, requests: number, inputNs: bigint, inferNs: bigint, outputNs: bigint): void {
+    this.executionCount++;
+    this.inferenceCount += batchSize;
+    for (let i = 0; i < requests; i++) {
+      add(this.computeInput, inputNs);
+      add(this.computeInfer, inferNs);
+      add(this.computeOutput, outputNs);
+    }
+    let batch = this.batches.get(batchSize);
+    if (!batch) {
+      batch = { computeInput: zero(), computeInfer: zero(), computeOutput: zero() };
+      this.batches.set(batchSize, batch);
+    }
+    add(batch.computeInput, inputNs);
+    add(batch.computeInfer, inferNs);
+    add(batch.computeOutput, outputNs);
+  }
+}
+
+function add(d: Duration, ns: bigint): void {
+  d.count++;
+  d.ns += ns;
+}

@@ -1,0 +1,180 @@
+import { create } from "@bufbuild/protobuf";
+import {
+  type InferParameter,
+  InferParameterSchema,
+  type InferTensorContents,
+  type ModelInferRequest,
+  type ModelInferResponse,
+  ModelInferResponseSchema,
+} from "@galley/proto";
+import { datatype } from "../../core/datatype.js";
+import { InferenceError } from "../../core/errors.js";
+import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
+import { encodeBytesElements, type Parameters, type ParameterValue, type Tensor } from "../../core/tensor.js";
+
+/** Which typed-contents field carries each datatype (PROTOCOL.md §2.2), and the type it implies. */
+const CONTENTS: Record<string, [keyof Omit<InferTensorContents, "$typeName">, string]> = {
+  BOOL: ["boolContents", "BOOL"],
+  INT8: ["intContents", "INT32"],
+  INT16: ["intContents", "INT32"],
+  INT32: ["intContents", "INT32"],
+  INT64: ["int64Contents", "INT64"],
+  UINT8: ["uintContents", "UINT32"],
+  UINT16: ["uintContents", "UINT32"],
+  UINT32: ["uintContents", "UINT32"],
+  UINT64: ["uint64Contents", "UINT64"],
+  FP32: ["fp32Contents", "FP32"],
+  FP64: ["fp64Contents", "FP64"],
+  BYTES: ["bytesContents", "BYTES"],
+};
+
+const FIELD_TYPE: Record<string, string> = {
+  boolContents: "BOOL",
+  intContents: "INT32",
+  int64Contents: "INT64",
+  uintContents: "UINT32",
+  uint64Contents: "UINT64",
+  fp32Contents: "FP32",
+  fp64Contents: "FP64",
+  bytesContents: "BYTES",
+};
+
+/**
+ * A `ModelInferRequest` as a core request. Raw contents are used as they are (views of the
+ * received message); typed contents are packed into little-endian bytes.
+ */
+export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal): InferenceRequest {
+  const model = message.modelName;
+  const raw = message.rawInputContents;
+  if (raw.length > 0 && raw.length !== message.inputs.length) {
+    throw new InferenceError("RAW_CONTENTS_COUNT", { expected: message.inputs.length, got: raw.length, model });
+  }
+  const inputs: Tensor[] = message.inputs.map((input, i) => {
+    let data: Uint8Array;
+    const contents = input.contents;
+    const used = contents ? usedFields(contents) : [];
+    if (raw.length > 0) {
+      if (used.length > 0) throw new InferenceError("CONTENTS_WITH_RAW", { input: input.name, model });
+      data = raw[i] as Uint8Array;
+    } else if (contents && used.length > 0) {
+      data = packContents(input.name, model, input.datatype, contents, used);
+    } else if (input.parameters.shared_memory_region) {
+      throw new InferenceError("SHM_NOT_SUPPORTED");
+    } else {
+      throw new InferenceError("NO_INPUT_DATA", { input: input.name, model });
+    }
+    return {
+      name: input.name,
+      datatype: input.datatype as Tensor["datatype"],
+      shape: input.shape.map(Number),
+      data,
+      parameters: parameters(input.parameters, false),
+    };
+  });
+  return {
+    modelName: message.modelName,
+    modelVersion: message.modelVersion,
+    id: message.id,
+    parameters: parameters(message.parameters, true),
+    inputs,
+    outputs: message.outputs.map((o) => ({ name: o.name, parameters: parameters(o.parameters, false) })),
+    ...(signal ? { signal } : {}),
+  };
+}
+
+/** A core response as `ModelInferResponse`, always with `raw_output_contents` (as Triton answers). */
+export function responseToGrpc(response: InferenceResponse): ModelInferResponse {
+  return create(ModelInferResponseSchema, {
+    modelName: response.modelName,
+    modelVersion: response.modelVersion,
+    id: response.id,
+    outputs: response.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape.map(BigInt) })),
+    rawOutputContents: response.outputs.map((o) => o.data),
+  });
+}
+
+function usedFields(contents: InferTensorContents): string[] {
+  return Object.keys(FIELD_TYPE).filter((k) => (contents[k as keyof InferTensorContents] as unknown[]).length > 0);
+}
+
+function packContents(
+  name: string,
+  model: string,
+  type: string,
+  contents: InferTensorContents,
+  used: string[],
+): Uint8Array {
+  const expected = CONTENTS[type];
+  const field = used[0] as string;
+  if (!expected || used.length > 1 || expected[0] !== field) {
+    throw new InferenceError("WRONG_CONTENTS", { input: name, model, got: FIELD_TYPE[field] ?? field, expected: type });
+  }
+  const values = contents[field as keyof Omit<InferTensorContents, "$typeName">] as unknown[];
+  if (type === "BYTES") return encodeBytesElements(values as Uint8Array[]);
+  const info = datatype(type);
+  const Array = info?.array;
+  if (!Array) throw new InferenceError("WRONG_CONTENTS", { input: name, model, got: field, expected: type });
+  if (type === "BOOL") return Uint8Array.from(values as boolean[], (v) => (v ? 1 : 0));
+  // Typed arrays narrow INT8/INT16/UINT8/UINT16 values held in 32-bit fields, as Triton does.
+  const typed =
+    Array === BigInt64Array || Array === BigUint64Array
+      ? new Array(values as bigint[])
+      : new (Array as Float64ArrayConstructor)(values as number[]);
+  return new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength);
+}
+
+/**
+ * gRPC parameters as core parameters, with Triton's rules (PROTOCOL.md §1.4, §2.4): reserved
+ * `triton_` keys rejected, `sequence_id` as int64 or string, `priority` as int64 or uint64,
+ * `timeout` as int64, and no uint64 for other keys.
+ */
+function parameters(map: { [key: string]: InferParameter }, request: boolean): Parameters {
+  const out: Parameters = {};
+  for (const [key, parameter] of Object.entries(map)) {
+    const choice = parameter.parameterChoice;
+    if (choice.case === undefined) continue;
+    if (request && key.startsWith("triton_") && key !== "triton_enable_empty_final_response") {
+      throw new InferenceError("RESERVED_PARAMETER");
+    }
+    const value: ParameterValue = choice.value;
+    if (request) checkReserved(key, choice.case);
+    else if (choice.case === "uint64Param" && key !== "classification") {
+      throw new InferenceError("BAD_PARAMETER", { message: `unsupported parameter type for '${key}': uint64_param` });
+    }
+    out[key] = value;
+  }
+  return out;
+}
+
+function checkReserved(key: string, kind: InferParameter["parameterChoice"]["case"]): void {
+  const allowed: Record<string, string[]> = {
+    sequence_id: ["int64Param", "stringParam"],
+    sequence_start: ["boolParam"],
+    sequence_end: ["boolParam"],
+    priority: ["int64Param", "uint64Param"],
+    timeout: ["int64Param"],
+  };
+  const kinds = allowed[key];
+  if (kinds && !kinds.includes(kind as string)) {
+    throw new InferenceError("BAD_PARAMETER", { message: `invalid value type for '${key}' parameter` });
+  }
+  if (!kinds && kind === "uint64Param") {
+    throw new InferenceError("BAD_PARAMETER", { message: `unsupported parameter type for '${key}': uint64_param` });
+  }
+}
+
+/** An `InferParameter` from a core value (for responses). */
+export function parameterToGrpc(value: ParameterValue): InferParameter {
+  switch (typeof value) {
+    case "boolean":
+      return create(InferParameterSchema, { parameterChoice: { case: "boolParam", value } });
+    case "bigint":
+      return create(InferParameterSchema, { parameterChoice: { case: "int64Param", value } });
+    case "number":
+      return Number.isInteger(value)
+        ? create(InferParameterSchema, { parameterChoice: { case: "int64Param", value: BigInt(value) } })
+        : create(InferParameterSchema, { parameterChoice: { case: "doubleParam", value } });
+    default:
+      return create(InferParameterSchema, { parameterChoice: { case: "stringParam", value } });
+  }
+}

@@ -1,0 +1,182 @@
+import { readFile } from "node:fs/promises";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { cpus, freemem, totalmem } from "node:os";
+import { Counter, Gauge, Registry } from "prom-client";
+import type { InferenceServer } from "../../core/inference-server.js";
+import type { LoadedModel } from "../../repository/loaded-model.js";
+
+/** Metrics options (tritonserver's `--metrics-config`). */
+export interface MetricsOptions {
+  /** `counter_latencies`: the `*_duration_us` counters (default true). */
+  counterLatencies?: boolean;
+}
+
+const MODEL_COUNTERS: [string, string, (m: LoadedModel) => number][] = [
+  [
+    "nv_inference_request_success",
+    "Number of successful inference requests, all batch sizes",
+    (m) => m.stats.success.count,
+  ],
+  [
+    "nv_inference_count",
+    "Number of inferences performed (does not include cached requests)",
+    (m) => m.stats.inferenceCount,
+  ],
+  [
+    "nv_inference_exec_count",
+    "Number of model executions performed (does not include cached requests)",
+    (m) => m.stats.executionCount,
+  ],
+];
+
+const LATENCY_COUNTERS: [string, string, (m: LoadedModel) => bigint][] = [
+  [
+    "nv_inference_request_duration_us",
+    "Cumulative inference request duration in microseconds (includes cached requests)",
+    (m) => m.stats.success.ns + m.stats.fail.ns,
+  ],
+  [
+    "nv_inference_queue_duration_us",
+    "Cumulative inference queuing duration in microseconds (includes cached requests)",
+    (m) => m.stats.queue.ns,
+  ],
+  [
+    "nv_inference_compute_input_duration_us",
+    "Cumulative compute input duration in microseconds (does not include cached requests)",
+    (m) => m.stats.computeInput.ns,
+  ],
+  [
+    "nv_inference_compute_infer_duration_us",
+    "Cumulative compute inference duration in microseconds (does not include cached requests)",
+    (m) => m.stats.computeInfer.ns,
+  ],
+  [
+    "nv_inference_compute_output_duration_us",
+    "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+    (m) => m.stats.computeOutput.ns,
+  ],
+];
+
+/**
+ * Prometheus metrics on :8002 with Triton's names and labels (PROTOCOL.md §7). Values are read
+ * at scrape time from the same statistics the statistics extension reports, so the two never
+ * disagree. `/metrics` (and `/metrics/`) answer; any other path gets 200 and an empty body, as
+ * Triton's metrics port does.
+ */
+export function createMetricsHandler(
+  server: InferenceServer,
+  options: MetricsOptions = {},
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const cpu = new CpuSampler();
+  return (req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    if (path !== "/metrics" && path !== "/metrics/") {
+      res.writeHead(200, { "Content-Length": 0 });
+      res.end();
+      return;
+    }
+    render(server, options, cpu).then(
+      (text) => {
+        res.writeHead(200, { "Content-Type": "text/plain; charset=utf-8", "Content-Length": Buffer.byteLength(text) });
+        res.end(text);
+      },
+      (error: unknown) => {
+        res.writeHead(500, { "Content-Type": "text/plain; charset=utf-8" });
+        res.end(String(error));
+      },
+    );
+  };
+}
+
+async function render(server: InferenceServer, options: MetricsOptions, cpu: CpuSampler): Promise<string> {
+  const models = server.models.readyVersions();
+  // Labels: model, version, and one `_<tag>` per metric_tags entry of any model.
+  const tagNames = [...new Set(models.flatMap((m) => Object.keys(m.config.metricTags).map((t) => `_${t}`)))];
+  const labelNames = ["model", "version", ...tagNames];
+  const labels = (m: LoadedModel) => ({
+    model: m.name,
+    version: String(m.version),
+    ...Object.fromEntries(Object.entries(m.config.metricTags).map(([k, v]) => [`_${k}`, v])),
+  });
+  const registry = new Registry();
+  for (const [name, help, value] of MODEL_COUNTERS) {
+    const counter = new Counter({ name, help, labelNames, registers: [registry] });
+    for (const m of models) counter.inc(labels(m), value(m));
+  }
+  const failure = new Counter({
+    name: "nv_inference_request_failure",
+    help: "Number of failed inference requests, all batch sizes",
+    labelNames: [...labelNames, "reason"],
+    registers: [registry],
+  });
+  for (const m of models) {
+    for (const [reason, count] of Object.entries(m.stats.failures)) failure.inc({ ...labels(m), reason }, count);
+  }
+  if (options.counterLatencies ?? true) {
+    for (const [name, help, value] of LATENCY_COUNTERS) {
+      const counter = new Counter({ name, help, labelNames, registers: [registry] });
+      for (const m of models) counter.inc(labels(m), Number(value(m) / 1000n));
+    }
+  }
+  const pending = new Gauge({
+    name: "nv_inference_pending_request_count",
+    help: "Instantaneous number of pending requests awaiting execution per-model.",
+    labelNames,
+    registers: [registry],
+  });
+  for (const m of models) pending.set(labels(m), m.stats.pending);
+  const load = new Gauge({
+    name: "nv_model_load_duration_secs",
+    help: "Model load time in seconds",
+    labelNames,
+    registers: [registry],
+  });
+  for (const m of models) load.set(labels(m), m.stats.loadSeconds);
+
+  new Gauge({ name: "nv_cpu_utilization", help: "CPU utilization rate [0.0 - 1.0]", registers: [registry] }).set(
+    cpu.sample(),
+  );
+  const memory = await memoryBytes();
+  new Gauge({ name: "nv_cpu_memory_total_bytes", help: "CPU total memory (RAM), in bytes", registers: [registry] }).set(
+    memory.total,
+  );
+  new Gauge({ name: "nv_cpu_memory_used_bytes", help: "CPU used memory (RAM), in bytes", registers: [registry] }).set(
+    memory.used,
+  );
+  return registry.metrics();
+}
+
+/** CPU utilization between two scrapes, from the kernel's per-CPU times. */
+class CpuSampler {
+  #last = totals();
+
+  sample(): number {
+    const now = totals();
+    const busy = now.busy - this.#last.busy;
+    const all = now.all - this.#last.all;
+    this.#last = now;
+    return all > 0 ? busy / all : 0;
+  }
+}
+
+function totals(): { busy: number; all: number } {
+  let busy = 0;
+  let all = 0;
+  for (const { times } of cpus()) {
+    const total = times.user + times.nice + times.sys + times.idle + times.irq;
+    all += total;
+    busy += total - times.idle;
+  }
+  return { busy, all };
+}
+
+/** Total and used memory as Triton computes them (MemTotal − MemAvailable), from /proc/meminfo where it exists. */
+async function memoryBytes(): Promise<{ total: number; used: number }> {
+  const text = await readFile("/proc/meminfo", "utf8").catch(() => "");
+  const field = (name: string) =>
+    Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? Number.NaN) * 1024;
+  const total = field("MemTotal");
+  const available = field("MemAvailable");
+  if (Number.isFinite(total) && Number.isFinite(available)) return { total, used: total - available };
+  return { total: totalmem(), used: totalmem() - freemem() };
+}

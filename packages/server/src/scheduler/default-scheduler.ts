@@ -1,0 +1,105 @@
+import type { BackendInstance } from "../backend/backend.js";
+import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
+import type { InferenceRequest } from "../core/inference-request.js";
+import type { ModelStatistics } from "../core/statistics.js";
+import { now, type ScheduledResult, type Scheduler } from "./scheduler.js";
+
+interface Pending {
+  request: InferenceRequest;
+  batchSize: number;
+  enqueuedNs: bigint;
+  resolve(result: ScheduledResult): void;
+  reject(error: InferenceError): void;
+  onAbort?: () => void;
+}
+
+/**
+ * Triton's default scheduler: each request runs alone on the first free instance; when every
+ * instance is busy, requests wait in one FIFO queue. A request cancelled while it waits leaves
+ * the queue at once.
+ */
+export class DefaultScheduler implements Scheduler {
+  readonly #free: BackendInstance[];
+  readonly #queue: Pending[] = [];
+  readonly #stats: ModelStatistics;
+  #running = 0;
+  #draining = false;
+  #drained?: () => void;
+
+  constructor(instances: readonly BackendInstance[], stats: ModelStatistics) {
+    this.#free = [...instances];
+    this.#stats = stats;
+  }
+
+  enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
+    return new Promise((resolve, reject) => {
+      const pending: Pending = { request, batchSize, enqueuedNs: now(), resolve, reject };
+      const signal = request.signal;
+      if (signal?.aborted) {
+        reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
+        return;
+      }
+      if (signal) {
+        pending.onAbort = () => {
+          const at = this.#queue.indexOf(pending);
+          if (at === -1) return;
+          this.#queue.splice(at, 1);
+          this.#stats.pending--;
+          reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
+          this.#checkDrained();
+        };
+        signal.addEventListener("abort", pending.onAbort, { once: true });
+      }
+      this.#queue.push(pending);
+      this.#stats.pending++;
+      this.#dispatch();
+    });
+  }
+
+  drain(): Promise<void> {
+    this.#draining = true;
+    return new Promise((resolve) => {
+      this.#drained = resolve;
+      this.#checkDrained();
+    });
+  }
+
+  #dispatch(): void {
+    while (this.#free.length > 0 && this.#queue.length > 0) {
+      const instance = this.#free.shift() as BackendInstance;
+      const pending = this.#queue.shift() as Pending;
+      this.#stats.pending--;
+      if (pending.onAbort) pending.request.signal?.removeEventListener("abort", pending.onAbort);
+      this.#run(instance, pending);
+    }
+  }
+
+  async #run(instance: BackendInstance, pending: Pending): Promise<void> {
+    this.#running++;
+    const queueNs = now() - pending.enqueuedNs;
+    try {
+      const result = await instance.execute([pending.request]);
+      this.#stats.recordExecution(
+        pending.batchSize,
+        1,
+        result.computeInputNs,
+        result.computeInferNs,
+        result.computeOutputNs,
+      );
+      const outcome = result.responses[0];
+      if (outcome === undefined || outcome instanceof Error) throw outcome ?? new Error("backend returned no response");
+      pending.resolve({ outputs: outcome, queueNs });
+    } catch (error) {
+      pending.reject(toInferenceError(error));
+    } finally {
+      this.#running--;
+      this.#free.push(instance);
+      this.#dispatch();
+      this.#checkDrained();
+    }
+  }
+
+  #checkDrained(): void {
+    if (this.#draining && this.#running === 0 && this.#queue.length === 0) this.#drained?.();
+  }
+}
