@@ -9,16 +9,16 @@ import type { Tensor } from "../core/tensor.js";
  */
 export function workerView(tensor: Tensor): { view: ArrayBufferView; transfer: ArrayBuffer } {
   const info = datatype(tensor.datatype);
-  const Array = info?.array;
-  if (!info || !Array) throw new Error(`datatype ${tensor.datatype} has no typed-array form`);
+  const ArrayType = info?.array;
+  if (!info || !ArrayType) throw new Error(`datatype ${tensor.datatype} has no typed-array form`);
   const data = tensor.data;
   const count = data.byteLength / info.byteSize;
   if (tensor.movable && data.buffer instanceof ArrayBuffer && data.byteOffset % info.byteSize === 0) {
-    return { view: new Array(data.buffer, data.byteOffset, count), transfer: data.buffer };
+    return { view: new ArrayType(data.buffer, data.byteOffset, count), transfer: data.buffer };
   }
   const own = new ArrayBuffer(data.byteLength);
   new Uint8Array(own).set(data);
-  return { view: new Array(own, 0, count), transfer: own };
+  return { view: new ArrayType(own, 0, count), transfer: own };
 }
 
 /**

@@ -48,12 +48,12 @@ export function classify(
 
 function toNumbers(tensor: Tensor, count: number): number[] {
   const info = datatype(tensor.datatype);
-  const Array = info?.array;
-  if (!Array) return [];
+  const ArrayType = info?.array;
+  if (!ArrayType) return [];
   const aligned = tensor.data.byteOffset % (info.byteSize || 1) === 0;
   const bytes = aligned ? tensor.data : tensor.data.slice();
-  const view = new Array(bytes.buffer as ArrayBuffer, bytes.byteOffset, count);
-  return Array === BigInt64Array || Array === BigUint64Array
+  const view = new ArrayType(bytes.buffer as ArrayBuffer, bytes.byteOffset, count);
+  return ArrayType === BigInt64Array || ArrayType === BigUint64Array
     ? [...(view as BigInt64Array)].map(Number)
     : [...(view as Float32Array)];
 }

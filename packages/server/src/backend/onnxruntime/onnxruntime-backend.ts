@@ -5,7 +5,7 @@ import type { InferenceRequest } from "../../core/inference-request.js";
 import { bytesElements, encodeBytesElements, type Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
 import { now } from "../../scheduler/scheduler.js";
-import type { Backend, BackendInstance, BackendLoadContext, BackendModel, ExecuteResult } from "../backend.js";
+import type { Backend, BackendInstance, BackendModel, ExecuteResult } from "../backend.js";
 import { gatherInput, scatterOutput, workerView } from "../batch-io.js";
 import { OrtSession } from "./ort-instance.js";
 import type { OrtSessionSettings, OrtType, ValueInfo, WireTensor } from "./ort-messages.js";
@@ -165,7 +165,7 @@ class OrtInstance implements BackendInstance {
     for (const wire of result.outputs) {
       const spec = this.#outputs.get(wire.name);
       const tensor = fromWire(wire, spec, this.#batching);
-      scatterOutput(tensor, batchSizes).forEach((part, i) => perRequest[i]?.push(part));
+      for (const [i, part] of scatterOutput(tensor, batchSizes).entries()) perRequest[i]?.push(part);
     }
     const responses = requests.map((request, i) => {
       const outputs = perRequest[i] ?? [];

@@ -112,14 +112,14 @@ function packContents(
   const values = contents[field as keyof Omit<InferTensorContents, "$typeName">] as unknown[];
   if (type === "BYTES") return encodeBytesElements(values as Uint8Array[]);
   const info = datatype(type);
-  const Array = info?.array;
-  if (!Array) throw new InferenceError("WRONG_CONTENTS", { input: name, model, got: field, expected: type });
+  const ArrayType = info?.array;
+  if (!ArrayType) throw new InferenceError("WRONG_CONTENTS", { input: name, model, got: field, expected: type });
   if (type === "BOOL") return Uint8Array.from(values as boolean[], (v) => (v ? 1 : 0));
   // Typed arrays narrow INT8/INT16/UINT8/UINT16 values held in 32-bit fields, as Triton does.
   const typed =
-    Array === BigInt64Array || Array === BigUint64Array
-      ? new Array(values as bigint[])
-      : new (Array as Float64ArrayConstructor)(values as number[]);
+    ArrayType === BigInt64Array || ArrayType === BigUint64Array
+      ? new ArrayType(values as bigint[])
+      : new (ArrayType as Float64ArrayConstructor)(values as number[]);
   return new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength);
 }
 

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   type GRPCInferenceService,
   type LogSettingsRequest_SettingValue,
