@@ -2,7 +2,7 @@ import { dataTypeFromProtocol, type ProtocolDataType } from "@galley/config";
 import type { DataType } from "@galley/proto";
 
 /** A typed-array constructor for a fixed-size datatype. */
-type TypedArrayConstructor =
+export type TypedArrayConstructor =
   | Uint8ArrayConstructor
   | Int8ArrayConstructor
   | Uint16ArrayConstructor

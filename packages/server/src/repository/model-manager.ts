@@ -55,7 +55,8 @@ export interface ModelManagerOptions {
   configName?: string;
 }
 
-interface VersionStatus {
+/** A version's state and, when not READY, why. */
+export interface VersionStatus {
   state: ModelState;
   reason: string;
 }
@@ -244,8 +245,11 @@ export class ModelManager {
       if (error instanceof InferenceError && error.id !== "POLL_FAILED") throw error;
       throw new InferenceError("POLL_FAILED", { model: entry.name }, { cause: error });
     }
+    // Polling retries a failed model only when its files change, as Triton does.
+    const fingerprint = source.path && !entry.overrideFolder ? await fingerprintOf(source.path) : undefined;
     const check = await this.#check(source, entry);
     if (check.diagnostics.length > 0 || !check.config) {
+      entry.fingerprint = fingerprint;
       const message = check.diagnostics[0]?.message ?? "invalid model configuration";
       this.#log.error(`Poll failed for model directory '${entry.name}': ${message}`);
       const failed = new Map(entry.versions);
@@ -277,6 +281,7 @@ export class ModelManager {
       }),
     );
     if (errors.length > 0) {
+      entry.fingerprint = fingerprint;
       await Promise.all([...loaded.values()].map((m) => m.unload()));
       // A failed reload keeps the versions that were serving.
       for (const version of entry.ready.keys()) entry.versions.set(version, { state: "READY", reason: "" });
@@ -285,7 +290,7 @@ export class ModelManager {
     }
     const previous = entry.ready;
     entry.ready = loaded;
-    entry.fingerprint = source.path ? await fingerprintOf(source.path) : undefined;
+    entry.fingerprint = fingerprint;
     if (entry.overrideFolder && entry.overrideFolder !== source.path) await removeFileOverrides(entry.overrideFolder);
     entry.overrideFolder = overrides.files && overrides.files.size > 0 ? source.path : undefined;
     for (const [version, old] of previous) {

@@ -227,16 +227,25 @@ function toModelIO(io: { inputs: ValueInfo[]; outputs: ValueInfo[] }): ModelIO {
   return { inputs: io.inputs.map(convert), outputs: io.outputs.map(convert) };
 }
 
-/** Session options from the config, with Triton's ONNX Runtime parameter names. */
+/**
+ * Session options from the config, with Triton's ONNX Runtime parameter names
+ * (`intra_op_thread_count`, `inter_op_thread_count`, `execution_mode`, `enable_mem_arena`,
+ * `enable_mem_pattern`, `optimization { graph { level } }`), plus `allow_spinning`.
+ *
+ * Galley's defaults differ from ONNX Runtime's on purpose: one intra-op thread per instance
+ * (instances run in parallel, one worker thread each, instead of every session claiming every
+ * core) and no spin-waiting between runs (spinning threads compete with the event loop). Set the
+ * parameters to get ONNX Runtime's behaviour back.
+ */
 function sessionSettings(config: ModelConfig): OrtSessionSettings {
   const parameter = (key: string) => config.parameters[key]?.stringValue;
   const int = (key: string) => {
     const value = parameter(key);
     return value === undefined || !/^\d+$/.test(value) ? undefined : Number(value);
   };
-  const settings: OrtSessionSettings = {};
+  const settings: OrtSessionSettings = { intraOpNumThreads: 1 };
   const intra = int("intra_op_thread_count");
-  if (intra) settings.intraOpNumThreads = intra;
+  if (intra !== undefined) settings.intraOpNumThreads = intra;
   const inter = int("inter_op_thread_count");
   if (inter) settings.interOpNumThreads = inter;
   const mode = int("execution_mode");
@@ -245,6 +254,8 @@ function sessionSettings(config: ModelConfig): OrtSessionSettings {
   if (arena !== undefined) settings.enableCpuMemArena = arena !== 0;
   const pattern = int("enable_mem_pattern");
   if (pattern !== undefined) settings.enableMemPattern = pattern !== 0;
+  const spinning = int("allow_spinning") ?? 0;
+  settings.extra = { session: { intra_op: { allow_spinning: String(spinning === 0 ? 0 : 1) } } };
   const level = config.optimization?.graph?.level;
   if (level !== undefined) settings.graphOptimizationLevel = level < 0 ? "disabled" : level === 1 ? "extended" : "all";
   return settings;

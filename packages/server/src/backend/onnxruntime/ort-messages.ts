@@ -31,6 +31,8 @@ export interface OrtSessionSettings {
   graphOptimizationLevel?: "disabled" | "basic" | "extended" | "all";
   enableCpuMemArena?: boolean;
   enableMemPattern?: boolean;
+  /** Session config entries, e.g. `{ session: { intra_op: { allow_spinning: "0" } } }`. */
+  extra?: Record<string, unknown>;
 }
 
 export type ToWorker =
