@@ -72,7 +72,7 @@ export const ERRORS = {
   ],
   UNEXPECTED_SHAPE: [
     "INVALID_ARG",
-    "[request id: {id}] unexpected shape for input '{input}' for model '{model}'. Expected {expected}, got {got}. {note}",
+    "[request id: {id}] unexpected shape for input '{input}' for model '{model}'. Expected {expected}, got {got}.{note}",
   ],
   WRONG_DATATYPE: [
     "INVALID_ARG",
@@ -180,7 +180,10 @@ export const ERRORS = {
   BAD_INDEX_READY: ["INVALID_ARG", "Unable to parse 'ready': {detail}"],
 
   // Extensions owned by later issues, and settings
-  SHM_NOT_SUPPORTED: ["UNSUPPORTED", "shared memory is not supported yet"],
+  SHM_DISABLED: [
+    "UNSUPPORTED",
+    "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.",
+  ],
   CUDA_SHM_NOT_SUPPORTED: ["INVALID_ARG", "failed to register CUDA shared memory region: '{name}', GPUs not supported"],
   TRACE_NOT_SUPPORTED: ["UNSUPPORTED", "trace is not supported yet"],
   LOG_FILE_UNSUPPORTED: ["UNSUPPORTED", "log file location can not be updated through network protocol"],

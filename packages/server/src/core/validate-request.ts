@@ -67,7 +67,7 @@ export function validateRequest(request: InferenceRequest, config: ModelConfig):
         model,
         expected: dimsString(expected.map(BigInt)),
         got: dimsString(input.shape.map(BigInt)),
-        note: batching && input.shape.length === dims.length ? BATCH_NOTE : "",
+        note: batching && input.shape.length === dims.length ? ` ${BATCH_NOTE}` : "",
       });
     }
     if (batching) {

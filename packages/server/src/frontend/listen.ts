@@ -43,7 +43,7 @@ export async function listenHttp2(
   port: number,
   keepalive: { keepaliveTimeMs?: number; keepaliveTimeoutMs?: number } = {},
 ): Promise<Listener> {
-  const server = createHttp2Server(handler);
+  const server = createHttp2Server((req, res) => handler(req, withSpecGrpcMessage(res)));
   const sessions = new Set<Http2Session>();
   const pingEvery = keepalive.keepaliveTimeMs ?? 7_200_000;
   const pingTimeout = keepalive.keepaliveTimeoutMs ?? 20_000;
@@ -91,4 +91,50 @@ function bind(server: import("node:net").Server, host: string, port: number): Pr
       resolve();
     });
   });
+}
+
+/**
+ * Connect writes `grpc-message` with `encodeURIComponent`, which also escapes `:`, `/`, `,`, `=`;
+ * the gRPC spec leaves printable ASCII other than `%` as it is, and some clients (grpc-js) only
+ * undo the spec's escaping, showing `%3A` in Triton's messages. Rewrite the header the way the spec
+ * (and Triton's C++ server) writes it.
+ */
+function withSpecGrpcMessage(res: Http2ServerResponse): Http2ServerResponse {
+  const fix = (headers: unknown) => {
+    if (!headers || typeof headers !== "object") return;
+    const record = headers as Record<string, unknown>;
+    const message = record["grpc-message"];
+    if (typeof message === "string") record["grpc-message"] = specPercentEncode(safeDecode(message));
+  };
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Http2ServerResponse;
+  const addTrailers = res.addTrailers.bind(res);
+  res.writeHead = ((...args: unknown[]) => {
+    fix(args[args.length - 1]);
+    return writeHead(...args);
+  }) as typeof res.writeHead;
+  res.addTrailers = (trailers) => {
+    fix(trailers);
+    addTrailers(trailers);
+  };
+  return res;
+}
+
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+/** gRPC's percent-encoding: every UTF-8 byte outside 0x20–0x7E, and `%`, as `%XX`. */
+export function specPercentEncode(text: string): string {
+  let out = "";
+  for (const byte of Buffer.from(text, "utf8")) {
+    out +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
 }

@@ -3,6 +3,7 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import {
   type CheckOptions,
+  checkModel,
   checkRepository,
   fromModelConfigJson,
   type ModelCheck,
@@ -344,11 +345,13 @@ export class ModelManager {
       backendAutoComplete: (s, config, version) =>
         backends.get(config.backend)?.autoComplete?.(config, s.path ?? "", version),
     };
-    const [own] = (await checkRepository([source], options)).values();
-    const check = own as ModelCheck;
-    if (check.diagnostics.length > 0 || check.config?.platform !== Platform.ensemble) return check;
+    const own = await checkModel(source, options);
+    if (own.diagnostics.length > 0 || own.config?.platform !== Platform.ensemble) {
+      return (await checkRepository([source], options)).get(entry.name) ?? own;
+    }
+    // An ensemble loads its composing models first, then is checked against their final configs.
     const steps =
-      check.config.schedulingChoice.case === "ensembleScheduling" ? check.config.schedulingChoice.value.step : [];
+      own.config.schedulingChoice.case === "ensembleScheduling" ? own.config.schedulingChoice.value.step : [];
     const composing = [...new Set(steps.map((s) => s.modelName))].filter((n) => n !== entry.name);
     await Promise.all(
       composing.map((n) =>
@@ -361,7 +364,7 @@ export class ModelManager {
       return first ? [{ name: n, config: first.config, versions: [...(ready?.keys() ?? [])] }] : [];
     });
     const checks = await checkRepository([source, ...loadedSources], options);
-    return checks.get(entry.name) ?? check;
+    return checks.get(entry.name) ?? own;
   }
 
   async #loadVersion(name: string, version: number, config: ModelConfig, modelPath: string): Promise<LoadedModel> {

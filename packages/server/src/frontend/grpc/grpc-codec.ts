@@ -59,7 +59,7 @@ export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal
     } else if (contents && used.length > 0) {
       data = packContents(input.name, model, input.datatype, contents, used);
     } else if (input.parameters.shared_memory_region) {
-      throw new InferenceError("SHM_NOT_SUPPORTED");
+      throw new InferenceError("SHM_DISABLED");
     } else {
       throw new InferenceError("NO_INPUT_DATA", { input: input.name, model });
     }

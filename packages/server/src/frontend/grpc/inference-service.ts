@@ -116,10 +116,10 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
     // in a tritonserver started without --allow-client-shm.
     systemSharedMemoryStatus: () => ({ regions: {} }),
     systemSharedMemoryRegister: () => {
-      throw new InferenceError("SHM_NOT_SUPPORTED");
+      throw new InferenceError("SHM_DISABLED");
     },
     systemSharedMemoryUnregister: () => {
-      throw new InferenceError("SHM_NOT_SUPPORTED");
+      throw new InferenceError("SHM_DISABLED");
     },
     cudaSharedMemoryStatus: () => ({ regions: {} }),
     cudaSharedMemoryRegister: (req) => {
