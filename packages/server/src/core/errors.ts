@@ -161,6 +161,10 @@ export const ERRORS = {
   RESTRICTED_HTTP: ["UNAVAILABLE", "This API is restricted, expecting header '{header}'", 403],
   RESTRICTED_GRPC: ["UNAVAILABLE", "This protocol is restricted, expecting header '{header}'"],
 
+  // Scheduling (PROTOCOL.md §4.6, §9.3)
+  QUEUE_FULL: ["UNAVAILABLE", "Exceeds maximum queue size"],
+  QUEUE_TIMEOUT: ["UNAVAILABLE", "Request timeout expired"],
+
   // Classification (PROTOCOL.md §1.8)
   CLASSIFICATION_BAD_COUNT: ["INVALID_ARG", "classification count must be >= 0, got {count} for output '{output}'"],
   CLASSIFICATION_BYTES: ["INVALID_ARG", "class result not available for output due to unsupported type '{datatype}'"],

@@ -20,7 +20,8 @@ export async function listenHttp1(
   host: string,
   port: number,
 ): Promise<Listener> {
-  const server = createHttp1Server(handler);
+  // No request timeout: a large upload may take long, as in Triton.
+  const server = createHttp1Server({ requestTimeout: 0 }, handler);
   await bind(server, host, port);
   return {
     address: server.address() as AddressInfo,

@@ -17,6 +17,7 @@ import { InferenceError } from "../core/errors.js";
 import { ModelStatistics } from "../core/statistics.js";
 import type { Logger } from "../log.js";
 import { DefaultScheduler } from "../scheduler/default-scheduler.js";
+import { DynamicBatcher } from "../scheduler/dynamic-batcher.js";
 import { removeFileOverrides, writeFileOverrides } from "./file-overrides.js";
 import { LoadedModel } from "./loaded-model.js";
 
@@ -388,7 +389,11 @@ export class ModelManager {
         log: this.#log,
       });
       const stats = new ModelStatistics();
-      return new LoadedModel(name, version, config, model, new DefaultScheduler(model.instances, stats), labels, stats);
+      const scheduler =
+        config.schedulingChoice.case === "dynamicBatching"
+          ? new DynamicBatcher({ instances: model.instances, config, stats, log: this.#log })
+          : new DefaultScheduler(model.instances, stats);
+      return new LoadedModel(name, version, config, model, scheduler, labels, stats);
     } finally {
       this.#releaseSlot();
     }

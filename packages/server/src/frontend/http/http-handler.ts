@@ -1,6 +1,22 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
-import { replyEmpty, replyError, replyJson } from "./reply.js";
+import { ClientGone, DEFAULT_MAX_INPUT_SIZE } from "./body.js";
+import { ACCEPTED_ENCODINGS } from "./compression.js";
+import type { Context } from "./context.js";
+import { handleInfer } from "./infer-route.js";
+import {
+  handleGenerate,
+  handleModelConfig,
+  handleModelMetadata,
+  handleModelReady,
+  handleModelTrace,
+  handleStatistics,
+} from "./model-routes.js";
+import { Reply } from "./reply.js";
+import { handleIndex, handleLoad, handleUnload } from "./repository-routes.js";
+import { categoryOf, matchRoute, methodsOf, type Route } from "./routes.js";
+import { handleHealth, handleLogging, handleServerMetadata, handleSharedMemory, handleTrace } from "./server-routes.js";
 
 /** REST frontend options (tritonserver's `--http-*` flags). */
 export interface HttpFrontendOptions {
@@ -10,39 +26,88 @@ export interface HttpFrontendOptions {
   restricted?: readonly { apis: readonly string[]; key: string; value: string }[];
 }
 
-/** Triton's server-route regex, matched against the path without its query string. */
-const SERVER_ROUTE = /^\/v2(?:\/health\/(live|ready))?$/;
-
 /**
  * The KServe v2 REST frontend: a Node `request` listener over one {@link InferenceServer}.
- * Routing follows Triton's full-match regexes on the raw path; the query string is ignored.
+ * Routing follows Triton's full-match regexes on the raw path (the query string is ignored);
+ * each route checks its restricted-API category, then its method, then runs. Every failure is
+ * answered `{"error":"<message>"}` with the error's status; nothing a client sends can throw
+ * out of the listener.
  */
 export function createHttpHandler(
   server: InferenceServer,
-  _options: HttpFrontendOptions = {},
+  options: HttpFrontendOptions = {},
 ): (req: IncomingMessage, res: ServerResponse) => void {
+  const limit = options.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE;
   return (req, res) => {
-    const url = req.url ?? "/";
-    const query = url.indexOf("?");
-    const path = query === -1 ? url : url.slice(0, query);
-    const match = SERVER_ROUTE.exec(path);
-    if (!match) {
-      replyError(res, 404, "Not Found");
-      return;
-    }
-    if (req.method !== "GET") {
-      replyError(res, 405, "Method Not Allowed");
-      return;
-    }
-    switch (match[1]) {
-      case "live":
-        replyEmpty(res, server.isLive() ? 200 : 400);
-        return;
-      case "ready":
-        replyEmpty(res, server.isReady() ? 200 : 400);
-        return;
-      default:
-        replyJson(res, 200, server.metadata());
+    const ctx: Context = { server, req, reply: new Reply(res, server), limit };
+    try {
+      const route = matchRoute(req.url ?? "/");
+      if (!route) throw new InferenceError("NOT_FOUND_ROUTE");
+      const rule = options.restricted?.find((r) => r.apis.includes(categoryOf(route)));
+      if (rule && req.headers[rule.key.toLowerCase()] !== rule.value) {
+        throw new InferenceError("RESTRICTED_HTTP", { header: rule.key });
+      }
+      if (!methodsOf(route).includes(req.method ?? "")) throw new InferenceError("METHOD_NOT_ALLOWED");
+      dispatch(ctx, route).catch((error: unknown) => fail(ctx, error));
+    } catch (error) {
+      fail(ctx, error);
     }
   };
+}
+
+async function dispatch(ctx: Context, route: Route): Promise<void> {
+  switch (route.kind) {
+    case "health":
+      return handleHealth(ctx, route.which);
+    case "server-metadata":
+      return handleServerMetadata(ctx);
+    case "model-metadata":
+      return handleModelMetadata(ctx, route.model, route.version);
+    case "ready":
+      return handleModelReady(ctx, route.model, route.version);
+    case "config":
+      return handleModelConfig(ctx, route.model, route.version);
+    case "stats":
+      return handleStatistics(ctx, route.model, route.version);
+    case "all-stats":
+      return handleStatistics(ctx, "", "");
+    case "infer":
+      return handleInfer(ctx, route.model, route.version);
+    case "generate":
+    case "generate_stream":
+      return handleGenerate(ctx, route.model, route.version);
+    case "trace/setting":
+      return handleModelTrace(ctx, route.model);
+    case "trace":
+      return handleTrace();
+    case "logging":
+      return handleLogging(ctx);
+    case "index":
+      return handleIndex(ctx);
+    case "load":
+      return handleLoad(ctx, route.repository, route.model);
+    case "unload":
+      return handleUnload(ctx, route.repository, route.model);
+    case "shm":
+      return handleSharedMemory(ctx, route.memory, route.region, route.action);
+  }
+}
+
+/**
+ * Answer a failure. An {@link InferenceError} is answered as it is; anything else is a bug,
+ * logged and answered 500 with its message. A client that is gone gets nothing.
+ */
+function fail(ctx: Context, error: unknown): void {
+  if (error instanceof ClientGone || ctx.reply.closed) return;
+  if (!(error instanceof InferenceError)) {
+    const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    ctx.server.log.error(`HTTP ${ctx.req.method} ${ctx.req.url}: ${detail}`);
+  }
+  const failure = toInferenceError(error);
+  try {
+    ctx.reply.error(failure, failure.id === "UNSUPPORTED_COMPRESSION" ? { "Accept-Encoding": ACCEPTED_ENCODINGS } : {});
+  } catch (replyError) {
+    ctx.server.log.error(`HTTP ${ctx.req.method} ${ctx.req.url}: cannot reply: ${String(replyError)}`);
+    ctx.req.socket.destroy();
+  }
 }

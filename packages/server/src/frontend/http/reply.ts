@@ -1,22 +1,68 @@
-import type { ServerResponse } from "node:http";
+import type { OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { InferenceError } from "../../core/errors.js";
+import type { InferenceServer } from "../../core/inference-server.js";
+import { compress, type Encoding } from "./compression.js";
+import { jsonBytes } from "./json-write.js";
 
-/** Compact JSON, as Triton writes it (QA greps for exact strings such as `{"error":"..."}`). */
-export function replyJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    "Content-Type": "application/json",
-    "Content-Length": Buffer.byteLength(text),
-  });
-  res.end(text);
-}
+/**
+ * Writes one reply. Every reply goes through here so that, once the server has begun shutting
+ * down, each carries `Connection: close` and keep-alive connections drain.
+ */
+export class Reply {
+  constructor(
+    readonly res: ServerResponse,
+    readonly server: InferenceServer,
+  ) {}
 
-/** Triton's error body: `{"error":"<message>"}`. */
-export function replyError(res: ServerResponse, status: number, message: string): void {
-  replyJson(res, status, { error: message });
-}
+  /** Whether the reply can no longer be written (already sent, or the client is gone). */
+  get closed(): boolean {
+    return this.res.headersSent || this.res.destroyed || this.res.writableEnded;
+  }
 
-/** Health replies: a status code and an empty body, nothing else. */
-export function replyEmpty(res: ServerResponse, status: number): void {
-  res.writeHead(status, { "Content-Length": 0 });
-  res.end();
+  /** Compact JSON of `value` (Triton's writer: see {@link jsonBytes}). */
+  json(status: number, value: unknown, headers: OutgoingHttpHeaders = {}): void {
+    this.send(status, [jsonBytes(value)], { "Content-Type": "application/json", ...headers });
+  }
+
+  /** JSON text already serialized. */
+  jsonText(status: number, text: string): void {
+    this.send(status, [Buffer.from(text)], { "Content-Type": "application/json" });
+  }
+
+  /** An empty body: health answers carry no content type, the others `application/json`. */
+  empty(status: number, json = true): void {
+    this.send(status, [], json ? { "Content-Type": "application/json" } : {});
+  }
+
+  /** Triton's error body `{"error":"<message>"}` with the error's HTTP status. */
+  error(error: InferenceError, headers: OutgoingHttpHeaders = {}): void {
+    this.json(error.httpStatus, { error: error.message }, headers);
+  }
+
+  /** Write `parts` in order, each with its own `write` (no concatenation). */
+  send(status: number, parts: readonly Uint8Array[], headers: OutgoingHttpHeaders): void {
+    if (this.closed) return;
+    let length = 0;
+    for (const part of parts) length += part.byteLength;
+    const all: OutgoingHttpHeaders = { ...headers, "Content-Length": length };
+    if (!this.server.accepting) all.Connection = "close";
+    this.res.writeHead(status, all);
+    for (const part of parts) if (part.byteLength > 0) this.res.write(part);
+    this.res.end();
+  }
+
+  /** Like {@link send}, compressing the parts first unless `encoding` is identity. */
+  async sendEncoded(
+    status: number,
+    parts: readonly Uint8Array[],
+    headers: OutgoingHttpHeaders,
+    encoding: Encoding,
+  ): Promise<void> {
+    if (encoding === "identity") {
+      this.send(status, parts, headers);
+      return;
+    }
+    const compressed = await compress(parts, encoding);
+    this.send(status, compressed, { ...headers, "Content-Encoding": encoding });
+  }
 }

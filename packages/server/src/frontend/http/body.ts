@@ -1,0 +1,145 @@
+import type { IncomingMessage } from "node:http";
+import { createUnzip } from "node:zlib";
+import { InferenceError } from "../../core/errors.js";
+import type { Encoding } from "./compression.js";
+import { invalidArgument } from "./json-access.js";
+
+/** The default `--http-max-input-size`: 64 MiB. */
+export const DEFAULT_MAX_INPUT_SIZE = 1 << 26;
+
+/** A request body received into one buffer of our own. */
+export interface Body {
+  /** The whole buffer: `offset` free bytes, then the body. It belongs to this request alone. */
+  buffer: ArrayBuffer;
+  offset: number;
+  /** The body (decompressed), a view of `buffer` at `offset`. */
+  bytes: Uint8Array;
+}
+
+function ignore(): void {}
+
+/** The client went away before its request body arrived; there is nobody to answer. */
+export class ClientGone extends Error {
+  constructor() {
+    super("the client closed the connection");
+  }
+}
+
+export interface BodyOptions {
+  /** The largest body accepted, after decompression (and before it). */
+  limit: number;
+  encoding: Encoding;
+  /**
+   * Free bytes to leave before the body, so the caller can place it: the binary tensor data
+   * after a JSON header of known length then starts 8-byte aligned, or a raw BYTES input gets
+   * room for its length prefix.
+   */
+  offset?: number;
+}
+
+/**
+ * Receive a request body into a single `ArrayBuffer` allocated here, never holding more than
+ * the limit. With a `Content-Length` and no compression, chunks are copied straight into
+ * place; otherwise they are collected (decompressed on the way) and copied once at the end.
+ *
+ * @throws {@link InferenceError} BODY_TOO_LARGE (400), or INVALID_ARG for an empty compressed
+ * body; {@link ClientGone} when the connection closes first.
+ */
+export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Body> {
+  const offset = options.offset ?? 0;
+  const tooLarge = () => new InferenceError("BODY_TOO_LARGE", { limit: options.limit });
+  const declared = req.headers["content-length"];
+  if (declared !== undefined && Number(declared) > options.limit) return Promise.reject(tooLarge());
+
+  // An aborted request emits 'error'; answering it is not possible, crashing on it is wrong.
+  req.on("error", ignore);
+  return new Promise<Body>((resolve, reject) => {
+    let settled = false;
+    const finish = (error: Error | undefined, body?: Body) => {
+      if (settled) return;
+      settled = true;
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onGone);
+      req.off("close", onClose);
+      if (error) reject(error);
+      else resolve(body as Body);
+    };
+
+    // Where the (decompressed) bytes go: straight into place when the size is known.
+    const exact = options.encoding === "identity" && declared !== undefined ? Number(declared) : -1;
+    const direct = exact >= 0 ? new Uint8Array(new ArrayBuffer(offset + exact)) : undefined;
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    const accept = (chunk: Uint8Array): boolean => {
+      if (size + chunk.length > options.limit || (direct && offset + size + chunk.length > direct.length)) {
+        finish(tooLarge());
+        return false;
+      }
+      if (direct) direct.set(chunk, offset + size);
+      else chunks.push(chunk);
+      size += chunk.length;
+      return true;
+    };
+    const assemble = (): Body => {
+      if (direct)
+        return { buffer: direct.buffer as ArrayBuffer, offset, bytes: direct.subarray(offset, offset + size) };
+      const buffer = new ArrayBuffer(offset + size);
+      const all = new Uint8Array(buffer);
+      let at = offset;
+      for (const chunk of chunks) {
+        all.set(chunk, at);
+        at += chunk.length;
+      }
+      return { buffer, offset, bytes: all.subarray(offset) };
+    };
+
+    // Decompression: like Triton (zlib's auto-detecting inflate), a corrupt stream keeps what
+    // was decompressed before the error.
+    const unzip = options.encoding === "identity" ? undefined : createUnzip();
+    let raw = 0;
+    if (unzip) {
+      unzip.on("data", (chunk: Buffer) => {
+        if (!accept(chunk)) unzip.destroy();
+      });
+      unzip.on("end", () => finish(undefined, assemble()));
+      unzip.on("error", () => finish(undefined, assemble()));
+    }
+
+    const onData = (chunk: Buffer) => {
+      if (!unzip) {
+        accept(chunk);
+        return;
+      }
+      raw += chunk.length;
+      if (raw > options.limit) {
+        unzip.destroy();
+        finish(tooLarge());
+        return;
+      }
+      unzip.write(chunk);
+    };
+    const onEnd = () => {
+      if (!unzip) {
+        if (direct && offset + size !== direct.length) finish(new ClientGone());
+        else finish(undefined, assemble());
+      } else if (raw === 0) {
+        unzip.destroy();
+        finish(invalidArgument("nothing to be decompressed"));
+      } else {
+        unzip.end();
+      }
+    };
+    const onGone = () => {
+      unzip?.destroy();
+      finish(new ClientGone());
+    };
+    const onClose = () => {
+      if (!req.complete) onGone();
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onGone);
+    req.on("close", onClose);
+  });
+}

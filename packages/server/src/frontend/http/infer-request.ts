@@ -1,0 +1,216 @@
+import type { ProtocolDataType } from "@galley/config";
+import { InferenceError } from "../../core/errors.js";
+import type { InferenceRequest, RequestedOutput } from "../../core/inference-request.js";
+import { elementCount, type Parameters, type Tensor } from "../../core/tensor.js";
+import type { LoadedModel } from "../../repository/loaded-model.js";
+import type { Body } from "./body.js";
+import {
+  asArray,
+  asBool,
+  asString,
+  asUint,
+  field,
+  internal,
+  invalidArgument,
+  member,
+  members,
+  parseBody,
+  required,
+} from "./json-access.js";
+import { JsonFloat, type JsonObject, type JsonValue } from "./json-parse.js";
+import { tensorFromJson } from "./json-tensor.js";
+import { decodeRaw } from "./raw-request.js";
+
+/** How each output is returned: binary (after the JSON header) or as JSON `data`. */
+export interface OutputPlan {
+  /** Outputs listed in the request: binary only with their own `binary_data: true`. */
+  listed: Map<string, boolean>;
+  /** Outputs not listed (all of them when `outputs` is absent): `binary_data_output`. */
+  binaryByDefault: boolean;
+}
+
+/** A decoded REST inference request. */
+export interface DecodedInfer {
+  request: InferenceRequest;
+  plan: OutputPlan;
+}
+
+/** C's `atoi`, as Triton reads `Inference-Header-Content-Length`: garbage reads as 0. */
+export function atoi(text: string): number {
+  const match = /^[ \t\n\v\f\r]*([+-]?\d+)/.exec(text);
+  return match ? Number(match[1]) : 0;
+}
+
+/**
+ * Decode an inference body (PROTOCOL.md §1.3–1.6): the JSON header (`Inference-Header-Content-
+ * Length` bytes, or the whole body without that header), then each binary input's bytes in
+ * input order. Binary inputs are views of the body buffer, never copies; JSON inputs get
+ * buffers of their own. A header length of 0 is a raw request for a single-input model.
+ *
+ * @throws {@link InferenceError} with Triton's texts and codes, in Triton's order.
+ */
+export function decodeInfer(
+  body: Body,
+  headerValue: string | undefined,
+  model: LoadedModel,
+  modelName: string,
+  modelVersion: string,
+): DecodedInfer {
+  const size = body.bytes.byteLength;
+  const headerLength = headerValue === undefined ? size : atoi(headerValue);
+  if (headerLength < 0 || headerLength > size) {
+    throw new InferenceError("HEADER_LENGTH_RANGE", { size, got: headerValue ?? "" });
+  }
+  if (headerLength === 0) return decodeRaw(body, model, modelName, modelVersion);
+
+  const json = parseBody(body.bytes.subarray(0, headerLength));
+  const idJson = member(json, "id");
+  const id = idJson === undefined ? "" : field("id", () => asString(idJson));
+  const { parameters, binaryByDefault } = requestParameters(member(json, "parameters"));
+
+  const inputs: Tensor[] = [];
+  let cursor = headerLength;
+  for (const input of field("inputs", () => asArray(required(json, "inputs")))) {
+    checkDataChoice(input);
+    const name = field("name", () => asString(required(input, "name")));
+    const type = field("datatype", () => asString(required(input, "datatype")));
+    const shape = field("shape", () => asArray(required(input, "shape")).map((d) => Number(asUint(d))));
+    const params = member(input, "parameters");
+    const binarySize = member(params, "binary_data_size");
+    let data: Uint8Array;
+    if (binarySize !== undefined) {
+      const wanted = field("binary_data_size", () => asUint(binarySize));
+      if (wanted === 0n) {
+        data = new Uint8Array(0);
+      } else {
+        if (headerValue === undefined) throw new InferenceError("HEADER_LENGTH_REQUIRED");
+        const available = BigInt(size - cursor);
+        if (available < wanted) {
+          throw new InferenceError("SHORT_INPUT_DATA", { input: name, size: wanted - available, model: modelName });
+        }
+        data = new Uint8Array(body.buffer, body.offset + cursor, Number(wanted));
+        cursor += Number(wanted);
+      }
+    } else if (member(params, "shared_memory_region") !== undefined) {
+      throw sharedMemory(params);
+    } else {
+      // A zero dimension means no elements, however large the others (their product may overflow).
+      const count = shape.includes(0) ? 0 : elementCount(shape);
+      data =
+        count === 0
+          ? new Uint8Array(0)
+          : tensorFromJson(
+              name,
+              type,
+              count,
+              field("data", () => asArray(required(input, "data"))),
+              id,
+            );
+    }
+    inputs.push({ name, datatype: type as ProtocolDataType, shape, data, parameters: {}, movable: true });
+  }
+  if (cursor !== size) throw new InferenceError("EXTRA_INPUT_DATA", { model: modelName });
+
+  const { outputs, listed } = requestedOutputs(member(json, "outputs"));
+  return {
+    request: { modelName, modelVersion, id, parameters, inputs, outputs },
+    plan: { listed, binaryByDefault },
+  };
+}
+
+/** Exactly one of `data`, `binary_data_size`, `shared_memory_region` per input. */
+function checkDataChoice(input: JsonValue): void {
+  const params = member(input, "parameters");
+  const set = [
+    member(input, "data") !== undefined ? "'data'" : "",
+    member(params, "binary_data_size") !== undefined ? "'binary_data_size'" : "",
+    member(params, "shared_memory_region") !== undefined ? "'shared_memory_region'" : "",
+  ].filter((s) => s !== "");
+  if (set.length !== 1) {
+    throw new InferenceError("INPUT_DATA_CHOICE", {
+      detail: set.length === 0 ? "no field is set" : `set ${set.join(" ")}`,
+    });
+  }
+}
+
+/**
+ * Request parameters with Triton's HTTP types (PROTOCOL.md §1.4): `sequence_id` uint64 or
+ * string, `sequence_start`/`sequence_end` bool, `priority`/`timeout` uint64, the frontend's own
+ * `binary_data_output` bool, `triton_*` reserved; any other key a string, int, bool or double.
+ */
+function requestParameters(json: JsonValue | undefined): { parameters: Parameters; binaryByDefault: boolean } {
+  const parameters: Parameters = {};
+  let binaryByDefault = false;
+  if (json === undefined) return { parameters, binaryByDefault };
+  for (const key of internal("failed to get request params.", () => members(json))) {
+    const value = (json as JsonObject).get(key) as JsonValue;
+    switch (key) {
+      case "sequence_id":
+        parameters[key] =
+          (typeof value === "number" || typeof value === "bigint") && value >= 0
+            ? BigInt(value)
+            : field(key, () => asString(value));
+        break;
+      case "sequence_start":
+      case "sequence_end":
+        parameters[key] = field(key, () => asBool(value));
+        break;
+      case "priority":
+      case "timeout":
+        parameters[key] = field(key, () => asUint(value));
+        break;
+      case "binary_data_output":
+        binaryByDefault = field(key, () => asBool(value));
+        break;
+      default:
+        if (key.startsWith("triton_")) throw new InferenceError("RESERVED_PARAMETER");
+        parameters[key] = customParameter(key, value);
+    }
+  }
+  return { parameters, binaryByDefault };
+}
+
+/** rapidjson's order: string, int32 (an int parameter), bool, any other number (a double). */
+function customParameter(key: string, value: JsonValue): Parameters[string] {
+  if (typeof value === "string" || typeof value === "boolean") return value;
+  if (typeof value === "number" && value >= -(2 ** 31) && value < 2 ** 31) return BigInt(value);
+  if (typeof value === "number" || typeof value === "bigint") return Number(value);
+  if (value instanceof JsonFloat) return value.value;
+  throw invalidArgument(`parameter '${key}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
+}
+
+/** Requested outputs: `classification` (uint) and `binary_data` (bool) per output. */
+function requestedOutputs(json: JsonValue | undefined): { outputs: RequestedOutput[]; listed: Map<string, boolean> } {
+  const outputs: RequestedOutput[] = [];
+  const listed = new Map<string, boolean>();
+  if (json === undefined) return { outputs, listed };
+  for (const output of field("outputs", () => asArray(json))) {
+    const params = member(output, "parameters");
+    const binaryJson = member(params, "binary_data");
+    const shm = member(params, "shared_memory_region") !== undefined;
+    if (shm && member(params, "classification") !== undefined) {
+      throw invalidArgument("Output can't set both 'shared_memory_region' and 'classification'");
+    }
+    if (shm && binaryJson !== undefined && internal("Unable to set 'binary_data'", () => asBool(binaryJson))) {
+      throw invalidArgument("Output can't set both 'shared_memory_region' and 'binary_data'");
+    }
+    const name = field("name", () => asString(required(output, "name")));
+    const classJson = member(params, "classification");
+    const classes = classJson === undefined ? 0n : internal("Unable to set 'classification'", () => asUint(classJson));
+    if (shm) throw sharedMemory(params);
+    listed.set(name, binaryJson === undefined ? false : field("binary_data", () => asBool(binaryJson)));
+    // Classification 0 means none, as in Triton.
+    outputs.push({ name, parameters: classes > 0n ? { classification: Number(classes) } : {} });
+  }
+  return { outputs, listed };
+}
+
+/** Shared-memory parameters are read (with Triton's type errors), then refused. */
+function sharedMemory(params: JsonValue | undefined): InferenceError {
+  field("shared_memory_region", () => asString(member(params, "shared_memory_region")));
+  for (const key of ["shared_memory_offset", "shared_memory_byte_size"]) {
+    const value = member(params, key);
+    if (value !== undefined) field(key, () => asUint(value));
+  }
+  return new InferenceError("SHM_DISABLED");
+}

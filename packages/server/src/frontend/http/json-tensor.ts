@@ -1,0 +1,156 @@
+import { datatype } from "../../core/datatype.js";
+import { InferenceError, requestId } from "../../core/errors.js";
+import type { Tensor } from "../../core/tensor.js";
+import { asBool, asDouble, asInt, asString, asUint, internal, internalError } from "./json-access.js";
+import type { JsonValue } from "./json-parse.js";
+import { formatDouble, type JsonWriter } from "./json-write.js";
+
+const encoder = new TextEncoder();
+
+/**
+ * An input's JSON `data` as tensor bytes (PROTOCOL.md §1.6, Triton's `ReadDataFromJson`):
+ * nested arrays read in row-major order, elements converted per datatype (integers truncated
+ * to the type's width, FP32 rounded from double), BYTES elements length-prefixed. The bytes go
+ * into a fresh buffer owned by the request, so the tensor is movable.
+ *
+ * @throws {@link InferenceError} with Triton's texts: type mismatches and element-count
+ * mismatches are INTERNAL (500); FP16/BF16 and unknown datatypes are INVALID_ARG (400).
+ */
+export function tensorFromJson(name: string, type: string, count: number, data: JsonValue[], id = ""): Uint8Array {
+  if (type === "BYTES") return bytesFromJson(data);
+  if (type === "FP16" || type === "BF16") throw new InferenceError("JSON_HALF_INPUT", { datatype: type, input: name });
+  const info = datatype(type);
+  if (!info) throw new InferenceError("UNKNOWN_DATATYPE", { id: requestId(id), datatype: type, input: name });
+  // Never allocate more than the data can fill: a huge shape with little data fails below.
+  const leaves = countLeaves(data, count + 1);
+  const filled = Math.min(count, leaves);
+  const out = new Uint8Array(filled * info.byteSize);
+  const view = new DataView(out.buffer);
+  const write = WRITERS[type] as (view: DataView, index: number, value: JsonValue) => void;
+  let index = 0;
+  const visit = (value: JsonValue): void => {
+    if (Array.isArray(value)) {
+      for (const element of value) visit(element);
+      return;
+    }
+    if (index >= count) throw new InferenceError("JSON_DATA_TOO_MANY");
+    internal("Unable to parse 'data'", () => write(view, index, value));
+    index++;
+  };
+  for (const element of data) visit(element);
+  if (index !== count) throw new InferenceError("JSON_DATA_TOO_FEW");
+  return out;
+}
+
+/** BYTES `data`: every leaf must be a string; each is UTF-8 encoded and length-prefixed. */
+function bytesFromJson(data: JsonValue[]): Uint8Array {
+  const elements: Uint8Array[] = [];
+  let size = 0;
+  const visit = (value: JsonValue): void => {
+    if (Array.isArray(value)) {
+      for (const element of value) visit(element);
+      return;
+    }
+    const bytes = encoder.encode(internal("Unable to parse JSON bytes array", () => asString(value)));
+    elements.push(bytes);
+    size += 4 + bytes.length;
+  };
+  for (const element of data) visit(element);
+  const out = new Uint8Array(size);
+  const view = new DataView(out.buffer);
+  let at = 0;
+  for (const bytes of elements) {
+    view.setUint32(at, bytes.length, true);
+    out.set(bytes, at + 4);
+    at += 4 + bytes.length;
+  }
+  return out;
+}
+
+function countLeaves(data: JsonValue[], cap: number): number {
+  let n = 0;
+  const visit = (value: JsonValue): void => {
+    if (n >= cap) return;
+    if (Array.isArray(value)) for (const element of value) visit(element);
+    else n++;
+  };
+  for (const element of data) visit(element);
+  return n;
+}
+
+type Write = (view: DataView, index: number, value: JsonValue) => void;
+
+// Integer literals that fit a double are passed to the DataView setters as they are: those wrap
+// modulo 2^bits, which is the truncation Triton's C++ casts do. Larger ones are cut as bigints.
+const uint = (x: JsonValue, bits: number): number =>
+  typeof x === "number" && x >= 0 ? x : Number(BigInt.asUintN(bits, asUint(x)));
+const int = (x: JsonValue, bits: number): number => (typeof x === "number" ? x : Number(BigInt.asIntN(bits, asInt(x))));
+
+const WRITERS: Record<string, Write> = {
+  BOOL: (v, i, x) => v.setUint8(i, asBool(x) ? 1 : 0),
+  UINT8: (v, i, x) => v.setUint8(i, uint(x, 8)),
+  UINT16: (v, i, x) => v.setUint16(i * 2, uint(x, 16), true),
+  UINT32: (v, i, x) => v.setUint32(i * 4, uint(x, 32), true),
+  UINT64: (v, i, x) => v.setBigUint64(i * 8, asUint(x), true),
+  INT8: (v, i, x) => v.setInt8(i, int(x, 8)),
+  INT16: (v, i, x) => v.setInt16(i * 2, int(x, 16), true),
+  INT32: (v, i, x) => v.setInt32(i * 4, int(x, 32), true),
+  INT64: (v, i, x) => v.setBigInt64(i * 8, asInt(x), true),
+  FP32: (v, i, x) => v.setFloat32(i * 4, asDouble(x), true),
+  FP64: (v, i, x) => v.setFloat64(i * 8, asDouble(x), true),
+};
+
+/**
+ * Write an output tensor's elements as a flat JSON array (Triton's `WriteDataToJson`): BOOL as
+ * true/false, integers exactly (64-bit included), FP32 widened to double, BYTES as strings.
+ *
+ * @throws {@link InferenceError} INVALID_ARG for FP16/BF16, INTERNAL when the bytes do not
+ * match the shape.
+ */
+export function writeTensorJson(writer: JsonWriter, tensor: Tensor): void {
+  const type = tensor.datatype;
+  if (type === "FP16" || type === "BF16") {
+    throw new InferenceError("JSON_HALF_OUTPUT", { datatype: type, output: tensor.name });
+  }
+  let count = 1;
+  for (const d of tensor.shape) count *= d;
+  const data = tensor.data;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const mismatch = () => internalError(`output tensor shape does not match size of output for '${tensor.name}'`);
+  writer.raw("[");
+  if (type === "BYTES") {
+    let at = 0;
+    for (let e = 0; e < count; e++) {
+      if (at + 4 > data.byteLength) throw mismatch();
+      const length = view.getUint32(at, true);
+      at += 4;
+      if (at + length > data.byteLength) throw mismatch();
+      if (e > 0) writer.raw(",");
+      writer.bytesString(data.subarray(at, at + length));
+      at += length;
+    }
+  } else {
+    const info = datatype(type);
+    const read = READERS[type];
+    if (!info || !read) throw internalError("Invalid data type for output tensor");
+    if (data.byteLength !== count * info.byteSize) throw mismatch();
+    const parts: string[] = new Array(count);
+    for (let e = 0; e < count; e++) parts[e] = read(view, e);
+    writer.raw(parts.join(","));
+  }
+  writer.raw("]");
+}
+
+const READERS: Record<string, (view: DataView, index: number) => string> = {
+  BOOL: (v, i) => (v.getUint8(i) === 0 ? "false" : "true"),
+  UINT8: (v, i) => String(v.getUint8(i)),
+  UINT16: (v, i) => String(v.getUint16(i * 2, true)),
+  UINT32: (v, i) => String(v.getUint32(i * 4, true)),
+  UINT64: (v, i) => v.getBigUint64(i * 8, true).toString(),
+  INT8: (v, i) => String(v.getInt8(i)),
+  INT16: (v, i) => String(v.getInt16(i * 2, true)),
+  INT32: (v, i) => String(v.getInt32(i * 4, true)),
+  INT64: (v, i) => v.getBigInt64(i * 8, true).toString(),
+  FP32: (v, i) => formatDouble(v.getFloat32(i * 4, true)),
+  FP64: (v, i) => formatDouble(v.getFloat64(i * 8, true)),
+};

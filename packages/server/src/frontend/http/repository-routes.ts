@@ -1,0 +1,65 @@
+import { InferenceError } from "../../core/errors.js";
+import { type Context, jsonBody } from "./context.js";
+import { asBool, asString, internal, internalError, JsonAccessError, member, members } from "./json-access.js";
+import type { JsonObject } from "./json-parse.js";
+
+/**
+ * `POST /v2/repository[/{repo}]/index`: every model folder with its versions' states and
+ * reasons; an optional `{"ready":bool}` keeps the READY ones. The repository name is ignored.
+ */
+export async function handleIndex(ctx: Context): Promise<void> {
+  const json = await jsonBody(ctx);
+  const readyJson = member(json, "ready");
+  let ready = false;
+  if (readyJson !== undefined) {
+    if (typeof readyJson !== "boolean") {
+      throw new InferenceError("BAD_INDEX_READY", { detail: "attempt to access JSON non-boolean as boolean" });
+    }
+    ready = readyJson;
+  }
+  ctx.reply.json(200, await ctx.server.models.index(ready));
+}
+
+/**
+ * `POST /v2/repository/models/{m}/load` with optional `{"parameters":{"config":"<json>",
+ * "file:<version>/<path>":"<base64>"}}`. Every value must be a string, as in Triton. Loading
+ * needs explicit model control (503 otherwise).
+ */
+export async function handleLoad(ctx: Context, repository: string, model: string): Promise<void> {
+  if (repository !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
+  const json = await jsonBody(ctx);
+  let config: string | undefined;
+  const files = new Map<string, Uint8Array>();
+  const parameters = member(json, "parameters");
+  if (parameters !== undefined) {
+    for (const name of internal("", () => members(parameters))) {
+      const value = internal("", () => asString((parameters as JsonObject).get(name)));
+      if (name === "config") config = value;
+      // Lenient base64, as Triton's decoder: characters outside the alphabet are skipped.
+      else if (name.startsWith("file:")) files.set(name, new Uint8Array(Buffer.from(value, "base64")));
+      else throw internalError("unexpected error on creating Triton parameter");
+    }
+  }
+  if (ctx.server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
+  await ctx.server.models.load(model, { ...(config !== undefined ? { config } : {}), files });
+  ctx.reply.empty(200);
+}
+
+/**
+ * `POST /v2/repository/models/{m}/unload` with optional `{"parameters":{"unload_dependents":
+ * bool}}`. As in Triton, a body that cannot be read is ignored and the model is unloaded alone.
+ */
+export async function handleUnload(ctx: Context, repository: string, model: string): Promise<void> {
+  if (repository !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
+  let dependents = false;
+  try {
+    const value = member(member(await jsonBody(ctx), "parameters"), "unload_dependents");
+    if (value !== undefined) dependents = asBool(value);
+  } catch (error) {
+    const unreadable = error instanceof JsonAccessError || (error instanceof InferenceError && error.id === "BAD_JSON");
+    if (!unreadable) throw error;
+  }
+  if (ctx.server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
+  await ctx.server.models.unload(model, dependents);
+  ctx.reply.empty(200);
+}

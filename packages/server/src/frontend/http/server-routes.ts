@@ -1,0 +1,85 @@
+import { InferenceError } from "../../core/errors.js";
+import type { LogSettingValue } from "../log-settings.js";
+import { applyLogSettings } from "../log-settings.js";
+import { type Context, requiredJsonBody } from "./context.js";
+import { asBool, asString, asUint, internal, invalidArgument, member } from "./json-access.js";
+
+/** `GET /v2/health/live|ready`: 200 or 400, empty body, no content type. */
+export function handleHealth(ctx: Context, which: "live" | "ready"): void {
+  const ok = which === "live" ? ctx.server.isLive() : ctx.server.isReady();
+  ctx.reply.empty(ok ? 200 : 400, false);
+}
+
+/** `GET /v2`: name, version, extensions. */
+export function handleServerMetadata(ctx: Context): void {
+  ctx.reply.json(200, ctx.server.metadata());
+}
+
+/**
+ * `GET|POST /v2/logging` (PROTOCOL.md §1.2). A POST applies the settings it names in Triton's
+ * order, each as it is read (an error leaves the earlier ones applied); `null` leaves a setting
+ * as it is and unknown keys are ignored. Wrong JSON types are INTERNAL (500), as in Triton.
+ */
+export async function handleLogging(ctx: Context): Promise<void> {
+  const log = ctx.server.log;
+  if (ctx.req.method === "POST") {
+    const json = await requiredJsonBody(ctx);
+    const read: [string, (value: NonNullable<ReturnType<typeof member>>) => LogSettingValue][] = [
+      ["log_file", () => "unsupported"],
+      ["log_info", asBool],
+      ["log_warning", asBool],
+      ["log_error", asBool],
+      ["log_verbose_level", (v) => Number(asUint(v))],
+      ["log_format", asString],
+    ];
+    for (const [key, parse] of read) {
+      const value = member(json, key);
+      if (value === undefined || value === null) continue;
+      if (key === "log_file") throw new InferenceError("LOG_FILE_UNSUPPORTED");
+      applyLogSettings(log, { [key]: internal("", () => parse(value)) });
+    }
+  }
+  const s = log.settings;
+  ctx.reply.json(200, {
+    log_file: s.log_file,
+    log_info: s.log_info,
+    log_warning: s.log_warning,
+    log_error: s.log_error,
+    log_verbose_level: s.log_verbose_level,
+    log_format: s.log_format,
+  });
+}
+
+/** `GET|POST /v2/trace/setting`: tracing is not available in this build. */
+export function handleTrace(): void {
+  throw new InferenceError("TRACE_NOT_SUPPORTED");
+}
+
+/**
+ * System and CUDA shared memory, answered as a tritonserver without client shared memory
+ * (`--allow-client-shm=false`) and without GPUs: no regions; registering is refused; CUDA
+ * unregister succeeds.
+ */
+export function handleSharedMemory(
+  ctx: Context,
+  memory: "system" | "cuda",
+  region: string,
+  action: "status" | "register" | "unregister",
+): void {
+  switch (action) {
+    case "status":
+      // No region is ever registered, so a named one is unknown.
+      if (region !== "") throw new InferenceError("NOT_FOUND_ROUTE");
+      ctx.reply.json(200, []);
+      return;
+    case "register":
+      if (region === "") {
+        throw invalidArgument(`'region name' is necessary to register ${memory} shared memory region`);
+      }
+      if (memory === "cuda") throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: region });
+      throw new InferenceError("SHM_DISABLED");
+    case "unregister":
+      if (memory === "system") throw new InferenceError("SHM_DISABLED");
+      ctx.reply.empty(200);
+  }
+}

@@ -1,0 +1,325 @@
+// The dynamic batcher under a clock the test controls, over instances whose executions the test
+// completes: batch formation, delays, preferred sizes, shape boundaries, priorities, queue
+// policies and ordering, without sleeping.
+import { parseModelConfig } from "@galley/config";
+import { describe, expect, it } from "vitest";
+import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
+import type { InferenceError } from "../core/errors.js";
+import type { InferenceRequest } from "../core/inference-request.js";
+import { ModelStatistics } from "../core/statistics.js";
+import { createLogger } from "../log.js";
+import type { Clock } from "./clock.js";
+import { type BatchEvent, DynamicBatcher } from "./dynamic-batcher.js";
+
+class ManualClock implements Clock {
+  ns = 0n;
+  #timers: { at: bigint; callback: () => void; id: number }[] = [];
+  #next = 1;
+  now = () => this.ns;
+  setTimer = (callback: () => void, delayMs: number) => {
+    const id = this.#next++;
+    this.#timers.push({ at: this.ns + BigInt(Math.round(delayMs * 1e6)), callback, id });
+    return id;
+  };
+  clearTimer = (id: unknown) => {
+    this.#timers = this.#timers.filter((t) => t.id !== id);
+  };
+  /** Move time forward, firing due timers in order. */
+  advanceUs(us: number): void {
+    this.ns += BigInt(us) * 1000n;
+    for (;;) {
+      const due = this.#timers.filter((t) => t.at <= this.ns).sort((a, b) => (a.at < b.at ? -1 : 1))[0];
+      if (!due) return;
+      this.clearTimer(due.id);
+      due.callback();
+    }
+  }
+}
+
+/** An instance that records each batch and finishes it when the test says so. */
+class HeldInstance implements BackendInstance {
+  readonly batches: { ids: string[]; finish: () => void }[] = [];
+  constructor(readonly name: string) {}
+  execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
+    return new Promise((resolve) => {
+      this.batches.push({
+        ids: requests.map((r) => r.id),
+        finish: () =>
+          resolve({
+            responses: requests.map((r) => [
+              { name: "OUT", datatype: "INT32", shape: [1], data: new Uint8Array(4), parameters: { id: r.id } },
+            ]),
+            computeInputNs: 1n,
+            computeInferNs: 2n,
+            computeOutputNs: 3n,
+          }),
+      });
+    });
+  }
+}
+
+function setup(scheduling: string, instances = 1, extraConfig = "") {
+  const config = parseModelConfig(`name: "m" max_batch_size: 8
+    input { name: "X" data_type: TYPE_FP32 dims: [ -1 ] }
+    input { name: "R" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true optional: true }
+    output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }
+    dynamic_batching { ${scheduling} } ${extraConfig}`);
+  const clock = new ManualClock();
+  const held = Array.from({ length: instances }, (_, i) => new HeldInstance(`m_${i}`));
+  const stats = new ModelStatistics();
+  const events: BatchEvent[] = [];
+  const batcher = new DynamicBatcher({
+    instances: held,
+    config,
+    stats,
+    log: createLogger({ info: false }),
+    clock,
+    onBatch: (e) => events.push(e),
+  });
+  const settled: string[] = [];
+  const send = (
+    id: string,
+    options: { width?: number; batch?: number; parameters?: Record<string, number>; ragged?: number } = {},
+  ) => {
+    const width = options.width ?? 4;
+    const batch = options.batch ?? 1;
+    const inputs = [
+      {
+        name: "X",
+        datatype: "FP32" as const,
+        shape: [batch, width],
+        data: new Uint8Array(batch * width * 4),
+        parameters: {},
+      },
+    ];
+    if (options.ragged !== undefined) {
+      inputs.push({
+        name: "R",
+        datatype: "FP32",
+        shape: [batch, options.ragged],
+        data: new Uint8Array(batch * options.ragged * 4),
+        parameters: {},
+      });
+    }
+    const request: InferenceRequest = {
+      modelName: "m",
+      modelVersion: "",
+      id,
+      parameters: options.parameters ?? {},
+      inputs,
+      outputs: [],
+    };
+    return batcher.enqueue(request, batch).then(
+      () => {
+        settled.push(id);
+      },
+      (error: InferenceError) => {
+        settled.push(`${id}:${error.message}`);
+        throw error;
+      },
+    );
+  };
+  return { batcher, clock, held, stats, events, send, settled };
+}
+
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe("DynamicBatcher", () => {
+  it("with no delay, sends at once, and merges what queued while the instance was busy", async () => {
+    const { held, send, events } = setup("");
+    const first = send("a");
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a"]]);
+    const rest = ["b", "c", "d", "e", "f"].map((id) => send(id));
+    held[0]?.batches[0]?.finish();
+    await first;
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a"], ["b", "c", "d", "e", "f"]]);
+    held[0]?.batches[1]?.finish();
+    await Promise.all(rest);
+    expect(events.map((e) => [e.size, e.reason])).toEqual([
+      [1, "no delay"],
+      [5, "no delay"],
+    ]);
+  });
+
+  it("waits up to max_queue_delay for a preferred size, then sends what it has", async () => {
+    const { held, send, clock, events } = setup("preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 1000");
+    const pending = [send("a"), send("b")];
+    expect(held[0]?.batches).toHaveLength(0);
+    clock.advanceUs(999);
+    expect(held[0]?.batches).toHaveLength(0);
+    clock.advanceUs(1);
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a", "b"]]);
+    expect(events.at(-1)).toEqual({ size: 2, requests: 2, reason: "delay expired" });
+    held[0]?.batches[0]?.finish();
+    await Promise.all(pending);
+  });
+
+  it("sends as soon as the largest preferred size is reached, without waiting", async () => {
+    const { held, send, events } = setup("preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 100000");
+    const pending = ["a", "b", "c", "d"].map((id) => send(id));
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a", "b", "c", "d"]]);
+    expect(events[0]?.reason).toBe("preferred size reached");
+    held[0]?.batches[0]?.finish();
+    await Promise.all(pending);
+  });
+
+  it("after the delay, sends the largest preferred size a prefix reaches", async () => {
+    const { held, send, clock } = setup("preferred_batch_size: [ 2, 6 ] max_queue_delay_microseconds: 500");
+    const pending = ["a", "b", "c"].map((id) => send(id));
+    clock.advanceUs(500);
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a", "b"]]);
+    held[0]?.batches[0]?.finish();
+    await flush();
+    clock.advanceUs(500);
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a", "b"], ["c"]]);
+    held[0]?.batches[1]?.finish();
+    await Promise.all(pending);
+  });
+
+  it("fills batches up to max_batch_size, counting each request's batch dimension", async () => {
+    const { held, send, stats } = setup("");
+    const busy = send("busy");
+    const pending = [
+      send("a", { batch: 3 }),
+      send("b", { batch: 4 }),
+      send("c", { batch: 2 }),
+      send("d", { batch: 1 }),
+    ];
+    held[0]?.batches[0]?.finish();
+    await busy;
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["busy"], ["a", "b"]]);
+    held[0]?.batches[1]?.finish();
+    await flush();
+    expect(held[0]?.batches[2]?.ids).toEqual(["c", "d"]);
+    held[0]?.batches[2]?.finish();
+    await Promise.all(pending);
+    expect([...stats.batches.keys()].sort()).toEqual([1, 3, 7]);
+    expect(stats.executionCount).toBe(3);
+    expect(stats.inferenceCount).toBe(11);
+  });
+
+  it("merges only equal non-batch shapes, except for inputs that allow ragged batches", async () => {
+    const { held, send, events } = setup("");
+    const busy = send("busy");
+    const pending = [
+      send("a", { width: 4, ragged: 2 }),
+      send("b", { width: 4, ragged: 5 }),
+      send("c", { width: 8, ragged: 1 }),
+    ];
+    held[0]?.batches[0]?.finish();
+    await busy;
+    expect(held[0]?.batches[1]?.ids).toEqual(["a", "b"]);
+    expect(events.at(-1)?.reason).toBe("shape boundary");
+    held[0]?.batches[1]?.finish();
+    await flush();
+    expect(held[0]?.batches[2]?.ids).toEqual(["c"]);
+    held[0]?.batches[2]?.finish();
+    await Promise.all(pending);
+  });
+
+  it("serves higher priority levels first; priority 0 or out of range means the default level", async () => {
+    const { held, send } = setup("priority_levels: 3 default_priority_level: 2 preferred_batch_size: [ 1 ]");
+    const busy = send("busy");
+    const pending = [
+      send("low", { parameters: { priority: 3 } }),
+      send("default", { parameters: { priority: 0 } }),
+      send("high", { parameters: { priority: 1 } }),
+      send("beyond", { parameters: { priority: 9 } }),
+    ];
+    for (let i = 0; i < 5; i++) {
+      held[0]?.batches[i]?.finish();
+      await flush();
+    }
+    await Promise.all([busy, ...pending]);
+    expect(held[0]?.batches.map((b) => b.ids[0])).toEqual(["busy", "high", "default", "beyond", "low"]);
+  });
+
+  it("answers a full queue at once with Triton's message", async () => {
+    const { held, send, stats } = setup("default_queue_policy { max_queue_size: 2 }");
+    const busy = send("busy");
+    const queued = [send("a"), send("b")];
+    await expect(send("c")).rejects.toThrow("Exceeds maximum queue size");
+    expect(stats.failures.REJECTED).toBe(1);
+    held[0]?.batches[0]?.finish();
+    await busy;
+    held[0]?.batches[1]?.finish();
+    await Promise.all(queued);
+  });
+
+  it("rejects requests whose queue timeout expires (REJECT), and a request may only lower the timeout", async () => {
+    const { held, send, clock } = setup(
+      "default_queue_policy { default_timeout_microseconds: 1000 allow_timeout_override: true timeout_action: REJECT }",
+    );
+    const busy = send("busy");
+    const a = send("a");
+    const b = send("b", { parameters: { timeout: 200 } });
+    const c = send("c", { parameters: { timeout: 5000 } });
+    clock.advanceUs(200);
+    await expect(b).rejects.toThrow("Request timeout expired");
+    clock.advanceUs(800);
+    await expect(a).rejects.toThrow("Request timeout expired");
+    await expect(c).rejects.toThrow("Request timeout expired");
+    held[0]?.batches[0]?.finish();
+    await busy;
+  });
+
+  it("moves expired requests behind the others under DELAY instead of rejecting them", async () => {
+    const { held, send, clock } = setup(
+      "default_queue_policy { default_timeout_microseconds: 100 timeout_action: DELAY } preferred_batch_size: [ 1 ]",
+    );
+    const busy = send("busy");
+    const early = send("early");
+    clock.advanceUs(100);
+    const late = send("late");
+    held[0]?.batches[0]?.finish();
+    await busy;
+    expect(held[0]?.batches[1]?.ids).toEqual(["late"]);
+    held[0]?.batches[1]?.finish();
+    await flush();
+    expect(held[0]?.batches[2]?.ids).toEqual(["early"]);
+    held[0]?.batches[2]?.finish();
+    await Promise.all([early, late]);
+  });
+
+  it("with preserve_ordering, answers in arrival order even when a later batch finishes first", async () => {
+    const { held, send, settled } = setup("preserve_ordering: true preferred_batch_size: [ 1 ]", 2);
+    const pending = [send("a"), send("b")];
+    expect(held[0]?.batches[0]?.ids).toEqual(["a"]);
+    expect(held[1]?.batches[0]?.ids).toEqual(["b"]);
+    held[1]?.batches[0]?.finish();
+    await flush();
+    expect(settled).toEqual([]);
+    held[0]?.batches[0]?.finish();
+    await Promise.all(pending);
+    expect(settled).toEqual(["a", "b"]);
+  });
+
+  it("drops a request cancelled while it waits, and on drain sends what waits without the delay", async () => {
+    const { held, send, batcher } = setup("max_queue_delay_microseconds: 100000 preferred_batch_size: [ 8 ]");
+    const controller = new AbortController();
+    const request: InferenceRequest = {
+      modelName: "m",
+      modelVersion: "",
+      id: "x",
+      parameters: {},
+      inputs: [{ name: "X", datatype: "FP32", shape: [1, 4], data: new Uint8Array(16), parameters: {} }],
+      outputs: [],
+      signal: controller.signal,
+    };
+    const cancelled = batcher.enqueue(request, 1);
+    const kept = send("kept");
+    controller.abort();
+    await expect(cancelled).rejects.toThrow("request cancelled");
+    expect(held[0]?.batches).toHaveLength(0);
+    let drained = false;
+    const draining = batcher.drain().then(() => {
+      drained = true;
+    });
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["kept"]]);
+    await flush();
+    expect(drained).toBe(false);
+    held[0]?.batches[0]?.finish();
+    await Promise.all([kept, draining]);
+    expect(drained).toBe(true);
+  });
+});

@@ -1,0 +1,308 @@
+import type { ModelConfig, ModelDynamicBatching } from "@galley/proto";
+import type { BackendInstance } from "../backend/backend.js";
+import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
+import type { InferenceRequest } from "../core/inference-request.js";
+import type { ModelStatistics } from "../core/statistics.js";
+import type { Logger } from "../log.js";
+import { type Clock, systemClock } from "./clock.js";
+import { PriorityQueue, type Queued } from "./priority-queue.js";
+import type { ScheduledResult, Scheduler } from "./scheduler.js";
+
+/** Why a batch was sent, as the verbose log line says. */
+export type BatchReason = "filled" | "preferred size reached" | "delay expired" | "no delay" | "shape boundary";
+
+/** One batch the batcher sent (for logs, metrics and tests). */
+export interface BatchEvent {
+  size: number;
+  requests: number;
+  reason: BatchReason;
+}
+
+interface Pending extends Queued {
+  request: InferenceRequest;
+  batchSize: number;
+  level: number;
+  sequence: number;
+  resolve(result: ScheduledResult): void;
+  reject(error: InferenceError): void;
+  onAbort?: () => void;
+}
+
+/** Options for {@link DynamicBatcher}. */
+export interface DynamicBatcherOptions {
+  instances: readonly BackendInstance[];
+  config: ModelConfig;
+  stats: ModelStatistics;
+  log: Logger;
+  clock?: Clock;
+  /** Called once per batch sent (the batch-size histogram listens here). */
+  onBatch?: (event: BatchEvent) => void;
+}
+
+/**
+ * Triton's dynamic batcher (PROTOCOL.md §3.6): requests wait in a priority queue (levels, queue
+ * policies, timeouts, `max_queue_size`) and are merged into batches of up to `max_batch_size`,
+ * preferring `preferred_batch_size`, waiting at most `max_queue_delay_microseconds` for a batch
+ * to fill. Requests merge only when their non-batch shapes are equal (unless the input allows
+ * ragged batches). One timer drives every wait; nothing polls.
+ */
+export class DynamicBatcher implements Scheduler {
+  readonly #free: BackendInstance[];
+  readonly #queue: PriorityQueue<Pending>;
+  readonly #config: ModelConfig;
+  readonly #batching: ModelDynamicBatching | undefined;
+  readonly #stats: ModelStatistics;
+  readonly #log: Logger;
+  readonly #clock: Clock;
+  readonly #onBatch?: (event: BatchEvent) => void;
+  readonly #preferred: number[];
+  readonly #delayNs: bigint;
+  readonly #ragged: Set<string>;
+  #timer: unknown;
+  #timerAt?: bigint;
+  #running = 0;
+  #sequence = 0;
+  #draining = false;
+  #drained?: () => void;
+  // preserve_ordering: results wait here until every earlier request has been answered.
+  #nextToDeliver = 0;
+  readonly #held = new Map<number, () => void>();
+
+  constructor(options: DynamicBatcherOptions) {
+    this.#free = [...options.instances];
+    this.#config = options.config;
+    this.#batching =
+      options.config.schedulingChoice.case === "dynamicBatching" ? options.config.schedulingChoice.value : undefined;
+    this.#queue = new PriorityQueue(this.#batching);
+    this.#stats = options.stats;
+    this.#log = options.log;
+    this.#clock = options.clock ?? systemClock;
+    if (options.onBatch) this.#onBatch = options.onBatch;
+    this.#preferred = [...(this.#batching?.preferredBatchSize ?? [])].sort((a, b) => a - b);
+    this.#delayNs = (this.#batching?.maxQueueDelayMicroseconds ?? 0n) * 1000n;
+    this.#ragged = new Set(options.config.input.filter((i) => i.allowRaggedBatch).map((i) => i.name));
+  }
+
+  enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
+    return new Promise((resolve, reject) => {
+      const id = requestId(request.id);
+      if (request.signal?.aborted) {
+        reject(new InferenceError("CANCELLED", { id }));
+        return;
+      }
+      const level = this.#queue.levelOf(numberParameter(request, "priority"));
+      if (this.#queue.full(level)) {
+        this.#stats.recordFailure(0n, "REJECTED");
+        reject(new InferenceError("QUEUE_FULL"));
+        return;
+      }
+      const now = this.#clock.now();
+      const timeout = numberParameter(request, "timeout");
+      const deadlineNs = this.#queue.deadline(level, now, timeout === undefined ? undefined : BigInt(timeout) * 1000n);
+      const pending: Pending = {
+        request,
+        batchSize,
+        level,
+        enqueuedNs: now,
+        ...(deadlineNs !== undefined ? { deadlineNs } : {}),
+        sequence: this.#sequence++,
+        resolve,
+        reject,
+      };
+      if (request.signal) {
+        pending.onAbort = () => {
+          this.#queue.remove(new Set([pending]));
+          this.#stats.pending--;
+          this.#settle(pending, () => reject(new InferenceError("CANCELLED", { id })));
+          this.#checkDrained();
+        };
+        request.signal.addEventListener("abort", pending.onAbort, { once: true });
+      }
+      this.#queue.push(level, pending);
+      this.#stats.pending++;
+      this.#schedule();
+    });
+  }
+
+  drain(): Promise<void> {
+    this.#draining = true;
+    return new Promise((resolve) => {
+      this.#drained = resolve;
+      this.#schedule();
+    });
+  }
+
+  /** Send every batch that is due, and set the timer for the next decision. */
+  #schedule(): void {
+    const now = this.#clock.now();
+    for (const expired of this.#queue.expire(now)) {
+      this.#stats.pending--;
+      this.#detach(expired);
+      this.#settle(expired, () => expired.reject(new InferenceError("QUEUE_TIMEOUT")));
+    }
+    while (this.#free.length > 0 && this.#queue.size > 0) {
+      const batch = this.#nextBatch(now);
+      if (!batch) break;
+      this.#send(batch.items, batch.reason);
+    }
+    this.#setTimer(now);
+    this.#checkDrained();
+  }
+
+  /** The batch to send now, or undefined when it is worth waiting for more requests. */
+  #nextBatch(now: bigint): { items: Pending[]; reason: BatchReason } | undefined {
+    const max = Math.max(1, this.#config.maxBatchSize);
+    const items: Pending[] = [];
+    let size = 0;
+    let boundary = false;
+    for (const item of this.#queue.ordered()) {
+      const first = items[0];
+      if (first && !this.#compatible(first, item)) {
+        boundary = true;
+        break;
+      }
+      if (size + item.batchSize > max) break;
+      items.push(item);
+      size += item.batchSize;
+      if (size === max) break;
+    }
+    const oldest = items[0];
+    if (!oldest) return undefined;
+    if (size === max) return { items, reason: "filled" };
+    if (this.#preferred.includes(size) && size === this.#largestPreferred())
+      return { items, reason: "preferred size reached" };
+    if (boundary) return { items, reason: "shape boundary" };
+    const waited = now - oldest.enqueuedNs;
+    // While draining, nothing more will come: send without waiting out the delay.
+    if (this.#delayNs === 0n || waited >= this.#delayNs || this.#draining) {
+      // Delay over: the largest preferred size a prefix reaches, else everything gathered.
+      let prefix = items.length;
+      if (this.#preferred.length > 0 && !this.#preferred.includes(size)) {
+        let running = 0;
+        for (let i = 0; i < items.length; i++) {
+          running += items[i]?.batchSize ?? 0;
+          if (this.#preferred.includes(running)) prefix = i + 1;
+        }
+      }
+      return { items: items.slice(0, prefix), reason: this.#delayNs === 0n ? "no delay" : "delay expired" };
+    }
+    return undefined;
+  }
+
+  #largestPreferred(): number | undefined {
+    return this.#preferred[this.#preferred.length - 1];
+  }
+
+  /** Requests share a batch when every input's non-batch shape is equal (ragged inputs excepted). */
+  #compatible(a: Pending, b: Pending): boolean {
+    if (a.request.inputs.length !== b.request.inputs.length) return false;
+    for (const input of a.request.inputs) {
+      const other = b.request.inputs.find((i) => i.name === input.name);
+      if (!other) return false;
+      if (this.#ragged.has(input.name)) continue;
+      const x = input.shape;
+      const y = other.shape;
+      if (x.length !== y.length) return false;
+      for (let d = 1; d < x.length; d++) if (x[d] !== y[d]) return false;
+    }
+    return true;
+  }
+
+  #send(items: Pending[], reason: BatchReason): void {
+    const instance = this.#free.shift() as BackendInstance;
+    this.#queue.remove(new Set(items));
+    for (const item of items) {
+      this.#stats.pending--;
+      this.#detach(item);
+    }
+    const size = items.reduce((n, i) => n + i.batchSize, 0);
+    this.#log.verbose(
+      1,
+      `model '${this.#config.name}': batch of size ${size} (${items.length} request(s)) sent: ${reason}`,
+    );
+    this.#onBatch?.({ size, requests: items.length, reason });
+    this.#run(instance, items, size);
+  }
+
+  async #run(instance: BackendInstance, items: Pending[], size: number): Promise<void> {
+    this.#running++;
+    const started = this.#clock.now();
+    try {
+      const result = await instance.execute(items.map((i) => i.request));
+      this.#stats.recordExecution(
+        size,
+        items.length,
+        result.computeInputNs,
+        result.computeInferNs,
+        result.computeOutputNs,
+      );
+      items.forEach((item, i) => {
+        const outcome = result.responses[i];
+        const queueNs = started - item.enqueuedNs;
+        if (outcome === undefined || outcome instanceof Error) {
+          const error = toInferenceError(outcome ?? new Error("backend returned no response"));
+          this.#settle(item, () => item.reject(error));
+        } else this.#settle(item, () => item.resolve({ outputs: outcome, queueNs }));
+      });
+    } catch (error) {
+      const failure = toInferenceError(error);
+      for (const item of items) this.#settle(item, () => item.reject(failure));
+    } finally {
+      this.#running--;
+      this.#free.push(instance);
+      this.#schedule();
+    }
+  }
+
+  /** Answer a request, in arrival order when `preserve_ordering` is set. */
+  #settle(item: Pending, answer: () => void): void {
+    if (!this.#batching?.preserveOrdering) {
+      answer();
+      return;
+    }
+    this.#held.set(item.sequence, answer);
+    for (let next = this.#held.get(this.#nextToDeliver); next; next = this.#held.get(this.#nextToDeliver)) {
+      this.#held.delete(this.#nextToDeliver);
+      this.#nextToDeliver++;
+      next();
+    }
+  }
+
+  #detach(item: Pending): void {
+    if (item.onAbort) item.request.signal?.removeEventListener("abort", item.onAbort);
+  }
+
+  /** One timer: at the oldest request's batching deadline or the next request timeout, whichever is first. */
+  #setTimer(now: bigint): void {
+    let at: bigint | undefined = this.#queue.nextDeadline();
+    if (this.#free.length > 0 && this.#delayNs > 0n) {
+      const oldest = this.#queue.ordered().next().value as Pending | undefined;
+      if (oldest) {
+        const batchDue = oldest.enqueuedNs + this.#delayNs;
+        if (at === undefined || batchDue < at) at = batchDue;
+      }
+    }
+    if (at === this.#timerAt) return;
+    if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = at;
+    if (at === undefined) return;
+    const delayMs = Math.max(0, Number(at - now) / 1e6);
+    this.#timer = this.#clock.setTimer(() => {
+      this.#timer = undefined;
+      this.#timerAt = undefined;
+      this.#schedule();
+    }, delayMs);
+  }
+
+  #checkDrained(): void {
+    if (this.#draining && this.#running === 0 && this.#queue.size === 0) this.#drained?.();
+  }
+}
+
+function numberParameter(request: InferenceRequest, key: string): number | undefined {
+  const value = request.parameters[key];
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
+}

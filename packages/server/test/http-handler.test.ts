@@ -1,0 +1,108 @@
+// The REST handler over a stand-in core: what happens when clients go away or the core throws.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { connect } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { InferenceError } from "../src/core/errors.js";
+import type { InferenceRequest } from "../src/core/inference-request.js";
+import type { InferenceServer } from "../src/core/inference-server.js";
+import { createHttpHandler } from "../src/frontend/http/http-handler.js";
+import { send } from "./http-fixture.js";
+
+let http: Server | undefined;
+afterEach(async () => {
+  http?.closeAllConnections();
+  await new Promise((resolve) => http?.close(resolve));
+  http = undefined;
+});
+
+/** Serve `core` (only what the handler touches) on a free port. */
+async function serve(core: Partial<InferenceServer>): Promise<number> {
+  http = createServer(createHttpHandler({ accepting: true, ...core } as InferenceServer));
+  await new Promise<void>((resolve) => http?.listen(0, "127.0.0.1", resolve));
+  return (http.address() as AddressInfo).port;
+}
+
+const model = { decoupled: false, config: { input: [], maxBatchSize: 0 } };
+const body = JSON.stringify({ inputs: [{ name: "X", shape: [1], datatype: "INT32", data: [1] }] });
+
+describe("REST handler", () => {
+  it("cancels the request (aborts its signal) when the client disconnects", async () => {
+    let started!: () => void;
+    const inferStarted = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const aborted = new Promise<boolean>((resolve) => {
+      void serve({
+        models: { resolve: () => model } as never,
+        infer: (request: InferenceRequest) =>
+          new Promise((_, reject) => {
+            request.signal?.addEventListener("abort", () => {
+              resolve(true);
+              reject(new InferenceError("CANCELLED", { id: "<id_unknown>" }));
+            });
+            started();
+          }),
+      }).then((port) => {
+        const socket = connect(port, "127.0.0.1", () => {
+          socket.write(`POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+          void inferStarted.then(() => socket.destroy());
+        });
+      });
+    });
+    expect(await aborted).toBe(true);
+  });
+
+  it("survives a client that disconnects in the middle of its body", async () => {
+    let inferCalls = 0;
+    const port = await serve({
+      models: { resolve: () => model } as never,
+      infer: async () => {
+        inferCalls++;
+        return { modelName: "m", modelVersion: "1", id: "", parameters: {}, outputs: [] };
+      },
+    });
+    await new Promise<void>((resolve) => {
+      const socket = connect(port, "127.0.0.1", () => {
+        socket.write('POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"inp', () => {
+          socket.destroy();
+          resolve();
+        });
+      });
+    });
+    const r = await send(port, "POST", "/v2/models/m/infer", body);
+    expect(r.text).toBe('{"model_name":"m","model_version":"1","outputs":[]}');
+    expect(inferCalls).toBe(1);
+  });
+
+  it("answers an unexpected exception 500 with its message, and logs it", async () => {
+    const logged: string[] = [];
+    const port = await serve({
+      metadata: () => {
+        throw new TypeError("boom");
+      },
+      log: { error: (line: string) => logged.push(line) } as never,
+    });
+    const r = await send(port, "GET", "/v2");
+    expect([r.status, r.text]).toEqual([500, '{"error":"boom"}']);
+    expect(logged[0]).toMatch(/^HTTP GET \/v2: TypeError: boom/);
+  });
+
+  it("answers an error thrown by the core with its status, unlogged", async () => {
+    const logged: string[] = [];
+    const port = await serve({
+      models: {
+        resolve: () => {
+          throw new InferenceError("MODEL_VERSION_NOT_READY", { model: "m", version: "2" });
+        },
+      } as never,
+      log: { error: (line: string) => logged.push(line) } as never,
+    });
+    const r = await send(port, "POST", "/v2/models/m/versions/2/infer", body);
+    expect([r.status, r.text]).toEqual([
+      503,
+      `{"error":"Request for unknown model: 'm' version 2 is not at ready state"}`,
+    ]);
+    expect(logged).toEqual([]);
+  });
+});
