@@ -22,7 +22,9 @@ describe("the error table", () => {
   });
 
   it("fills templates and keeps the texts Triton's clients check", () => {
-    expect(new InferenceError("MODEL_NOT_FOUND", { model: "x" }).message).toBe("Request for unknown model: 'x' is not found");
+    expect(new InferenceError("MODEL_NOT_FOUND", { model: "x" }).message).toBe(
+      "Request for unknown model: 'x' is not found",
+    );
     expect(new InferenceError("CONTENTS_WITH_RAW", { input: "INPUT0", model: "simple" }).message).toBe(
       "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'simple'",
     );
