@@ -849,8 +849,8 @@ describe("shared memory, trace and logging", () => {
     );
     // CUDA unregister succeeds even without a GPU (§1.2).
     await client.cudaSharedMemoryUnregister({ name: "" });
-    await expectGrpcError(client.traceSetting({}), Code.Unimplemented);
-    await expectGrpcError(client.traceSetting({ modelName: "simple" }), Code.Unimplemented);
+    await expectGrpcError(client.traceSetting({}), Code.Unavailable);
+    await expectGrpcError(client.traceSetting({ modelName: "simple" }), Code.Unavailable);
   });
 
   it("answers system shared-memory register/unregister with Triton's 'client shared memory is disabled' message", async () => {

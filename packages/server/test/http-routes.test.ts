@@ -111,7 +111,7 @@ describe("REST routing (Triton's regexes)", () => {
       ["GET", "/v2/models/simple/trace/setting"],
     ] as const) {
       const r = await send(h.port, method, path, method === "POST" ? "{}" : undefined);
-      expect(r.status).toBe(501);
+      expect(r.status).toBe(503);
       expect(r.text).toBe(errorBody("TRACE_NOT_SUPPORTED"));
     }
     expect((await get("/v2/models/nope/trace/setting")).status).toBe(404);

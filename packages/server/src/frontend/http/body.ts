@@ -125,7 +125,7 @@ export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Bo
         else finish(undefined, assemble());
       } else if (raw === 0) {
         unzip.destroy();
-        finish(invalidArgument("nothing to be decompressed"));
+        finish(new InferenceError("NOTHING_TO_DECOMPRESS"));
       } else {
         unzip.end();
       }

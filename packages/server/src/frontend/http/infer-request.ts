@@ -176,7 +176,7 @@ function customParameter(key: string, value: JsonValue): Parameters[string] {
   if (typeof value === "number" && value >= -(2 ** 31) && value < 2 ** 31) return BigInt(value);
   if (typeof value === "number" || typeof value === "bigint") return Number(value);
   if (value instanceof JsonFloat) return value.value;
-  throw invalidArgument(`parameter '${key}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
+  throw new InferenceError("PARAMETER_TYPE_HTTP", { name: key });
 }
 
 /** Requested outputs: `classification` (uint) and `binary_data` (bool) per output. */
@@ -189,10 +189,10 @@ function requestedOutputs(json: JsonValue | undefined): { outputs: RequestedOutp
     const binaryJson = member(params, "binary_data");
     const shm = member(params, "shared_memory_region") !== undefined;
     if (shm && member(params, "classification") !== undefined) {
-      throw invalidArgument("Output can't set both 'shared_memory_region' and 'classification'");
+      throw new InferenceError("OUTPUT_SHM_CONFLICT", { other: "classification" });
     }
     if (shm && binaryJson !== undefined && internal("Unable to set 'binary_data'", () => asBool(binaryJson))) {
-      throw invalidArgument("Output can't set both 'shared_memory_region' and 'binary_data'");
+      throw new InferenceError("OUTPUT_SHM_CONFLICT", { other: "binary_data" });
     }
     const name = field("name", () => asString(required(output, "name")));
     const classJson = member(params, "classification");

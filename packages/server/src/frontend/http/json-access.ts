@@ -118,7 +118,7 @@ export function internal<T>(prefix: string, read: () => T): T {
  * (JSON accessor failures outside a named field). Uses the table's generic INTERNAL entry.
  */
 export function internalError(message: string): InferenceError {
-  return new InferenceError("BACKEND_FAILED", { message });
+  return new InferenceError("JSON_ACCESS", { detail: message });
 }
 
 /** An INVALID_ARG (400) error with a message of Triton's that the error table has no id for yet. */

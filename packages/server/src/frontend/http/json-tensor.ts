@@ -116,7 +116,7 @@ export function writeTensorJson(writer: JsonWriter, tensor: Tensor): void {
   for (const d of tensor.shape) count *= d;
   const data = tensor.data;
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  const mismatch = () => internalError(`output tensor shape does not match size of output for '${tensor.name}'`);
+  const mismatch = () => new InferenceError("OUTPUT_SIZE_MISMATCH", { output: tensor.name });
   writer.raw("[");
   if (type === "BYTES") {
     let at = 0;
@@ -132,7 +132,7 @@ export function writeTensorJson(writer: JsonWriter, tensor: Tensor): void {
   } else {
     const info = datatype(type);
     const read = READERS[type];
-    if (!info || !read) throw internalError("Invalid data type for output tensor");
+    if (!info || !read) throw new InferenceError("OUTPUT_BAD_DATATYPE");
     if (data.byteLength !== count * info.byteSize) throw mismatch();
     const parts: string[] = new Array(count);
     for (let e = 0; e < count; e++) parts[e] = read(view, e);

@@ -40,8 +40,7 @@ export function handleModelTrace(ctx: Context, model: string): void {
  */
 export function handleGenerate(ctx: Context, model: string, version: string): void {
   ctx.server.models.resolve(model, version);
-  // No table entry names the generate extension yet; the nearest UNSUPPORTED one answers.
-  throw new InferenceError("TRACE_NOT_SUPPORTED");
+  throw new InferenceError("GENERATE_NOT_SUPPORTED");
 }
 
 /** The protobuf JSON's 64-bit strings as JSON numbers, keys in Triton's order. */

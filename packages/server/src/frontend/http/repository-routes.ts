@@ -37,7 +37,7 @@ export async function handleLoad(ctx: Context, repository: string, model: string
       if (name === "config") config = value;
       // Lenient base64, as Triton's decoder: characters outside the alphabet are skipped.
       else if (name.startsWith("file:")) files.set(name, new Uint8Array(Buffer.from(value, "base64")));
-      else throw internalError("unexpected error on creating Triton parameter");
+      else throw new InferenceError("LOAD_PARAMETER_HTTP");
     }
   }
   if (ctx.server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");

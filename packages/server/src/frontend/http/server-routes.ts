@@ -74,7 +74,7 @@ export function handleSharedMemory(
       return;
     case "register":
       if (region === "") {
-        throw invalidArgument(`'region name' is necessary to register ${memory} shared memory region`);
+        throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: memory });
       }
       if (memory === "cuda") throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: region });
       throw new InferenceError("SHM_DISABLED");
