@@ -3,6 +3,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
+import type { InferenceResponse } from "./core/inference-request.js";
 import { InferenceServer } from "./core/inference-server.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
@@ -89,7 +90,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       ...(options.onnxDefaultMaxBatchSize ? { defaultMaxBatchSize: options.onnxDefaultMaxBatchSize } : {}),
     }),
   ]);
-  const models = new ModelManager({
+  const models: ModelManager = new ModelManager({
     repositories: options.modelRepositories ?? [],
     backends,
     log,
@@ -98,6 +99,8 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     autoComplete: options.autoComplete ?? true,
     ...(options.modelLoadThreads ? { loadThreads: options.modelLoadThreads } : {}),
     ...(options.modelConfigName ? { configName: options.modelConfigName } : {}),
+    // Ensembles run their steps through the core, so each step is validated, scheduled and counted.
+    infer: (request): Promise<InferenceResponse> => core.infer(request),
   });
   const core = new InferenceServer({
     id: options.id ?? "triton",

@@ -176,6 +176,9 @@ export const ERRORS = {
   QUEUE_FULL: ["UNAVAILABLE", "Exceeds maximum queue size"],
   QUEUE_TIMEOUT: ["UNAVAILABLE", "Request timeout expired"],
 
+  // Ensembles (PROTOCOL.md §4.4); the code is the failing step's
+  ENSEMBLE_STEP_FAILED: ["INTERNAL", "in ensemble '{ensemble}', step {step} (model '{model}') failed: {message}"],
+
   // Classification (PROTOCOL.md §1.8)
   CLASSIFICATION_BAD_COUNT: ["INVALID_ARG", "classification count must be >= 0, got {count} for output '{output}'"],
   CLASSIFICATION_BYTES: ["INVALID_ARG", "class result not available for output due to unsupported type '{datatype}'"],
@@ -227,7 +230,8 @@ export class InferenceError extends Error {
   constructor(
     readonly id: ErrorId,
     values: Record<string, string | number | bigint> = {},
-    options?: { cause?: unknown },
+    /** `code` replaces the table's code where an error passes another one on (an ensemble step's). */
+    options?: { cause?: unknown; code?: TritonCode },
   ) {
     const [code, template] = ERRORS[id];
     const entry: readonly unknown[] = ERRORS[id];
@@ -235,8 +239,8 @@ export class InferenceError extends Error {
       template.replace(/\{(\w+)\}/g, (_, key: string) => (key in values ? String(values[key]) : `{${key}}`)),
       options,
     );
-    this.code = code;
-    this.#httpStatus = typeof entry[2] === "number" ? entry[2] : HTTP_STATUS[code];
+    this.code = options?.code ?? code;
+    this.#httpStatus = typeof entry[2] === "number" ? entry[2] : HTTP_STATUS[this.code];
   }
 
   readonly #httpStatus: number;

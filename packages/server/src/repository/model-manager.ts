@@ -18,6 +18,7 @@ import { ModelStatistics } from "../core/statistics.js";
 import type { Logger } from "../log.js";
 import { DefaultScheduler } from "../scheduler/default-scheduler.js";
 import { DynamicBatcher } from "../scheduler/dynamic-batcher.js";
+import { type ComposingInfer, EnsembleScheduler } from "../scheduler/ensemble-scheduler.js";
 import { removeFileOverrides, writeFileOverrides } from "./file-overrides.js";
 import { LoadedModel } from "./loaded-model.js";
 
@@ -55,6 +56,8 @@ export interface ModelManagerOptions {
   loadThreads?: number;
   /** `--model-config-name`. */
   configName?: string;
+  /** How an ensemble runs its steps: the server's own inference path. */
+  infer?: ComposingInfer;
 }
 
 /** A version's state and, when not READY, why. */
@@ -372,7 +375,12 @@ export class ModelManager {
     await this.#acquireSlot();
     try {
       if (config.platform === Platform.ensemble) {
-        throw new Error("ensemble scheduling is not available yet in this Galley release");
+        const infer = this.#options.infer;
+        if (!infer)
+          throw new Error("this server cannot run ensembles (no inference path was given to the model manager)");
+        const stats = new ModelStatistics();
+        const nothing = { instances: [], unload: async () => {} };
+        return new LoadedModel(name, version, config, nothing, new EnsembleScheduler(config, infer), new Map(), stats);
       }
       const backend = this.#options.backends.get(config.backend);
       if (!backend) {
