@@ -55,7 +55,7 @@ Metrics
   --allow-metrics <bool>         (default: true)
   --metrics-address <host>       (default: the HTTP address)
   --metrics-port <port>          (default: 8002)
-  --metrics-config counter_latencies=<bool>
+  --metrics-config counter_latencies=<bool>   repeatable; also batch_size_histogram=<bool> (Galley's, off)
 Logging
   --log-verbose <level>          (default: 0)
   --log-info, --log-warning, --log-error <bool>   (default: true)
@@ -120,15 +120,22 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     }),
   };
   let counterLatencies = true;
+  let batchSizeHistogram = false;
   for (const setting of v["metrics-config"] ?? []) {
-    const match = /^counter_latencies=(.*)$/.exec(setting);
-    if (!match) throw new UsageError(`unsupported --metrics-config '${setting}' (supported: counter_latencies=<bool>)`);
-    counterLatencies = bool("--metrics-config counter_latencies", match[1], true);
+    const match = /^(counter_latencies|batch_size_histogram)=(.*)$/.exec(setting);
+    if (!match) {
+      throw new UsageError(
+        `unsupported --metrics-config '${setting}' (supported: counter_latencies=<bool>, batch_size_histogram=<bool>)`,
+      );
+    }
+    if (match[1] === "counter_latencies") counterLatencies = bool("--metrics-config counter_latencies", match[2], true);
+    else batchSizeHistogram = bool("--metrics-config batch_size_histogram", match[2], false);
   }
   const metrics = bool("--allow-metrics", v["allow-metrics"], true) && {
     host: v["metrics-address"] ?? httpHost,
     port: port("--metrics-port", v["metrics-port"], 8002),
     counterLatencies,
+    batchSizeHistogram,
   };
   let onnxDefaultMaxBatchSize: number | undefined;
   for (const setting of v["backend-config"] ?? []) {

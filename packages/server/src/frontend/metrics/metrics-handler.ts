@@ -9,7 +9,14 @@ import type { LoadedModel } from "../../repository/loaded-model.js";
 export interface MetricsOptions {
   /** `counter_latencies`: the `*_duration_us` counters (default true). */
   counterLatencies?: boolean;
+  /**
+   * `batch_size_histogram` (Galley's, off by default): `galley_inference_batch_size`, a histogram
+   * of executions by batch size, to see at a glance whether batching happens.
+   */
+  batchSizeHistogram?: boolean;
 }
+
+const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 const MODEL_COUNTERS: [string, string, (m: LoadedModel) => number][] = [
   [
@@ -143,7 +150,42 @@ async function render(server: InferenceServer, options: MetricsOptions, cpu: Cpu
   new Gauge({ name: "nv_cpu_memory_used_bytes", help: "CPU used memory (RAM), in bytes", registers: [registry] }).set(
     memory.used,
   );
-  return registry.metrics();
+  const text = await registry.metrics();
+  return options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text;
+}
+
+/**
+ * `galley_inference_batch_size`: executions by batch size, from the same per-size counts as the
+ * statistics' `batch_stats` (written out directly: the counts exist already, nothing is observed twice).
+ */
+function batchSizeHistogram(models: LoadedModel[], labels: (m: LoadedModel) => Record<string, string>): string {
+  const lines = [
+    "# HELP galley_inference_batch_size Model executions by batch size (from batch_stats)",
+    "# TYPE galley_inference_batch_size histogram",
+  ];
+  const escape = (value: string) => value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
+  const labelText = (l: Record<string, string>) =>
+    Object.entries(l)
+      .map(([k, v]) => `${k}="${escape(v)}"`)
+      .join(",");
+  for (const m of models) {
+    const sizes = [...m.stats.batches].map(([size, b]) => [size, b.computeInfer.count] as const);
+    const base = labels(m);
+    let sum = 0;
+    let count = 0;
+    for (const [size, n] of sizes) {
+      sum += size * n;
+      count += n;
+    }
+    for (const le of BATCH_BUCKETS) {
+      const within = sizes.filter(([size]) => size <= le).reduce((a, [, n]) => a + n, 0);
+      lines.push(`galley_inference_batch_size_bucket{${labelText({ ...base, le: String(le) })}} ${within}`);
+    }
+    lines.push(`galley_inference_batch_size_bucket{${labelText({ ...base, le: "+Inf" })}} ${count}`);
+    lines.push(`galley_inference_batch_size_sum{${labelText(base)}} ${sum}`);
+    lines.push(`galley_inference_batch_size_count{${labelText(base)}} ${count}`);
+  }
+  return `${lines.join("\n")}\n`;
 }
 
 /** CPU utilization between two scrapes, from the kernel's per-CPU times. */
