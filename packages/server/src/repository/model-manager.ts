@@ -21,6 +21,7 @@ import { DynamicBatcher } from "../scheduler/dynamic-batcher.js";
 import { type ComposingInfer, EnsembleScheduler } from "../scheduler/ensemble-scheduler.js";
 import { removeFileOverrides, writeFileOverrides } from "./file-overrides.js";
 import { LoadedModel } from "./loaded-model.js";
+import { warmUp } from "./warmup.js";
 
 /** Triton's model states, as the repository index reports them. */
 export type ModelState = "UNKNOWN" | "READY" | "UNAVAILABLE" | "LOADING" | "UNLOADING";
@@ -396,6 +397,12 @@ export class ModelManager {
         versionPath: join(modelPath, String(version)),
         log: this.#log,
       });
+      try {
+        await warmUp(config, model.instances, modelPath);
+      } catch (error) {
+        await model.unload();
+        throw error;
+      }
       const stats = new ModelStatistics();
       const scheduler =
         config.schedulingChoice.case === "dynamicBatching"
