@@ -3,6 +3,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
+import { ResponseCache } from "./cache/response-cache.js";
 import type { InferenceResponse } from "./core/inference-request.js";
 import { InferenceServer } from "./core/inference-server.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
@@ -48,6 +49,8 @@ export interface ServerOptions {
   modelLoadThreads?: number;
   /** `--model-config-name`. */
   modelConfigName?: string;
+  /** `--cache-config local,size=N` / `--response-cache-byte-size`: the response cache's capacity in bytes. */
+  responseCacheBytes?: number;
   /** How long `close()` waits for in-flight requests (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
   log?: Logger;
@@ -107,6 +110,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     models,
     log,
     strictReadiness: options.strictReadiness ?? true,
+    ...(options.responseCacheBytes ? { responseCache: new ResponseCache(options.responseCacheBytes) } : {}),
   });
   const http = options.http === undefined ? { port: 8000 } : options.http;
   const grpc = options.grpc === undefined ? { port: 8001 } : options.grpc;

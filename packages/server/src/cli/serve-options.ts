@@ -35,6 +35,8 @@ Models
   --model-config-name <name>     use <model>/configs/<name>.pbtxt where present
   --model-load-thread-count <n>  versions loaded at once (default: 4)
   --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
+  --cache-config local,size=<bytes>   response cache for models with response_cache { enable: true }
+  --response-cache-byte-size <bytes>  deprecated form of --cache-config local,size=<bytes>
 Server
   --id <name>                    server name in metadata (default: triton)
   --exit-timeout-secs <n>        seconds to drain in-flight requests at exit (default: 30)
@@ -143,6 +145,15 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     if (!match) throw new UsageError(`unsupported --backend-config '${setting}'`);
     onnxDefaultMaxBatchSize = Number(match[1]);
   }
+  let responseCacheBytes: number | undefined;
+  if (v["response-cache-byte-size"] !== undefined) {
+    responseCacheBytes = int("--response-cache-byte-size", v["response-cache-byte-size"], 0, 0);
+  }
+  for (const setting of v["cache-config"] ?? []) {
+    const match = /^local,size=(\d+)$/.exec(setting);
+    if (!match) throw new UsageError(`unsupported --cache-config '${setting}' (supported: local,size=<bytes>)`);
+    responseCacheBytes = Number(match[1]);
+  }
   const autoComplete =
     !v["disable-auto-complete-config"] && !bool("--strict-model-config", v["strict-model-config"], false);
   const server: ServerOptions = {
@@ -159,6 +170,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     modelLoadThreads: int("--model-load-thread-count", v["model-load-thread-count"], 4, 1),
     exitTimeoutSecs: int("--exit-timeout-secs", v["exit-timeout-secs"], 30, 0),
     ...(onnxDefaultMaxBatchSize !== undefined ? { onnxDefaultMaxBatchSize } : {}),
+    ...(responseCacheBytes ? { responseCacheBytes } : {}),
     ...(v["model-config-name"] ? { modelConfigName: v["model-config-name"] } : {}),
   };
   return {
@@ -192,6 +204,8 @@ function parse(args: string[]) {
       "model-config-name": text,
       "model-load-thread-count": text,
       "backend-config": many,
+      "cache-config": many,
+      "response-cache-byte-size": text,
       id: text,
       "exit-timeout-secs": text,
       "allow-http": text,

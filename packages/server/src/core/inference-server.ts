@@ -1,5 +1,6 @@
 import { dataTypeToProtocol } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
+import type { ResponseCache } from "../cache/response-cache.js";
 import type { Logger } from "../log.js";
 import type { LoadedModel } from "../repository/loaded-model.js";
 import type { ModelManager } from "../repository/model-manager.js";
@@ -43,6 +44,8 @@ export interface InferenceServerOptions {
   id?: string;
   /** `--strict-readiness` (default true): ready only when every model loaded. */
   strictReadiness?: boolean;
+  /** The response cache (`--cache-config local,size=N`), for models with `response_cache { enable: true }`. */
+  responseCache?: ResponseCache;
 }
 
 /** Galley's release, reported as the server version. */
@@ -70,6 +73,8 @@ export class InferenceServer {
   /** The server's logger; the logging extension reads and changes its settings. */
   readonly log: Logger;
   readonly #strictReadiness: boolean;
+  /** The response cache, when the server has one. */
+  readonly cache: ResponseCache | undefined;
   #live = true;
   #accepting = true;
 
@@ -78,6 +83,7 @@ export class InferenceServer {
     this.models = options.models;
     this.log = options.log;
     this.#strictReadiness = options.strictReadiness ?? true;
+    this.cache = options.responseCache;
   }
 
   /** The process is up and able to answer; false only once shutdown has finished. */
@@ -175,15 +181,27 @@ export class InferenceServer {
       model.stats.recordFailure(now() - start, "OTHER");
       throw error;
     }
+    const cache = model.config.responseCache?.enable ? this.cache : undefined;
+    let key: string | undefined;
+    if (cache) {
+      const lookup = now();
+      key = cache.key(request, model.name, model.version);
+      const hit = cache.get(key);
+      if (hit) {
+        model.stats.recordCacheHit(now() - lookup);
+        const response = this.#response(request, model, hit, batchSize);
+        model.stats.recordSuccess(now() - start, 0n);
+        return response;
+      }
+    }
     try {
       const { outputs, queueNs } = await model.scheduler.enqueue(request, batchSize);
-      const response: InferenceResponse = {
-        modelName: model.name,
-        modelVersion: String(model.version),
-        id: request.id,
-        parameters: {},
-        outputs: this.#shapeOutputs(request, model, outputs, batchSize),
-      };
+      if (cache && key !== undefined) {
+        const insert = now();
+        cache.put(key, outputs);
+        model.stats.recordCacheMiss(now() - insert);
+      }
+      const response = this.#response(request, model, outputs, batchSize);
       model.stats.recordSuccess(now() - start, queueNs);
       return response;
     } catch (error) {
@@ -194,6 +212,16 @@ export class InferenceServer {
       );
       throw failure;
     }
+  }
+
+  #response(request: InferenceRequest, model: LoadedModel, outputs: Tensor[], batchSize: number): InferenceResponse {
+    return {
+      modelName: model.name,
+      modelVersion: String(model.version),
+      id: request.id,
+      parameters: {},
+      outputs: this.#shapeOutputs(request, model, outputs, batchSize),
+    };
   }
 
   /** Requested outputs in request order (config order when none named), classified where asked. */

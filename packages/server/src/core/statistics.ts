@@ -38,6 +38,16 @@ export class ModelStatistics {
     this.lastInference = Date.now();
   }
 
+  /** A response-cache lookup that found the response, taking `ns`. */
+  recordCacheHit(ns: bigint): void {
+    add(this.cacheHit, ns);
+  }
+
+  /** A response-cache lookup that missed, plus the insertion of the computed response, taking `ns`. */
+  recordCacheMiss(ns: bigint): void {
+    add(this.cacheMiss, ns);
+  }
+
   /** One request failed after `totalNs`. */
   recordFailure(totalNs: bigint, reason: keyof ModelStatistics["failures"]): void {
     add(this.fail, totalNs);

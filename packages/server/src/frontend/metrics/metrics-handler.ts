@@ -150,6 +150,26 @@ async function render(server: InferenceServer, options: MetricsOptions, cpu: Cpu
   new Gauge({ name: "nv_cpu_memory_used_bytes", help: "CPU used memory (RAM), in bytes", registers: [registry] }).set(
     memory.used,
   );
+  if (server.cache) {
+    const cacheMetrics: [string, string, (m: LoadedModel) => number][] = [
+      ["nv_cache_num_hits_per_model", "Number of cache hits per model", (m) => m.stats.cacheHit.count],
+      ["nv_cache_num_misses_per_model", "Number of cache misses per model", (m) => m.stats.cacheMiss.count],
+      [
+        "nv_cache_hit_duration_per_model",
+        "Total cache hit duration per model, in microseconds",
+        (m) => Number(m.stats.cacheHit.ns / 1000n),
+      ],
+      [
+        "nv_cache_miss_duration_per_model",
+        "Total cache miss (insert + lookup) duration per model, in microseconds",
+        (m) => Number(m.stats.cacheMiss.ns / 1000n),
+      ],
+    ];
+    for (const [name, help, value] of cacheMetrics) {
+      const gauge = new Gauge({ name, help, labelNames, registers: [registry] });
+      for (const m of models.filter((x) => x.config.responseCache?.enable)) gauge.set(labels(m), value(m));
+    }
+  }
   const text = await registry.metrics();
   return options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text;
 }
