@@ -383,6 +383,10 @@ export class ModelManager {
         const nothing = { instances: [], unload: async () => {} };
         return new LoadedModel(name, version, config, nothing, new EnsembleScheduler(config, infer), new Map(), stats);
       }
+      if (config.schedulingChoice.case === "sequenceBatching") {
+        // Running a stateful model without its control inputs would answer wrongly; refuse it.
+        throw new Error("sequence batching is not supported by this Galley release yet");
+      }
       const backend = this.#options.backends.get(config.backend);
       if (!backend) {
         throw new Error(
