@@ -616,13 +616,14 @@ describe("model repository", () => {
     const { client } = await startServer();
     const index = await client.repositoryIndex({});
     expect(index.models.map((m) => [m.name, m.version, m.state, m.reason])).toEqual([
+      ["ensemble_add_sub", "1", "READY", ""],
       ["mlp_classifier", "1", "READY", ""],
       ["simple", "1", "READY", ""],
       ["simple_identity", "1", "READY", ""],
       ["simple_int8", "1", "READY", ""],
       ["simple_string", "1", "READY", ""],
     ]);
-    expect((await client.repositoryIndex({ ready: true })).models).toHaveLength(5);
+    expect((await client.repositoryIndex({ ready: true })).models).toHaveLength(6);
     await expectGrpcError(
       client.repositoryIndex({ repositoryName: "models" }),
       Code.Unimplemented,
