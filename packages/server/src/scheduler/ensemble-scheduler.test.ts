@@ -15,7 +15,7 @@ const tensor = (name: string, value: number, movable = false): Tensor => ({
   parameters: {},
   movable,
 });
-const valueOf = (t: Tensor | undefined) => (t ? new Int32Array(t.data.slice().buffer)[0] : undefined);
+const readValue = (t: Tensor | undefined) => (t ? new Int32Array(t.data.slice().buffer)[0] : undefined);
 
 /** Composing models that add 1 to their input (`inc`), or 10 (`ten`), when the test says so. */
 function composing() {
@@ -32,7 +32,7 @@ function composing() {
             modelVersion: "1",
             id: request.id,
             parameters: {},
-            outputs: [tensor("OUT", (valueOf(request.inputs[0]) ?? 0) + add)],
+            outputs: [tensor("OUT", (readValue(request.inputs[0]) ?? 0) + add)],
           });
         },
       });
@@ -76,14 +76,14 @@ describe("EnsembleScheduler", () => {
     expect(calls).toHaveLength(2);
     calls[0]?.finish();
     await flush();
-    expect(calls.map((c) => [c.request.modelName, valueOf(c.request.inputs[0])])).toEqual([
+    expect(calls.map((c) => [c.request.modelName, readValue(c.request.inputs[0])])).toEqual([
       ["inc", 5],
       ["ten", 5],
       ["inc", 6],
     ]);
     calls[2]?.finish();
     const { outputs } = await result;
-    expect(outputs.map((o) => [o.name, valueOf(o)])).toEqual([
+    expect(outputs.map((o) => [o.name, readValue(o)])).toEqual([
       ["out1", 7],
       ["out2", 15],
     ]);
@@ -139,7 +139,7 @@ describe("EnsembleScheduler", () => {
       await flush();
     }
     const [a, b] = await Promise.all([first, second]);
-    expect(a.outputs.map(valueOf)).toEqual([3, 11]);
-    expect(b.outputs.map(valueOf)).toEqual([4, 12]);
+    expect(a.outputs.map(readValue)).toEqual([3, 11]);
+    expect(b.outputs.map(readValue)).toEqual([4, 12]);
   });
 });

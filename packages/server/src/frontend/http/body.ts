@@ -2,7 +2,6 @@ import type { IncomingMessage } from "node:http";
 import { createUnzip } from "node:zlib";
 import { InferenceError } from "../../core/errors.js";
 import type { Encoding } from "./compression.js";
-import { invalidArgument } from "./json-access.js";
 
 /** The default `--http-max-input-size`: 64 MiB. */
 export const DEFAULT_MAX_INPUT_SIZE = 1 << 26;

@@ -11,7 +11,6 @@ import {
   asUint,
   field,
   internal,
-  invalidArgument,
   member,
   members,
   parseBody,

@@ -1,7 +1,7 @@
 import { datatype } from "../../core/datatype.js";
 import { InferenceError, requestId } from "../../core/errors.js";
 import type { Tensor } from "../../core/tensor.js";
-import { asBool, asDouble, asInt, asString, asUint, internal, internalError } from "./json-access.js";
+import { asBool, asDouble, asInt, asString, asUint, internal } from "./json-access.js";
 import type { JsonValue } from "./json-parse.js";
 import { formatDouble, type JsonWriter } from "./json-write.js";
 

@@ -1,6 +1,6 @@
 import { InferenceError } from "../../core/errors.js";
 import { type Context, jsonBody } from "./context.js";
-import { asBool, asString, internal, internalError, JsonAccessError, member, members } from "./json-access.js";
+import { asBool, asString, internal, JsonAccessError, member, members } from "./json-access.js";
 import type { JsonObject } from "./json-parse.js";
 
 /**

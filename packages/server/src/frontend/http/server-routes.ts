@@ -2,7 +2,7 @@ import { InferenceError } from "../../core/errors.js";
 import type { LogSettingValue } from "../log-settings.js";
 import { applyLogSettings } from "../log-settings.js";
 import { type Context, requiredJsonBody } from "./context.js";
-import { asBool, asString, asUint, internal, invalidArgument, member } from "./json-access.js";
+import { asBool, asString, asUint, internal, member } from "./json-access.js";
 
 /** `GET /v2/health/live|ready`: 200 or 400, empty body, no content type. */
 export function handleHealth(ctx: Context, which: "live" | "ready"): void {

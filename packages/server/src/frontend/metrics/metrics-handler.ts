@@ -183,10 +183,10 @@ function batchSizeHistogram(models: LoadedModel[], labels: (m: LoadedModel) => R
     "# HELP galley_inference_batch_size Model executions by batch size (from batch_stats)",
     "# TYPE galley_inference_batch_size histogram",
   ];
-  const escape = (value: string) => value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
+  const escapeLabel = (value: string) => value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
   const labelText = (l: Record<string, string>) =>
     Object.entries(l)
-      .map(([k, v]) => `${k}="${escape(v)}"`)
+      .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
       .join(",");
   for (const m of models) {
     const sizes = [...m.stats.batches].map(([size, b]) => [size, b.computeInfer.count] as const);
