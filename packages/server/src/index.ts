@@ -27,6 +27,7 @@ export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 export { createLogger, type Logger, type LoggerOptions, type LogSettings } from "./log.js";
 export type { LoadedModel } from "./repository/loaded-model.js";
+export type { ResponseCache } from "./cache/response-cache.js";
 export type {
   ControlMode,
   IndexEntry,
