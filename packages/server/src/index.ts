@@ -7,6 +7,7 @@
  */
 
 export type { Backend, BackendInstance, BackendLoadContext, BackendModel, ExecuteResult } from "./backend/backend.js";
+export type { ResponseCache } from "./cache/response-cache.js";
 export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./core/datatype.js";
 export { ERRORS, type ErrorId, InferenceError, type TritonCode } from "./core/errors.js";
 export type { InferenceRequest, InferenceResponse, RequestedOutput } from "./core/inference-request.js";
@@ -27,7 +28,6 @@ export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 export { createLogger, type Logger, type LoggerOptions, type LogSettings } from "./log.js";
 export type { LoadedModel } from "./repository/loaded-model.js";
-export type { ResponseCache } from "./cache/response-cache.js";
 export type {
   ControlMode,
   IndexEntry,
