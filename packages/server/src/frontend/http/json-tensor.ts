@@ -1,6 +1,6 @@
 import { datatype } from "../../core/datatype.js";
 import { InferenceError, requestId } from "../../core/errors.js";
-import type { Tensor } from "../../core/tensor.js";
+import { encodeBytesElements, type Tensor } from "../../core/tensor.js";
 import { asBool, asDouble, asInt, asString, asUint, internal } from "./json-access.js";
 import type { JsonValue } from "./json-parse.js";
 import { formatDouble, type JsonWriter } from "./json-write.js";
@@ -45,7 +45,6 @@ export function tensorFromJson(name: string, type: string, count: number, data: 
 /** BYTES `data`: every leaf must be a string; each is UTF-8 encoded and length-prefixed. */
 function bytesFromJson(data: JsonValue[]): Uint8Array {
   const elements: Uint8Array[] = [];
-  let size = 0;
   const visit = (value: JsonValue): void => {
     if (Array.isArray(value)) {
       for (const element of value) visit(element);
@@ -53,18 +52,9 @@ function bytesFromJson(data: JsonValue[]): Uint8Array {
     }
     const bytes = encoder.encode(internal("Unable to parse JSON bytes array", () => asString(value)));
     elements.push(bytes);
-    size += 4 + bytes.length;
   };
   for (const element of data) visit(element);
-  const out = new Uint8Array(size);
-  const view = new DataView(out.buffer);
-  let at = 0;
-  for (const bytes of elements) {
-    view.setUint32(at, bytes.length, true);
-    out.set(bytes, at + 4);
-    at += 4 + bytes.length;
-  }
-  return out;
+  return encodeBytesElements(elements);
 }
 
 function countLeaves(data: JsonValue[], cap: number): number {
