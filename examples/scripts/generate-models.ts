@@ -253,6 +253,68 @@ function mlpClassifier(): ModelFiles {
   };
 }
 
+/**
+ * simple_sequence and simple_dyna_sequence (Triton's stateless sequence examples, PROTOCOL.md
+ * §11.1): the sequence batcher feeds the control inputs, the model only computes
+ * OUTPUT = (INPUT + START) × READY, and the dyna variant OUTPUT = (INPUT + START + END × int32(CORRID)) × READY.
+ */
+function sequenceModel(dyna: boolean): ModelFiles {
+  const name = dyna ? "simple_dyna_sequence" : "simple_sequence";
+  const int32 = (n: string) => tensorInfo(n, OnnxType.INT32, [BATCH, 1]);
+  const controls = dyna ? ["START", "END", "READY"] : ["START", "READY"];
+  const nodes = dyna
+    ? [
+        node("Cast", ["CORRID"], ["corrid_int32"], { to: OnnxType.INT32 }),
+        node("Mul", ["END", "corrid_int32"], ["end_corrid"]),
+        node("Add", ["INPUT", "START"], ["input_start"]),
+        node("Add", ["input_start", "end_corrid"], ["sum"]),
+        node("Mul", ["sum", "READY"], ["OUTPUT"]),
+      ]
+    : [node("Add", ["INPUT", "START"], ["sum"]), node("Mul", ["sum", "READY"], ["OUTPUT"])];
+  const control = (n: string, kind: string) =>
+    `  {\n    name: "${n}"\n    control [\n      {\n        kind: ${kind}\n        int32_false_true: [ 0, 1 ]\n      }\n    ]\n  }`;
+  const controlInputs = [
+    control("START", "CONTROL_SEQUENCE_START"),
+    ...(dyna ? [control("END", "CONTROL_SEQUENCE_END")] : []),
+    control("READY", "CONTROL_SEQUENCE_READY"),
+    ...(dyna
+      ? [
+          '  {\n    name: "CORRID"\n    control [\n      {\n        kind: CONTROL_SEQUENCE_CORRID\n        data_type: TYPE_UINT64\n      }\n    ]\n  }',
+        ]
+      : []),
+  ];
+  const strategy = dyna
+    ? "  max_sequence_idle_microseconds: 10000000\n  oldest {\n    max_candidate_sequences: 1024\n    max_queue_delay_microseconds: 10000\n  }\n"
+    : "";
+  return {
+    name,
+    onnx: model({
+      name,
+      doc: dyna ? "OUTPUT = (INPUT + START + END * int32(CORRID)) * READY" : "OUTPUT = (INPUT + START) * READY",
+      inputs: [
+        int32("INPUT"),
+        ...controls.map(int32),
+        ...(dyna ? [tensorInfo("CORRID", OnnxType.UINT64, [BATCH, 1])] : []),
+      ],
+      outputs: [int32("OUTPUT")],
+      nodes,
+    }),
+    config: configText({
+      comment: dyna
+        ? [
+            "OUTPUT = (INPUT + START + END * int32(CORRID)) * READY; the sequence batcher (oldest strategy)",
+            "fills the START, END, READY and CORRID (uint64 correlation id) control inputs.",
+          ]
+        : ["OUTPUT = (INPUT + START) * READY; the sequence batcher fills the START and READY control inputs."],
+      name,
+      maxBatchSize: 8,
+      inputs: [{ name: "INPUT", dataType: "TYPE_INT32", dims: [1] }],
+      outputs: [{ name: "OUTPUT", dataType: "TYPE_INT32", dims: [1] }],
+      tail: `sequence_batching {\n${strategy}  control_input [\n${controlInputs.join(",\n")}\n  ]\n}\ninstance_group [\n  {\n    count: ${dyna ? 2 : 1}\n    kind: KIND_CPU\n  }\n]\n`,
+    }),
+  };
+}
+
 function write(path: string, data: Uint8Array | string): void {
   writeFileSync(path, data);
   const bytes = typeof data === "string" ? Buffer.from(data) : data;
@@ -266,6 +328,8 @@ const models = [
   simpleString(),
   simpleIdentity(),
   mlpClassifier(),
+  sequenceModel(false),
+  sequenceModel(true),
 ];
 for (const m of models) {
   const folder = join(REPOSITORY, m.name);

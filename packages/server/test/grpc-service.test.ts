@@ -619,11 +619,13 @@ describe("model repository", () => {
       ["ensemble_add_sub", "1", "READY", ""],
       ["mlp_classifier", "1", "READY", ""],
       ["simple", "1", "READY", ""],
+      ["simple_dyna_sequence", "1", "READY", ""],
       ["simple_identity", "1", "READY", ""],
       ["simple_int8", "1", "READY", ""],
+      ["simple_sequence", "1", "READY", ""],
       ["simple_string", "1", "READY", ""],
     ]);
-    expect((await client.repositoryIndex({ ready: true })).models).toHaveLength(6);
+    expect((await client.repositoryIndex({ ready: true })).models).toHaveLength(8);
     await expectGrpcError(
       client.repositoryIndex({ repositoryName: "models" }),
       Code.Unimplemented,

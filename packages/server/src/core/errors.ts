@@ -176,6 +176,21 @@ export const ERRORS = {
   QUEUE_FULL: ["UNAVAILABLE", "Exceeds maximum queue size"],
   QUEUE_TIMEOUT: ["UNAVAILABLE", "Request timeout expired"],
 
+  // Sequences (PROTOCOL.md §9.2)
+  SEQUENCE_ID_REQUIRED: [
+    "INVALID_ARG",
+    "inference request to model '{model}' must specify a non-zero or non-empty correlation ID",
+  ],
+  SEQUENCE_BATCH_SIZE: [
+    "INVALID_ARG",
+    "inference request to model '{model}' must specify batch-size 1 due to requirements of sequence batcher",
+  ],
+  SEQUENCE_START_REQUIRED: [
+    "INVALID_ARG",
+    "inference request for sequence {id} to model '{model}' must specify the START flag on the first request of the sequence",
+  ],
+  SEQUENCE_ID_TYPE: ["INVALID_ARG", "sequence batching model '{model}' expects a {expected} correlation ID"],
+
   // Ensembles (PROTOCOL.md §4.4); the code is the failing step's
   ENSEMBLE_STEP_FAILED: ["INTERNAL", "in ensemble '{ensemble}', step {step} (model '{model}') failed: {message}"],
 

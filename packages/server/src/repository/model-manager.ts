@@ -19,6 +19,7 @@ import type { Logger } from "../log.js";
 import { DefaultScheduler } from "../scheduler/default-scheduler.js";
 import { DynamicBatcher } from "../scheduler/dynamic-batcher.js";
 import { type ComposingInfer, EnsembleScheduler } from "../scheduler/ensemble-scheduler.js";
+import { SequenceBatcher } from "../scheduler/sequence-batcher.js";
 import { removeFileOverrides, writeFileOverrides } from "./file-overrides.js";
 import { LoadedModel } from "./loaded-model.js";
 import { warmUp } from "./warmup.js";
@@ -383,10 +384,6 @@ export class ModelManager {
         const nothing = { instances: [], unload: async () => {} };
         return new LoadedModel(name, version, config, nothing, new EnsembleScheduler(config, infer), new Map(), stats);
       }
-      if (config.schedulingChoice.case === "sequenceBatching") {
-        // Running a stateful model without its control inputs would answer wrongly; refuse it.
-        throw new Error("sequence batching is not supported by this Galley release yet");
-      }
       const backend = this.#options.backends.get(config.backend);
       if (!backend) {
         throw new Error(
@@ -411,7 +408,9 @@ export class ModelManager {
       const scheduler =
         config.schedulingChoice.case === "dynamicBatching"
           ? new DynamicBatcher({ instances: model.instances, config, stats, log: this.#log })
-          : new DefaultScheduler(model.instances, stats);
+          : config.schedulingChoice.case === "sequenceBatching"
+            ? new SequenceBatcher({ instances: model.instances, config, stats, log: this.#log })
+            : new DefaultScheduler(model.instances, stats);
       return new LoadedModel(name, version, config, model, scheduler, labels, stats);
     } finally {
       this.#releaseSlot();

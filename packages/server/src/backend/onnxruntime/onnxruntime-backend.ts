@@ -122,6 +122,7 @@ class OrtInstance implements BackendInstance {
   readonly name: string;
   readonly #batching: boolean;
   readonly #outputs: Map<string, ModelOutput>;
+  readonly #inputs: Map<string, ModelConfig["input"][number]>;
 
   constructor(
     readonly session: OrtSession,
@@ -130,6 +131,7 @@ class OrtInstance implements BackendInstance {
     this.name = session.name;
     this.#batching = config.maxBatchSize > 0;
     this.#outputs = new Map(config.output.map((o) => [o.name, o]));
+    this.#inputs = new Map(config.input.map((i) => [i.name, i]));
   }
 
   async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
@@ -138,10 +140,16 @@ class OrtInstance implements BackendInstance {
     const feeds: WireTensor[] = [];
     const transfer = new Set<ArrayBuffer>();
     try {
-      for (const spec of this.config.input) {
-        const tensor = gatherInput(requests, spec.name, this.#batching);
+      // Config inputs, then what a scheduler added (sequence controls, implicit state).
+      const names = new Set([
+        ...this.config.input.map((i) => i.name),
+        ...requests.flatMap((r) => r.inputs.map((i) => i.name)),
+      ]);
+      for (const name of names) {
+        const tensor = gatherInput(requests, name, this.#batching);
         if (!tensor) continue;
-        const reshape = spec.reshape?.shape.map(Number);
+        const spec = this.#inputs.get(name);
+        const reshape = spec?.reshape?.shape.map(Number);
         const dims = reshape ? (this.#batching ? [tensor.shape[0] ?? 1, ...reshape] : reshape) : tensor.shape;
         feeds.push(toWire(tensor, dims, transfer));
       }
