@@ -13,6 +13,7 @@ import { type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 import { createLogger, type Logger } from "./log.js";
 import { type ControlMode, ModelManager } from "./repository/model-manager.js";
+import { RateLimiter, type ResourceLimit } from "./scheduler/rate-limiter.js";
 
 /** Where a frontend listens. Port 0 picks a free port (see {@link GalleyServer.listen}). */
 export interface EndpointOptions {
@@ -51,6 +52,10 @@ export interface ServerOptions {
   modelConfigName?: string;
   /** `--cache-config local,size=N` / `--response-cache-byte-size`: the response cache's capacity in bytes. */
   responseCacheBytes?: number;
+  /** `--rate-limit`: `off` (default) or `execution_count`. */
+  rateLimit?: "off" | "execution_count";
+  /** `--rate-limit-resource <name>:<count>[:<device>]`. */
+  rateLimitResources?: ResourceLimit[];
   /** How long `close()` waits for in-flight requests (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
   log?: Logger;
@@ -102,6 +107,9 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     autoComplete: options.autoComplete ?? true,
     ...(options.modelLoadThreads ? { loadThreads: options.modelLoadThreads } : {}),
     ...(options.modelConfigName ? { configName: options.modelConfigName } : {}),
+    ...(options.rateLimit === "execution_count"
+      ? { rateLimiter: new RateLimiter(options.rateLimitResources ?? []) }
+      : {}),
     // Ensembles run their steps through the core, so each step is validated, scheduled and counted.
     infer: (request): Promise<InferenceResponse> => core.infer(request),
   });

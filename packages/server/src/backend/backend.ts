@@ -31,6 +31,8 @@ export interface ExecuteResult {
  */
 export interface BackendInstance {
   readonly name: string;
+  /** The instance group's `rate_limiter` (resources and priority), when it has one. */
+  readonly rateLimiter?: import("@galley/proto").ModelRateLimiter;
   execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult>;
 }
 

@@ -37,6 +37,8 @@ Models
   --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
   --cache-config local,size=<bytes>   response cache for models with response_cache { enable: true }
   --response-cache-byte-size <bytes>  deprecated form of --cache-config local,size=<bytes>
+  --rate-limit <off|execution_count>  (default: off)
+  --rate-limit-resource <name>:<count>[:<device>]   repeatable
 Server
   --id <name>                    server name in metadata (default: triton)
   --exit-timeout-secs <n>        seconds to drain in-flight requests at exit (default: 30)
@@ -154,6 +156,20 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     if (!match) throw new UsageError(`unsupported --cache-config '${setting}' (supported: local,size=<bytes>)`);
     responseCacheBytes = Number(match[1]);
   }
+  const rateLimit = v["rate-limit"] ?? "off";
+  if (rateLimit !== "off" && rateLimit !== "execution_count") {
+    throw new UsageError(`invalid value for --rate-limit: '${rateLimit}' (expected off or execution_count)`);
+  }
+  const rateLimitResources = (v["rate-limit-resource"] ?? []).map((spec) => {
+    const match = /^([^:]+):(\d+)(?::(\d+))?$/.exec(spec);
+    if (!match)
+      throw new UsageError(`invalid value for --rate-limit-resource: '${spec}' (expected <name>:<count>[:<device>])`);
+    return {
+      name: match[1] ?? "",
+      count: Number(match[2]),
+      ...(match[3] !== undefined ? { device: Number(match[3]) } : {}),
+    };
+  });
   const autoComplete =
     !v["disable-auto-complete-config"] && !bool("--strict-model-config", v["strict-model-config"], false);
   const server: ServerOptions = {
@@ -171,6 +187,8 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     exitTimeoutSecs: int("--exit-timeout-secs", v["exit-timeout-secs"], 30, 0),
     ...(onnxDefaultMaxBatchSize !== undefined ? { onnxDefaultMaxBatchSize } : {}),
     ...(responseCacheBytes ? { responseCacheBytes } : {}),
+    rateLimit,
+    rateLimitResources,
     ...(v["model-config-name"] ? { modelConfigName: v["model-config-name"] } : {}),
   };
   return {
@@ -205,6 +223,8 @@ function parse(args: string[]) {
       "model-load-thread-count": text,
       "backend-config": many,
       "cache-config": many,
+      "rate-limit": text,
+      "rate-limit-resource": many,
       "response-cache-byte-size": text,
       id: text,
       "exit-timeout-secs": text,

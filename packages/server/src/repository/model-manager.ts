@@ -19,6 +19,7 @@ import type { Logger } from "../log.js";
 import { DefaultScheduler } from "../scheduler/default-scheduler.js";
 import { DynamicBatcher } from "../scheduler/dynamic-batcher.js";
 import { type ComposingInfer, EnsembleScheduler } from "../scheduler/ensemble-scheduler.js";
+import { type RateLimiter, rateLimited } from "../scheduler/rate-limiter.js";
 import { SequenceBatcher } from "../scheduler/sequence-batcher.js";
 import { removeFileOverrides, writeFileOverrides } from "./file-overrides.js";
 import { LoadedModel } from "./loaded-model.js";
@@ -60,6 +61,8 @@ export interface ModelManagerOptions {
   configName?: string;
   /** How an ensemble runs its steps: the server's own inference path. */
   infer?: ComposingInfer;
+  /** `--rate-limit execution_count`: instances execute only with their resources. */
+  rateLimiter?: RateLimiter;
 }
 
 /** A version's state and, when not READY, why. */
@@ -398,6 +401,8 @@ export class ModelManager {
         versionPath: join(modelPath, String(version)),
         log: this.#log,
       });
+      const limiter = this.#options.rateLimiter;
+      const instances = limiter ? model.instances.map((i) => rateLimited(i, limiter, i.rateLimiter)) : model.instances;
       try {
         await warmUp(config, model.instances, modelPath);
       } catch (error) {
@@ -407,10 +412,10 @@ export class ModelManager {
       const stats = new ModelStatistics();
       const scheduler =
         config.schedulingChoice.case === "dynamicBatching"
-          ? new DynamicBatcher({ instances: model.instances, config, stats, log: this.#log })
+          ? new DynamicBatcher({ instances, config, stats, log: this.#log })
           : config.schedulingChoice.case === "sequenceBatching"
-            ? new SequenceBatcher({ instances: model.instances, config, stats, log: this.#log })
-            : new DefaultScheduler(model.instances, stats);
+            ? new SequenceBatcher({ instances, config, stats, log: this.#log })
+            : new DefaultScheduler(instances, stats);
       return new LoadedModel(name, version, config, model, scheduler, labels, stats);
     } finally {
       this.#releaseSlot();

@@ -1,5 +1,5 @@
 import { autoCompleteOnnx, findOnnxModelFile, type ModelIO, missingOnnxModelMessage } from "@galley/config";
-import { DataType, type ModelConfig, type ModelOutput } from "@galley/proto";
+import { DataType, type ModelConfig, type ModelOutput, type ModelRateLimiter } from "@galley/proto";
 import { datatype } from "../../core/datatype.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import { bytesElements, encodeBytesElements, type Tensor } from "../../core/tensor.js";
@@ -95,6 +95,7 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
         Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
           name: `${group.name}_${i}`,
           passive: group.passive,
+          rateLimiter: group.rateLimiter,
         })),
       );
       const sessions = await Promise.allSettled(names.map((n) => OrtSession.open(n.name, path, settings, context.log)));
@@ -105,8 +106,8 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
       }
       const opened = sessions.map((s) => (s as PromiseFulfilledResult<OrtSession>).value);
       const instances = opened
-        .filter((_, i) => !names[i]?.passive)
-        .map((session) => new OrtInstance(session, context.config));
+        .map((session, i) => new OrtInstance(session, context.config, names[i]?.rateLimiter))
+        .filter((_, i) => !names[i]?.passive);
       return {
         instances,
         unload: async () => {
@@ -127,6 +128,7 @@ class OrtInstance implements BackendInstance {
   constructor(
     readonly session: OrtSession,
     readonly config: ModelConfig,
+    readonly rateLimiter?: ModelRateLimiter,
   ) {
     this.name = session.name;
     this.#batching = config.maxBatchSize > 0;
