@@ -10,6 +10,8 @@ import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { create } from "@bufbuild/protobuf";
+import { AttributeProto_AttributeType, NodeProtoSchema } from "onnx-buf";
 import { initializer, model, node, OnnxType, tensorInfo } from "./onnx-builder.js";
 
 const REPOSITORY = fileURLToPath(new URL("../model_repository/", import.meta.url));
@@ -315,6 +317,115 @@ function sequenceModel(dyna: boolean): ModelFiles {
   };
 }
 
+/**
+ * A preprocess → model → postprocess pipeline around mlp_classifier: `preprocess` scales UINT8
+ * pixels to FP32 in [-0.5, 0.5], `postprocess` picks the class and its probability, and the
+ * `classifier_pipeline` ensemble chains the three.
+ */
+function pipelineModels(): ModelFiles[] {
+  const preprocess: ModelFiles = {
+    name: "preprocess",
+    onnx: model({
+      name: "preprocess",
+      doc: "OUTPUT = float(IMAGE) / 255 - 0.5",
+      inputs: [tensorInfo("IMAGE", OnnxType.UINT8, [BATCH, 64])],
+      outputs: [tensorInfo("OUTPUT", OnnxType.FLOAT, [BATCH, 64])],
+      initializers: [initializer("scale", [], Float32Array.of(255)), initializer("offset", [], Float32Array.of(0.5))],
+      nodes: [
+        node("Cast", ["IMAGE"], ["pixels"], { to: OnnxType.FLOAT }),
+        node("Div", ["pixels", "scale"], ["unit"]),
+        node("Sub", ["unit", "offset"], ["OUTPUT"]),
+      ],
+    }),
+    config: configText({
+      comment: ["Pipeline step 1: OUTPUT = float(IMAGE) / 255 - 0.5, from 64 uint8 pixels."],
+      name: "preprocess",
+      maxBatchSize: 64,
+      inputs: [{ name: "IMAGE", dataType: "TYPE_UINT8", dims: [64] }],
+      outputs: [{ name: "OUTPUT", dataType: "TYPE_FP32", dims: [64] }],
+    }),
+  };
+  const reduceMax = create(NodeProtoSchema, {
+    name: "ReduceMax_SCORE",
+    opType: "ReduceMax",
+    input: ["PROBABILITIES"],
+    output: ["SCORE"],
+    attribute: [
+      { name: "axes", type: AttributeProto_AttributeType.INTS, ints: [1n] },
+      { name: "keepdims", type: AttributeProto_AttributeType.INT, i: 1n },
+    ],
+  });
+  const postprocess: ModelFiles = {
+    name: "postprocess",
+    onnx: model({
+      name: "postprocess",
+      doc: "CLASS = argmax(PROBABILITIES), SCORE = max(PROBABILITIES)",
+      inputs: [tensorInfo("PROBABILITIES", OnnxType.FLOAT, [BATCH, 10])],
+      outputs: [tensorInfo("CLASS", OnnxType.INT64, [BATCH, 1]), tensorInfo("SCORE", OnnxType.FLOAT, [BATCH, 1])],
+      nodes: [node("ArgMax", ["PROBABILITIES"], ["CLASS"], { axis: 1, keepdims: 1 }), reduceMax],
+    }),
+    config: configText({
+      comment: ["Pipeline step 3: CLASS = argmax(PROBABILITIES) and SCORE = its probability."],
+      name: "postprocess",
+      maxBatchSize: 64,
+      inputs: [{ name: "PROBABILITIES", dataType: "TYPE_FP32", dims: [10] }],
+      outputs: [
+        { name: "CLASS", dataType: "TYPE_INT64", dims: [1] },
+        { name: "SCORE", dataType: "TYPE_FP32", dims: [1] },
+      ],
+    }),
+  };
+  return [preprocess, postprocess];
+}
+
+const PIPELINE_CONFIG = `# preprocess -> mlp_classifier -> postprocess: 64 uint8 pixels in, the class and its probability out.
+name: "classifier_pipeline"
+platform: "ensemble"
+max_batch_size: 64
+input [
+  {
+    name: "IMAGE"
+    data_type: TYPE_UINT8
+    dims: [ 64 ]
+  }
+]
+output [
+  {
+    name: "CLASS"
+    data_type: TYPE_INT64
+    dims: [ 1 ]
+  },
+  {
+    name: "SCORE"
+    data_type: TYPE_FP32
+    dims: [ 1 ]
+  }
+]
+ensemble_scheduling {
+  step [
+    {
+      model_name: "preprocess"
+      model_version: -1
+      input_map { key: "IMAGE" value: "IMAGE" }
+      output_map { key: "OUTPUT" value: "features" }
+    },
+    {
+      model_name: "mlp_classifier"
+      model_version: -1
+      input_map { key: "INPUT" value: "features" }
+      output_map { key: "PROBABILITIES" value: "probabilities" }
+    },
+    {
+      model_name: "postprocess"
+      model_version: -1
+      input_map { key: "PROBABILITIES" value: "probabilities" }
+      output_map { key: "CLASS" value: "CLASS" }
+      output_map { key: "SCORE" value: "SCORE" }
+    }
+  ]
+}
+`;
+
 function write(path: string, data: Uint8Array | string): void {
   writeFileSync(path, data);
   const bytes = typeof data === "string" ? Buffer.from(data) : data;
@@ -330,6 +441,7 @@ const models = [
   mlpClassifier(),
   sequenceModel(false),
   sequenceModel(true),
+  ...pipelineModels(),
 ];
 for (const m of models) {
   const folder = join(REPOSITORY, m.name);
@@ -338,3 +450,7 @@ for (const m of models) {
   for (const [file, text] of Object.entries(m.extra ?? {})) write(join(folder, file), text);
   write(join(folder, "1", "model.onnx"), m.onnx);
 }
+// The ensemble has a config and an empty version folder (Triton requires one).
+mkdirSync(join(REPOSITORY, "classifier_pipeline", "1"), { recursive: true });
+write(join(REPOSITORY, "classifier_pipeline", "1", ".gitkeep"), "");
+write(join(REPOSITORY, "classifier_pipeline", "config.pbtxt"), PIPELINE_CONFIG);

@@ -42,6 +42,32 @@ describe("ensembles", () => {
     expect(config?.modelTransactionPolicy?.decoupled).toBe(false);
   });
 
+  it("runs the preprocess → mlp_classifier → postprocess pipeline: the class and probability of the MLP", async () => {
+    const { client } = await startServer();
+    const pixels = Uint8Array.from({ length: 64 }, (_, i) => (i * 37) % 256);
+    const direct = await client.modelInfer({
+      modelName: "mlp_classifier",
+      inputs: [{ name: "INPUT", datatype: "FP32", shape: [1n, 64n] }],
+      rawInputContents: [new Uint8Array(Float32Array.from(pixels, (p) => p / 255 - 0.5).buffer)],
+    });
+    const probabilities = new Float32Array((direct.rawOutputContents[0] as Uint8Array).slice().buffer);
+    const best = probabilities.indexOf(Math.max(...probabilities));
+    const response = await client.modelInfer({
+      modelName: "classifier_pipeline",
+      inputs: [{ name: "IMAGE", datatype: "UINT8", shape: [1n, 64n] }],
+      rawInputContents: [pixels],
+    });
+    expect(response.outputs.map((o) => [o.name, o.datatype, o.shape])).toEqual([
+      ["CLASS", "INT64", [1n, 1n]],
+      ["SCORE", "FP32", [1n, 1n]],
+    ]);
+    expect(new BigInt64Array((response.rawOutputContents[0] as Uint8Array).slice().buffer)[0]).toBe(BigInt(best));
+    expect(new Float32Array((response.rawOutputContents[1] as Uint8Array).slice().buffer)[0]).toBeCloseTo(
+      probabilities[best] ?? 0,
+      5,
+    );
+  });
+
   it("serves many concurrent ensemble requests, each with its own results", async () => {
     const { client } = await startServer();
     const results = await Promise.all(

@@ -616,8 +616,11 @@ describe("model repository", () => {
     const { client } = await startServer();
     const index = await client.repositoryIndex({});
     expect(index.models.map((m) => [m.name, m.version, m.state, m.reason])).toEqual([
+      ["classifier_pipeline", "1", "READY", ""],
       ["ensemble_add_sub", "1", "READY", ""],
       ["mlp_classifier", "1", "READY", ""],
+      ["postprocess", "1", "READY", ""],
+      ["preprocess", "1", "READY", ""],
       ["simple", "1", "READY", ""],
       ["simple_dyna_sequence", "1", "READY", ""],
       ["simple_identity", "1", "READY", ""],
@@ -625,7 +628,7 @@ describe("model repository", () => {
       ["simple_sequence", "1", "READY", ""],
       ["simple_string", "1", "READY", ""],
     ]);
-    expect((await client.repositoryIndex({ ready: true })).models).toHaveLength(8);
+    expect((await client.repositoryIndex({ ready: true })).models).toHaveLength(11);
     await expectGrpcError(
       client.repositoryIndex({ repositoryName: "models" }),
       Code.Unimplemented,
