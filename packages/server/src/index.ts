@@ -36,6 +36,7 @@ export type {
   ModelState,
   VersionStatus,
 } from "./repository/model-manager.js";
+export type { ResourceLimit } from "./scheduler/rate-limiter.js";
 export type { ScheduledResult, Scheduler } from "./scheduler/scheduler.js";
 export {
   createServer,
