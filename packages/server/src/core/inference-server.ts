@@ -54,8 +54,10 @@ export const GALLEY_VERSION = "0.1.0";
 /** The protocol extensions implemented, in the order Triton lists them. */
 export const EXTENSIONS = [
   "classification",
+  "sequence",
   "model_repository",
   "model_repository(unload_dependents)",
+  "schedule_policy",
   "model_configuration",
   "binary_tensor_data",
   "parameters",
