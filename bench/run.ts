@@ -1,12 +1,13 @@
-// Both benchmarks, then one summary of the issue's targets. Informational: always exits 0.
+// All three benchmarks, then one summary of the issues' targets. Informational: always exits 0.
 // Run: npx tsx bench/run.ts [--reps=N] [--duration=S] [--samples=N]
+import { measureBatching } from "./batching.js";
 import { measureLatency } from "./latency.js";
 import { machineLine } from "./lib/setup.js";
 import { table } from "./lib/stats.js";
 import { measureThroughput } from "./throughput.js";
 
 console.log(`Galley benchmarks: ${machineLine()}`);
-const results = [...(await measureLatency()), ...(await measureThroughput())];
+const results = [...(await measureLatency()), ...(await measureThroughput()), ...(await measureBatching())];
 console.log("\nSummary against the issue's targets (median [min–max] over repetitions; PASS/MISS on the median)\n");
 console.log(
   table(
