@@ -4,7 +4,7 @@
 import { cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { initializer, model, node, OnnxType, tensorInfo } from "../../examples/scripts/onnx-builder.js";
+import { initializer, model, mulberry32, node, OnnxType, tensorInfo } from "../../examples/scripts/onnx-builder.js";
 import { REPOSITORY } from "./simple.js";
 
 export const MLP_IN = 1024;
@@ -18,18 +18,6 @@ export const INTRA_OP_THREADS = 2;
 export const BATCHED = "mlp_batched";
 /** The default scheduler: one request per execution. */
 export const UNBATCHED = "mlp_unbatched";
-
-/** mulberry32: a tiny seeded PRNG giving uniform numbers in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Uniform in ±sqrt(3 / fanIn), so activations keep a unit-ish scale through both layers. */
 function weights(random: () => number, count: number, fanIn: number): Float32Array {

@@ -12,7 +12,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { AttributeProto_AttributeType, NodeProtoSchema } from "onnx-buf";
-import { initializer, model, node, OnnxType, tensorInfo } from "./onnx-builder.js";
+import { initializer, model, mulberry32, node, OnnxType, tensorInfo } from "./onnx-builder.js";
 
 const REPOSITORY = fileURLToPath(new URL("../model_repository/", import.meta.url));
 
@@ -174,18 +174,6 @@ function simpleIdentity(): ModelFiles {
       inputs: [{ name: "INPUT0", dataType: "TYPE_STRING", dims: [-1] }],
       outputs: [{ name: "OUTPUT0", dataType: "TYPE_STRING", dims: [-1] }],
     }),
-  };
-}
-
-/** mulberry32: a tiny seeded PRNG giving uniform numbers in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 
