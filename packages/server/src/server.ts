@@ -1,3 +1,4 @@
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
@@ -9,6 +10,7 @@ import { InferenceServer } from "./core/inference-server.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { createHttpHandler, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
+import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
 import { type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 import { createLogger, type Logger } from "./log.js";
@@ -132,7 +134,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     async listen() {
       const addresses: ServerAddresses = {};
       if (grpc) {
-        const handler = connectNodeAdapter({
+        const connect = connectNodeAdapter({
           // Triton allows messages up to INT32_MAX bytes.
           readMaxBytes: 0x7fffffff,
           writeMaxBytes: 0x7fffffff,
@@ -141,6 +143,8 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
             router.service(Health, createHealthService(core));
           },
         });
+        const handler = (req: Http2ServerRequest, res: Http2ServerResponse) =>
+          isPlainModelInfer(req) ? serveModelInfer(core, grpc, req, res) : connect(req, res);
         const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port, grpc);
         listeners.push(listener);
         addresses.grpc = listener.address;

@@ -5,6 +5,7 @@ import {
   type LogSettingsRequest_SettingValue,
   LogSettingsResponseSchema,
   type ModelInferRequest,
+  type ModelInferResponse,
   type ModelStreamInferResponse,
   ModelStreamInferResponseSchema,
 } from "@galley/proto";
@@ -75,12 +76,7 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
     modelConfig: (req) => ({ config: server.modelConfig(req.name, req.version) }),
     modelStatistics: (req) => statisticsResponse(server.statistics(req.name, req.version)),
 
-    modelInfer: async (req, context) => {
-      if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-      const model = server.models.resolve(req.modelName, req.modelVersion);
-      if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
-      return responseToGrpc(await server.infer(requestFromGrpc(req, context.signal)));
-    },
+    modelInfer: (req, context) => inferUnary(server, req, context.signal),
 
     modelStreamInfer: (requests, context) => streamInfer(server, requests, context),
 
@@ -156,6 +152,34 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
   return wrap(impl, options);
 }
 
+/** `ModelInfer`'s semantics, shared by connect-node's route and the lean path in `unary-infer.ts`. */
+export async function inferUnary(
+  server: InferenceServer,
+  req: ModelInferRequest,
+  signal: AbortSignal,
+): Promise<ModelInferResponse> {
+  if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
+  const model = server.models.resolve(req.modelName, req.modelVersion);
+  if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
+  return responseToGrpc(await server.infer(requestFromGrpc(req, signal)));
+}
+
+/**
+ * The header a restricted RPC is missing (`--grpc-restricted-protocol`), or undefined when the
+ * call may go on. `rpc` is the method's local name, e.g. `modelInfer`.
+ */
+export function restrictedHeader(
+  options: GrpcFrontendOptions,
+  rpc: string,
+  header: (name: string) => string | null | undefined,
+): string | undefined {
+  const category = CATEGORY[rpc] ?? "";
+  const rule = options.restricted?.find((r) => r.protocols.includes(category));
+  if (!rule) return undefined;
+  const name = `triton-grpc-protocol-${rule.key}`;
+  return header(name) === rule.value ? undefined : name;
+}
+
 function typeName(kind: string | undefined): string {
   return { boolParam: "BOOL", int64Param: "INT", stringParam: "STRING", bytesParam: "BYTES" }[kind ?? ""] ?? "UNKNOWN";
 }
@@ -221,14 +245,9 @@ async function* streamInfer(
 function wrap(impl: Partial<Impl>, options: GrpcFrontendOptions): Partial<Impl> {
   const wrapped: Record<string, unknown> = {};
   for (const [name, handler] of Object.entries(impl)) {
-    const category = CATEGORY[name] ?? "";
-    const rule = options.restricted?.find((r) => r.protocols.includes(category));
     const check = (context: HandlerContext) => {
-      if (!rule) return;
-      const header = `triton-grpc-protocol-${rule.key}`;
-      if (context.requestHeader.get(header) !== rule.value) {
-        throw new InferenceError("RESTRICTED_GRPC", { header });
-      }
+      const header = restrictedHeader(options, name, (h) => context.requestHeader.get(h));
+      if (header) throw new InferenceError("RESTRICTED_GRPC", { header });
     };
     const fn = handler as (req: unknown, context: HandlerContext) => unknown;
     wrapped[name] =

@@ -1,0 +1,181 @@
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { type ModelInferResponse, ModelInferRequestSchema, ModelInferResponseSchema } from "@galley/proto";
+import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
+import { promisify } from "node:util";
+import { gunzip, inflate } from "node:zlib";
+import { InferenceError, toInferenceError } from "../../core/errors.js";
+import type { InferenceServer } from "../../core/inference-server.js";
+import { specPercentEncode } from "../listen.js";
+import { type GrpcFrontendOptions, inferUnary, restrictedHeader } from "./inference-service.js";
+
+/** The one RPC served without connect-node: it carries the tensors, so it is the one that must be lean. */
+export const MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer";
+
+/** Triton accepts messages up to INT32_MAX bytes. */
+const MAX_MESSAGE_BYTES = 0x7fffffff;
+/** `raw_output_contents` is field 6 of `ModelInferResponse`, length-delimited: tag (6 << 3) | 2. */
+const RAW_OUTPUT_TAG = 0x32;
+const DECOMPRESS: Record<string, (data: Uint8Array) => Promise<Uint8Array>> = {
+  gzip: promisify(gunzip),
+  deflate: promisify(inflate),
+};
+const UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
+
+/**
+ * Whether a request is a plain gRPC `ModelInfer` that {@link serveModelInfer} answers. gRPC-Web and
+ * Connect requests, and every other RPC, stay with connect-node.
+ */
+export function isPlainModelInfer(req: Http2ServerRequest): boolean {
+  if (req.method !== "POST" || req.url !== MODEL_INFER_PATH) return false;
+  const type = req.headers["content-type"];
+  return type === "application/grpc" || type === "application/grpc+proto";
+}
+
+/**
+ * `ModelInfer` straight on the HTTP/2 stream: one decode whose `raw_input_contents` are views of
+ * the received frame, the core's `infer`, and a response whose raw outputs are written after the
+ * encoded head as their own chunks (protobuf lets a repeated field come last), so no tensor is
+ * copied into an encoded message. connect-node costs several hundred microseconds of CPU per call
+ * here; this path keeps gRPC's semantics (deadlines, cancellation, compression, trailers-only
+ * errors, restricted-protocol headers) for this one RPC.
+ */
+export function serveModelInfer(
+  server: InferenceServer,
+  options: GrpcFrontendOptions,
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
+): void {
+  const stream = res.stream;
+  const headers = req.headers;
+  const contentType = headers["content-type"] as string;
+  const abort = new AbortController();
+  let answered = false;
+  const deadline = parseTimeout(headers["grpc-timeout"]);
+  const timer =
+    deadline === undefined
+      ? undefined
+      : setTimeout(() => {
+          abort.abort();
+          fail(4, "Deadline Exceeded");
+        }, deadline);
+  stream.once("close", () => {
+    clearTimeout(timer);
+    if (!answered) abort.abort();
+  });
+
+  function fail(code: number, message: string): void {
+    if (answered || stream.destroyed) return;
+    answered = true;
+    clearTimeout(timer);
+    // Trailers-only: the status travels in the one HEADERS frame.
+    stream.respond(
+      {
+        ":status": 200,
+        "content-type": contentType,
+        "grpc-status": String(code),
+        "grpc-message": specPercentEncode(message),
+      },
+      { endStream: true },
+    );
+  }
+
+  function succeed(response: ModelInferResponse): void {
+    if (answered || stream.destroyed) return;
+    answered = true;
+    clearTimeout(timer);
+    const raw = response.rawOutputContents;
+    response.rawOutputContents = [];
+    const head = toBinary(ModelInferResponseSchema, response);
+    const pieces: Uint8Array[] = [head];
+    let length = head.byteLength;
+    for (const bytes of raw) {
+      const prefix = fieldPrefix(bytes.byteLength);
+      pieces.push(prefix, bytes);
+      length += prefix.byteLength + bytes.byteLength;
+    }
+    const frame = Buffer.allocUnsafe(5);
+    frame[0] = 0;
+    frame.writeUInt32BE(length, 1);
+    // The compatibility response owns the stream's trailers; write through it.
+    res.writeHead(200, { "content-type": contentType });
+    res.addTrailers({ "grpc-status": "0" });
+    stream.cork();
+    res.write(frame);
+    for (const piece of pieces) res.write(piece);
+    res.end();
+    stream.uncork();
+  }
+
+  readMessage(stream, headers)
+    .then(async (bytes) => {
+      const header = restrictedHeader(options, "modelInfer", (name) => headerValue(headers, name));
+      if (header) throw new InferenceError("RESTRICTED_GRPC", { header });
+      const message = fromBinary(ModelInferRequestSchema, bytes);
+      succeed(await inferUnary(server, message, abort.signal));
+    })
+    .catch((error: unknown) => {
+      if (error instanceof GrpcStatus) return fail(error.code, error.message);
+      const failure = toInferenceError(error);
+      fail(failure.grpcCode, failure.message);
+    });
+}
+
+class GrpcStatus extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The request's one length-prefixed message, decompressed; a view of the received bytes when they came in one chunk. */
+async function readMessage(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<Uint8Array> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    total += chunk.byteLength;
+    if (total > MAX_MESSAGE_BYTES + 5) {
+      throw new GrpcStatus(8, `Received message larger than max (${total - 5} vs. ${MAX_MESSAGE_BYTES})`);
+    }
+    chunks.push(chunk);
+  }
+  const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total);
+  if (body.byteLength < 5) throw new GrpcStatus(13, "protocol error: missing message");
+  const length = body.readUInt32BE(1);
+  if (body.byteLength !== 5 + length) {
+    throw new GrpcStatus(13, body.byteLength < 5 + length ? "protocol error: incomplete message" : "protocol error: received extra input message for unary method");
+  }
+  const message = body.subarray(5);
+  if ((body[0] as number) & 1) {
+    const encoding = headerValue(headers, "grpc-encoding") ?? "identity";
+    const decompress = DECOMPRESS[encoding];
+    if (!decompress) throw new GrpcStatus(12, `Compression algorithm ${encoding} is not supported`);
+    return decompress(message);
+  }
+  return message;
+}
+
+function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** `grpc-timeout`: up to 8 digits and a unit (H, M, S, m, u, n), as milliseconds. */
+function parseTimeout(value: string | string[] | undefined): number | undefined {
+  if (typeof value !== "string") return undefined;
+  const match = /^(\d{1,8})([HMSmun])$/.exec(value);
+  if (!match) return undefined;
+  return Math.min(Number(match[1]) * (UNITS[match[2] as string] as number), 2_147_483_647);
+}
+
+function fieldPrefix(length: number): Uint8Array {
+  const out = [RAW_OUTPUT_TAG];
+  let n = length;
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return Uint8Array.from(out);
+}
