@@ -1,5 +1,5 @@
-// Generates the example model repository that `npm start` serves: Triton's example models simple,
-// simple_int8, simple_string and simple_identity, plus mlp_classifier (a small FP32 MLP), as ONNX
+// Generates the ONNX models of the example repository that `npm start` serves: Triton's example
+// models simple, simple_int8 and simple_string, plus mlp_classifier (a small FP32 MLP), as ONNX
 // files (opset 17, IR 8) with their config.pbtxt and, for mlp_classifier, labels.txt. The output is
 // byte-for-byte deterministic (weights come from a seeded PRNG), so rerunning only rewrites the same bytes:
 //
@@ -149,30 +149,6 @@ function simpleString(): ModelFiles {
       maxBatchSize: 8,
       inputs: configs(["INPUT0", "INPUT1"]),
       outputs: configs(["OUTPUT0", "OUTPUT1"]),
-    }),
-  };
-}
-
-/** simple_identity: OUTPUT0 = INPUT0 for a variable-length string tensor. */
-function simpleIdentity(): ModelFiles {
-  const name = "simple_identity";
-  return {
-    name,
-    onnx: model({
-      name,
-      doc: "OUTPUT0 = INPUT0 (strings of any length)",
-      inputs: [tensorInfo("INPUT0", OnnxType.STRING, [BATCH, "length"])],
-      outputs: [tensorInfo("OUTPUT0", OnnxType.STRING, [BATCH, "length"])],
-      nodes: [node("Identity", ["INPUT0"], ["OUTPUT0"])],
-    }),
-    config: configText({
-      comment: [
-        "OUTPUT0 = INPUT0: returns its string tensor unchanged, whatever its length (Triton's is a Python model).",
-      ],
-      name,
-      maxBatchSize: 8,
-      inputs: [{ name: "INPUT0", dataType: "TYPE_STRING", dims: [-1] }],
-      outputs: [{ name: "OUTPUT0", dataType: "TYPE_STRING", dims: [-1] }],
     }),
   };
 }
@@ -425,7 +401,6 @@ const models = [
   addSubModel("simple", OnnxType.INT32, "TYPE_INT32"),
   addSubModel("simple_int8", OnnxType.INT8, "TYPE_INT8"),
   simpleString(),
-  simpleIdentity(),
   mlpClassifier(),
   sequenceModel(false),
   sequenceModel(true),

@@ -10,6 +10,7 @@ import { InferenceServer } from "./core/inference-server.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { createHttpHandler, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
+import { createJsBackend } from "./backend/js/js-backend.js";
 import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
 import { type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
@@ -95,6 +96,7 @@ export interface GalleyServer {
 export function createServer(options: ServerOptions = {}): GalleyServer {
   const log = options.log ?? createLogger();
   const backends = new BackendRegistry([
+    createJsBackend({ log, inference: () => core }),
     createOnnxRuntimeBackend({
       log,
       ...(options.onnxDefaultMaxBatchSize ? { defaultMaxBatchSize: options.onnxDefaultMaxBatchSize } : {}),

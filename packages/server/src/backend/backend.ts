@@ -39,6 +39,8 @@ export interface BackendInstance {
 /** A loaded model version: its instances, and how to release them. */
 export interface BackendModel {
   readonly instances: readonly BackendInstance[];
+  /** The model's own readiness (a scripted model's `isReady()`); ready when absent. */
+  isReady?(): Promise<boolean>;
   unload(): Promise<void>;
 }
 

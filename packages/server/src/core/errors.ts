@@ -168,6 +168,10 @@ export const ERRORS = {
     "request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)",
   ],
   DECOUPLED_HTTP: ["UNSUPPORTED", "HTTP end point doesn't support models with decoupled transaction policy"],
+  DECOUPLED_INFER: [
+    "UNSUPPORTED",
+    "model '{model}' is decoupled: its responses can only be received as a stream (ModelStreamInfer, generate_stream, a streaming BLS call)",
+  ],
   DECOUPLED_GRPC: ["UNSUPPORTED", "ModelInfer RPC doesn't support models with decoupled transaction policy"],
   RESTRICTED_HTTP: ["UNAVAILABLE", "This API is restricted, expecting header '{header}'", 403],
   RESTRICTED_GRPC: ["UNAVAILABLE", "This protocol is restricted, expecting header '{header}'"],

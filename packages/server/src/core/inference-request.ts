@@ -23,6 +23,26 @@ export interface InferenceRequest {
   outputs: RequestedOutput[];
   /** Aborted when the client goes away; the request is then cancelled. */
   signal?: AbortSignal;
+  /**
+   * Where a decoupled model's backend sends the request's responses, zero or many, then one
+   * with `final`. The core sets it (see `InferenceServer.stream`); other models leave it unset.
+   */
+  responder?: Responder;
+}
+
+/** One response of a decoupled model: outputs (possibly none), an error, or nothing but the final flag. */
+export type DecoupledResponse = { outputs: Tensor[]; parameters: Parameters } | Error | undefined;
+
+/** Receives a decoupled request's responses; called once with `final: true`, never after it. */
+export type Responder = (response: DecoupledResponse, final: boolean) => void;
+
+/** One response of {@link InferenceServer.stream}. */
+export interface StreamedResponse {
+  response: InferenceResponse;
+  /** The request's last response. */
+  final: boolean;
+  /** A flag-only final: no response was produced, only the end of the request. */
+  empty: boolean;
 }
 
 /** A response: the outputs requested, in request order (or config order when none were named). */

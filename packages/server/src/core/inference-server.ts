@@ -7,7 +7,13 @@ import type { ModelManager } from "../repository/model-manager.js";
 import { now } from "../scheduler/scheduler.js";
 import { classify } from "./classification.js";
 import { InferenceError, toInferenceError } from "./errors.js";
-import type { InferenceRequest, InferenceResponse } from "./inference-request.js";
+import type {
+  DecoupledResponse,
+  InferenceRequest,
+  InferenceResponse,
+  Responder,
+  StreamedResponse,
+} from "./inference-request.js";
 import type { Tensor } from "./tensor.js";
 import { validateRequest } from "./validate-request.js";
 
@@ -176,6 +182,7 @@ export class InferenceServer {
   async infer(request: InferenceRequest): Promise<InferenceResponse> {
     const start = now();
     const model = this.models.resolve(request.modelName, request.modelVersion);
+    if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
     let batchSize: number;
     try {
       batchSize = validateRequest(request, model.config);
@@ -213,6 +220,88 @@ export class InferenceServer {
         failure.code === "CANCELLED" ? "CANCELED" : failure.id === "BACKEND_FAILED" ? "BACKEND" : "OTHER",
       );
       throw failure;
+    }
+  }
+
+  /**
+   * Run one inference on any model and yield its responses as they come: exactly one for a
+   * default-mode model, zero or many for a decoupled model (then a last one marked `final`,
+   * possibly `empty`). An error ends the iteration by throwing; leaving the loop early cancels
+   * a decoupled request.
+   *
+   * @throws {@link InferenceError} with Triton's code and message.
+   */
+  async *stream(request: InferenceRequest): AsyncGenerator<StreamedResponse> {
+    const model = this.models.resolve(request.modelName, request.modelVersion);
+    if (!model.decoupled) {
+      yield { response: await this.infer(request), final: true, empty: false };
+      return;
+    }
+    const start = now();
+    let batchSize: number;
+    try {
+      batchSize = validateRequest(request, model.config);
+    } catch (error) {
+      model.stats.recordFailure(now() - start, "OTHER");
+      throw error;
+    }
+    const queue: { response: DecoupledResponse; final: boolean }[] = [];
+    let wake: (() => void) | undefined;
+    let finished = false;
+    const abort = new AbortController();
+    const signal = request.signal ? AbortSignal.any([request.signal, abort.signal]) : abort.signal;
+    const responder: Responder = (response, final) => {
+      if (finished) return;
+      if (final) finished = true;
+      queue.push({ response, final });
+      wake?.();
+    };
+    let queueNs = 0n;
+    const scheduled = model.scheduler.enqueue({ ...request, signal, responder }, batchSize).then(
+      (result) => {
+        queueNs = result.queueNs;
+      },
+      (error: unknown) => responder(toInferenceError(error), true),
+    );
+    let done = false;
+    try {
+      while (true) {
+        const next = queue.shift();
+        if (!next) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          wake = undefined;
+          continue;
+        }
+        const { response, final } = next;
+        if (response instanceof Error) throw toInferenceError(response);
+        const outputs = response ? this.#shapeOutputs(request, model, response.outputs, batchSize) : [];
+        yield {
+          response: {
+            modelName: model.name,
+            modelVersion: String(model.version),
+            id: request.id,
+            parameters: response?.parameters ?? {},
+            outputs,
+          },
+          final,
+          empty: response === undefined,
+        };
+        if (final) {
+          done = true;
+          await scheduled;
+          model.stats.recordSuccess(now() - start, queueNs);
+          return;
+        }
+      }
+    } catch (error) {
+      const failure = toInferenceError(error);
+      model.stats.recordFailure(now() - start, failure.code === "CANCELLED" ? "CANCELED" : "BACKEND");
+      throw failure;
+    } finally {
+      // Leaving early (the consumer stopped listening) cancels the request.
+      if (!done) abort.abort();
     }
   }
 

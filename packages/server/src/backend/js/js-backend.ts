@@ -1,0 +1,154 @@
+import { access } from "node:fs/promises";
+import { join } from "node:path";
+import { Worker } from "node:worker_threads";
+import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
+import type { ModelConfig } from "@galley/proto";
+import type { Logger } from "../../log.js";
+import type { Backend, BackendModel } from "../backend.js";
+import { type InferencePath, JS_WORKER_URL, JsInstance } from "./js-instance.js";
+import type { FromWorker, ToWorker } from "./js-messages.js";
+
+/** Files a version folder may hold the model in, in the order they are looked for. */
+export const JS_MODEL_FILES: readonly string[] = ["model.js", "model.mjs", "model.ts"];
+
+/** Options for {@link createJsBackend}. */
+export interface JsBackendOptions {
+  log: Logger;
+  /** The server's inference path, for BLS calls (the core; given late because it is built after the backends). */
+  inference: () => InferencePath;
+}
+
+/**
+ * The `js` backend: scripted models in JavaScript or TypeScript, one worker thread per instance
+ * (see `src/model/api.ts` for what a model implements). Parameters (`parameters { key: ... }`):
+ * `memory_limit_mb` (the worker's heap limit; exceeding it restarts the instance) and
+ * `execute_timeout_ms` (an execute that runs longer restarts the instance).
+ */
+export function createJsBackend(options: JsBackendOptions): Backend {
+  return {
+    name: "js",
+
+    async autoComplete(config, modelPath, version) {
+      const file = await findModelFile(modelPath, version, config);
+      if (!file) return undefined;
+      const completed = await runAutoComplete(file, config);
+      if (typeof completed === "string") {
+        return { config, diagnostics: [{ path: "", message: `unable to auto-complete model '${config.name}': ${completed}` }], notes: [] };
+      }
+      return { config: completed, diagnostics: [], notes: ["autoCompleteConfig"] };
+    },
+
+    async load(context): Promise<BackendModel> {
+      const { config } = context;
+      const file = await findModelFile(context.modelPath, context.version, config);
+      if (!file) {
+        const names = config.defaultModelFilename ? [config.defaultModelFilename] : JS_MODEL_FILES;
+        throw new Error(
+          `unable to find ${names.map((n) => `'${join(context.versionPath, n)}'`).join(" or ")} for model '${config.name}'`,
+        );
+      }
+      const parameter = (key: string) => {
+        const value = config.parameters[key]?.stringValue;
+        return value !== undefined && /^\d+$/.test(value) ? Number(value) : undefined;
+      };
+      const memoryLimitMb = parameter("memory_limit_mb");
+      const executeTimeoutMs = parameter("execute_timeout_ms");
+      const modelConfig = JSON.stringify(toModelConfigJson(config));
+      const groups = config.instanceGroup.length > 0 ? config.instanceGroup : [];
+      const specs = groups.flatMap((group) =>
+        Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
+          name: `${group.name}_${i}`,
+          kind: group.kind === 2 ? "GPU" : group.kind === 3 ? "MODEL" : "CPU",
+          device: String(group.gpus[i % Math.max(1, group.gpus.length)] ?? 0),
+          rateLimiter: group.rateLimiter,
+          passive: group.passive,
+        })),
+      );
+      const started = await Promise.allSettled(
+        specs.map((spec) =>
+          JsInstance.start({
+            name: spec.name,
+            init: {
+              kind: "init",
+              file,
+              decoupled: config.modelTransactionPolicy?.decoupled ?? false,
+              outputs: config.output.map((o) => o.name),
+              args: {
+                model_config: modelConfig,
+                model_instance_kind: `KIND_${spec.kind}`,
+                model_instance_name: spec.name,
+                model_instance_device_id: spec.device,
+                model_repository: context.modelPath,
+                model_version: String(context.version),
+                model_name: config.name,
+              },
+            },
+            ...(memoryLimitMb ? { memoryLimitMb } : {}),
+            ...(executeTimeoutMs ? { executeTimeoutMs } : {}),
+            ...(spec.rateLimiter ? { rateLimiter: spec.rateLimiter } : {}),
+            inference: options.inference,
+            log: options.log,
+          }),
+        ),
+      );
+      const opened = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+      const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+      if (failed) {
+        await Promise.all(opened.map((i) => i.close()));
+        throw new Error(`unable to load model '${config.name}': ${(failed.reason as Error).message}`);
+      }
+      return {
+        instances: opened.filter((_, i) => !specs[i]?.passive),
+        async isReady() {
+          const answers = await Promise.all(opened.map((i) => i.isReady()));
+          return answers.every(Boolean);
+        },
+        async unload() {
+          await Promise.all(opened.map((i) => i.close()));
+        },
+      };
+    },
+  };
+}
+
+/** The model file: `default_model_filename`, else the first of {@link JS_MODEL_FILES} that exists. */
+async function findModelFile(modelPath: string, version: number, config: ModelConfig): Promise<string | undefined> {
+  const names = config.defaultModelFilename ? [config.defaultModelFilename] : JS_MODEL_FILES;
+  for (const name of names) {
+    const path = join(modelPath, String(version), name);
+    if (
+      await access(path).then(
+        () => true,
+        () => false,
+      )
+    ) {
+      return path;
+    }
+  }
+  return undefined;
+}
+
+/** Call the class's static `autoCompleteConfig` in a throw-away worker, as Triton does in a throw-away interpreter. */
+function runAutoComplete(file: string, config: ModelConfig): Promise<ModelConfig | string> {
+  const worker = new Worker(JS_WORKER_URL, { name: `js:${config.name}_autocomplete` });
+  return new Promise<ModelConfig | string>((resolve) => {
+    worker.on("message", (message: FromWorker) => {
+      if (message.kind !== "auto-completed") return;
+      if (message.error !== undefined) resolve(message.error);
+      else {
+        try {
+          resolve(fromModelConfigJson(message.config as never));
+        } catch (error) {
+          resolve((error as Error).message);
+        }
+      }
+    });
+    worker.on("error", (error) => resolve(error.message));
+    worker.on("exit", (code) => resolve(`the auto-complete worker exited with code ${code}`));
+    worker.postMessage({
+      kind: "auto-complete",
+      file,
+      config: toModelConfigJson(config) as Record<string, unknown>,
+    } satisfies ToWorker);
+  }).finally(() => void worker.terminate());
+}

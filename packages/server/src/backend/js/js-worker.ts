@@ -1,0 +1,351 @@
+// Worker thread of one scripted-model instance: loads the model module, runs initialize /
+// execute / finalize, and bridges response senders, cancellation and BLS calls to the main
+// thread. A throw here fails requests; anything that kills the thread is the main side's concern.
+import { AsyncLocalStorage } from "node:async_hooks";
+import { pathToFileURL } from "node:url";
+import { parentPort } from "node:worker_threads";
+import type {
+  BlsRequest,
+  BlsResponse,
+  InputTensor,
+  Model,
+  ModelContext,
+  Request,
+  Response,
+  ResponseSender,
+} from "../../model/api.js";
+import { toWireTensor, wireError, wrapTensor } from "./js-tensors.js";
+import {
+  type FromWorker,
+  type InitMessage,
+  type ToWorker,
+  transferList,
+  type WireBlsResponse,
+  type WireRequest,
+  type WireResponse,
+} from "./js-messages.js";
+
+const port = parentPort;
+if (!port) throw new Error("js-worker must run in a worker thread");
+
+function post(message: FromWorker, transfer: Set<ArrayBuffer> = new Set()): void {
+  try {
+    port?.postMessage(message, [...transfer]);
+  } catch {
+    // A buffer that cannot move (Node's Buffer pool, memory the model keeps) is copied instead.
+    port?.postMessage(message);
+  }
+}
+
+let model: Model | undefined;
+let decoupled = false;
+let modelOutputs: string[] = [];
+/** Requests not yet finished, by key: cancellation and late sends find them here. */
+const open = new Map<number, { controller: AbortController; finished: boolean }>();
+/** The keys of the batch being executed, for BLS calls that name no signal. */
+const batchKeys = new AsyncLocalStorage<number[]>();
+
+const log = (level: "info" | "warn" | "error" | "verbose") => (message: string) =>
+  post({ kind: "log", level, message: String(message) });
+
+// ---- BLS -----------------------------------------------------------------------------------
+
+interface Call {
+  push(response: WireBlsResponse | undefined, error: Error | undefined, final: boolean): void;
+}
+const calls = new Map<number, Call>();
+let nextCall = 1;
+
+function blsMessage(request: BlsRequest, stream: boolean) {
+  const call = nextCall++;
+  const parameters = { ...(request.parameters ?? {}) };
+  if (request.priority !== undefined) parameters.priority = request.priority;
+  if (request.timeoutMicroseconds !== undefined) parameters.timeout = request.timeoutMicroseconds;
+  // Copied, not moved: the model usually still holds these tensors (its own inputs, say).
+  const inputs = request.inputs.map((t) => {
+    const wire = toWireTensor(t);
+    return { ...wire, data: wire.data.slice() };
+  });
+  const message: FromWorker = {
+    kind: "bls",
+    call,
+    stream,
+    parents: request.signal ? [] : (batchKeys.getStore() ?? []),
+    request: {
+      model: request.model,
+      version: request.version ?? "",
+      id: request.id ?? "",
+      inputs,
+      outputs: [...(request.outputs ?? [])],
+      parameters,
+    },
+  };
+  return { call, message, transfer: transferList(inputs) };
+}
+
+function blsResponse(wire: WireBlsResponse): BlsResponse {
+  const outputs = wire.outputs.map(wrapTensor);
+  return {
+    modelName: wire.modelName,
+    modelVersion: wire.modelVersion,
+    id: wire.id,
+    parameters: wire.parameters,
+    outputs,
+    output: (name) => outputs.find((o) => o.name === name),
+  };
+}
+
+function blsError(error: { message: string; code?: string }): Error {
+  return Object.assign(new Error(error.message), { code: error.code ?? "INTERNAL" });
+}
+
+const context: ModelContext = {
+  infer(request) {
+    const { call, message, transfer } = blsMessage(request, false);
+    return new Promise<BlsResponse>((resolve, reject) => {
+      const onAbort = () => post({ kind: "bls-cancel", call });
+      request.signal?.addEventListener("abort", onAbort, { once: true });
+      calls.set(call, {
+        push(response, error) {
+          calls.delete(call);
+          request.signal?.removeEventListener("abort", onAbort);
+          if (error || !response) reject(error ?? new Error("BLS call ended without a response"));
+          else resolve(blsResponse(response));
+        },
+      });
+      post(message, transfer);
+    });
+  },
+
+  stream(request) {
+    return {
+      [Symbol.asyncIterator]() {
+        const { call, message, transfer } = blsMessage(request, true);
+        const ready: { response?: WireBlsResponse; error?: Error; final: boolean }[] = [];
+        let wake: (() => void) | undefined;
+        let ended = false;
+        const onAbort = () => post({ kind: "bls-cancel", call });
+        request.signal?.addEventListener("abort", onAbort, { once: true });
+        calls.set(call, {
+          push(response, error, final) {
+            ready.push({ ...(response ? { response } : {}), ...(error ? { error } : {}), final });
+            if (final || error) calls.delete(call);
+            wake?.();
+          },
+        });
+        post(message, transfer);
+        const finish = () => {
+          ended = true;
+          request.signal?.removeEventListener("abort", onAbort);
+        };
+        return {
+          async next(): Promise<IteratorResult<BlsResponse>> {
+            while (!ended) {
+              const item = ready.shift();
+              if (!item) {
+                await new Promise<void>((resolve) => {
+                  wake = resolve;
+                });
+                wake = undefined;
+                continue;
+              }
+              if (item.error) {
+                finish();
+                throw item.error;
+              }
+              if (item.final) finish();
+              if (item.response) return { value: blsResponse(item.response), done: false };
+            }
+            return { value: undefined, done: true };
+          },
+          async return(): Promise<IteratorResult<BlsResponse>> {
+            if (!ended) {
+              finish();
+              calls.delete(call);
+              post({ kind: "bls-cancel", call });
+            }
+            return { value: undefined, done: true };
+          },
+        };
+      },
+    };
+  },
+
+  log: { info: log("info"), warn: log("warn"), error: log("error"), verbose: log("verbose") },
+};
+
+// ---- requests and responses ----------------------------------------------------------------
+
+function wireResponse(response: Response | undefined, requested: readonly string[]): WireResponse {
+  if (!response) return { outputs: [], parameters: {}, error: { message: "execute returned no response for a request" } };
+  if (response.error !== undefined) return { outputs: [], parameters: {}, error: wireError(response.error) };
+  const wanted = new Set(requested);
+  try {
+    const outputs = (response.outputs ?? []).filter((o) => wanted.has(o.name)).map(toWireTensor);
+    return { outputs, parameters: { ...(response.parameters ?? {}) } };
+  } catch (error) {
+    return { outputs: [], parameters: {}, error: wireError(error) };
+  }
+}
+
+function makeRequest(wire: WireRequest): Request {
+  const inputs: InputTensor[] = wire.inputs.map(wrapTensor);
+  const controller = new AbortController();
+  const state = { controller, finished: false };
+  open.set(wire.key, state);
+  if (wire.cancelled) controller.abort();
+  const requested = wire.outputs.length > 0 ? wire.outputs : modelOutputs;
+  const sender: ResponseSender = {
+    send(response?: Response, options?: { final?: boolean }) {
+      if (state.finished) throw new Error("the request already received its final response");
+      const final = options?.final ?? false;
+      if (final) {
+        state.finished = true;
+        open.delete(wire.key);
+      }
+      if (!response && !final) return;
+      const wire2 = response ? wireResponse(response, requested) : undefined;
+      post(
+        { kind: "send", key: wire.key, ...(wire2 ? { response: wire2 } : {}), final },
+        wire2 ? transferList(wire2.outputs) : new Set(),
+      );
+    },
+    isCancelled: () => controller.signal.aborted,
+  };
+  return {
+    id: wire.id,
+    modelName: wire.modelName,
+    modelVersion: wire.modelVersion,
+    correlationId: wire.correlationId,
+    flags: wire.flags,
+    parameters: wire.parameters,
+    inputs,
+    requestedOutputNames: requested,
+    input: (name) => inputs.find((t) => t.name === name),
+    signal: controller.signal,
+    isCancelled: () => controller.signal.aborted,
+    responseSender: () => sender,
+  };
+}
+
+async function execute(batch: number, wires: WireRequest[]): Promise<void> {
+  const current = model;
+  if (!current) {
+    post({ kind: "executed", batch, error: { message: "the model is not initialized" } });
+    return;
+  }
+  const requests = wires.map(makeRequest);
+  try {
+    const result = await batchKeys.run(
+      wires.map((w) => w.key),
+      () => current.execute(requests, context),
+    );
+    if (decoupled) {
+      post({ kind: "executed", batch });
+      return;
+    }
+    for (const wire of wires) open.delete(wire.key);
+    if (!Array.isArray(result) || result.length !== requests.length) {
+      const got = Array.isArray(result) ? `${result.length} responses` : String(result);
+      throw new Error(`execute must return one response per request: expected ${requests.length}, got ${got}`);
+    }
+    const responses = result.map((r: Response, i) => wireResponse(r, requests[i]?.requestedOutputNames ?? []));
+    const transfer = new Set<ArrayBuffer>();
+    for (const r of responses) transferList(r.outputs, transfer);
+    post({ kind: "executed", batch, responses }, transfer);
+  } catch (error) {
+    for (const wire of wires) {
+      if (!decoupled) open.delete(wire.key);
+    }
+    post({ kind: "executed", batch, error: wireError(error) });
+  }
+}
+
+// ---- lifecycle -----------------------------------------------------------------------------
+
+type ModelModule = { default?: unknown };
+
+async function importModel(file: string): Promise<unknown> {
+  let loaded: ModelModule;
+  if (/\.[cm]?ts$/.test(file)) {
+    // TypeScript is transpiled on import by tsx's loader (relative imports included).
+    const { tsImport } = await import("tsx/esm/api");
+    loaded = (await tsImport(pathToFileURL(file).href, import.meta.url)) as ModelModule;
+  } else {
+    loaded = (await import(pathToFileURL(file).href)) as ModelModule;
+  }
+  // A CommonJS module's `module.exports.default` arrives one level down.
+  let exported = loaded.default;
+  if (exported && typeof exported === "object" && "default" in exported) {
+    exported = (exported as ModelModule).default;
+  }
+  if (exported === undefined) throw new Error(`${file} has no default export (the model class)`);
+  return exported;
+}
+
+function instantiate(exported: unknown): Model {
+  const candidate: unknown =
+    typeof exported === "function" ? new (exported as new () => unknown)() : (exported as unknown);
+  if (!candidate || typeof (candidate as Model).execute !== "function") {
+    throw new Error("the model's default export must be a class or an object with an execute(requests) method");
+  }
+  return candidate as Model;
+}
+
+async function initialize(message: InitMessage): Promise<void> {
+  try {
+    decoupled = message.decoupled;
+    modelOutputs = message.outputs;
+    const created = instantiate(await importModel(message.file));
+    await created.initialize?.(message.args as never, context);
+    model = created;
+    post({ kind: "initialized" });
+  } catch (error) {
+    post({ kind: "init-failed", message: (error as Error)?.message ?? String(error) });
+  }
+}
+
+port.on("message", (message: ToWorker) => {
+  switch (message.kind) {
+    case "init":
+      void initialize(message);
+      return;
+    case "execute":
+      void execute(message.batch, message.requests);
+      return;
+    case "cancel":
+      open.get(message.key)?.controller.abort();
+      return;
+    case "bls-reply": {
+      const error = message.error ? blsError(message.error) : undefined;
+      calls.get(message.call)?.push(message.response, error, message.final);
+      return;
+    }
+    case "is-ready":
+      void Promise.resolve()
+        .then(() => model?.isReady?.() ?? model !== undefined)
+        .then(
+          (ready) => post({ kind: "ready", probe: message.probe, ready: Boolean(ready) }),
+          () => post({ kind: "ready", probe: message.probe, ready: false }),
+        );
+      return;
+    case "auto-complete":
+      void importModel(message.file)
+        .then((exported) => {
+          const hook = (exported as { autoCompleteConfig?: (c: unknown) => unknown }).autoCompleteConfig;
+          const config = hook ? hook.call(exported, structuredClone(message.config)) : message.config;
+          return Promise.resolve(config);
+        })
+        .then(
+          (config) => post({ kind: "auto-completed", config: config as Record<string, unknown> }),
+          (error: unknown) => post({ kind: "auto-completed", error: (error as Error)?.message ?? String(error) }),
+        );
+      return;
+    case "finalize":
+      void Promise.resolve()
+        .then(() => model?.finalize?.())
+        .catch((error: unknown) => log("error")(`finalize failed: ${(error as Error)?.message ?? String(error)}`))
+        .finally(() => post({ kind: "finalized" }));
+      return;
+  }
+});

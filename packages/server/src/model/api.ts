@@ -1,0 +1,198 @@
+/**
+ * The API of scripted models (`backend: "js"`), Galley's counterpart of Triton's Python backend.
+ * A model is a module in the version folder (`model.js`, `model.mjs` or `model.ts`) whose default
+ * export is a class (or an object) implementing {@link Model}. Each instance of the model runs in
+ * its own worker thread. Everything here is a type: a model needs no import at run time, only
+ * `import type { ... } from "@galley/server/model"`.
+ *
+ * @packageDocumentation
+ */
+
+/** A KServe v2 datatype. */
+export type DataType =
+  | "BOOL"
+  | "UINT8"
+  | "UINT16"
+  | "UINT32"
+  | "UINT64"
+  | "INT8"
+  | "INT16"
+  | "INT32"
+  | "INT64"
+  | "FP16"
+  | "FP32"
+  | "FP64"
+  | "BF16"
+  | "BYTES";
+
+/** A request, response or BLS parameter value. */
+export type ParameterValue = string | number | bigint | boolean;
+
+/** Data a model may give for an output: typed values, raw little-endian bytes, or BYTES elements. */
+export type TensorData =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
+  | BigInt64Array
+  | Float32Array
+  | Float64Array
+  | readonly (string | Uint8Array)[];
+
+/** An output tensor as a model returns it. `data`'s element count must match `shape`. */
+export interface OutputTensor {
+  name: string;
+  datatype: DataType;
+  shape: readonly number[];
+  data: TensorData;
+}
+
+/**
+ * A tensor as a model receives it: a view of the bytes that arrived (moved into the worker, not
+ * copied), with typed accessors that view the same memory.
+ */
+export interface InputTensor {
+  readonly name: string;
+  readonly datatype: DataType;
+  readonly shape: readonly number[];
+  /** The raw bytes: little-endian, row-major; BYTES elements 4-byte-length-prefixed. */
+  readonly data: Uint8Array;
+  /** The elements as the typed array of the datatype (a view when aligned). @throws for BYTES. */
+  typed(): Exclude<TensorData, Uint8Array | readonly (string | Uint8Array)[]> | Uint8Array;
+  /** BYTES elements as byte views (no copies). @throws for other datatypes. */
+  bytes(): Uint8Array[];
+  /** BYTES elements decoded as UTF-8. @throws for other datatypes. */
+  strings(): string[];
+}
+
+/** A response: outputs (those the request asked for are returned), parameters, or an error. */
+export interface Response {
+  outputs?: readonly OutputTensor[];
+  parameters?: Record<string, ParameterValue>;
+  /** Fails this request only (Triton's `InferenceResponse(error=...)`). */
+  error?: Error | string;
+}
+
+/** Sends a decoupled model's responses for one request; zero or many, then one marked final. */
+export interface ResponseSender {
+  /**
+   * Send a response; `final: true` ends the request. `send(undefined, { final: true })` ends it
+   * without a response (a flag-only final, which clients get only if they asked for it).
+   */
+  send(response?: Response, options?: { final?: boolean }): void;
+  /** Whether the client has cancelled the request. */
+  isCancelled(): boolean;
+}
+
+/** One request handed to `execute`. */
+export interface Request {
+  /** The client's request id (may be empty). */
+  readonly id: string;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  /** The sequence's correlation id (0 when the request is not part of a sequence). */
+  readonly correlationId: bigint | string;
+  /** SEQUENCE_START = 1, SEQUENCE_END = 2. */
+  readonly flags: number;
+  readonly parameters: Readonly<Record<string, ParameterValue>>;
+  readonly inputs: readonly InputTensor[];
+  /** The outputs the client asked for (every output of the model when it named none). */
+  readonly requestedOutputNames: readonly string[];
+  /** The input of that name, if the request has it. */
+  input(name: string): InputTensor | undefined;
+  /** Aborted when the client cancels the request (gRPC cancel, closed stream, dropped connection). */
+  readonly signal: AbortSignal;
+  isCancelled(): boolean;
+  /** The response sender (decoupled models; a default-mode model may send exactly one final response). */
+  responseSender(): ResponseSender;
+}
+
+/** A request a model sends to another model (BLS). */
+export interface BlsRequest {
+  model: string;
+  /** Empty or absent: the highest ready version. */
+  version?: string;
+  id?: string;
+  inputs: readonly OutputTensor[];
+  /** Outputs to return; all when absent. */
+  outputs?: readonly string[];
+  parameters?: Record<string, ParameterValue>;
+  /** `priority` (1 is highest), as a client would set it. */
+  priority?: number;
+  /** Queue timeout in microseconds, as a client would set it. */
+  timeoutMicroseconds?: number;
+  /**
+   * Cancels the call. By default the call is cancelled when every request of the batch that is
+   * executing when it was made has been cancelled.
+   */
+  signal?: AbortSignal;
+}
+
+/** A BLS response: its outputs by name, read like inputs. */
+export interface BlsResponse {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id: string;
+  readonly parameters: Readonly<Record<string, ParameterValue>>;
+  readonly outputs: readonly InputTensor[];
+  output(name: string): InputTensor | undefined;
+}
+
+/** What a model can do besides computing: call other models, log. */
+export interface ModelContext {
+  /** Call any loaded model, ensembles included, and await its one response. Errors are thrown. */
+  infer(request: BlsRequest): Promise<BlsResponse>;
+  /** Call a model (typically decoupled) and iterate over its responses; `break` cancels the call. */
+  stream(request: BlsRequest): AsyncIterable<BlsResponse>;
+  log: {
+    info(message: string): void;
+    warn(message: string): void;
+    error(message: string): void;
+    verbose(message: string): void;
+  };
+}
+
+/** What `initialize` receives, as the Python backend's `args` (every value a string). */
+export interface InitializeArgs {
+  /** The final model configuration as Triton's JSON. */
+  model_config: string;
+  model_instance_kind: string;
+  model_instance_name: string;
+  model_instance_device_id: string;
+  model_repository: string;
+  model_version: string;
+  model_name: string;
+}
+
+/** A model config in Triton's JSON form (what `GET /v2/models/<m>/config` returns). */
+export type ModelConfigJson = Record<string, unknown>;
+
+/**
+ * A scripted model. `execute` gets a batch of requests (one unless the config batches) and, in
+ * default mode, returns one {@link Response} per request in order. A decoupled model
+ * (`model_transaction_policy { decoupled: true }`) sends through each request's
+ * {@link Request.responseSender} instead and returns nothing; it may keep sending after
+ * `execute` has returned.
+ *
+ * A class may also have a static `autoCompleteConfig(config: ModelConfigJson): ModelConfigJson`,
+ * called once at load (unless `--disable-auto-complete-config`) to fill in the config.
+ */
+export interface Model {
+  initialize?(args: InitializeArgs, context: ModelContext): void | Promise<void>;
+  execute(
+    requests: readonly Request[],
+    context: ModelContext,
+  ): readonly Response[] | undefined | void | Promise<readonly Response[] | undefined | void>;
+  finalize?(): void | Promise<void>;
+  /** Consulted by the model readiness endpoints. */
+  isReady?(): boolean | Promise<boolean>;
+}
+
+/** An error with Triton's status for a failed request (the Python backend's `TritonError`). */
+export interface ModelErrorLike extends Error {
+  /** `INVALID_ARG`, `NOT_FOUND`, `UNAVAILABLE`, `UNSUPPORTED`, `ALREADY_EXISTS`, `CANCELLED`, `INTERNAL` (default), `UNKNOWN`. */
+  code?: string;
+}
