@@ -51,7 +51,7 @@ function toNumbers(tensor: Tensor, count: number): number[] {
   const ArrayType = info?.array;
   if (!ArrayType) return [];
   const aligned = tensor.data.byteOffset % (info.byteSize || 1) === 0;
-  const bytes = aligned ? tensor.data : tensor.data.slice();
+  const bytes = aligned ? tensor.data : new Uint8Array(tensor.data);
   const view = new ArrayType(bytes.buffer as ArrayBuffer, bytes.byteOffset, count);
   return ArrayType === BigInt64Array || ArrayType === BigUint64Array
     ? [...(view as BigInt64Array)].map(Number)

@@ -77,13 +77,14 @@ function fromWire(wire: WireTensor): Tensor {
 
 /**
  * A tensor for a worker and the buffer to move with it: a movable tensor's buffer moves (no copy);
- * any other tensor is copied once, just its bytes (cloning a view would clone its whole buffer).
+ * any other tensor is copied once, just its bytes (cloning a view would clone its whole buffer;
+ * `new Uint8Array(view)` copies, where a Node Buffer's `slice` would return a view).
  */
 function toWorker(tensor: Tensor, transfer: Set<ArrayBuffer>): WireTensor {
   let data = tensor.data;
   if (tensor.movable && data.buffer instanceof ArrayBuffer) transfer.add(data.buffer);
   else {
-    data = data.slice();
+    data = new Uint8Array(data);
     transfer.add(data.buffer as ArrayBuffer);
   }
   return { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape, data };

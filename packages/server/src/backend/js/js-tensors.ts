@@ -1,6 +1,6 @@
 // Tensors inside a scripted model's worker: wire tensors wrapped with typed accessors (views, no
 // copies), and what a model returns turned back into wire tensors.
-import { datatype } from "../../core/datatype.js";
+import { elementType as datatype } from "../../core/element-types.js";
 import { bytesElements, elementCount, encodeBytesElements } from "../../core/tensor.js";
 import type { DataType, InputTensor, OutputTensor } from "../../model/api.js";
 import type { WireError, WireTensor } from "./js-messages.js";
@@ -23,7 +23,7 @@ export function wrapTensor(wire: WireTensor): InputTensor {
       const count = data.byteLength / info.byteSize;
       if (data.byteOffset % info.byteSize === 0) return new ArrayType(data.buffer as ArrayBuffer, data.byteOffset, count);
       // Unaligned bytes (a slice of a larger message) cannot be viewed: copy once.
-      return new ArrayType(data.slice().buffer, 0, count);
+      return new ArrayType(new Uint8Array(data).buffer, 0, count);
     },
     bytes() {
       if (wire.datatype !== "BYTES") throw new Error(`tensor '${wire.name}' is ${wire.datatype}, not BYTES`);

@@ -64,7 +64,7 @@ function blsMessage(request: BlsRequest, stream: boolean) {
   // Copied, not moved: the model usually still holds these tensors (its own inputs, say).
   const inputs = request.inputs.map((t) => {
     const wire = toWireTensor(t);
-    return { ...wire, data: wire.data.slice() };
+    return { ...wire, data: new Uint8Array(wire.data) };
   });
   const message: FromWorker = {
     kind: "bls",

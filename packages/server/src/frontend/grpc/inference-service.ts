@@ -6,6 +6,7 @@ import {
   LogSettingsResponseSchema,
   type ModelInferRequest,
   type ModelInferResponse,
+  ModelInferResponseSchema,
   type ModelStreamInferResponse,
   ModelStreamInferResponseSchema,
 } from "@galley/proto";
@@ -185,48 +186,109 @@ function typeName(kind: string | undefined): string {
 }
 
 /**
- * ModelStreamInfer: requests are served concurrently and each response (or error) is sent when
- * it is ready; an error answers that request only and the stream goes on.
+ * ModelStreamInfer (PROTOCOL.md §9.1): requests on one stream are served concurrently. A
+ * default-mode model's response is written in the order the requests arrived; a decoupled
+ * model's responses are written as they are produced. Every response carries
+ * `triton_final_response`; a flag-only final is sent only to a request that set
+ * `triton_enable_empty_final_response`. An error answers its request only, unless the stream was
+ * opened with the `triton_grpc_error: true` header: then the first error ends the stream with its
+ * status.
  */
 async function* streamInfer(
   server: InferenceServer,
   requests: AsyncIterable<ModelInferRequest>,
   context: HandlerContext,
 ): AsyncGenerator<ModelStreamInferResponse> {
+  const closeOnError = context.requestHeader.get("triton_grpc_error") === "true";
+  /** Default-mode responses wait here for the requests before them; decoupled ones do not. */
+  const slots: { message?: ModelStreamInferResponse }[] = [];
   const ready: ModelStreamInferResponse[] = [];
+  let fatal: unknown;
   let wake: (() => void) | undefined;
   let pending = 0;
   let inputDone = false;
-  const push = (message: ModelStreamInferResponse) => {
-    ready.push(message);
-    wake?.();
+  const notify = () => wake?.();
+  const flushSlots = () => {
+    while (slots.length > 0 && slots[0]?.message) ready.push((slots.shift() as { message: ModelStreamInferResponse }).message);
+    notify();
   };
+  const final = (value: boolean) => ({ triton_final_response: { parameterChoice: { case: "boolParam" as const, value } } });
+
+  const serve = async (req: ModelInferRequest) => {
+    let decoupled = false;
+    let slot: { message?: ModelStreamInferResponse } | undefined;
+    try {
+      if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
+      decoupled = server.models.resolve(req.modelName, req.modelVersion).decoupled;
+      if (!decoupled) {
+        slot = {};
+        slots.push(slot);
+      }
+      const emptyFinal = req.parameters.triton_enable_empty_final_response?.parameterChoice;
+      const wantEmptyFinal = emptyFinal?.case === "boolParam" && emptyFinal.value;
+      const request = requestFromGrpc(req, context.signal);
+      for await (const item of server.stream(request)) {
+        if (item.empty && !wantEmptyFinal) continue;
+        const response = item.empty
+          ? create(ModelInferResponseSchema, { id: req.id, modelName: item.response.modelName, modelVersion: item.response.modelVersion })
+          : responseToGrpc(item.response);
+        Object.assign(response.parameters, final(item.final));
+        const message = create(ModelStreamInferResponseSchema, { inferResponse: response });
+        if (slot) {
+          slot.message = message;
+          flushSlots();
+        } else {
+          ready.push(message);
+          notify();
+        }
+      }
+    } catch (error) {
+      if (closeOnError) {
+        fatal ??= error;
+        notify();
+        return;
+      }
+      const failure = toInferenceError(error);
+      const message = create(ModelStreamInferResponseSchema, {
+        errorMessage: failure.message,
+        inferResponse: {
+          id: req.id,
+          modelName: req.modelName,
+          modelVersion: req.modelVersion,
+          ...(decoupled ? { parameters: final(true) } : {}),
+        },
+      });
+      if (slot) {
+        slot.message = message;
+        flushSlots();
+      } else {
+        ready.push(message);
+        notify();
+      }
+    }
+  };
+
   const consume = (async () => {
     for await (const req of requests) {
       pending++;
-      (async () => {
-        try {
-          if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-          const response = await server.infer(requestFromGrpc(req, context.signal));
-          push(create(ModelStreamInferResponseSchema, { inferResponse: responseToGrpc(response) }));
-        } catch (error) {
-          push(
-            create(ModelStreamInferResponseSchema, {
-              errorMessage: toInferenceError(error).message,
-              inferResponse: { id: req.id, modelName: req.modelName, modelVersion: req.modelVersion },
-            }),
-          );
-        } finally {
-          pending--;
-          wake?.();
-        }
-      })();
+      void serve(req).finally(() => {
+        pending--;
+        notify();
+      });
     }
-  })().finally(() => {
-    inputDone = true;
-    wake?.();
-  });
+  })().then(
+    () => {
+      inputDone = true;
+      notify();
+    },
+    (error: unknown) => {
+      inputDone = true;
+      fatal ??= error;
+      notify();
+    },
+  );
   while (true) {
+    if (fatal !== undefined) throw fatal;
     const next = ready.shift();
     if (next) {
       yield next;
