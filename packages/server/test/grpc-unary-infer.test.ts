@@ -34,7 +34,12 @@ interface Reply {
 }
 
 /** One raw gRPC call: `body` is sent as it is (callers build the frames). */
-function call(port: number, body: Buffer, headers: Record<string, string> = {}, cancelAfterMs?: number): Promise<Reply> {
+function call(
+  port: number,
+  body: Buffer,
+  headers: Record<string, string> = {},
+  cancelAfterMs?: number,
+): Promise<Reply> {
   const session = connect(`http://127.0.0.1:${port}`);
   return new Promise<Reply>((resolve, reject) => {
     session.once("error", reject);

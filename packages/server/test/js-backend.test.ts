@@ -72,7 +72,11 @@ describe("a scripted model's lifecycle", () => {
          finalize() { appendFileSync(this.config.parameters.marker.string_value, this.args.model_instance_name + "\\n"); }
        }`,
     );
-    const { client, server } = await startServer({ modelRepositories: [repo], controlMode: "explicit", loadModels: ["lifecycle"] });
+    const { client, server } = await startServer({
+      modelRepositories: [repo],
+      controlMode: "explicit",
+      loadModels: ["lifecycle"],
+    });
     const seen = new Set<number>();
     await Promise.all(
       Array.from({ length: 8 }, async () => {
@@ -129,7 +133,12 @@ describe("a scripted model's lifecycle", () => {
 
   it("fails the load with the model's error when initialize throws, and the server stays up", async () => {
     const repo = tempRepository(["simple"]);
-    jsModel(repo, "broken", `max_batch_size: 0\n${INT32_IO}`, `export default class { initialize() { throw new Error("no weights found"); } execute() {} }`);
+    jsModel(
+      repo,
+      "broken",
+      `max_batch_size: 0\n${INT32_IO}`,
+      `export default class { initialize() { throw new Error("no weights found"); } execute() {} }`,
+    );
     const { client, failedModels } = await startServer({ modelRepositories: [repo] });
     expect(failedModels).toEqual(["broken"]);
     const index = await client.repositoryIndex({});
@@ -154,18 +163,23 @@ describe("isolation: what a model does to its instance stays in that instance", 
   it.each([
     [-2, "crashed: nobody handles this"],
     [-3, "exited with code 3"],
-  ])("IN=%i kills the worker: the request fails (%s), the instance restarts, other models never notice", async (n, what) => {
-    const { client } = await fragileServer();
-    const neighbour = Promise.all(Array.from({ length: 20 }, () => client.modelInfer(simpleRequest(Array(16).fill(1), Array(16).fill(2)))));
-    await expectGrpcError(
-      client.modelInfer(int32Request("fragile", n)),
-      13,
-      `model instance 'fragile_0' ${what}; the instance is restarting`,
-    );
-    expect((await neighbour).length).toBe(20);
-    expect(readInt32((await client.modelInfer(int32Request("fragile", 41))).rawOutputContents[0])).toEqual([42]);
-    expect((await client.serverLive({})).live).toBe(true);
-  });
+  ])(
+    "IN=%i kills the worker: the request fails (%s), the instance restarts, other models never notice",
+    async (n, what) => {
+      const { client } = await fragileServer();
+      const neighbour = Promise.all(
+        Array.from({ length: 20 }, () => client.modelInfer(simpleRequest(Array(16).fill(1), Array(16).fill(2)))),
+      );
+      await expectGrpcError(
+        client.modelInfer(int32Request("fragile", n)),
+        13,
+        `model instance 'fragile_0' ${what}; the instance is restarting`,
+      );
+      expect((await neighbour).length).toBe(20);
+      expect(readInt32((await client.modelInfer(int32Request("fragile", 41))).rawOutputContents[0])).toEqual([42]);
+      expect((await client.serverLive({})).live).toBe(true);
+    },
+  );
 
   it("running out of its memory limit (memory_limit_mb) restarts the instance", async () => {
     const { client } = await fragileServer(`parameters { key: "memory_limit_mb" value: { string_value: "48" } }`);
@@ -197,7 +211,12 @@ describe("isolation: what a model does to its instance stays in that instance", 
 describe("example scripted models", () => {
   it("simple_identity returns BYTES byte for byte, NUL bytes and binary blobs included", async () => {
     const { client } = await startServer();
-    const elements = [new Uint8Array([0, 1, 2, 3]), new TextEncoder().encode("a\u0000b"), new Uint8Array(0), new Uint8Array([255, 0, 254])];
+    const elements = [
+      new Uint8Array([0, 1, 2, 3]),
+      new TextEncoder().encode("a\u0000b"),
+      new Uint8Array(0),
+      new Uint8Array([255, 0, 254]),
+    ];
     const response = await client.modelInfer({
       modelName: "simple_identity",
       inputs: [{ name: "INPUT0", datatype: "BYTES", shape: [1n, 4n] }],
@@ -243,7 +262,11 @@ describe("example scripted models", () => {
 
   it("a BLS call's error reaches the caller as an exception, and into the response with the callee's text", async () => {
     const { client } = await startServer();
-    await expectGrpcError(client.modelInfer(blsRequest("bls_sync", "no_such_model")), 5, "Request for unknown model: 'no_such_model' is not found");
+    await expectGrpcError(
+      client.modelInfer(blsRequest("bls_sync", "no_such_model")),
+      5,
+      "Request for unknown model: 'no_such_model' is not found",
+    );
     // A BLS call into a decoupled model without streaming is refused with a clear message.
     await expectGrpcError(
       client.modelInfer(blsRequest("bls_sync", "square_int32")),
@@ -280,7 +303,15 @@ describe("example scripted models", () => {
 
   it("keeps the example repository's models READY", async () => {
     const { client } = await startServer();
-    for (const name of ["simple_identity", "add_sub", "repeat_int32", "square_int32", "bls_sync", "bls_async", "bls_decoupled"]) {
+    for (const name of [
+      "simple_identity",
+      "add_sub",
+      "repeat_int32",
+      "square_int32",
+      "bls_sync",
+      "bls_async",
+      "bls_decoupled",
+    ]) {
       expect((await client.modelReady({ name })).ready, name).toBe(true);
     }
   });

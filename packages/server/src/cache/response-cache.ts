@@ -66,7 +66,10 @@ export class ResponseCache {
       this.#bytes -= this.#entries.get(oldest)?.bytes ?? 0;
       this.#entries.delete(oldest);
     }
-    this.#entries.set(key, { outputs: outputs.map((o) => ({ ...o, data: new Uint8Array(o.data), movable: false })), bytes });
+    this.#entries.set(key, {
+      outputs: outputs.map((o) => ({ ...o, data: new Uint8Array(o.data), movable: false })),
+      bytes,
+    });
     this.#bytes += bytes;
   }
 }

@@ -170,6 +170,10 @@ export interface InitializeArgs {
 /** A model config in Triton's JSON form (what `GET /v2/models/<m>/config` returns). */
 export type ModelConfigJson = Record<string, unknown>;
 
+/** What `execute` returns: one response per request in default mode, nothing when decoupled. */
+// biome-ignore lint/suspicious/noConfusingVoidType: a decoupled model's `async execute` returns Promise<void>.
+export type Executed = readonly Response[] | undefined | void;
+
 /**
  * A scripted model. `execute` gets a batch of requests (one unless the config batches) and, in
  * default mode, returns one {@link Response} per request in order. A decoupled model
@@ -182,10 +186,7 @@ export type ModelConfigJson = Record<string, unknown>;
  */
 export interface Model {
   initialize?(args: InitializeArgs, context: ModelContext): void | Promise<void>;
-  execute(
-    requests: readonly Request[],
-    context: ModelContext,
-  ): readonly Response[] | undefined | void | Promise<readonly Response[] | undefined | void>;
+  execute(requests: readonly Request[], context: ModelContext): Executed | Promise<Executed>;
   finalize?(): void | Promise<void>;
   /** Consulted by the model readiness endpoints. */
   isReady?(): boolean | Promise<boolean>;

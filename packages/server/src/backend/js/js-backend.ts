@@ -33,7 +33,11 @@ export function createJsBackend(options: JsBackendOptions): Backend {
       if (!file) return undefined;
       const completed = await runAutoComplete(file, config);
       if (typeof completed === "string") {
-        return { config, diagnostics: [{ path: "", message: `unable to auto-complete model '${config.name}': ${completed}` }], notes: [] };
+        return {
+          config,
+          diagnostics: [{ path: "", message: `unable to auto-complete model '${config.name}': ${completed}` }],
+          notes: [],
+        };
       }
       return { config: completed, diagnostics: [], notes: ["autoCompleteConfig"] };
     },

@@ -174,7 +174,8 @@ export class JsInstance implements BackendInstance {
         inputs: request.inputs.map((t) => toWorker(t, transfer)),
         outputs: request.outputs.map((o) => o.name),
         correlationId: typeof sequenceId === "string" ? sequenceId : BigInt(sequenceId ?? 0),
-        flags: (request.parameters.sequence_start === true ? 1 : 0) | (request.parameters.sequence_end === true ? 2 : 0),
+        flags:
+          (request.parameters.sequence_start === true ? 1 : 0) | (request.parameters.sequence_end === true ? 2 : 0),
         cancelled: request.signal?.aborted ?? false,
       };
     });
@@ -248,7 +249,9 @@ export class JsInstance implements BackendInstance {
     const limit = this.#options.memoryLimitMb;
     const worker = new Worker(JS_WORKER_URL, {
       name: `js:${this.name}`,
-      ...(limit ? { resourceLimits: { maxOldGenerationSizeMb: limit, maxYoungGenerationSizeMb: Math.max(4, limit / 8) } } : {}),
+      ...(limit
+        ? { resourceLimits: { maxOldGenerationSizeMb: limit, maxYoungGenerationSizeMb: Math.max(4, limit / 8) } }
+        : {}),
     });
     this.#worker = worker;
     this.#killReason = undefined;
@@ -366,7 +369,11 @@ export class JsInstance implements BackendInstance {
     if (final) this.#close(key);
     if (!responder) return;
     if (response?.error) responder(modelError(response.error), true);
-    else responder(response ? { outputs: response.outputs.map(fromWire), parameters: response.parameters } : undefined, final);
+    else
+      responder(
+        response ? { outputs: response.outputs.map(fromWire), parameters: response.parameters } : undefined,
+        final,
+      );
   }
 
   #close(key: number): void {

@@ -21,7 +21,8 @@ export function wrapTensor(wire: WireTensor): InputTensor {
       if (!info || !ArrayType) throw new Error(`${wire.datatype} tensor '${wire.name}' has no typed-array form`);
       const { data } = wire;
       const count = data.byteLength / info.byteSize;
-      if (data.byteOffset % info.byteSize === 0) return new ArrayType(data.buffer as ArrayBuffer, data.byteOffset, count);
+      if (data.byteOffset % info.byteSize === 0)
+        return new ArrayType(data.buffer as ArrayBuffer, data.byteOffset, count);
       // Unaligned bytes (a slice of a larger message) cannot be viewed: copy once.
       return new ArrayType(new Uint8Array(data).buffer, 0, count);
     },
@@ -44,7 +45,8 @@ export function toWireTensor(tensor: OutputTensor): WireTensor {
   const source = tensor.data;
   let data: Uint8Array;
   if (Array.isArray(source)) {
-    if (info.name !== "BYTES") throw new Error(`output '${tensor.name}' is ${info.name}: give a typed array, not a list`);
+    if (info.name !== "BYTES")
+      throw new Error(`output '${tensor.name}' is ${info.name}: give a typed array, not a list`);
     if (source.length !== count) {
       throw new Error(`output '${tensor.name}' has ${source.length} elements, its shape [${shape}] needs ${count}`);
     }

@@ -14,7 +14,6 @@ import type {
   Response,
   ResponseSender,
 } from "../../model/api.js";
-import { toWireTensor, wireError, wrapTensor } from "./js-tensors.js";
 import {
   type FromWorker,
   type InitMessage,
@@ -24,6 +23,7 @@ import {
   type WireRequest,
   type WireResponse,
 } from "./js-messages.js";
+import { toWireTensor, wireError, wrapTensor } from "./js-tensors.js";
 
 const port = parentPort;
 if (!port) throw new Error("js-worker must run in a worker thread");
@@ -177,7 +177,8 @@ const context: ModelContext = {
 // ---- requests and responses ----------------------------------------------------------------
 
 function wireResponse(response: Response | undefined, requested: readonly string[]): WireResponse {
-  if (!response) return { outputs: [], parameters: {}, error: { message: "execute returned no response for a request" } };
+  if (!response)
+    return { outputs: [], parameters: {}, error: { message: "execute returned no response for a request" } };
   if (response.error !== undefined) return { outputs: [], parameters: {}, error: wireError(response.error) };
   const wanted = new Set(requested);
   try {

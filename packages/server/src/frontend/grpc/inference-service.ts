@@ -14,7 +14,7 @@ import { InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
 import { applyLogSettings, type LogSettingValue } from "../log-settings.js";
-import { requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
+import { parameterToGrpc, requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
 
 /** gRPC frontend options (tritonserver's `--grpc-*` flags). */
 export interface GrpcFrontendOptions {
@@ -209,10 +209,11 @@ async function* streamInfer(
   let inputDone = false;
   const notify = () => wake?.();
   const flushSlots = () => {
-    while (slots.length > 0 && slots[0]?.message) ready.push((slots.shift() as { message: ModelStreamInferResponse }).message);
+    while (slots.length > 0 && slots[0]?.message)
+      ready.push((slots.shift() as { message: ModelStreamInferResponse }).message);
     notify();
   };
-  const final = (value: boolean) => ({ triton_final_response: { parameterChoice: { case: "boolParam" as const, value } } });
+  const final = (value: boolean) => ({ triton_final_response: parameterToGrpc(value) });
 
   const serve = async (req: ModelInferRequest) => {
     let decoupled = false;
@@ -230,7 +231,11 @@ async function* streamInfer(
       for await (const item of server.stream(request)) {
         if (item.empty && !wantEmptyFinal) continue;
         const response = item.empty
-          ? create(ModelInferResponseSchema, { id: req.id, modelName: item.response.modelName, modelVersion: item.response.modelVersion })
+          ? create(ModelInferResponseSchema, {
+              id: req.id,
+              modelName: item.response.modelName,
+              modelVersion: item.response.modelVersion,
+            })
           : responseToGrpc(item.response);
         Object.assign(response.parameters, final(item.final));
         const message = create(ModelStreamInferResponseSchema, { inferResponse: response });

@@ -1,8 +1,8 @@
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
-import { type ModelInferResponse, ModelInferRequestSchema, ModelInferResponseSchema } from "@galley/proto";
 import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { promisify } from "node:util";
 import { gunzip, inflate } from "node:zlib";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { ModelInferRequestSchema, type ModelInferResponse, ModelInferResponseSchema } from "@galley/proto";
 import { InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { specPercentEncode } from "../listen.js";
@@ -144,7 +144,12 @@ async function readMessage(stream: ServerHttp2Stream, headers: IncomingHttpHeade
   if (body.byteLength < 5) throw new GrpcStatus(13, "protocol error: missing message");
   const length = body.readUInt32BE(1);
   if (body.byteLength !== 5 + length) {
-    throw new GrpcStatus(13, body.byteLength < 5 + length ? "protocol error: incomplete message" : "protocol error: received extra input message for unary method");
+    throw new GrpcStatus(
+      13,
+      body.byteLength < 5 + length
+        ? "protocol error: incomplete message"
+        : "protocol error: received extra input message for unary method",
+    );
   }
   const message = body.subarray(5);
   if ((body[0] as number) & 1) {
