@@ -616,19 +616,25 @@ describe("model repository", () => {
     const { client } = await startServer();
     const index = await client.repositoryIndex({});
     expect(index.models.map((m) => [m.name, m.version, m.state, m.reason])).toEqual([
+      ["add_sub", "1", "READY", ""],
+      ["bls_async", "1", "READY", ""],
+      ["bls_decoupled", "1", "READY", ""],
+      ["bls_sync", "1", "READY", ""],
       ["classifier_pipeline", "1", "READY", ""],
       ["ensemble_add_sub", "1", "READY", ""],
       ["mlp_classifier", "1", "READY", ""],
       ["postprocess", "1", "READY", ""],
       ["preprocess", "1", "READY", ""],
+      ["repeat_int32", "1", "READY", ""],
       ["simple", "1", "READY", ""],
       ["simple_dyna_sequence", "1", "READY", ""],
       ["simple_identity", "1", "READY", ""],
       ["simple_int8", "1", "READY", ""],
       ["simple_sequence", "1", "READY", ""],
       ["simple_string", "1", "READY", ""],
+      ["square_int32", "1", "READY", ""],
     ]);
-    expect((await client.repositoryIndex({ ready: true })).models).toHaveLength(11);
+    expect((await client.repositoryIndex({ ready: true })).models).toHaveLength(17);
     await expectGrpcError(
       client.repositoryIndex({ repositoryName: "models" }),
       Code.Unimplemented,

@@ -192,7 +192,7 @@ describe("REST model repository extension (no explicit control)", () => {
           '{"error":"explicit model load / unload is not allowed if polling is enabled"}',
         ]);
       }
-      expect(((await send(s.port, "POST", "/v2/repository/index")).json() as unknown[]).length).toBe(11);
+      expect(((await send(s.port, "POST", "/v2/repository/index")).json() as unknown[]).length).toBe(17);
     } finally {
       await s.close();
     }

@@ -84,6 +84,8 @@ interface ModelEntry {
   loadedFor: Set<string>;
   /** Serialises loads and unloads of this model. */
   queue: Promise<void>;
+  /** Loads queued or running: an ensemble that needs the model waits for them instead of reloading it. */
+  loading: number;
 }
 
 /**
@@ -131,8 +133,12 @@ export class ModelManager {
    */
   load(name: string, overrides: LoadOverrides = {}, loadedFor?: string): Promise<void> {
     const entry = this.#entry(name);
-    if (loadedFor) entry.loadedFor.add(loadedFor);
-    const run = entry.queue.then(() => this.#load(entry, overrides));
+    if (loadedFor) {
+      entry.loadedFor.add(loadedFor);
+      if (entry.loading > 0) return entry.queue;
+    }
+    entry.loading++;
+    const run = entry.queue.then(() => this.#load(entry, overrides)).finally(() => entry.loading--);
     entry.queue = run.catch(() => undefined);
     return run;
   }
@@ -443,7 +449,14 @@ export class ModelManager {
   #entry(name: string): ModelEntry {
     let entry = this.#models.get(name);
     if (!entry) {
-      entry = { name, versions: new Map(), ready: new Map(), loadedFor: new Set(), queue: Promise.resolve() };
+      entry = {
+        name,
+        versions: new Map(),
+        ready: new Map(),
+        loadedFor: new Set(),
+        queue: Promise.resolve(),
+        loading: 0,
+      };
       this.#models.set(name, entry);
     }
     return entry;
