@@ -131,6 +131,22 @@ describe("a scripted model's lifecycle", () => {
     expect(config?.input.map((i) => i.name)).toEqual(["IN"]);
   });
 
+  it("answers model readiness from the model's isReady()", async () => {
+    const repo = tempRepository();
+    const flag = join(repo, "ready.flag");
+    jsModel(
+      repo,
+      "gated",
+      `max_batch_size: 0\n${INT32_IO}`,
+      `import { existsSync } from "node:fs";
+       export default class { isReady() { return existsSync(${JSON.stringify(flag)}); } execute(r) { return []; } }`,
+    );
+    const { client } = await startServer({ modelRepositories: [repo] });
+    expect((await client.modelReady({ name: "gated" })).ready).toBe(false);
+    writeFileSync(flag, "");
+    expect((await client.modelReady({ name: "gated" })).ready).toBe(true);
+  });
+
   it("fails the load with the model's error when initialize throws, and the server stays up", async () => {
     const repo = tempRepository(["simple"]);
     jsModel(

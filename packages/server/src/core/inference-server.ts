@@ -124,11 +124,14 @@ export class InferenceServer {
     this.#live = false;
   }
 
-  /** Whether a model version is READY. @throws {@link InferenceError} NOT_FOUND for an unknown model. */
-  modelReady(name: string, version: string): boolean {
+  /**
+   * Whether a model version is READY and, for a backend with its own readiness (a scripted model's
+   * `isReady()`), says so. @throws {@link InferenceError} NOT_FOUND for an unknown model.
+   */
+  async modelReady(name: string, version: string): Promise<boolean> {
     try {
-      this.models.resolve(name, version);
-      return true;
+      const model = this.models.resolve(name, version);
+      return (await model.backend.isReady?.()) ?? true;
     } catch (error) {
       if (error instanceof InferenceError && error.id === "MODEL_NOT_FOUND") throw error;
       if (error instanceof InferenceError && error.id === "BAD_VERSION") throw error;

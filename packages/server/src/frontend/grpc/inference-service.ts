@@ -67,7 +67,7 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
   const impl: Partial<Impl> = {
     serverLive: () => ({ live: server.isLive() }),
     serverReady: () => ({ ready: server.isReady() }),
-    modelReady: (req) => ({ ready: server.modelReady(req.name, req.version) }),
+    modelReady: async (req) => ({ ready: await server.modelReady(req.name, req.version) }),
     serverMetadata: () => server.metadata(),
     modelMetadata: (req) => {
       const m = server.modelMetadata(req.name, req.version);

@@ -11,8 +11,8 @@ export function handleModelMetadata(ctx: Context, model: string, version: string
 }
 
 /** `GET .../ready`: 200 with an empty body, or 400 `Model version not ready`. */
-export function handleModelReady(ctx: Context, model: string, version: string): void {
-  if (!ctx.server.modelReady(model, version)) throw new InferenceError("MODEL_NOT_READY_HTTP");
+export async function handleModelReady(ctx: Context, model: string, version: string): Promise<void> {
+  if (!(await ctx.server.modelReady(model, version))) throw new InferenceError("MODEL_NOT_READY_HTTP");
   ctx.reply.empty(200, false);
 }
 
