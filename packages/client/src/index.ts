@@ -1,8 +1,49 @@
 /**
- * A typed TypeScript client for Triton-compatible inference servers (Galley and Triton itself),
- * over gRPC, gRPC-Web or Connect.
+ * A typed TypeScript client for Triton-compatible inference servers (Galley and Triton itself):
+ * gRPC, gRPC-Web or Connect over HTTP/2, and KServe v2 REST, with typed tensors, streaming and
+ * system shared memory.
  *
  * @packageDocumentation
  */
 
-export { createGrpcClient, type GrpcClient, type GrpcClientOptions, type GrpcProtocol } from "./grpc-client.js";
+export type {
+  CallOptions,
+  InferenceClient,
+  InferInput,
+  InferOptions,
+  InferResult,
+  ModelIndexEntry,
+  ModelMetadata,
+  ParameterValue,
+  RequestedOutput,
+  ServerMetadata,
+  SharedMemoryPlacement,
+  SharedMemoryStatus,
+  TensorMetadata,
+} from "./client-types.js";
+export {
+  createGrpcClient,
+  type GrpcClient,
+  type GrpcClientOptions,
+  type GrpcProtocol,
+  grpcInferRequest,
+  grpcInferResult,
+  type InferStream,
+  type KeepaliveOptions,
+  type StreamResult,
+} from "./grpc-client.js";
+export { createRestClient, type RestClient, type RestClientOptions, RestError } from "./rest-client.js";
+export { IDEMPOTENT_METHODS, type RetryOptions, retryInterceptor } from "./retry.js";
+export {
+  type DataType,
+  decodeBytes,
+  elementCount,
+  encodeBytes,
+  fromBfloat16Bits,
+  fromFloat16Bits,
+  type InputTensor,
+  OutputTensor,
+  tensor,
+  toBfloat16Bits,
+  toFloat16Bits,
+} from "./tensor.js";

@@ -1,0 +1,295 @@
+// Typed tensors for requests (`tensor.int32([1, 16], data)`) and typed views of response outputs.
+
+/** A KServe v2 datatype. */
+export type DataType =
+  | "BOOL"
+  | "UINT8"
+  | "UINT16"
+  | "UINT32"
+  | "UINT64"
+  | "INT8"
+  | "INT16"
+  | "INT32"
+  | "INT64"
+  | "FP16"
+  | "FP32"
+  | "FP64"
+  | "BF16"
+  | "BYTES";
+
+/** An input tensor: datatype, shape and its little-endian bytes (BYTES: 4-byte-length-prefixed elements). */
+export interface InputTensor {
+  readonly datatype: DataType;
+  readonly shape: readonly number[];
+  readonly data: Uint8Array;
+}
+
+type Typed =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
+  | BigInt64Array
+  | Float32Array
+  | Float64Array;
+
+const BYTE_SIZE: Record<Exclude<DataType, "BYTES">, number> = {
+  BOOL: 1,
+  UINT8: 1,
+  UINT16: 2,
+  UINT32: 4,
+  UINT64: 8,
+  INT8: 1,
+  INT16: 2,
+  INT32: 4,
+  INT64: 8,
+  FP16: 2,
+  FP32: 4,
+  FP64: 8,
+  BF16: 2,
+};
+
+const utf8 = new TextEncoder();
+const fromUtf8 = new TextDecoder("utf-8", { ignoreBOM: true });
+
+/** The number of elements a shape holds. */
+export function elementCount(shape: readonly number[]): number {
+  return shape.reduce((n, d) => n * d, 1);
+}
+
+function bytesOf(view: ArrayBufferView): Uint8Array {
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+function checked(datatype: DataType, shape: readonly number[], data: Uint8Array, count: number): InputTensor {
+  const expected = elementCount(shape);
+  if (count !== expected) {
+    throw new RangeError(`${datatype} tensor of shape [${shape}] needs ${expected} elements, got ${count}`);
+  }
+  return { datatype, shape: [...shape], data };
+}
+
+function numeric<A extends Typed>(
+  datatype: Exclude<DataType, "BYTES">,
+  ArrayType: { new (values: ArrayLike<number> | ArrayLike<bigint> | ArrayBufferLike): A; name: string },
+) {
+  return (shape: readonly number[], values: A | ArrayLike<number> | ArrayLike<bigint>): InputTensor => {
+    // A typed array of the right type is used as it is: no copy.
+    const typed =
+      values instanceof (ArrayType as unknown as new () => A)
+        ? (values as A)
+        : new ArrayType(values as ArrayLike<number>);
+    return checked(datatype, shape, bytesOf(typed), typed.length);
+  };
+}
+
+/** IEEE half-precision bits of a number (round to nearest even). */
+export function toFloat16Bits(value: number): number {
+  const f32 = new Float32Array([value]);
+  const bits = new Uint32Array(f32.buffer)[0] as number;
+  const sign = (bits >>> 16) & 0x8000;
+  const exponent = (bits >>> 23) & 0xff;
+  let mantissa = bits & 0x7fffff;
+  if (exponent === 0xff) return sign | 0x7c00 | (mantissa ? 0x200 : 0);
+  let e = exponent - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mantissa |= 0x800000;
+    const shift = 14 - e;
+    let half = mantissa >> shift;
+    const rest = mantissa & ((1 << shift) - 1);
+    const midpoint = 1 << (shift - 1);
+    if (rest > midpoint || (rest === midpoint && half & 1)) half++;
+    return sign | half;
+  }
+  let half = (e << 10) | (mantissa >> 13);
+  const rest = mantissa & 0x1fff;
+  if (rest > 0x1000 || (rest === 0x1000 && half & 1)) half++;
+  e = half >> 10;
+  return sign | half;
+}
+
+/** The number a half-precision value's bits stand for. */
+export function fromFloat16Bits(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exponent = (bits >> 10) & 0x1f;
+  const mantissa = bits & 0x3ff;
+  if (exponent === 0) return sign * mantissa * 2 ** -24;
+  if (exponent === 0x1f) return mantissa ? Number.NaN : sign * Number.POSITIVE_INFINITY;
+  return sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
+}
+
+/** bfloat16 bits of a number (the top half of its float32, rounded to nearest even). */
+export function toBfloat16Bits(value: number): number {
+  const bits = new Uint32Array(new Float32Array([value]).buffer)[0] as number;
+  if (Number.isNaN(value)) return 0x7fc0;
+  return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+/** The number bfloat16 bits stand for. */
+export function fromBfloat16Bits(bits: number): number {
+  return new Float32Array(new Uint32Array([bits << 16]).buffer)[0] as number;
+}
+
+/** BYTES elements as one buffer of 4-byte little-endian lengths, each followed by its bytes. */
+export function encodeBytes(elements: readonly (string | Uint8Array)[]): Uint8Array {
+  const parts = elements.map((e) => (typeof e === "string" ? utf8.encode(e) : e));
+  const out = new Uint8Array(parts.reduce((n, p) => n + 4 + p.byteLength, 0));
+  const view = new DataView(out.buffer);
+  let at = 0;
+  for (const part of parts) {
+    view.setUint32(at, part.byteLength, true);
+    out.set(part, at + 4);
+    at += 4 + part.byteLength;
+  }
+  return out;
+}
+
+/** Split length-prefixed BYTES data into its elements (views, no copies). */
+export function decodeBytes(data: Uint8Array): Uint8Array[] {
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const out: Uint8Array[] = [];
+  for (let at = 0; at + 4 <= data.byteLength; ) {
+    const length = view.getUint32(at, true);
+    if (at + 4 + length > data.byteLength) throw new RangeError("malformed BYTES tensor: an element overruns the data");
+    out.push(data.subarray(at + 4, at + 4 + length));
+    at += 4 + length;
+  }
+  return out;
+}
+
+/**
+ * Input tensor constructors, one per datatype: `tensor.int32([1, 16], values)`. A typed array of
+ * the datatype's own kind is used without a copy; other array-likes are converted. FP16 and BF16
+ * take ordinary numbers.
+ */
+export const tensor = {
+  bool: (shape: readonly number[], values: ArrayLike<boolean>): InputTensor =>
+    checked(
+      "BOOL",
+      shape,
+      Uint8Array.from(values, (v) => (v ? 1 : 0)),
+      values.length,
+    ),
+  uint8: numeric("UINT8", Uint8Array),
+  uint16: numeric("UINT16", Uint16Array),
+  uint32: numeric("UINT32", Uint32Array),
+  uint64: numeric("UINT64", BigUint64Array),
+  int8: numeric("INT8", Int8Array),
+  int16: numeric("INT16", Int16Array),
+  int32: numeric("INT32", Int32Array),
+  int64: numeric("INT64", BigInt64Array),
+  fp32: numeric("FP32", Float32Array),
+  fp64: numeric("FP64", Float64Array),
+  fp16: (shape: readonly number[], values: ArrayLike<number>): InputTensor =>
+    checked("FP16", shape, bytesOf(Uint16Array.from(values, toFloat16Bits)), values.length),
+  bf16: (shape: readonly number[], values: ArrayLike<number>): InputTensor =>
+    checked("BF16", shape, bytesOf(Uint16Array.from(values, toBfloat16Bits)), values.length),
+  bytes: (shape: readonly number[], elements: readonly (string | Uint8Array)[]): InputTensor =>
+    checked("BYTES", shape, encodeBytes(elements), elements.length),
+  /** Bytes already in the protocol's layout. */
+  raw: (datatype: DataType, shape: readonly number[], data: Uint8Array): InputTensor => {
+    if (datatype !== "BYTES") {
+      const expected = elementCount(shape) * BYTE_SIZE[datatype];
+      if (data.byteLength !== expected) {
+        throw new RangeError(`${datatype} tensor of shape [${shape}] needs ${expected} bytes, got ${data.byteLength}`);
+      }
+    }
+    return { datatype, shape: [...shape], data };
+  },
+};
+
+/** An output tensor of a response, with typed views of its bytes. */
+export class OutputTensor {
+  constructor(
+    readonly name: string,
+    readonly datatype: DataType,
+    readonly shape: readonly number[],
+    /** The raw bytes, as the protocol carries them. */
+    readonly data: Uint8Array,
+  ) {}
+
+  #typed<A extends Typed>(
+    expected: DataType[],
+    ArrayType: { new (buffer: ArrayBuffer, offset: number, length: number): A; BYTES_PER_ELEMENT: number },
+  ): A {
+    if (!expected.includes(this.datatype)) {
+      throw new TypeError(`output '${this.name}' is ${this.datatype}, not ${expected.join(" or ")}`);
+    }
+    const size = ArrayType.BYTES_PER_ELEMENT;
+    const aligned = this.data.byteOffset % size === 0 ? this.data : new Uint8Array(this.data);
+    return new ArrayType(aligned.buffer as ArrayBuffer, aligned.byteOffset, aligned.byteLength / size);
+  }
+
+  bool(): boolean[] {
+    return Array.from(this.#typed(["BOOL"], Uint8Array), (v) => v !== 0);
+  }
+  uint8(): Uint8Array {
+    return this.#typed(["UINT8", "BOOL"], Uint8Array);
+  }
+  uint16(): Uint16Array {
+    return this.#typed(["UINT16"], Uint16Array);
+  }
+  uint32(): Uint32Array {
+    return this.#typed(["UINT32"], Uint32Array);
+  }
+  uint64(): BigUint64Array {
+    return this.#typed(["UINT64"], BigUint64Array);
+  }
+  int8(): Int8Array {
+    return this.#typed(["INT8"], Int8Array);
+  }
+  int16(): Int16Array {
+    return this.#typed(["INT16"], Int16Array);
+  }
+  int32(): Int32Array {
+    return this.#typed(["INT32"], Int32Array);
+  }
+  int64(): BigInt64Array {
+    return this.#typed(["INT64"], BigInt64Array);
+  }
+  fp32(): Float32Array {
+    return this.#typed(["FP32"], Float32Array);
+  }
+  fp64(): Float64Array {
+    return this.#typed(["FP64"], Float64Array);
+  }
+  /** FP16 values decoded to numbers. */
+  fp16(): Float32Array {
+    return Float32Array.from(this.#typed(["FP16"], Uint16Array), fromFloat16Bits);
+  }
+  /** BF16 values decoded to numbers. */
+  bf16(): Float32Array {
+    return Float32Array.from(this.#typed(["BF16"], Uint16Array), fromBfloat16Bits);
+  }
+  /** BYTES elements as byte views. */
+  bytes(): Uint8Array[] {
+    if (this.datatype !== "BYTES") throw new TypeError(`output '${this.name}' is ${this.datatype}, not BYTES`);
+    return decodeBytes(this.data);
+  }
+  /** BYTES elements decoded as UTF-8. */
+  strings(): string[] {
+    return this.bytes().map((e) => fromUtf8.decode(e));
+  }
+  /** The values as numbers (FP16/BF16 decoded), bigints (64-bit integers), booleans or strings (BYTES). */
+  values(): (number | bigint | boolean | string)[] {
+    switch (this.datatype) {
+      case "BYTES":
+        return this.strings();
+      case "BOOL":
+        return this.bool();
+      case "FP16":
+        return [...this.fp16()];
+      case "BF16":
+        return [...this.bf16()];
+      default: {
+        const method = this.datatype.toLowerCase() as "int32";
+        return Array.from(this[method]() as ArrayLike<number | bigint>);
+      }
+    }
+  }
+}
