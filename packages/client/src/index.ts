@@ -35,6 +35,14 @@ export {
 export { createRestClient, type RestClient, type RestClientOptions, RestError } from "./rest-client.js";
 export { IDEMPOTENT_METHODS, type RetryOptions, retryInterceptor } from "./retry.js";
 export {
+  fileRegionStore,
+  type RegionMemory,
+  type RegionStore,
+  SHM_ROOT,
+  type SharedMemoryOptions,
+  SystemSharedMemory,
+} from "./shared-memory.js";
+export {
   type DataType,
   decodeBytes,
   elementCount,
