@@ -8,6 +8,7 @@ import { BackendRegistry } from "./backend/registry.js";
 import { ResponseCache } from "./cache/response-cache.js";
 import type { InferenceResponse } from "./core/inference-request.js";
 import { InferenceServer } from "./core/inference-server.js";
+import { SharedMemoryManager } from "./core/shared-memory.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
@@ -55,6 +56,8 @@ export interface ServerOptions {
   modelConfigName?: string;
   /** `--cache-config local,size=N` / `--response-cache-byte-size`: the response cache's capacity in bytes. */
   responseCacheBytes?: number;
+  /** `--allow-client-shm` (default false, as in Triton): clients may register system shared memory. */
+  allowClientShm?: boolean;
   /** `--rate-limit`: `off` (default) or `execution_count`. */
   rateLimit?: "off" | "execution_count";
   /** `--rate-limit-resource <name>:<count>[:<device>]`. */
@@ -123,6 +126,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     log,
     strictReadiness: options.strictReadiness ?? true,
     ...(options.responseCacheBytes ? { responseCache: new ResponseCache(options.responseCacheBytes) } : {}),
+    sharedMemory: new SharedMemoryManager(options.allowClientShm ?? false),
   });
   const http = options.http === undefined ? { port: 8000 } : options.http;
   const grpc = options.grpc === undefined ? { port: 8001 } : options.grpc;
@@ -186,6 +190,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       poller = undefined;
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
       await models.stop();
+      await core.sharedMemory.close();
       core.stop();
     },
   };

@@ -42,6 +42,7 @@ Models
 Server
   --id <name>                    server name in metadata (default: triton)
   --exit-timeout-secs <n>        seconds to drain in-flight requests at exit (default: 30)
+  --allow-client-shm <bool>      let clients register system shared memory (default: false)
 HTTP
   --allow-http <bool>            (default: true)
   --http-address <host>          (default: 0.0.0.0)
@@ -185,6 +186,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     autoComplete,
     modelLoadThreads: int("--model-load-thread-count", v["model-load-thread-count"], 4, 1),
     exitTimeoutSecs: int("--exit-timeout-secs", v["exit-timeout-secs"], 30, 0),
+    allowClientShm: bool("--allow-client-shm", v["allow-client-shm"], false),
     ...(onnxDefaultMaxBatchSize !== undefined ? { onnxDefaultMaxBatchSize } : {}),
     ...(responseCacheBytes ? { responseCacheBytes } : {}),
     rateLimit,
@@ -228,6 +230,7 @@ function parse(args: string[]) {
       "response-cache-byte-size": text,
       id: text,
       "exit-timeout-secs": text,
+      "allow-client-shm": text,
       "allow-http": text,
       "http-address": text,
       "http-port": text,

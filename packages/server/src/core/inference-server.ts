@@ -14,6 +14,7 @@ import type {
   Responder,
   StreamedResponse,
 } from "./inference-request.js";
+import { SharedMemoryManager } from "./shared-memory.js";
 import type { Tensor } from "./tensor.js";
 import { validateRequest } from "./validate-request.js";
 
@@ -52,6 +53,8 @@ export interface InferenceServerOptions {
   strictReadiness?: boolean;
   /** The response cache (`--cache-config local,size=N`), for models with `response_cache { enable: true }`. */
   responseCache?: ResponseCache;
+  /** System shared memory (`--allow-client-shm`); off when absent. */
+  sharedMemory?: SharedMemoryManager;
 }
 
 /** Galley's release, reported as the server version. */
@@ -65,6 +68,7 @@ export const EXTENSIONS = [
   "model_repository(unload_dependents)",
   "schedule_policy",
   "model_configuration",
+  "system_shared_memory",
   "binary_tensor_data",
   "parameters",
   "statistics",
@@ -92,6 +96,42 @@ export class InferenceServer {
     this.log = options.log;
     this.#strictReadiness = options.strictReadiness ?? true;
     this.cache = options.responseCache;
+    this.sharedMemory = options.sharedMemory ?? new SharedMemoryManager(false);
+  }
+
+  /** Registered system shared-memory regions. */
+  readonly sharedMemory: SharedMemoryManager;
+
+  /** Read inputs that live in shared memory into buffers of their own (before validation). */
+  async #readSharedInputs(request: InferenceRequest): Promise<void> {
+    for (const [i, input] of request.inputs.entries()) {
+      if (!input.sharedMemory) continue;
+      const data = await this.sharedMemory.read(input.sharedMemory);
+      request.inputs[i] = { ...input, data, movable: true, sharedMemory: undefined };
+    }
+  }
+
+  /** Write outputs that asked for shared memory into their regions; they leave the response empty. */
+  async #writeSharedOutputs(request: InferenceRequest, response: InferenceResponse): Promise<void> {
+    for (const [i, output] of response.outputs.entries()) {
+      const asked = request.outputs.find((o) => o.name === output.name)?.parameters;
+      const region = asked?.shared_memory_region;
+      if (typeof region !== "string") continue;
+      const ref = {
+        region,
+        offset: Number(asked?.shared_memory_offset ?? 0),
+        byteSize: Number(asked?.shared_memory_byte_size ?? 0),
+      };
+      if (ref.byteSize < output.data.byteLength) {
+        throw new InferenceError("SHM_OUTPUT_TOO_SMALL", {
+          output: output.name,
+          given: ref.byteSize,
+          needed: output.data.byteLength,
+        });
+      }
+      await this.sharedMemory.write(ref, output.data);
+      response.outputs[i] = { ...output, data: new Uint8Array(0), parameters: {}, sharedMemory: ref };
+    }
   }
 
   /** The process is up and able to answer; false only once shutdown has finished. */
@@ -186,6 +226,7 @@ export class InferenceServer {
     const start = now();
     const model = this.models.resolve(request.modelName, request.modelVersion);
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
+    await this.#readSharedInputs(request);
     let batchSize: number;
     try {
       batchSize = validateRequest(request, model.config);
@@ -202,6 +243,7 @@ export class InferenceServer {
       if (hit) {
         model.stats.recordCacheHit(now() - lookup);
         const response = this.#response(request, model, hit, batchSize);
+        await this.#writeSharedOutputs(request, response);
         model.stats.recordSuccess(now() - start, 0n);
         return response;
       }
@@ -214,6 +256,7 @@ export class InferenceServer {
         model.stats.recordCacheMiss(now() - insert);
       }
       const response = this.#response(request, model, outputs, batchSize);
+      await this.#writeSharedOutputs(request, response);
       model.stats.recordSuccess(now() - start, queueNs);
       return response;
     } catch (error) {
@@ -241,6 +284,7 @@ export class InferenceServer {
       return;
     }
     const start = now();
+    await this.#readSharedInputs(request);
     let batchSize: number;
     try {
       batchSize = validateRequest(request, model.config);
@@ -280,14 +324,16 @@ export class InferenceServer {
         const { response, final } = next;
         if (response instanceof Error) throw toInferenceError(response);
         const outputs = response ? this.#shapeOutputs(request, model, response.outputs, batchSize) : [];
+        const shaped: InferenceResponse = {
+          modelName: model.name,
+          modelVersion: String(model.version),
+          id: request.id,
+          parameters: response?.parameters ?? {},
+          outputs,
+        };
+        await this.#writeSharedOutputs(request, shaped);
         yield {
-          response: {
-            modelName: model.name,
-            modelVersion: String(model.version),
-            id: request.id,
-            parameters: response?.parameters ?? {},
-            outputs,
-          },
+          response: shaped,
           final,
           empty: response === undefined,
         };

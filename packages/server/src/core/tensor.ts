@@ -22,6 +22,12 @@ export interface Tensor {
    * output), so it may be moved to a worker thread instead of copied. Moving detaches it here.
    */
   movable?: boolean;
+  /**
+   * The tensor's bytes are in a registered shared-memory region: an input whose `data` the core
+   * reads from there before validating, or an output the core has written there (its `data` is
+   * then empty and frontends send no contents for it).
+   */
+  sharedMemory?: import("./shared-memory.js").SharedMemoryRef;
 }
 
 /** Product of the dimensions (1 for a scalar shape). */

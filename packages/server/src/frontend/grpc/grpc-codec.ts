@@ -59,7 +59,19 @@ export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal
     } else if (contents && used.length > 0) {
       data = packContents(input.name, model, input.datatype, contents, used);
     } else if (input.parameters.shared_memory_region) {
-      throw new InferenceError("SHM_DISABLED");
+      const shm = parameters(input.parameters, false);
+      return {
+        name: input.name,
+        datatype: input.datatype as Tensor["datatype"],
+        shape: input.shape.map(Number),
+        data: new Uint8Array(0),
+        parameters: {},
+        sharedMemory: {
+          region: String(shm.shared_memory_region),
+          offset: Number(shm.shared_memory_offset ?? 0),
+          byteSize: Number(shm.shared_memory_byte_size ?? 0),
+        },
+      };
     } else {
       throw new InferenceError("NO_INPUT_DATA", { input: input.name, model });
     }

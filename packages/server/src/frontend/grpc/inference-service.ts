@@ -109,14 +109,20 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
       return {};
     },
 
-    // Shared memory arrives with the client issue: until then, client shared memory is off, as
-    // in a tritonserver started without --allow-client-shm.
-    systemSharedMemoryStatus: () => ({ regions: {} }),
-    systemSharedMemoryRegister: () => {
-      throw new InferenceError("SHM_DISABLED");
+    systemSharedMemoryStatus: (req) => ({
+      regions: Object.fromEntries(
+        server.sharedMemory
+          .status(req.name)
+          .map((r) => [r.name, { name: r.name, key: r.key, offset: BigInt(r.offset), byteSize: BigInt(r.byteSize) }]),
+      ),
+    }),
+    systemSharedMemoryRegister: async (req) => {
+      await server.sharedMemory.register(req.name, req.key, Number(req.offset), Number(req.byteSize));
+      return {};
     },
-    systemSharedMemoryUnregister: () => {
-      throw new InferenceError("SHM_DISABLED");
+    systemSharedMemoryUnregister: async (req) => {
+      await server.sharedMemory.unregister(req.name);
+      return {};
     },
     cudaSharedMemoryStatus: () => ({ regions: {} }),
     cudaSharedMemoryRegister: (req) => {
