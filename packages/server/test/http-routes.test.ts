@@ -117,13 +117,6 @@ describe("REST routing (Triton's regexes)", () => {
     expect((await get("/v2/models/nope/trace/setting")).status).toBe(404);
   });
 
-  it("answers generate and generate_stream 501 for now", async () => {
-    for (const path of ["/v2/models/simple/generate", "/v2/models/simple/generate_stream"]) {
-      expect((await postJson(h.port, path, {})).status).toBe(501);
-    }
-    expect((await postJson(h.port, "/v2/models/nope/generate", {})).status).toBe(404);
-  });
-
   it("answers system shared memory as a server without client shared memory", async () => {
     const status = await get("/v2/systemsharedmemory/status");
     expect([status.status, status.text]).toEqual([200, "[]"]);

@@ -162,7 +162,6 @@ export const ERRORS = {
   OUTPUT_SIZE_MISMATCH: ["INTERNAL", "output tensor shape does not match size of output for '{output}'"],
   OUTPUT_BAD_DATATYPE: ["INTERNAL", "Invalid data type for output tensor"],
   LOAD_PARAMETER_HTTP: ["INTERNAL", "unexpected error on creating Triton parameter"],
-  GENERATE_NOT_SUPPORTED: ["UNSUPPORTED", "generate is not supported yet"],
   BODY_TOO_LARGE: [
     "INVALID_ARG",
     "request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)",

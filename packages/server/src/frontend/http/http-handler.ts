@@ -4,9 +4,9 @@ import type { InferenceServer } from "../../core/inference-server.js";
 import { ClientGone, DEFAULT_MAX_INPUT_SIZE } from "./body.js";
 import { ACCEPTED_ENCODINGS } from "./compression.js";
 import type { Context } from "./context.js";
+import { handleGenerate } from "./generate-route.js";
 import { handleInfer } from "./infer-route.js";
 import {
-  handleGenerate,
   handleModelConfig,
   handleModelMetadata,
   handleModelReady,
@@ -74,8 +74,9 @@ async function dispatch(ctx: Context, route: Route): Promise<void> {
     case "infer":
       return handleInfer(ctx, route.model, route.version);
     case "generate":
+      return handleGenerate(ctx, route.model, route.version, false);
     case "generate_stream":
-      return handleGenerate(ctx, route.model, route.version);
+      return handleGenerate(ctx, route.model, route.version, true);
     case "trace/setting":
       return handleModelTrace(ctx, route.model);
     case "trace":

@@ -169,8 +169,11 @@ function requestParameters(json: JsonValue | undefined): { parameters: Parameter
   return { parameters, binaryByDefault };
 }
 
-/** rapidjson's order: string, int32 (an int parameter), bool, any other number (a double). */
-function customParameter(key: string, value: JsonValue): Parameters[string] {
+/**
+ * A parameter with no meaning to the frontend, in rapidjson's order: string, int32 (an int
+ * parameter), bool, any other number (a double). @throws {@link InferenceError} PARAMETER_TYPE_HTTP
+ */
+export function customParameter(key: string, value: JsonValue): Parameters[string] {
   if (typeof value === "string" || typeof value === "boolean") return value;
   if (typeof value === "number" && value >= -(2 ** 31) && value < 2 ** 31) return BigInt(value);
   if (typeof value === "number" || typeof value === "bigint") return Number(value);

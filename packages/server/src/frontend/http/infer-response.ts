@@ -59,7 +59,7 @@ export function encodeInferResponse(response: InferenceResponse, plan: OutputPla
 }
 
 /** A response parameter: bool, int (bigint or integral number), double or string. */
-function writeParameter(w: JsonWriter, value: ParameterValue): void {
+export function writeParameter(w: JsonWriter, value: ParameterValue): void {
   if (typeof value === "number" && !Number.isInteger(value)) w.double(value);
   else w.value(value);
 }

@@ -34,15 +34,6 @@ export function handleModelTrace(ctx: Context, model: string): void {
   throw new InferenceError("TRACE_NOT_SUPPORTED");
 }
 
-/**
- * `.../generate` and `.../generate_stream` (PROTOCOL.md §1.10) are not served yet: a known
- * model, then 501.
- */
-export function handleGenerate(ctx: Context, model: string, version: string): void {
-  ctx.server.models.resolve(model, version);
-  throw new InferenceError("GENERATE_NOT_SUPPORTED");
-}
-
 /** The protobuf JSON's 64-bit strings as JSON numbers, keys in Triton's order. */
 function statisticsJson(json: unknown): unknown {
   const numbers = (value: unknown): unknown => {

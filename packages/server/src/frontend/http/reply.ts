@@ -51,6 +51,16 @@ export class Reply {
     this.res.end();
   }
 
+  /**
+   * Start a streamed reply: the status and headers, no `Content-Length` (so chunked). The body
+   * is then written with `res.write` and finished with `res.end`.
+   */
+  begin(status: number, headers: OutgoingHttpHeaders): void {
+    const all: OutgoingHttpHeaders = { ...headers };
+    if (!this.server.accepting) all.Connection = "close";
+    this.res.writeHead(status, all);
+  }
+
   /** Like {@link send}, compressing the parts first unless `encoding` is identity. */
   async sendEncoded(
     status: number,

@@ -1,0 +1,132 @@
+import type { ServerResponse } from "node:http";
+import { type ErrorId, InferenceError, toInferenceError } from "../../core/errors.js";
+import type { StreamedResponse } from "../../core/inference-request.js";
+import { readBody } from "./body.js";
+import { type Context, header } from "./context.js";
+import { decodeGenerate } from "./generate-request.js";
+import { encodeGenerateResponse } from "./generate-response.js";
+import { internalError, invalidArgument, parseBody } from "./json-access.js";
+import { jsonBytes } from "./json-write.js";
+
+const ONE_RESPONSE =
+  "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses";
+const IDENTITY_ONLY = "Unsupported content-encoding, only 'identity' is supported.";
+const SSE = { "Content-Type": "text/event-stream; charset=utf-8" };
+const DATA = Buffer.from("data: ");
+const END = Buffer.from("\n\n");
+
+/**
+ * Errors that a response carries (the model's, or the scheduler's once the request was
+ * accepted) rather than the request's own checks: on generate_stream they are events even when
+ * they come first, as in Triton.
+ */
+const RESPONSE_ERRORS: ReadonlySet<ErrorId> = new Set<ErrorId>([
+  "BACKEND_FAILED",
+  "ENSEMBLE_STEP_FAILED",
+  "QUEUE_TIMEOUT",
+]);
+
+/**
+ * `POST /v2/models/{m}[/versions/{v}]/generate` and `.../generate_stream` (PROTOCOL.md §1.10),
+ * in Triton's order: the model (404 when unknown), the request encoding (only identity), the
+ * body, its conversion to inputs and parameters, then the inference on any model, decoupled
+ * or not. `/generate` answers exactly one response as JSON; `/generate_stream` answers each
+ * response as a server-sent event. If the client disconnects, the request is cancelled.
+ */
+export async function handleGenerate(
+  ctx: Context,
+  modelName: string,
+  modelVersion: string,
+  streaming: boolean,
+): Promise<void> {
+  const { req, reply, server } = ctx;
+  const metadata = server.modelMetadata(modelName, modelVersion);
+  const encoding = header(req, "content-encoding");
+  // Triton reads generate bodies as they arrive: even gzip and deflate are refused.
+  if (encoding !== undefined && encoding !== "" && encoding !== "identity") throw invalidArgument(IDENTITY_ONLY);
+  const body = await readBody(req, { limit: ctx.limit, encoding: "identity" });
+  const request = decodeGenerate(parseBody(body.bytes), metadata.inputs, modelName, modelVersion);
+
+  const controller = new AbortController();
+  const onClose = () => {
+    if (!reply.res.writableFinished) controller.abort();
+  };
+  reply.res.once("close", onClose);
+  try {
+    const responses = server.stream({ ...request, signal: controller.signal });
+    await (streaming ? streamEvents(ctx, responses, controller.signal) : answerOne(ctx, responses, controller.signal));
+  } finally {
+    reply.res.off("close", onClose);
+  }
+}
+
+// Both answers read the responses to the end even once the client is gone (`gone`): the aborted
+// signal makes the model stop early, and the core then sees the request end and accounts for it.
+
+/** `/generate`: the one response, or Triton's error when there are none or several. */
+async function answerOne(
+  { reply }: Context,
+  responses: AsyncIterable<StreamedResponse>,
+  gone: AbortSignal,
+): Promise<void> {
+  let body: Uint8Array | undefined;
+  let count = 0;
+  try {
+    for await (const { response, empty } of responses) {
+      if (empty || gone.aborted) continue;
+      if (count === 0) body = encodeGenerateResponse(response);
+      count++;
+    }
+  } catch (error) {
+    // An error is a response too: alone it is the answer, after another it is one too many.
+    if (count === 0) throw error;
+    count++;
+  }
+  if (count !== 1 || !body) throw internalError(ONE_RESPONSE);
+  reply.send(200, [body], { "Content-Type": "application/json" });
+}
+
+/**
+ * `/generate_stream`: `data: {json}\n\n` per response (flag-only finals send nothing). The
+ * status goes out with the first event, so a later error is an event `data: {"error":"..."}`.
+ * An error before any event is an ordinary JSON error, unless a response carried it.
+ */
+async function streamEvents(
+  { reply, server, req }: Context,
+  responses: AsyncIterable<StreamedResponse>,
+  gone: AbortSignal,
+): Promise<void> {
+  const res = reply.res;
+  let failure: InferenceError | undefined;
+  try {
+    for await (const { response, empty } of responses) {
+      if (empty || gone.aborted) continue;
+      const event = encodeGenerateResponse(response);
+      if (!res.headersSent) reply.begin(200, SSE);
+      await write(res, Buffer.concat([DATA, event, END]));
+    }
+  } catch (error) {
+    const carried = error instanceof InferenceError && RESPONSE_ERRORS.has(error.id);
+    if (!res.headersSent && !carried) throw error;
+    if (!(error instanceof InferenceError)) server.log.error(`HTTP POST ${req.url}: ${String(error)}`);
+    failure = toInferenceError(error);
+  }
+  if (gone.aborted) return;
+  if (!res.headersSent) reply.begin(failure ? failure.httpStatus : 200, SSE);
+  if (failure) await write(res, Buffer.concat([DATA, jsonBytes({ error: failure.message }), END]));
+  res.end();
+}
+
+/** Write a chunk; when the socket's buffer is full, wait until it drains or closes. */
+function write(res: ServerResponse, chunk: Uint8Array): Promise<void> {
+  if (res.write(chunk)) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
+}
