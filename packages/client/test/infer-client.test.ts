@@ -1,5 +1,6 @@
 // The ergonomic API of both clients against a real Galley server serving the example repository:
 // typed tensors in and out, every management call, errors, and the gRPC-only streaming.
+import { readdirSync } from "node:fs";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createLogger, createServer, type GalleyServer } from "@galley/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,6 +10,7 @@ import {
   type GrpcClient,
   type InferenceClient,
   RestError,
+  SystemSharedMemory,
   tensor,
 } from "../src/index.js";
 
@@ -23,6 +25,7 @@ beforeAll(async () => {
     modelRepositories: [EXAMPLES],
     controlMode: "explicit",
     loadModels: ["*"],
+    allowClientShm: true,
     http: { host: "127.0.0.1", port: 0 },
     grpc: { host: "127.0.0.1", port: 0 },
     metrics: false,
@@ -134,6 +137,50 @@ describe.each(clients)("the %s client", (_, make) => {
     expect(before.log_verbose_level).toBe(0);
     expect((await client.logSettings({ log_verbose_level: 1 })).log_verbose_level).toBe(1);
     await client.logSettings({ log_verbose_level: 0 });
+  });
+});
+
+describe.each(clients.slice(0, 4))("system shared memory through the %s client", (_, make) => {
+  it("sends inputs and receives outputs through registered regions, and leaves nothing in /dev/shm", async () => {
+    const client = make();
+    const before = readdirSync("/dev/shm").filter((f) => f.startsWith(`galley-${process.pid}-`));
+    {
+      await using input = await SystemSharedMemory.create(128, { client });
+      await using output = await SystemSharedMemory.create(128, { client });
+      await input.write(0, tensor.int32([1, 16], A).data);
+      await input.write(64, tensor.int32([1, 16], B).data);
+      expect((await client.systemSharedMemoryStatus(input.name))[0]).toEqual({
+        name: input.name,
+        key: input.key,
+        offset: 0,
+        byteSize: 128,
+      });
+      const result = await client.infer("simple", {
+        inputs: { INPUT0: input.input("INT32", [1, 16], 0, 64), INPUT1: input.input("INT32", [1, 16], 64, 64) },
+        outputs: [output.output("OUTPUT0", 0, 64), output.output("OUTPUT1", 64, 64)],
+      });
+      // The outputs are described; their bytes are in the region.
+      expect(result.output("OUTPUT0").shape).toEqual([1, 16]);
+      expect(result.output("OUTPUT0").data.byteLength).toBe(0);
+      expect([...new Int32Array((await output.read(0, 64)).buffer)]).toEqual([...A].map((a) => a - 1));
+      expect([...new Int32Array((await output.read(64, 64)).buffer)]).toEqual([...A].map((a) => a + 1));
+    }
+    // Disposed: unregistered on the server and removed from /dev/shm.
+    expect(await client.systemSharedMemoryStatus()).toEqual([]);
+    expect(readdirSync("/dev/shm").filter((f) => f.startsWith(`galley-${process.pid}-`))).toEqual(before);
+  });
+
+  it("reports an unknown region with Triton's message", async () => {
+    const client = make();
+    const error = await client
+      .infer("simple", {
+        inputs: {
+          INPUT0: { datatype: "INT32", shape: [1, 16], sharedMemory: { region: "nope", byteSize: 64 } },
+          INPUT1: { datatype: "INT32", shape: [1, 16], sharedMemory: { region: "nope", byteSize: 64 } },
+        },
+      })
+      .catch((e: unknown) => e as Error);
+    expect((error as Error).message).toContain("Unable to find shared memory region: 'nope'");
   });
 });
 

@@ -1,6 +1,7 @@
 import type { ProtocolDataType } from "@galley/config";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest, RequestedOutput } from "../../core/inference-request.js";
+import type { SharedMemoryRef } from "../../core/shared-memory.js";
 import { elementCount, type Parameters, type Tensor } from "../../core/tensor.js";
 import type { LoadedModel } from "../../repository/loaded-model.js";
 import type { Body } from "./body.js";
@@ -91,7 +92,16 @@ export function decodeInfer(
         cursor += Number(wanted);
       }
     } else if (member(params, "shared_memory_region") !== undefined) {
-      throw sharedMemory(params);
+      // The core reads the bytes from the region before validating the request.
+      inputs.push({
+        name,
+        datatype: type as ProtocolDataType,
+        shape,
+        data: new Uint8Array(0),
+        parameters: {},
+        sharedMemory: sharedMemory(params),
+      });
+      continue;
     } else {
       // A zero dimension means no elements, however large the others (their product may overflow).
       const count = shape.includes(0) ? 0 : elementCount(shape);
@@ -199,7 +209,19 @@ function requestedOutputs(json: JsonValue | undefined): { outputs: RequestedOutp
     const name = field("name", () => asString(required(output, "name")));
     const classJson = member(params, "classification");
     const classes = classJson === undefined ? 0n : internal("Unable to set 'classification'", () => asUint(classJson));
-    if (shm) throw sharedMemory(params);
+    if (shm) {
+      const ref = sharedMemory(params);
+      listed.set(name, false);
+      outputs.push({
+        name,
+        parameters: {
+          shared_memory_region: ref.region,
+          shared_memory_offset: ref.offset,
+          shared_memory_byte_size: ref.byteSize,
+        },
+      });
+      continue;
+    }
     listed.set(name, binaryJson === undefined ? false : field("binary_data", () => asBool(binaryJson)));
     // Classification 0 means none, as in Triton.
     outputs.push({ name, parameters: classes > 0n ? { classification: Number(classes) } : {} });
@@ -207,12 +229,12 @@ function requestedOutputs(json: JsonValue | undefined): { outputs: RequestedOutp
   return { outputs, listed };
 }
 
-/** Shared-memory parameters are read (with Triton's type errors), then refused. */
-function sharedMemory(params: JsonValue | undefined): InferenceError {
-  field("shared_memory_region", () => asString(member(params, "shared_memory_region")));
-  for (const key of ["shared_memory_offset", "shared_memory_byte_size"]) {
+/** A tensor's shared-memory parameters (region, offset, byte size), with Triton's type errors. */
+function sharedMemory(params: JsonValue | undefined): SharedMemoryRef {
+  const region = field("shared_memory_region", () => asString(member(params, "shared_memory_region")));
+  const number = (key: string) => {
     const value = member(params, key);
-    if (value !== undefined) field(key, () => asUint(value));
-  }
-  return new InferenceError("SHM_DISABLED");
+    return value === undefined ? 0 : Number(field(key, () => asUint(value)));
+  };
+  return { region, offset: number("shared_memory_offset"), byteSize: number("shared_memory_byte_size") };
 }

@@ -40,12 +40,15 @@ export function encodeInferResponse(response: InferenceResponse, plan: OutputPla
     if (i > 0) w.raw(",");
     w.raw('{"name":').string(output.name).raw(',"datatype":').string(output.datatype);
     w.raw(`,"shape":[${output.shape.join(",")}]`);
-    if (plan.listed.get(output.name) ?? plan.binaryByDefault) {
-      w.raw(`,"parameters":{"binary_data_size":${output.data.byteLength}}`);
-      if (output.data.byteLength > 0) blobs.push(output.data);
-    } else {
-      w.raw(',"data":');
-      writeTensorJson(w, output);
+    // An output delivered through shared memory carries no data and no parameters.
+    if (!output.sharedMemory) {
+      if (plan.listed.get(output.name) ?? plan.binaryByDefault) {
+        w.raw(`,"parameters":{"binary_data_size":${output.data.byteLength}}`);
+        if (output.data.byteLength > 0) blobs.push(output.data);
+      } else {
+        w.raw(',"data":');
+        writeTensorJson(w, output);
+      }
     }
     w.raw("}");
   });

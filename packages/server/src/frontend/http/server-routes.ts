@@ -56,30 +56,48 @@ export function handleTrace(): void {
 }
 
 /**
- * System and CUDA shared memory, answered as a tritonserver without client shared memory
- * (`--allow-client-shm=false`) and without GPUs: no regions; registering is refused; CUDA
+ * System shared memory (`--allow-client-shm`, off by default as in Triton) and CUDA shared memory,
+ * answered as a tritonserver without GPUs: no CUDA regions; registering one is refused; CUDA
  * unregister succeeds.
  */
-export function handleSharedMemory(
+export async function handleSharedMemory(
   ctx: Context,
   memory: "system" | "cuda",
   region: string,
   action: "status" | "register" | "unregister",
-): void {
-  switch (action) {
-    case "status":
-      // No region is ever registered, so a named one is unknown.
+): Promise<void> {
+  if (memory === "cuda") {
+    if (action === "status") {
       if (region !== "") throw new InferenceError("NOT_FOUND_ROUTE");
       ctx.reply.json(200, []);
+    } else if (action === "register") {
+      if (region === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: memory });
+      throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: region });
+    } else ctx.reply.empty(200);
+    return;
+  }
+  const shm = ctx.server.sharedMemory;
+  switch (action) {
+    case "status":
+      ctx.reply.json(
+        200,
+        shm.status(region).map((r) => ({ name: r.name, key: r.key, offset: r.offset, byte_size: r.byteSize })),
+      );
       return;
-    case "register":
-      if (region === "") {
-        throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: memory });
-      }
-      if (memory === "cuda") throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: region });
-      throw new InferenceError("SHM_DISABLED");
+    case "register": {
+      if (region === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: memory });
+      if (!shm.allowed) throw new InferenceError("SHM_DISABLED");
+      const json = await requiredJsonBody(ctx);
+      const key = internal("Unable to parse 'key'", () => asString(member(json, "key")));
+      const offsetJson = member(json, "offset");
+      const offset = offsetJson === undefined ? 0n : internal("Unable to parse 'offset'", () => asUint(offsetJson));
+      const byteSize = internal("Unable to parse 'byte_size'", () => asUint(member(json, "byte_size")));
+      await shm.register(region, key, Number(offset), Number(byteSize));
+      ctx.reply.empty(200);
+      return;
+    }
     case "unregister":
-      if (memory === "system") throw new InferenceError("SHM_DISABLED");
+      await shm.unregister(region);
       ctx.reply.empty(200);
   }
 }
