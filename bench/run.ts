@@ -1,5 +1,6 @@
 // All three benchmarks, then one summary of the issues' targets. Informational: always exits 0.
-// Run: npx tsx bench/run.ts [--reps=N] [--duration=S] [--samples=N]
+// Run: npx tsx bench/run.ts [--reps=N] [--duration=S] [--samples=N] [--model=simple|identity] [--elements=N]
+// (throughput.ts's two scenarios, `simple` and the FP32 identity, both appear in the summary)
 import { measureBatching } from "./batching.js";
 import { measureLatency } from "./latency.js";
 import { machineLine } from "./lib/setup.js";

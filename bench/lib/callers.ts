@@ -1,5 +1,6 @@
-// One inference call per protocol, as a lean client would make it. Each caller decodes the two
-// output tensors (a real client has to), so every target pays the same client-side cost.
+// One inference call per protocol, as a lean client would make it. Each caller decodes the output
+// tensors (a real client has to), so every target pays the same client-side cost. A target names its
+// model's workload (`simple` by default, or the FP32 identity): the inputs sent and outputs expected.
 import { Agent, request } from "node:http";
 import { connect } from "node:http2";
 import { Worker } from "node:worker_threads";
@@ -9,29 +10,31 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { GRPCInferenceService, ModelInferRequestSchema, ModelInferResponseSchema } from "@galley/proto";
 import { createLogger, createServer, type GalleyServer } from "@galley/server";
 import ort from "onnxruntime-node";
+import { INPUT0, INPUT1 } from "./simple.js";
 import {
   binaryBody,
   bytesOf,
-  INFER_PATH,
-  INPUT0,
-  INPUT1,
-  int32s,
+  type Datatype,
   jsonBody,
-  MODEL,
-  MODEL_FILE,
-  REPOSITORY,
-  SHAPE,
-} from "./simple.js";
+  type ModelSpec,
+  valuesOf,
+  type Workload,
+  workloadOf,
+} from "./workload.js";
 
-/** What a benchmark talks to: a server over the network, or an in-process baseline. */
-export type Target =
+/**
+ * What a benchmark talks to: a server over the network, or an in-process baseline; `workload` says
+ * which model (absent: `simple`; the worker echo always posts `simple`'s inputs).
+ */
+export type Target = (
   | { kind: "grpc" | "grpc-raw" | "http-binary" | "http-json"; port: number }
   | { kind: "ort"; intraOpNumThreads?: number }
   | { kind: "core" }
-  | { kind: "worker-echo" };
+  | { kind: "worker-echo" }
+) & { workload?: ModelSpec };
 
-/** OUTPUT0 and OUTPUT1 of one call. */
-export type Outputs = [ArrayLike<number>, ArrayLike<number>];
+/** The workload's outputs of one call, in its order (`simple`: OUTPUT0 and OUTPUT1). */
+export type Outputs = ArrayLike<number>[];
 
 export interface Caller {
   infer(): Promise<Outputs>;
@@ -39,46 +42,50 @@ export interface Caller {
 }
 
 export async function createCaller(target: Target, concurrency = 1): Promise<Caller> {
+  const workload = workloadOf(target.workload);
   switch (target.kind) {
     case "grpc":
-      return grpcCaller(target.port);
+      return grpcCaller(workload, target.port);
     case "grpc-raw":
-      return rawGrpcCaller(target.port);
+      return rawGrpcCaller(workload, target.port);
     case "http-binary":
-      return httpBinaryCaller(target.port, concurrency);
+      return httpBinaryCaller(workload, target.port, concurrency);
     case "http-json":
-      return httpJsonCaller(target.port, concurrency);
+      return httpJsonCaller(workload, target.port, concurrency);
     case "ort":
-      return ortCaller(target.intraOpNumThreads);
+      return ortCaller(workload, target.intraOpNumThreads);
     case "core":
-      return coreCaller();
+      return coreCaller(workload);
     case "worker-echo":
       return workerEchoCaller();
   }
 }
 
-const inferRequest = () =>
+const inferRequest = (workload: Workload) =>
   create(ModelInferRequestSchema, {
-    modelName: MODEL,
-    inputs: ["INPUT0", "INPUT1"].map((name) => ({ name, datatype: "INT32", shape: SHAPE.map(BigInt) })),
-    rawInputContents: [bytesOf(INPUT0), bytesOf(INPUT1)],
+    modelName: workload.model,
+    inputs: workload.inputs.map(({ name, datatype, shape }) => ({ name, datatype, shape: shape.map(BigInt) })),
+    rawInputContents: workload.inputs.map(({ values }) => bytesOf(values)),
   });
 
-function rawOutputs(contents: Uint8Array[]): Outputs {
-  const [sum, difference] = contents;
-  if (!sum || !difference) throw new Error("gRPC reply without two raw outputs");
-  return [int32s(sum), int32s(difference)];
+/** The workload's outputs from a ModelInfer reply: raw_output_contents[i] belongs to outputs[i]. */
+function rawOutputs(workload: Workload, reply: { outputs: { name: string }[]; rawOutputContents: Uint8Array[] }) {
+  return workload.outputs.map(({ name, datatype }) => {
+    const bytes = reply.rawOutputContents[reply.outputs.findIndex((o) => o.name === name)];
+    if (!bytes) throw new Error(`gRPC reply without raw ${name}`);
+    return valuesOf(datatype, bytes);
+  });
 }
 
 /** ModelInfer with a Connect client over one HTTP/2 connection; concurrent calls share it. */
-function grpcCaller(port: number): Caller {
+function grpcCaller(workload: Workload, port: number): Caller {
   const client = createClient(
     GRPCInferenceService,
     createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}`, acceptCompression: [] }),
   );
-  const message = inferRequest();
+  const message = inferRequest(workload);
   return {
-    infer: async () => rawOutputs((await client.modelInfer(message)).rawOutputContents),
+    infer: async () => rawOutputs(workload, await client.modelInfer(message)),
     close: async () => {},
   };
 }
@@ -87,9 +94,9 @@ function grpcCaller(port: number): Caller {
  * The same RPC from a minimal gRPC client on node:http2 (one length-prefixed message each way),
  * to tell the Connect client's own cost apart from the server's.
  */
-function rawGrpcCaller(port: number): Caller {
+function rawGrpcCaller(workload: Workload, port: number): Caller {
   const session = connect(`http://127.0.0.1:${port}`);
-  const message = toBinary(ModelInferRequestSchema, inferRequest());
+  const message = toBinary(ModelInferRequestSchema, inferRequest(workload));
   const frame = Buffer.alloc(5 + message.byteLength);
   frame.writeUInt32BE(message.byteLength, 1);
   frame.set(message, 5);
@@ -117,7 +124,7 @@ function rawGrpcCaller(port: number): Caller {
           if (status !== "0") return reject(new Error(`grpc-status ${status}`));
           const body = Buffer.concat(chunks);
           try {
-            resolve(rawOutputs(fromBinary(ModelInferResponseSchema, body.subarray(5)).rawOutputContents));
+            resolve(rawOutputs(workload, fromBinary(ModelInferResponseSchema, body.subarray(5))));
           } catch (error) {
             reject(error);
           }
@@ -131,9 +138,9 @@ function rawGrpcCaller(port: number): Caller {
 }
 
 /** A keep-alive POST; resolves with the status, headers and whole body. */
-function post(agent: Agent, port: number, headers: Record<string, string | number>, body: Buffer) {
+function post(agent: Agent, port: number, path: string, headers: Record<string, string | number>, body: Buffer) {
   return new Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
-    const req = request({ agent, host: "127.0.0.1", port, method: "POST", path: INFER_PATH, headers }, (res) => {
+    const req = request({ agent, host: "127.0.0.1", port, method: "POST", path, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (chunk: Buffer) => chunks.push(chunk));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
@@ -149,9 +156,10 @@ function httpError(status: number, body: Buffer): Error {
 }
 
 /** Binary tensor extension: JSON header + blobs both ways (PROTOCOL.md §1.5). */
-function httpBinaryCaller(port: number, concurrency: number): Caller {
+function httpBinaryCaller(workload: Workload, port: number, concurrency: number): Caller {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
-  const { body, headerLength } = binaryBody();
+  const { body, headerLength } = binaryBody(workload);
+  const datatypes = new Map<string, Datatype>(workload.outputs.map((o) => [o.name, o.datatype]));
   const headers = {
     "content-type": "application/octet-stream",
     "content-length": body.byteLength,
@@ -159,98 +167,107 @@ function httpBinaryCaller(port: number, concurrency: number): Caller {
   };
   return {
     async infer() {
-      const res = await post(agent, port, headers, body);
+      const res = await post(agent, port, workload.path, headers, body);
       if (res.status !== 200) throw httpError(res.status, res.body);
       const jsonLength = Number(res.headers["inference-header-content-length"]);
       if (!Number.isInteger(jsonLength)) throw new Error("reply without Inference-Header-Content-Length");
       const header = JSON.parse(res.body.toString("utf8", 0, jsonLength)) as {
         outputs: { name: string; parameters?: { binary_data_size?: number } }[];
       };
-      const tensors: Record<string, Int32Array> = {};
+      const tensors: Record<string, ArrayLike<number>> = {};
       let at = jsonLength;
       for (const output of header.outputs) {
         const size = output.parameters?.binary_data_size ?? 0;
-        tensors[output.name] = int32s(res.body.subarray(at, at + size));
+        tensors[output.name] = valuesOf(datatypes.get(output.name) ?? "INT32", res.body.subarray(at, at + size));
         at += size;
       }
-      return outputsOf(tensors);
+      return outputsOf(workload, tensors);
     },
     close: async () => agent.destroy(),
   };
 }
 
 /** Plain KServe v2 JSON both ways. */
-function httpJsonCaller(port: number, concurrency: number): Caller {
+function httpJsonCaller(workload: Workload, port: number, concurrency: number): Caller {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
-  const body = jsonBody();
+  const body = jsonBody(workload);
   const headers = { "content-type": "application/json", "content-length": body.byteLength };
   return {
     async infer() {
-      const res = await post(agent, port, headers, body);
+      const res = await post(agent, port, workload.path, headers, body);
       if (res.status !== 200) throw httpError(res.status, res.body);
       const reply = JSON.parse(res.body.toString("utf8")) as { outputs: { name: string; data: number[] }[] };
-      return outputsOf(Object.fromEntries(reply.outputs.map((o) => [o.name, o.data])));
+      return outputsOf(workload, Object.fromEntries(reply.outputs.map((o) => [o.name, o.data])));
     },
     close: async () => agent.destroy(),
   };
 }
 
-function outputsOf(tensors: Record<string, ArrayLike<number>>): Outputs {
-  const sum = tensors.OUTPUT0;
-  const difference = tensors.OUTPUT1;
-  if (!sum || !difference) throw new Error(`reply lacks OUTPUT0/OUTPUT1: ${Object.keys(tensors).join(", ")}`);
-  return [sum, difference];
+/** The workload's outputs, in its order, from a reply's tensors by name. */
+function outputsOf(workload: Workload, tensors: Record<string, ArrayLike<number>>): Outputs {
+  return workload.outputs.map(({ name }) => {
+    const tensor = tensors[name];
+    if (!tensor) throw new Error(`reply lacks ${name}: ${Object.keys(tensors).join(", ")}`);
+    return tensor;
+  });
 }
 
 /** The baseline: onnxruntime-node's session.run in this process, no server at all. */
-async function ortCaller(intraOpNumThreads?: number): Promise<Caller> {
+async function ortCaller(workload: Workload, intraOpNumThreads?: number): Promise<Caller> {
   const options = intraOpNumThreads === undefined ? {} : { intraOpNumThreads };
-  const session = await ort.InferenceSession.create(MODEL_FILE, options);
+  const session = await ort.InferenceSession.create(workload.modelFile, options);
+  const feeds = () =>
+    Object.fromEntries(
+      workload.inputs.map(({ name, datatype, shape, values }) => [
+        name,
+        datatype === "FP32"
+          ? new ort.Tensor("float32", values as Float32Array, shape)
+          : new ort.Tensor("int32", values as Int32Array, shape),
+      ]),
+    );
   return {
     async infer() {
-      const results = await session.run({
-        INPUT0: new ort.Tensor("int32", INPUT0, SHAPE),
-        INPUT1: new ort.Tensor("int32", INPUT1, SHAPE),
-      });
-      return [results.OUTPUT0?.data as Int32Array, results.OUTPUT1?.data as Int32Array];
+      const results = await session.run(feeds());
+      return workload.outputs.map(({ name }) => results[name]?.data as Int32Array | Float32Array);
     },
     close: () => session.release(),
   };
 }
 
 /** Galley's core without any frontend: validation, scheduling and the worker-thread hop. */
-async function coreCaller(): Promise<Caller> {
+async function coreCaller(workload: Workload): Promise<Caller> {
   const server: GalleyServer = createServer({
-    modelRepositories: [REPOSITORY],
+    modelRepositories: [workload.repository],
     controlMode: "explicit",
-    loadModels: [MODEL],
+    loadModels: [workload.model],
     http: false,
     grpc: false,
     metrics: false,
     log: createLogger({ info: false }),
   });
   await server.listen();
-  const tensor = (name: string, values: Int32Array) => ({
+  const inputs = workload.inputs.map(({ name, datatype, shape, values }) => ({
     name,
-    datatype: "INT32" as const,
-    shape: SHAPE,
+    datatype,
+    shape,
     data: bytesOf(values),
     parameters: {},
-  });
-  const inputs = [tensor("INPUT0", INPUT0), tensor("INPUT1", INPUT1)];
+  }));
   return {
     async infer() {
       const response = await server.core.infer({
-        modelName: MODEL,
+        modelName: workload.model,
         modelVersion: "",
         id: "",
         parameters: {},
         inputs,
         outputs: [],
       });
-      const [sum, difference] = response.outputs;
-      if (!sum || !difference) throw new Error("core returned fewer than two outputs");
-      return [int32s(sum.data), int32s(difference.data)];
+      return workload.outputs.map(({ name, datatype }) => {
+        const tensor = response.outputs.find((o) => o.name === name);
+        if (!tensor) throw new Error(`core returned no ${name}`);
+        return valuesOf(datatype, tensor.data);
+      });
     },
     close: () => server.close(),
   };

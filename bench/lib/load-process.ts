@@ -4,6 +4,7 @@ import { performance } from "node:perf_hooks";
 import { type Caller, createCaller, type Target } from "./callers.js";
 import { serveJobs } from "./ipc.js";
 import { percentile } from "./stats.js";
+import { checkOutputs, workloadOf } from "./workload.js";
 
 export type LoadJob =
   | { type: "check"; target: Target }
@@ -79,8 +80,9 @@ serveJobs(
   async (job: LoadJob) => {
     switch (job.type) {
       case "check": {
-        const [sum, difference] = await (await callerFor(job.target)).infer();
-        return [Array.from(sum), Array.from(difference)];
+        // One call, compared here with the workload's expected values (no big arrays over IPC).
+        const outputs = await (await callerFor(job.target)).infer();
+        return checkOutputs(workloadOf(job.target.workload), outputs);
       }
       case "latency":
         return latency(await callerFor(job.target), job.warmup, job.samples);

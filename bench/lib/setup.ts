@@ -4,7 +4,7 @@ import { availableParallelism, loadavg } from "node:os";
 import type { Target } from "./callers.js";
 import { type Child, startChild } from "./ipc.js";
 import type { LoadJob } from "./load-process.js";
-import { EXPECTED_DIFFERENCE, EXPECTED_SUM } from "./simple.js";
+import type { ModelSpec, OutputCheck } from "./workload.js";
 
 /** `--name=value` from the command line, else `BENCH_NAME`, else the default. */
 export function option(name: string, fallback: number): number {
@@ -12,6 +12,12 @@ export function option(name: string, fallback: number): number {
   const raw = flag?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase()}`];
   const value = raw === undefined ? Number.NaN : Number(raw);
   return Number.isFinite(value) ? value : fallback;
+}
+
+/** A word option, the same way: `--name=value`, else `BENCH_NAME`, else the default. */
+export function textOption(name: string, fallback: string): string {
+  const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
+  return flag?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase()}`] ?? fallback;
 }
 
 export type ServerKind = "galley" | "bare" | "hand-written";
@@ -27,9 +33,11 @@ export interface Bench {
   stop(): Promise<void>;
 }
 
-export async function startBench(kinds: readonly ServerKind[]): Promise<Bench> {
+/** Start the servers; with a workload, each serves that model instead of `simple`. */
+export async function startBench(kinds: readonly ServerKind[], workload?: ModelSpec): Promise<Bench> {
+  const args = workload ? [JSON.stringify(workload)] : [];
   const servers = await Promise.all(
-    kinds.map((kind) => startChild<Ports>(new URL("./server-process.ts", import.meta.url), [kind])),
+    kinds.map((kind) => startChild<Ports>(new URL("./server-process.ts", import.meta.url), [kind, ...args])),
   );
   const load = await startChild<null>(new URL("./load-process.ts", import.meta.url));
   const ports = Object.fromEntries(kinds.map((kind, i) => [kind, servers[i]?.ready ?? {}])) as Record<
@@ -51,16 +59,14 @@ export async function startBench(kinds: readonly ServerKind[]): Promise<Bench> {
 /**
  * One call through the load generator; the target is measured only when it answers with the
  * right values (the bare handler answers zeros of the right size, so only sizes are checked).
+ * The load process compares every element with the target's workload (`simple`'s sum and
+ * difference, or the identity's input).
  */
 export async function check(bench: Bench, name: string, target: Target, valuesMatter = true): Promise<boolean> {
   try {
-    const [sum, difference] = await bench.run<[number[], number[]]>({ type: "check", target });
-    const sizesOk = sum.length === EXPECTED_SUM.length && difference.length === EXPECTED_DIFFERENCE.length;
-    const valuesOk =
-      sum.every((v, i) => v === EXPECTED_SUM[i]) && difference.every((v, i) => v === EXPECTED_DIFFERENCE[i]);
+    const { lengths, sizesOk, valuesOk, shown } = await bench.run<OutputCheck>({ type: "check", target });
     if (sizesOk && (valuesOk || !valuesMatter)) return true;
-    const shown = JSON.stringify([sum.slice(0, 20), difference.slice(0, 20)]);
-    console.error(`skipping ${name}: wrong outputs (${sum.length} and ${difference.length} values) ${shown}`);
+    console.error(`skipping ${name}: wrong outputs (${lengths.join(" and ")} values) ${shown}`);
   } catch (error) {
     console.error(`skipping ${name}: ${((error as Error).message.split("\n")[0] ?? "").slice(0, 300)}`);
   }
