@@ -1,7 +1,7 @@
 import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
 import type { BackendInstance } from "../backend/backend.js";
 import { datatypeOf } from "../core/datatype.js";
-import { InferenceError, toInferenceError } from "../core/errors.js";
+import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
 import { elementCount, type Tensor } from "../core/tensor.js";
@@ -17,22 +17,38 @@ interface Pending {
   enqueuedNs: bigint;
   resolve(result: ScheduledResult): void;
   reject(error: InferenceError): void;
+  onAbort?: () => void;
 }
 
 interface Sequence {
   id: CorrelationId;
-  instance: Slot;
+  /** The instance the sequence is bound to; undefined while it waits in the backlog for a slot. */
+  instance: Slot | undefined;
   queue: Pending[];
   busy: boolean;
   lastNs: bigint;
   /** Implicit state: the value of each state input for the next request. */
   state: Map<string, Tensor>;
+  /** Cancelled while a request of it was executing: released once that finishes. */
+  cancelled?: boolean;
 }
 
 interface Slot {
   instance: BackendInstance;
   busy: boolean;
   sequences: number;
+}
+
+/**
+ * Sequences one instance holds at once: `max_batch_size` slots (at least one) with the direct
+ * strategy; with oldest, `max_candidate_sequences` spread over the instances.
+ */
+function slotsPerInstance(config: ModelConfig, batching: ModelSequenceBatching, instances: number): number {
+  const strategy = batching.strategyChoice;
+  if (strategy.case === "oldest" && strategy.value.maxCandidateSequences > 0) {
+    return Math.max(1, Math.ceil(strategy.value.maxCandidateSequences / Math.max(1, instances)));
+  }
+  return Math.max(1, config.maxBatchSize);
 }
 
 /** Options for {@link SequenceBatcher}. */
@@ -48,7 +64,11 @@ export interface SequenceBatcherOptions {
  * Triton's sequence batcher (PROTOCOL.md §3.7, §9.2): requests carry a correlation id
  * (`sequence_id`, integer or string) and START/END flags. A sequence is bound to one instance
  * from its START to its END; its requests run one at a time, in order; requests of different
- * sequences bound to the same instance share a batch (up to `max_batch_size`). The batcher adds
+ * sequences bound to the same instance share a batch (up to `max_batch_size`). An instance holds
+ * `max_batch_size` sequences at once (direct) or its share of `max_candidate_sequences` (oldest,
+ * which also lets a batch wait up to `max_queue_delay_microseconds` to fill, unless it has a
+ * preferred size); a new sequence with no free slot waits in a backlog until one ends. Cancelling
+ * a queued request cancels every queued request of its sequence and ends it. The batcher adds
  * the configured control inputs (START, END, READY, CORRID) and carries implicit state
  * (`state`) from one request of a sequence to the next. A sequence idle for
  * `max_sequence_idle_microseconds` is released.
@@ -58,6 +78,13 @@ export class SequenceBatcher implements Scheduler {
   readonly #batching: ModelSequenceBatching;
   readonly #slots: Slot[];
   readonly #sequences = new Map<string, Sequence>();
+  /** Sequences waiting for a free slot, oldest first. */
+  readonly #backlog: Sequence[] = [];
+  readonly #capacity: number;
+  /** Oldest strategy: how long a batch may wait to fill, and the sizes that send it at once. */
+  readonly #delayNs: bigint;
+  readonly #preferred: readonly number[];
+  #delayTimer: unknown;
   readonly #stats: ModelStatistics;
   readonly #log: Logger;
   readonly #clock: Clock;
@@ -78,6 +105,10 @@ export class SequenceBatcher implements Scheduler {
     this.#log = options.log;
     this.#clock = options.clock ?? systemClock;
     this.#idleNs = (this.#batching.maxSequenceIdleMicroseconds || 1_000_000n) * 1000n;
+    this.#capacity = slotsPerInstance(this.#config, this.#batching, this.#slots.length);
+    const strategy = this.#batching.strategyChoice;
+    this.#delayNs = strategy.case === "oldest" ? strategy.value.maxQueueDelayMicroseconds * 1000n : 0n;
+    this.#preferred = strategy.case === "oldest" ? strategy.value.preferredBatchSize : [];
     this.#stringIds = usesStringIds(this.#batching);
     this.#typedIds = hasCorrelationControl(this.#batching);
   }
@@ -110,15 +141,31 @@ export class SequenceBatcher implements Scheduler {
       }
       const now = this.#clock.now();
       if (!sequence) {
-        const slot = [...this.#slots].sort((a, b) => a.sequences - b.sequences)[0] as Slot;
-        slot.sequences++;
-        sequence = { id, instance: slot, queue: [], busy: false, lastNs: now, state: new Map() };
+        sequence = { id, instance: this.#openSlot(), queue: [], busy: false, lastNs: now, state: new Map() };
+        if (sequence.instance) sequence.instance.sequences++;
+        else {
+          this.#backlog.push(sequence);
+          this.#log.verbose(
+            1,
+            `model '${model}': sequence ${String(id)} waits for a free slot (backlog ${this.#backlog.length})`,
+          );
+        }
         this.#sequences.set(key, sequence);
       } else if (start) {
         this.#log.verbose(1, `model '${model}': sequence ${String(id)} restarted by a new START`);
       }
       sequence.lastNs = now;
-      sequence.queue.push({ request, start, end, enqueuedNs: now, resolve, reject });
+      const pending: Pending = { request, start, end, enqueuedNs: now, resolve, reject };
+      const signal = request.signal;
+      if (signal?.aborted) {
+        reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
+        return;
+      }
+      if (signal) {
+        pending.onAbort = () => this.#cancel(sequence as Sequence, pending);
+        signal.addEventListener("abort", pending.onAbort, { once: true });
+      }
+      sequence.queue.push(pending);
       this.#stats.pending++;
       this.#schedule();
     });
@@ -132,14 +179,66 @@ export class SequenceBatcher implements Scheduler {
     });
   }
 
+  /** The least-loaded instance with a free slot, if any. */
+  #openSlot(): Slot | undefined {
+    return [...this.#slots].filter((s) => s.sequences < this.#capacity).sort((a, b) => a.sequences - b.sequences)[0];
+  }
+
+  /**
+   * A request of a sequence was cancelled: every request of that sequence still queued is
+   * cancelled with it, and the sequence ends (as in Triton).
+   */
+  #cancel(sequence: Sequence, cancelled: Pending): void {
+    if (!sequence.queue.includes(cancelled)) return;
+    for (const pending of sequence.queue.splice(0)) {
+      this.#stats.pending--;
+      if (pending.onAbort) pending.request.signal?.removeEventListener("abort", pending.onAbort);
+      pending.reject(new InferenceError("CANCELLED", { id: requestId(pending.request.id) }));
+    }
+    // Forgotten at once, so that the id can start again; the slot frees when its execution ends.
+    this.#sequences.delete(`${typeof sequence.id}:${String(sequence.id)}`);
+    if (sequence.busy) sequence.cancelled = true;
+    else this.#freeSlot(sequence);
+    this.#schedule();
+  }
+
   #schedule(): void {
+    if (this.#delayTimer !== undefined) this.#clock.clearTimer(this.#delayTimer);
+    this.#delayTimer = undefined;
+    const max = Math.max(1, this.#config.maxBatchSize);
+    const now = this.#clock.now();
+    let wakeAt: bigint | undefined;
     for (const slot of this.#slots) {
       if (slot.busy) continue;
       const ready = [...this.#sequences.values()]
         .filter((s) => s.instance === slot && !s.busy && s.queue.length > 0)
         .sort((a, b) => ((a.queue[0]?.enqueuedNs ?? 0n) < (b.queue[0]?.enqueuedNs ?? 0n) ? -1 : 1))
-        .slice(0, Math.max(1, this.#config.maxBatchSize));
-      if (ready.length > 0) this.#run(slot, ready);
+        .slice(0, max);
+      if (ready.length === 0) continue;
+      // Oldest strategy: a batch short of full waits up to max_queue_delay for more sequences,
+      // unless it already has a preferred size.
+      const oldest = ready[0]?.queue[0]?.enqueuedNs ?? now;
+      const due = oldest + this.#delayNs;
+      const hold =
+        this.#delayNs > 0n &&
+        ready.length < max &&
+        due > now &&
+        !this.#preferred.includes(ready.length) &&
+        !this.#draining;
+      if (hold) {
+        if (wakeAt === undefined || due < wakeAt) wakeAt = due;
+        continue;
+      }
+      this.#run(slot, ready);
+    }
+    if (wakeAt !== undefined) {
+      this.#delayTimer = this.#clock.setTimer(
+        () => {
+          this.#delayTimer = undefined;
+          this.#schedule();
+        },
+        Number(wakeAt - now) / 1e6,
+      );
     }
     this.#setIdleTimer();
     this.#checkDrained();
@@ -154,6 +253,7 @@ export class SequenceBatcher implements Scheduler {
       sequence.busy = true;
       const pending = sequence.queue.shift() as Pending;
       this.#stats.pending--;
+      if (pending.onAbort) pending.request.signal?.removeEventListener("abort", pending.onAbort);
       if (pending.start) sequence.state = this.#initialState(batched);
       const controls = controlTensors(
         this.#batching,
@@ -201,7 +301,8 @@ export class SequenceBatcher implements Scheduler {
       for (const { sequence, pending } of items) {
         sequence.busy = false;
         sequence.lastNs = this.#clock.now();
-        if (pending.end && sequence.queue.length === 0) this.#release(sequence);
+        if (sequence.cancelled) this.#freeSlot(sequence);
+        else if (pending.end && sequence.queue.length === 0) this.#release(sequence);
       }
       slot.busy = false;
       this.#running--;
@@ -229,9 +330,27 @@ export class SequenceBatcher implements Scheduler {
     return state;
   }
 
+  /** A sequence ended (END, idle expiry, cancellation): its slot goes to the oldest sequence in the backlog. */
   #release(sequence: Sequence): void {
-    this.#sequences.delete(`${typeof sequence.id}:${String(sequence.id)}`);
-    sequence.instance.sequences--;
+    const key = `${typeof sequence.id}:${String(sequence.id)}`;
+    if (this.#sequences.get(key) !== sequence) return;
+    this.#sequences.delete(key);
+    this.#freeSlot(sequence);
+  }
+
+  /** Give a finished sequence's slot (or its backlog place) up. */
+  #freeSlot(sequence: Sequence): void {
+    const waiting = this.#backlog.indexOf(sequence);
+    if (waiting !== -1) this.#backlog.splice(waiting, 1);
+    const slot = sequence.instance;
+    if (!slot) return;
+    sequence.instance = undefined;
+    slot.sequences--;
+    const next = this.#backlog.shift();
+    if (next) {
+      next.instance = slot;
+      slot.sequences++;
+    }
   }
 
   /** Release sequences idle longer than `max_sequence_idle_microseconds`; one timer for the next expiry. */
@@ -263,6 +382,7 @@ export class SequenceBatcher implements Scheduler {
     const waiting = [...this.#sequences.values()].some((s) => s.queue.length > 0);
     if (this.#draining && this.#running === 0 && !waiting) {
       if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
+      if (this.#delayTimer !== undefined) this.#clock.clearTimer(this.#delayTimer);
       this.#drained?.();
     }
   }

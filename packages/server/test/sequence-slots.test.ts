@@ -1,0 +1,129 @@
+// Sequence slots, the backlog, the oldest strategy's queue delay and cancellation, observed
+// through a scripted model that logs each execution (correlation id and flags, per batch).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ConnectError } from "@connectrpc/connect";
+import type { InferParameter } from "@galley/proto";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  cleanup,
+  expectGrpcError,
+  type InferenceClient,
+  startServer,
+  tempRepository,
+  waitFor,
+} from "./support/harness.js";
+
+afterEach(cleanup);
+
+/** A sequence model that logs `id:flags` per request, one line per batch, and takes `delayMs` per execute. */
+function loggingModel(scheduling: string, delayMs = 0): { repo: string; log: string } {
+  const repo = tempRepository();
+  const log = join(repo, "executions.txt");
+  mkdirSync(join(repo, "seq", "1"), { recursive: true });
+  writeFileSync(
+    join(repo, "seq", "config.pbtxt"),
+    `name: "seq"
+backend: "js"
+max_batch_size: 4
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+sequence_batching { max_sequence_idle_microseconds: 60000000 ${scheduling} }
+`,
+  );
+  writeFileSync(
+    join(repo, "seq", "1", "model.mjs"),
+    `import { appendFileSync } from "node:fs";
+     export default class {
+       async execute(requests) {
+         appendFileSync(${JSON.stringify(log)}, requests.map((r) => r.correlationId + ":" + r.flags).join(" ") + "\\n");
+         await new Promise((resolve) => setTimeout(resolve, ${delayMs}));
+         return requests.map((r) => ({ outputs: [{ name: "OUT", datatype: "INT32", shape: [1, 1], data: r.input("IN").typed() }] }));
+       }
+     }`,
+  );
+  return { repo, log };
+}
+
+const int64 = (value: bigint): InferParameter => ({ parameterChoice: { case: "int64Param", value } }) as InferParameter;
+const bool = (value: boolean): InferParameter => ({ parameterChoice: { case: "boolParam", value } }) as InferParameter;
+
+function send(client: InferenceClient, id: number, start: boolean, end: boolean, signal?: AbortSignal) {
+  return client.modelInfer(
+    {
+      modelName: "seq",
+      id: `${id}`,
+      parameters: { sequence_id: int64(BigInt(id)), sequence_start: bool(start), sequence_end: bool(end) },
+      inputs: [{ name: "IN", datatype: "INT32", shape: [1n, 1n] }],
+      rawInputContents: [new Uint8Array(Int32Array.of(id).buffer)],
+    },
+    signal ? { signal } : {},
+  );
+}
+
+const lines = (log: string) => (existsSync(log) ? readFileSync(log, "utf8").split("\n").filter(Boolean) : []);
+
+describe("sequence slots", () => {
+  it("holds a new sequence in the backlog while every slot is taken, and gives it the slot the first one frees", async () => {
+    // direct, max_batch_size 4: one instance has 4 slots.
+    const { repo, log } = loggingModel("direct { }");
+    const { client, server } = await startServer({ modelRepositories: [repo] });
+    for (const id of [1, 2, 3, 4]) await send(client, id, true, false);
+    const fifth = send(client, 5, true, false);
+    // The fifth sequence waits: nothing of it has executed, and it is counted as pending.
+    await waitFor(() => server.core.models.resolve("seq", "").stats.pending === 1);
+    expect(lines(log).join(" ")).not.toContain("5:");
+    await send(client, 2, false, true);
+    await fifth;
+    expect(lines(log).at(-1)).toBe("5:1");
+  });
+
+  it("batches requests of different sequences on one instance, up to max_batch_size", async () => {
+    const { repo, log } = loggingModel("direct { }", 300);
+    const { client } = await startServer({ modelRepositories: [repo] });
+    const first = send(client, 1, true, false);
+    await waitFor(() => lines(log).length === 1);
+    // While the instance is busy, three more sequences start: they run together next.
+    await Promise.all([first, send(client, 2, true, true), send(client, 3, true, true), send(client, 4, true, true)]);
+    expect(lines(log)).toEqual(["1:1", "2:3 3:3 4:3"]);
+  });
+
+  it("oldest: waits up to max_queue_delay_microseconds for a batch to fill, and sends a preferred size at once", async () => {
+    const { repo, log } = loggingModel(
+      "oldest { max_candidate_sequences: 8 preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 2000000 }",
+    );
+    const { client } = await startServer({ modelRepositories: [repo] });
+    const started = Date.now();
+    // Three sequences reach the preferred size: one execution, long before the 2 s delay.
+    await Promise.all([send(client, 1, true, true), send(client, 2, true, true), send(client, 3, true, true)]);
+    expect(lines(log)).toHaveLength(1);
+    expect(lines(log)[0]?.split(" ").sort()).toEqual(["1:3", "2:3", "3:3"]);
+    expect(Date.now() - started).toBeLessThan(1500);
+  });
+
+  it("cancelling a queued request cancels its sequence's queued requests and ends the sequence", async () => {
+    const { repo, log } = loggingModel("direct { }", 400);
+    const { client, server } = await startServer({ modelRepositories: [repo] });
+    const running = send(client, 7, true, false);
+    await waitFor(() => lines(log).length === 1);
+    const abort = new AbortController();
+    const second = send(client, 7, false, false, abort.signal).catch((e: unknown) => e);
+    const third = send(client, 7, false, true).catch((e: unknown) => e);
+    // Both wait behind the running request before the client cancels the first of them.
+    await waitFor(() => server.core.models.resolve("seq", "").stats.pending === 2);
+    abort.abort();
+    await running;
+    expect(await second).toBeInstanceOf(ConnectError);
+    const thirdError = (await third) as ConnectError;
+    expect(thirdError.code).toBe(1);
+    expect(thirdError.rawMessage).toBe("[request id: 7] request cancelled");
+    // Neither executed, and the sequence is gone: continuing it needs a new START.
+    expect(lines(log)).toEqual(["7:1"]);
+    await expectGrpcError(
+      send(client, 7, false, true),
+      3,
+      "inference request for sequence 7 to model 'seq' must specify the START flag on the first request of the sequence",
+    );
+  });
+});
