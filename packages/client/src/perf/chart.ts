@@ -4,10 +4,12 @@ import type { LevelResult } from "./measure.js";
 import type { LoadMode } from "./options.js";
 import { levelName } from "./report.js";
 
-const WIDTH = 960;
+const WIDTH = 980;
 const HEIGHT = 440;
-const PANEL = { width: 400, height: 300, top: 80 };
-const LEFTS = [80, 560];
+const PANEL = { width: 370, height: 300, top: 80 };
+const LEFTS = [80, 580];
+/** Room above the largest value, so no point sits on the frame. */
+const HEADROOM = 1.08;
 
 interface Series {
   name: string;
@@ -38,8 +40,8 @@ const xy = (n: number) => n.toFixed(1);
 
 function panel(left: number, title: string, xLabel: string, yLabel: string, series: Series[]): string {
   const all = series.flatMap((s) => s.points);
-  const xTicks = ticks(Math.max(...all.map((p) => p.x), 0));
-  const yTicks = ticks(Math.max(...all.map((p) => p.y), 0));
+  const xTicks = ticks(Math.max(...all.map((p) => p.x), 0) * HEADROOM);
+  const yTicks = ticks(Math.max(...all.map((p) => p.y), 0) * HEADROOM);
   const xMax = xTicks[xTicks.length - 1] as number;
   const yMax = yTicks[yTicks.length - 1] as number;
   const { width, height, top } = PANEL;
