@@ -110,6 +110,12 @@ async function sweep(client: InferenceClient, requests: RequestSource, options: 
     }
     results.push(result);
     io.stdout.write(levelBlock(mode, result));
+    if (mode === "request-rate" && result.requestsPerSecond < level * 0.9) {
+      // perf_analyzer's warning: the server (or this client) did not keep up with the schedule.
+      io.stderr.write(
+        `warning: asked for ${level} requests/s, ${result.requestsPerSecond.toFixed(1)} answered per second\n`,
+      );
+    }
     if (options.latencyThresholdMs > 0 && reportedLatency(result.latency) > options.latencyThresholdMs * 1000) {
       io.stderr.write(`latency exceeded the ${options.latencyThresholdMs} ms limit: stopping the sweep\n`);
       break;
