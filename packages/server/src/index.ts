@@ -10,7 +10,14 @@ export type { Backend, BackendInstance, BackendLoadContext, BackendModel, Execut
 export type { ResponseCache } from "./cache/response-cache.js";
 export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./core/datatype.js";
 export { ERRORS, type ErrorId, InferenceError, type TritonCode } from "./core/errors.js";
-export type { InferenceRequest, InferenceResponse, RequestedOutput } from "./core/inference-request.js";
+export type {
+  DecoupledResponse,
+  InferenceRequest,
+  InferenceResponse,
+  RequestedOutput,
+  Responder,
+  StreamedResponse,
+} from "./core/inference-request.js";
 // The core, for embedding Galley and for backends.
 export {
   EXTENSIONS,
@@ -22,6 +29,11 @@ export {
   type TensorMetadata,
 } from "./core/inference-server.js";
 export type { Duration, ModelStatistics } from "./core/statistics.js";
+export {
+  SharedMemoryManager,
+  type SharedMemoryRef,
+  type SharedMemoryRegionStatus,
+} from "./core/shared-memory.js";
 export type { Parameters, ParameterValue, Tensor } from "./core/tensor.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";

@@ -9,7 +9,10 @@ export default class SquareInt32 {
       const n = request.input("IN").typed()[0];
       const sender = request.responseSender();
       if (n < 0) {
-        sender.send({ error: Object.assign(new Error(`IN must be >= 0, got ${n}`), { code: "INVALID_ARG" }) }, { final: true });
+        sender.send(
+          { error: Object.assign(new Error(`IN must be >= 0, got ${n}`), { code: "INVALID_ARG" }) },
+          { final: true },
+        );
         continue;
       }
       for (let i = 0; i < n && !request.isCancelled(); i++) {
