@@ -25,8 +25,14 @@ export function chartFileName(reportFile: string): string {
   return /\.csv$/i.test(reportFile) ? reportFile.replace(/\.csv$/i, ".svg") : `${reportFile}.svg`;
 }
 
+/** An error's message, with its cause's (fetch says only "fetch failed"; the cause says why). */
 function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? error.cause : undefined;
+  const code = (cause as { code?: string } | undefined)?.code;
+  return cause
+    ? `${error.message}: ${cause.message}${code && !cause.message.includes(code) ? ` (${code})` : ""}`
+    : error.message;
 }
 
 /** A failure worth one line on stderr and exit code 1. */
@@ -75,7 +81,7 @@ async function prepare(client: InferenceClient, options: PerfOptions): Promise<R
 function startLoad(options: PerfOptions, level: number, send: () => Promise<unknown>): LoadGenerator {
   return options.load.kind === "concurrency"
     ? closedLoop(level, send)
-    : openLoop(level, send, options.requestDistribution);
+    : openLoop(level, send, options.requestDistribution, options.maxInFlight);
 }
 
 async function sweep(client: InferenceClient, requests: RequestSource, options: PerfOptions, io: PerfIO) {

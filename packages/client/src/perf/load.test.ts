@@ -42,6 +42,25 @@ describe("openLoop", () => {
     expect(load.inFlight).toBe(0);
   });
 
+  it("holds requests that fall due while `maxInFlight` are outstanding, and sends them when one answers", async () => {
+    const pending: (() => void)[] = [];
+    const load = openLoop(2000, () => new Promise<void>((resolve) => pending.push(resolve)), "constant", 5);
+    while (pending.length < 5) await new Promise((resolve) => setTimeout(resolve, 1));
+    // Well past the time 5 more fell due: none was sent.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(pending).toHaveLength(5);
+    expect(load.inFlight).toBe(5);
+    // One answer frees one slot: the overdue requests go out one per answer.
+    pending.shift()?.();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(pending).toHaveLength(5);
+    expect(load.inFlight).toBe(5);
+    const stopped = load.stop();
+    for (const resolve of pending) resolve();
+    await stopped;
+    expect(load.inFlight).toBe(0);
+  });
+
   it("stops at the first failure and keeps it", async () => {
     const load = openLoop(500, async () => {
       throw new Error("refused");

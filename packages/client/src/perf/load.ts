@@ -29,6 +29,8 @@ class Recorder {
   error: unknown;
   failed = false;
   inFlight = 0;
+  /** Called whenever a request settles (the open loop resumes a schedule held by its cap). */
+  onSettled: (() => void) | undefined;
   readonly #drained: (() => void)[] = [];
 
   async send(send: Send): Promise<void> {
@@ -45,6 +47,7 @@ class Recorder {
     } finally {
       this.inFlight--;
       if (this.inFlight === 0) for (const resolve of this.#drained.splice(0)) resolve();
+      this.onSettled?.();
     }
   }
 
@@ -90,22 +93,39 @@ export function closedLoop(concurrency: number, send: Send): LoadGenerator {
  * `rate` requests per second on a schedule (evenly spaced, or with exponential gaps for
  * `poisson`), sent whether or not earlier ones have answered. Timers fire at best every
  * millisecond; requests that fell due meanwhile are sent together, so the rate holds on average.
+ * At most `maxInFlight` requests are outstanding: when the server falls that far behind, requests
+ * that fall due wait for one to answer (they are sent late, and the rate is not kept) rather than
+ * opening connections without bound.
  */
-export function openLoop(rate: number, send: Send, distribution: "constant" | "poisson" = "constant"): LoadGenerator {
+export function openLoop(
+  rate: number,
+  send: Send,
+  distribution: "constant" | "poisson" = "constant",
+  maxInFlight = 256,
+): LoadGenerator {
   const recorder = new Recorder();
   const gap = () => (distribution === "poisson" ? -Math.log(1 - Math.random()) : 1) * (1000 / rate);
   let due = performance.now();
   let timer: NodeJS.Timeout | undefined;
+  let held = false;
   let running = true;
   const tick = () => {
     timer = undefined;
+    held = false;
     if (!running || recorder.failed) return;
     const now = performance.now();
     while (due <= now) {
+      if (recorder.inFlight >= maxInFlight) {
+        held = true;
+        return;
+      }
       void recorder.send(send);
       due += gap();
     }
     timer = setTimeout(tick, Math.max(0, due - performance.now()));
+  };
+  recorder.onSettled = () => {
+    if (held) tick();
   };
   tick();
   return {

@@ -19,6 +19,8 @@ export interface PerfOptions {
   load: LoadMode;
   /** `constant` (perf_analyzer's default) or `poisson` inter-arrival times for request-rate mode. */
   requestDistribution: "constant" | "poisson";
+  /** Request-rate mode: at most this many requests outstanding (Galley's; perf_analyzer bounds threads). */
+  maxInFlight: number;
   measurementIntervalMs: number;
   maxTrials: number;
   /** Windows must agree within this many percent (`--stability-percentage`). */
@@ -62,6 +64,8 @@ Load
                                       adding step (default: 1:1:1)
   --request-rate-range <start:end:step>    open loop: requests per second, start to end by adding step
   --request-distribution <constant|poisson>  inter-arrival times in request-rate mode (default: constant)
+  --max-in-flight <n>                 request-rate mode: requests due while n are outstanding wait for
+                                      one to answer (default: 256)
   --shared-memory <none|system>       system: inputs and outputs in registered /dev/shm regions (the
                                       server must run with --allow-client-shm=true) (default: none)
   --output-shared-memory-size <bytes> region bytes per output whose size the shape does not tell
@@ -97,6 +101,7 @@ function parse(args: string[]) {
       "concurrency-range": { type: "string" },
       "request-rate-range": { type: "string" },
       "request-distribution": { type: "string" },
+      "max-in-flight": { type: "string" },
       "measurement-interval": { type: "string", short: "p" },
       "max-trials": { type: "string" },
       "stability-percentage": { type: "string", short: "s" },
@@ -227,6 +232,7 @@ export function parsePerfOptions(args: string[]): PerfOptions | "help" {
     batchSize: number("-b", v["batch-size"], 1, positiveInteger),
     load,
     requestDistribution: distribution,
+    maxInFlight: number("--max-in-flight", v["max-in-flight"], 256, positiveInteger),
     measurementIntervalMs: number("--measurement-interval", v["measurement-interval"], 5000, (n) => n > 0),
     maxTrials: number("--max-trials", v["max-trials"], 10, positiveInteger),
     stabilityPercentage: number("--stability-percentage", v["stability-percentage"], 10, (n) => n > 0),
