@@ -28,12 +28,12 @@ export {
   type ServerMetadata,
   type TensorMetadata,
 } from "./core/inference-server.js";
-export type { Duration, ModelStatistics } from "./core/statistics.js";
 export {
   SharedMemoryManager,
   type SharedMemoryRef,
   type SharedMemoryRegionStatus,
 } from "./core/shared-memory.js";
+export type { Duration, ModelStatistics } from "./core/statistics.js";
 export type { Parameters, ParameterValue, Tensor } from "./core/tensor.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";
