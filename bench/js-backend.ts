@@ -113,6 +113,8 @@ function memcpyMicros(bytes: number, samples: number): number {
 
 console.log(`node ${process.version}, load average ${loadavg()[0]?.toFixed(2)}; ${REPS} repetitions`);
 const rows: string[][] = [];
+const jsMedians: number[] = [];
+const copyMedians: number[] = [];
 for (const [label, bytes] of SIZES) {
   const samples = bytes >= 64 << 20 ? Math.max(10, Math.floor(SAMPLES / 20)) : SAMPLES;
   for (const m of ["identity_js", "identity_onnx"]) await measure(m, bytes, Math.min(5, samples));
@@ -128,6 +130,8 @@ for (const [label, bytes] of SIZES) {
     moved &&= a.moved;
     copy.push(memcpyMicros(bytes, samples));
   }
+  jsMedians.push(median(js));
+  copyMedians.push(median(copy));
   rows.push([
     label,
     formatSpread(spread(js)),
@@ -144,8 +148,15 @@ console.log(
     rows,
   ),
 );
+// The round trip has a fixed cost (the 64 B row); what a size adds over it is what a copy would add to.
+for (let i = 1; i < SIZES.length; i++) {
+  const added = (jsMedians[i] ?? 0) - (jsMedians[0] ?? 0);
+  console.log(
+    `${SIZES[i]?.[0]}: the JS round trip adds ${added.toFixed(1)} µs over 64 B; one copy of that size costs ${(copyMedians[i] ?? 0).toFixed(1)} µs`,
+  );
+}
 console.log(
-  "\nA copy each way would cost at least 2 copies: 'JS / copy' well under 2 at 1 MiB and 64 MiB means the tensors crossed the worker boundary without being copied; 'input moved' says the request's buffer was detached (transferred) every time.",
+  "\nA copy each way would cost at least 2 copies: an added cost under one copy (and 'JS / copy' far under 2 at 64 MiB) means the tensors crossed the worker boundary without being copied; 'input moved' says the request's buffer was detached (transferred) every time.",
 );
 await server.close();
 rmSync(repo, { recursive: true, force: true });
