@@ -8,22 +8,10 @@
  * @packageDocumentation
  */
 
-/** A KServe v2 datatype. */
-export type DataType =
-  | "BOOL"
-  | "UINT8"
-  | "UINT16"
-  | "UINT32"
-  | "UINT64"
-  | "INT8"
-  | "INT16"
-  | "INT32"
-  | "INT64"
-  | "FP16"
-  | "FP32"
-  | "FP64"
-  | "BF16"
-  | "BYTES";
+import type { ProtocolDataType } from "@galley/config";
+
+/** A KServe v2 datatype (`"FP32"`, `"BYTES"`, ...), the config package's vocabulary. */
+export type DataType = ProtocolDataType;
 
 /** A request, response or BLS parameter value. */
 export type ParameterValue = string | number | bigint | boolean;

@@ -39,6 +39,11 @@ interface Slot {
   sequences: number;
 }
 
+/** A sequence's map key: integer and string ids never share one, even with equal text. */
+function sequenceKey(id: CorrelationId): string {
+  return `${typeof id}:${String(id)}`;
+}
+
 /**
  * Sequences one instance holds at once: `max_batch_size` slots (at least one) with the direct
  * strategy; with oldest, `max_candidate_sequences` spread over the instances.
@@ -133,7 +138,7 @@ export class SequenceBatcher implements Scheduler {
       }
       const start = request.parameters.sequence_start === true;
       const end = request.parameters.sequence_end === true;
-      const key = `${typeof id}:${String(id)}`;
+      const key = sequenceKey(id);
       let sequence = this.#sequences.get(key);
       if (!sequence && !start) {
         reject(new InferenceError("SEQUENCE_START_REQUIRED", { id: String(id), model }));
@@ -196,7 +201,7 @@ export class SequenceBatcher implements Scheduler {
       pending.reject(new InferenceError("CANCELLED", { id: requestId(pending.request.id) }));
     }
     // Forgotten at once, so that the id can start again; the slot frees when its execution ends.
-    this.#sequences.delete(`${typeof sequence.id}:${String(sequence.id)}`);
+    this.#sequences.delete(sequenceKey(sequence.id));
     if (sequence.busy) sequence.cancelled = true;
     else this.#freeSlot(sequence);
     this.#schedule();
@@ -332,7 +337,7 @@ export class SequenceBatcher implements Scheduler {
 
   /** A sequence ended (END, idle expiry, cancellation): its slot goes to the oldest sequence in the backlog. */
   #release(sequence: Sequence): void {
-    const key = `${typeof sequence.id}:${String(sequence.id)}`;
+    const key = sequenceKey(sequence.id);
     if (this.#sequences.get(key) !== sequence) return;
     this.#sequences.delete(key);
     this.#freeSlot(sequence);
