@@ -22,6 +22,7 @@ import { type ComposingInfer, EnsembleScheduler } from "../scheduler/ensemble-sc
 import { type RateLimiter, rateLimited } from "../scheduler/rate-limiter.js";
 import { SequenceBatcher } from "../scheduler/sequence-batcher.js";
 import { removeFileOverrides, writeFileOverrides } from "./file-overrides.js";
+import { loadInitialStates } from "./initial-state.js";
 import { LoadedModel } from "./loaded-model.js";
 import { warmUp } from "./warmup.js";
 
@@ -400,6 +401,7 @@ export class ModelManager {
         );
       }
       const labels = await readLabels(config, modelPath);
+      const initialStates = await loadInitialStates(config, modelPath);
       const model = await backend.load({
         config,
         version,
@@ -420,7 +422,7 @@ export class ModelManager {
         config.schedulingChoice.case === "dynamicBatching"
           ? new DynamicBatcher({ instances, config, stats, log: this.#log })
           : config.schedulingChoice.case === "sequenceBatching"
-            ? new SequenceBatcher({ instances, config, stats, log: this.#log })
+            ? new SequenceBatcher({ instances, config, stats, log: this.#log, initialStates })
             : new DefaultScheduler(instances, stats);
       return new LoadedModel(name, version, config, model, scheduler, labels, stats);
     } finally {

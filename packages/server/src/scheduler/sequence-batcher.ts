@@ -63,6 +63,8 @@ export interface SequenceBatcherOptions {
   stats: ModelStatistics;
   log: Logger;
   clock?: Clock;
+  /** Each state input's `initial_state` value, as read at load (see `loadInitialStates`); zeros otherwise. */
+  initialStates?: ReadonlyMap<string, Tensor>;
 }
 
 /**
@@ -93,6 +95,9 @@ export class SequenceBatcher implements Scheduler {
   readonly #stats: ModelStatistics;
   readonly #log: Logger;
   readonly #clock: Clock;
+  readonly #initialStates: ReadonlyMap<string, Tensor>;
+  /** The implicit states' output names (fed back as their inputs). */
+  readonly #stateOutputs: readonly string[];
   readonly #idleNs: bigint;
   readonly #stringIds: boolean;
   readonly #typedIds: boolean;
@@ -109,6 +114,8 @@ export class SequenceBatcher implements Scheduler {
     this.#stats = options.stats;
     this.#log = options.log;
     this.#clock = options.clock ?? systemClock;
+    this.#initialStates = options.initialStates ?? new Map();
+    this.#stateOutputs = this.#batching.state.map((s) => s.outputName);
     this.#idleNs = (this.#batching.maxSequenceIdleMicroseconds || 1_000_000n) * 1000n;
     this.#capacity = slotsPerInstance(this.#config, this.#batching, this.#slots.length);
     const strategy = this.#batching.strategyChoice;
@@ -265,14 +272,21 @@ export class SequenceBatcher implements Scheduler {
         { start: pending.start, end: pending.end, ready: true, correlationId: sequence.id },
         batched,
       );
-      const stateOutputs = this.#batching.state.map((s) => s.outputName);
+      // The state outputs are fetched with what the client asked for (every config output when
+      // it named none): backends return only the outputs a request names or the config lists.
+      const asked = pending.request.outputs;
       const request: InferenceRequest = {
         ...pending.request,
         inputs: [...pending.request.inputs, ...controls, ...sequence.state.values()],
         outputs:
-          stateOutputs.length === 0 || pending.request.outputs.length === 0
-            ? pending.request.outputs
-            : [...pending.request.outputs, ...stateOutputs.map((name) => ({ name, parameters: {} }))],
+          this.#stateOutputs.length === 0
+            ? asked
+            : [
+                ...(asked.length > 0 ? asked : this.#config.output.map((o) => ({ name: o.name, parameters: {} }))),
+                ...this.#stateOutputs
+                  .filter((name) => !asked.some((o) => o.name === name))
+                  .map((name) => ({ name, parameters: {} })),
+              ],
       };
       return { sequence, pending, request };
     });
@@ -295,8 +309,10 @@ export class SequenceBatcher implements Scheduler {
           const next = outcome.find((t) => t.name === state.outputName);
           if (next) sequence.state.set(state.inputName, { ...next, name: state.inputName, movable: false });
         }
-        const hidden = new Set(this.#batching.state.map((s) => s.outputName));
-        const visible = pending.request.outputs.length === 0 ? outcome.filter((t) => !hidden.has(t.name)) : outcome;
+        // A state output reaches the client only if it asked for it by name.
+        const visible = outcome.filter(
+          (t) => !this.#stateOutputs.includes(t.name) || pending.request.outputs.some((o) => o.name === t.name),
+        );
         pending.resolve({ outputs: visible, queueNs: started - pending.enqueuedNs });
       });
     } catch (error) {
@@ -315,12 +331,19 @@ export class SequenceBatcher implements Scheduler {
     }
   }
 
-  /** Each state input's value on a sequence's first request: its initial state, or zeros. */
+  /**
+   * Each state input's value on a sequence's first request: its `initial_state` (shared by every
+   * sequence, never moved), or zeros of the state's dims.
+   */
   #initialState(batched: boolean): Map<string, Tensor> {
     const state = new Map<string, Tensor>();
     for (const s of this.#batching.state) {
-      const initial = s.initialState[0];
-      const dims = (initial?.dims.length ? initial.dims : s.dims).map(Number).map((d) => (d < 0 ? 1 : d));
+      const initial = this.#initialStates.get(s.inputName);
+      if (initial) {
+        state.set(s.inputName, initial);
+        continue;
+      }
+      const dims = s.dims.map(Number).map((d) => (d < 0 ? 1 : d));
       const info = datatypeOf(s.dataType);
       if (!info) continue;
       const size = info.byteSize > 0 ? elementCount(dims) * info.byteSize : elementCount(dims) * 4;
