@@ -49,7 +49,8 @@ export function gatherInput(
 
 /**
  * Split one batched output back into per-request tensors along the first dimension: views of
- * the output, no copies. BYTES outputs are split element by element.
+ * the output, no copies. BYTES outputs are split element by element. The parts share one buffer,
+ * so none of them is movable: moving one to a worker would detach its neighbours' data.
  */
 export function scatterOutput(output: Tensor, batchSizes: readonly number[]): Tensor[] {
   if (batchSizes.length === 1) return [output];
@@ -65,6 +66,7 @@ export function scatterOutput(output: Tensor, batchSizes: readonly number[]): Te
         ...output,
         shape: [size, ...output.shape.slice(1)],
         data: output.data.subarray(at, at + size * rowBytes),
+        movable: false,
       });
       at += size * rowBytes;
     }
@@ -75,7 +77,12 @@ export function scatterOutput(output: Tensor, batchSizes: readonly number[]): Te
   for (const size of batchSizes) {
     const start = at;
     for (let e = 0; e < size * rowElements; e++) at += 4 + view.getUint32(at, true);
-    out.push({ ...output, shape: [size, ...output.shape.slice(1)], data: output.data.subarray(start, at) });
+    out.push({
+      ...output,
+      shape: [size, ...output.shape.slice(1)],
+      data: output.data.subarray(start, at),
+      movable: false,
+    });
   }
   if (batchSizes.reduce((a, b) => a + b, 0) !== total) throw new Error(`output '${output.name}' has ${total} rows`);
   return out;
