@@ -23,7 +23,7 @@ interface Timer {
  * 1–2 ms. One thread per process (started with the first timer, never keeping the process alive)
  * sleeps in `Atomics.wait` until the earliest deadline and then posts a message: no polling, one
  * wake-up per expiry, and arming costs a shared-memory store (plus a notify when the earliest
- * deadline moves). Until that thread is running, a `setTimeout` stands in.
+ * deadline moves earlier). Until that thread is running, a `setTimeout` stands in.
  */
 class PreciseTimers {
   readonly #timers = new Set<Timer>();
@@ -69,8 +69,12 @@ class PreciseTimers {
       this.#fallback = setTimeout(() => this.#tick(), Number(next - process.hrtime.bigint()) / 1e6);
       this.#fallback.unref();
     }
-    if (Atomics.load(this.#deadline, 0) === next) return;
+    const armed = Atomics.load(this.#deadline, 0);
+    if (armed === next) return;
     Atomics.store(this.#deadline, 0, next);
+    // A later deadline needs no wake-up: the thread wakes at the earlier one, reads the new one
+    // and sleeps on. Batchers re-arm on every request, so this keeps a wake-up off each of them.
+    if (armed !== 0n && armed < next) return;
     Atomics.add(this.#wake, 0, 1);
     Atomics.notify(this.#wake, 0);
   }
