@@ -271,6 +271,10 @@ export class JsInstance implements BackendInstance {
       } else this.#onMessage(message);
     });
     worker.on("error", (error) => this.#onDeath(worker, describeCrash(error, limit), settle));
+    // A reply that cannot be read would leave its request waiting forever: treat it as a crash.
+    worker.on("messageerror", (error) =>
+      this.#onDeath(worker, `sent a message the server could not read (${error.message})`, settle),
+    );
     worker.on("exit", (code) => this.#onDeath(worker, `exited with code ${code}`, settle));
     worker.postMessage(this.#options.init satisfies ToWorker);
   }

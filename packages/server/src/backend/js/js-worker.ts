@@ -306,6 +306,12 @@ async function initialize(message: InitMessage): Promise<void> {
   }
 }
 
+// A message that cannot be read (a detached buffer, say) would otherwise vanish and leave its
+// call waiting forever: crash instead, so the instance restarts and fails what it holds.
+port.on("messageerror", (error) => {
+  throw new Error(`a message from the server could not be read: ${error.message}`);
+});
+
 port.on("message", (message: ToWorker) => {
   switch (message.kind) {
     case "init":

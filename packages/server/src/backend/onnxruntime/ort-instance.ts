@@ -22,6 +22,8 @@ export class OrtSession {
   /** The model's inputs and outputs, as the session reports them. */
   io: { inputs: ValueInfo[]; outputs: ValueInfo[] } = { inputs: [], outputs: [] };
   #closed = false;
+  /** Why the worker is gone, once it is: later runs fail at once instead of waiting for it. */
+  #dead?: string;
 
   private constructor(
     readonly name: string,
@@ -29,11 +31,19 @@ export class OrtSession {
   ) {
     this.#worker = new Worker(WORKER_URL, { name: `ort:${name}` });
     this.#worker.on("message", (message: FromWorker) => this.#onMessage(message));
-    this.#worker.on("error", (error) => this.#failAll(new Error(`instance ${name} failed: ${error.message}`)));
+    this.#worker.on("error", (error) => {
+      this.#dead = `instance ${name} failed: ${error.message}`;
+      this.#failAll(new Error(this.#dead));
+    });
+    // A result that cannot be read would leave its request waiting forever: fail what is in flight.
+    this.#worker.on("messageerror", (error) =>
+      this.#failAll(new Error(`instance ${name} sent a result that could not be read: ${error.message}`)),
+    );
     this.#worker.on("exit", (code) => {
       if (!this.#closed) {
-        log.error(`onnxruntime instance ${name} exited unexpectedly (code ${code})`);
-        this.#failAll(new Error(`instance ${name} exited unexpectedly (code ${code})`));
+        this.#dead ??= `instance ${name} exited unexpectedly (code ${code})`;
+        log.error(`onnxruntime ${this.#dead}`);
+        this.#failAll(new Error(this.#dead));
       }
     });
   }
@@ -60,6 +70,7 @@ export class OrtSession {
     transfer: ArrayBuffer[],
   ): Promise<{ outputs: WireTensor[]; inferNs: bigint }> {
     if (this.#closed) return Promise.reject(new Error(`instance ${this.name} is closed`));
+    if (this.#dead) return Promise.reject(new Error(this.#dead));
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#inFlight.set(id, { resolve, reject });

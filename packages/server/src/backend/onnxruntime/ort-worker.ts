@@ -13,6 +13,12 @@ function send(message: FromWorker, transfer: ArrayBuffer[] = []): void {
   port?.postMessage(message, transfer);
 }
 
+// A request that cannot be read would vanish and leave its caller waiting: crash instead, so the
+// server fails what this instance holds.
+port.on("messageerror", (error) => {
+  throw new Error(`a message from the server could not be read: ${error.message}`);
+});
+
 port.on("message", async (message: ToWorker) => {
   if (message.kind === "load") {
     try {
