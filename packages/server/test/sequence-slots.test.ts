@@ -16,8 +16,11 @@ import {
 
 afterEach(cleanup);
 
-/** A sequence model that logs `id:flags` per request, one line per batch, and takes `delayMs` per execute. */
-function loggingModel(scheduling: string, delayMs = 0): { repo: string; log: string } {
+/**
+ * A sequence model that logs `id:flags` per request (with `ready`: `id:flags:READY:IN`), one line
+ * per batch, and takes `delayMs` per execute.
+ */
+function loggingModel(scheduling: string, delayMs = 0, ready = false): { repo: string; log: string } {
   const repo = tempRepository();
   const log = join(repo, "executions.txt");
   mkdirSync(join(repo, "seq", "1"), { recursive: true });
@@ -29,7 +32,10 @@ max_batch_size: 4
 input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
 instance_group [ { count: 1 kind: KIND_CPU } ]
-sequence_batching { max_sequence_idle_microseconds: 60000000 ${scheduling} }
+sequence_batching {
+  max_sequence_idle_microseconds: 60000000 ${scheduling}
+  ${ready ? 'control_input [ { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] } ] } ]' : ""}
+}
 `,
   );
   writeFileSync(
@@ -37,7 +43,8 @@ sequence_batching { max_sequence_idle_microseconds: 60000000 ${scheduling} }
     `import { appendFileSync } from "node:fs";
      export default class {
        async execute(requests) {
-         appendFileSync(${JSON.stringify(log)}, requests.map((r) => r.correlationId + ":" + r.flags).join(" ") + "\\n");
+         const line = (r) => r.correlationId + ":" + r.flags + (${ready} ? ":" + r.input("READY").typed()[0] + ":" + r.input("IN").typed()[0] : "");
+         appendFileSync(${JSON.stringify(log)}, requests.map(line).join(" ") + "\\n");
          await new Promise((resolve) => setTimeout(resolve, ${delayMs}));
          return requests.map((r) => ({ outputs: [{ name: "OUT", datatype: "INT32", shape: [1, 1], data: r.input("IN").typed() }] }));
        }
@@ -65,7 +72,7 @@ function send(client: InferenceClient, id: number, start: boolean, end: boolean,
 const lines = (log: string) => (existsSync(log) ? readFileSync(log, "utf8").split("\n").filter(Boolean) : []);
 
 describe("sequence slots", () => {
-  it("holds a new sequence in the backlog while every slot is taken, and gives it the slot the first one frees", async () => {
+  it("holds a new sequence in the backlog while every slot is taken, and gives it the position the first one frees", async () => {
     // direct, max_batch_size 4: one instance has 4 slots.
     const { repo, log } = loggingModel("direct { }");
     const { client, server } = await startServer({ modelRepositories: [repo] });
@@ -76,17 +83,19 @@ describe("sequence slots", () => {
     expect(lines(log).join(" ")).not.toContain("5:");
     await send(client, 2, false, true);
     await fifth;
-    expect(lines(log).at(-1)).toBe("5:1");
+    // Sequence 5 took sequence 2's position, 1; position 0 (sequence 1, idle) gets a null request.
+    expect(lines(log).at(-1)).toBe("0:0 5:1");
   });
 
-  it("batches requests of different sequences on one instance, up to max_batch_size", async () => {
+  it("direct: batches requests of different sequences on one instance, each at its position, null requests below", async () => {
     const { repo, log } = loggingModel("direct { }", 300);
     const { client } = await startServer({ modelRepositories: [repo] });
     const first = send(client, 1, true, false);
     await waitFor(() => lines(log).length === 1);
     // While the instance is busy, three more sequences start: they run together next.
     await Promise.all([first, send(client, 2, true, true), send(client, 3, true, true), send(client, 4, true, true)]);
-    expect(lines(log)).toEqual(["1:1", "2:3 3:3 4:3"]);
+    // Positions 0–3; sequence 1 (position 0) has nothing queued, so a null request (id 0, no flags) holds its place.
+    expect(lines(log)).toEqual(["1:1", "0:0 2:3 3:3 4:3"]);
   });
 
   it("oldest: waits up to max_queue_delay_microseconds for a batch to fill, and sends a preferred size at once", async () => {
@@ -100,6 +109,44 @@ describe("sequence slots", () => {
     expect(lines(log)).toHaveLength(1);
     expect(lines(log)[0]?.split(" ").sort()).toEqual(["1:3", "2:3", "3:3"]);
     expect(Date.now() - started).toBeLessThan(1500);
+  });
+
+  it("direct: a sequence keeps its position from START to END; empty positions get READY 0 and zeros", async () => {
+    const { repo, log } = loggingModel("direct { }", 0, true);
+    const { client } = await startServer({ modelRepositories: [repo] });
+    // Sequences 1, 2, 3 take positions 0, 1, 2, one request at a time.
+    for (const id of [1, 2, 3]) await send(client, id, true, false);
+    expect(lines(log)).toEqual(["1:1:1:1", "0:0:0:0 2:1:1:2", "0:0:0:0 0:0:0:0 3:1:1:3"]);
+    // Sequence 2 ends; sequence 3 stays at position 2, and a new sequence 4 takes position 1.
+    await send(client, 2, false, true);
+    await send(client, 4, true, false);
+    await send(client, 3, false, false);
+    expect(lines(log).slice(3)).toEqual(["0:0:0:0 2:2:1:2", "0:0:0:0 4:1:1:4", "0:0:0:0 0:0:0:0 3:0:1:3"]);
+    // Sequence 1 alone needs no padding: it is at position 0.
+    await send(client, 1, false, true);
+    expect(lines(log).at(-1)).toBe("1:2:1:1");
+  });
+
+  it("direct: waits up to max_queue_delay_microseconds until minimum_slot_utilization of the positions have a request", async () => {
+    const { repo, log } = loggingModel(
+      "direct { max_queue_delay_microseconds: 600000 minimum_slot_utilization: 0.5 }",
+      0,
+      true,
+    );
+    const { client, server } = await startServer({ modelRepositories: [repo] });
+    const stats = () => server.core.models.resolve("seq", "").stats;
+    // One request of four positions (0.25) waits for the delay, then runs alone.
+    const started = Date.now();
+    await send(client, 1, true, false);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+    expect(lines(log)).toEqual(["1:1:1:1"]);
+    // Two requests (0.5) run together at once: the second arrives while the first waits.
+    const first = send(client, 1, false, false);
+    await waitFor(() => stats().pending === 1);
+    const waited = Date.now();
+    await Promise.all([first, send(client, 2, true, false)]);
+    expect(Date.now() - waited).toBeLessThan(600);
+    expect(lines(log).at(-1)).toBe("1:0:1:1 2:1:1:2");
   });
 
   it("cancelling a queued request cancels its sequence's queued requests and ends the sequence", async () => {

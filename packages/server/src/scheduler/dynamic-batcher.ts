@@ -6,7 +6,7 @@ import type { ModelStatistics } from "../core/statistics.js";
 import type { Logger } from "../log.js";
 import { type Clock, systemClock } from "./clock.js";
 import { PriorityQueue, type Queued } from "./priority-queue.js";
-import type { ScheduledResult, Scheduler } from "./scheduler.js";
+import { batchCompatible, type ScheduledResult, type Scheduler } from "./scheduler.js";
 
 /** Why a batch was sent, as the verbose log line says. */
 export type BatchReason = "filled" | "preferred size reached" | "delay expired" | "no delay" | "shape boundary";
@@ -157,7 +157,7 @@ export class DynamicBatcher implements Scheduler {
     let boundary = false;
     for (const item of this.#queue.ordered()) {
       const first = items[0];
-      if (first && !this.#compatible(first, item)) {
+      if (first && !batchCompatible(first.request, item.request, this.#ragged)) {
         boundary = true;
         break;
       }
@@ -191,21 +191,6 @@ export class DynamicBatcher implements Scheduler {
 
   #largestPreferred(): number | undefined {
     return this.#preferred[this.#preferred.length - 1];
-  }
-
-  /** Requests share a batch when every input's non-batch shape is equal (ragged inputs excepted). */
-  #compatible(a: Pending, b: Pending): boolean {
-    if (a.request.inputs.length !== b.request.inputs.length) return false;
-    for (const input of a.request.inputs) {
-      const other = b.request.inputs.find((i) => i.name === input.name);
-      if (!other) return false;
-      if (this.#ragged.has(input.name)) continue;
-      const x = input.shape;
-      const y = other.shape;
-      if (x.length !== y.length) return false;
-      for (let d = 1; d < x.length; d++) if (x[d] !== y[d]) return false;
-    }
-    return true;
   }
 
   #send(items: Pending[], reason: BatchReason): void {

@@ -4,11 +4,17 @@ import { datatypeOf } from "../core/datatype.js";
 import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
-import { elementCount, type Tensor } from "../core/tensor.js";
+import { elementCount, encodeBytesElements, type Tensor } from "../core/tensor.js";
 import type { Logger } from "../log.js";
 import { type Clock, systemClock } from "./clock.js";
-import type { ScheduledResult, Scheduler } from "./scheduler.js";
-import { type CorrelationId, controlTensors, hasCorrelationControl, usesStringIds } from "./sequence-controls.js";
+import { batchCompatible, type ScheduledResult, type Scheduler } from "./scheduler.js";
+import {
+  type ControlSignals,
+  type CorrelationId,
+  controlTensors,
+  hasCorrelationControl,
+  usesStringIds,
+} from "./sequence-controls.js";
 
 interface Pending {
   request: InferenceRequest;
@@ -24,6 +30,8 @@ interface Sequence {
   id: CorrelationId;
   /** The instance the sequence is bound to; undefined while it waits in the backlog for a slot. */
   instance: Slot | undefined;
+  /** Direct strategy: the sequence's position in its instance's batches, fixed from START to END. */
+  position: number;
   queue: Pending[];
   busy: boolean;
   lastNs: bigint;
@@ -36,7 +44,8 @@ interface Sequence {
 interface Slot {
   instance: BackendInstance;
   busy: boolean;
-  sequences: number;
+  /** The sequences bound to the instance, by position (direct); the first free entries (oldest). */
+  positions: (Sequence | undefined)[];
 }
 
 /** A sequence's map key: integer and string ids never share one, even with equal text. */
@@ -71,10 +80,12 @@ export interface SequenceBatcherOptions {
  * Triton's sequence batcher (PROTOCOL.md §3.7, §9.2): requests carry a correlation id
  * (`sequence_id`, integer or string) and START/END flags. A sequence is bound to one instance
  * from its START to its END; its requests run one at a time, in order; requests of different
- * sequences bound to the same instance share a batch (up to `max_batch_size`). An instance holds
- * `max_batch_size` sequences at once (direct) or its share of `max_candidate_sequences` (oldest,
- * which also lets a batch wait up to `max_queue_delay_microseconds` to fill, unless it has a
- * preferred size); a new sequence with no free slot waits in a backlog until one ends. Cancelling
+ * sequences bound to the same instance share a batch (up to `max_batch_size`, equal shapes). With
+ * direct, an instance holds `max_batch_size` sequences, each at a fixed batch position, and empty
+ * positions below the highest ready one get null requests (READY false); a batch may wait for
+ * `minimum_slot_utilization`. With oldest, an instance holds its share of
+ * `max_candidate_sequences` and a batch may wait to fill unless it has a preferred size. A new
+ * sequence with no free slot waits in a backlog until one ends. Cancelling
  * a queued request cancels every queued request of its sequence and ends it. The batcher adds
  * the configured control inputs (START, END, READY, CORRID) and carries implicit state
  * (`state`) from one request of a sequence to the next. A sequence idle for
@@ -91,6 +102,11 @@ export class SequenceBatcher implements Scheduler {
   /** Oldest strategy: how long a batch may wait to fill, and the sizes that send it at once. */
   readonly #delayNs: bigint;
   readonly #preferred: readonly number[];
+  /** The direct strategy (the default): fixed positions, null requests, minimum_slot_utilization. */
+  readonly #direct: boolean;
+  readonly #utilization: number;
+  /** Inputs with `allow_ragged_batch`: their shapes need not match within a batch. */
+  readonly #ragged: ReadonlySet<string>;
   #delayTimer: unknown;
   readonly #stats: ModelStatistics;
   readonly #log: Logger;
@@ -110,7 +126,7 @@ export class SequenceBatcher implements Scheduler {
     this.#config = options.config;
     if (options.config.schedulingChoice.case !== "sequenceBatching") throw new Error("not a sequence-batching model");
     this.#batching = options.config.schedulingChoice.value;
-    this.#slots = options.instances.map((instance) => ({ instance, busy: false, sequences: 0 }));
+    this.#slots = options.instances.map((instance) => ({ instance, busy: false, positions: [] }));
     this.#stats = options.stats;
     this.#log = options.log;
     this.#clock = options.clock ?? systemClock;
@@ -119,8 +135,11 @@ export class SequenceBatcher implements Scheduler {
     this.#idleNs = (this.#batching.maxSequenceIdleMicroseconds || 1_000_000n) * 1000n;
     this.#capacity = slotsPerInstance(this.#config, this.#batching, this.#slots.length);
     const strategy = this.#batching.strategyChoice;
-    this.#delayNs = strategy.case === "oldest" ? strategy.value.maxQueueDelayMicroseconds * 1000n : 0n;
+    this.#direct = strategy.case !== "oldest";
+    this.#delayNs = (strategy.value?.maxQueueDelayMicroseconds ?? 0n) * 1000n;
+    this.#utilization = strategy.case === "direct" ? strategy.value.minimumSlotUtilization : 0;
     this.#preferred = strategy.case === "oldest" ? strategy.value.preferredBatchSize : [];
+    this.#ragged = new Set(options.config.input.filter((i) => i.allowRaggedBatch).map((i) => i.name));
     this.#stringIds = usesStringIds(this.#batching);
     this.#typedIds = hasCorrelationControl(this.#batching);
   }
@@ -153,8 +172,9 @@ export class SequenceBatcher implements Scheduler {
       }
       const now = this.#clock.now();
       if (!sequence) {
-        sequence = { id, instance: this.#openSlot(), queue: [], busy: false, lastNs: now, state: new Map() };
-        if (sequence.instance) sequence.instance.sequences++;
+        sequence = { id, instance: undefined, position: -1, queue: [], busy: false, lastNs: now, state: new Map() };
+        const slot = this.#openSlot();
+        if (slot) this.#bind(sequence, slot);
         else {
           this.#backlog.push(sequence);
           this.#log.verbose(
@@ -193,7 +213,17 @@ export class SequenceBatcher implements Scheduler {
 
   /** The least-loaded instance with a free slot, if any. */
   #openSlot(): Slot | undefined {
-    return [...this.#slots].filter((s) => s.sequences < this.#capacity).sort((a, b) => a.sequences - b.sequences)[0];
+    const load = (slot: Slot) => slot.positions.filter(Boolean).length;
+    return [...this.#slots].filter((s) => load(s) < this.#capacity).sort((a, b) => load(a) - load(b))[0];
+  }
+
+  /** Give a sequence the lowest free position of an instance with room. */
+  #bind(sequence: Sequence, slot: Slot): void {
+    let position = slot.positions.indexOf(undefined);
+    if (position === -1) position = slot.positions.length;
+    slot.positions[position] = sequence;
+    sequence.instance = slot;
+    sequence.position = position;
   }
 
   /**
@@ -222,22 +252,29 @@ export class SequenceBatcher implements Scheduler {
     let wakeAt: bigint | undefined;
     for (const slot of this.#slots) {
       if (slot.busy) continue;
-      const ready = [...this.#sequences.values()]
-        .filter((s) => s.instance === slot && !s.busy && s.queue.length > 0)
-        .sort((a, b) => ((a.queue[0]?.enqueuedNs ?? 0n) < (b.queue[0]?.enqueuedNs ?? 0n) ? -1 : 1))
+      const waiting = slot.positions.filter((q): q is Sequence => q !== undefined && !q.busy && q.queue.length > 0);
+      if (waiting.length === 0) continue;
+      // Oldest: the sequences whose next request waited longest; direct: by position.
+      if (!this.#direct)
+        waiting.sort((a, b) => ((a.queue[0]?.enqueuedNs ?? 0n) < (b.queue[0]?.enqueuedNs ?? 0n) ? -1 : 1));
+      // Only requests whose shapes can be concatenated with the first one's share its batch.
+      const first = waiting[0]?.queue[0]?.request as InferenceRequest;
+      const ready = waiting
+        .filter((q) => batchCompatible(first, (q.queue[0] as Pending).request, this.#ragged))
         .slice(0, max);
-      if (ready.length === 0) continue;
-      // Oldest strategy: a batch short of full waits up to max_queue_delay for more sequences,
-      // unless it already has a preferred size.
-      const oldest = ready[0]?.queue[0]?.enqueuedNs ?? now;
+      let oldest = now;
+      for (const q of ready) {
+        const enqueued = q.queue[0]?.enqueuedNs ?? now;
+        if (enqueued < oldest) oldest = enqueued;
+      }
       const due = oldest + this.#delayNs;
-      const hold =
-        this.#delayNs > 0n &&
-        ready.length < max &&
-        due > now &&
-        !this.#preferred.includes(ready.length) &&
-        !this.#draining;
-      if (hold) {
+      // A batch short of what the strategy wants waits up to its max_queue_delay: oldest until it
+      // is full or has a preferred size; direct until minimum_slot_utilization of its positions
+      // have a request (with a utilization of 0, it never waits).
+      const short = this.#direct
+        ? this.#utilization > 0 && ready.length / max < this.#utilization
+        : ready.length < max && !this.#preferred.includes(ready.length);
+      if (this.#delayNs > 0n && short && due > now && !this.#draining) {
         if (wakeAt === undefined || due < wakeAt) wakeAt = due;
         continue;
       }
@@ -267,31 +304,29 @@ export class SequenceBatcher implements Scheduler {
       this.#stats.pending--;
       if (pending.onAbort) pending.request.signal?.removeEventListener("abort", pending.onAbort);
       if (pending.start) sequence.state = this.#initialState(batched);
-      const controls = controlTensors(
-        this.#batching,
-        { start: pending.start, end: pending.end, ready: true, correlationId: sequence.id },
-        batched,
-      );
-      // The state outputs are fetched with what the client asked for (every config output when
-      // it named none): backends return only the outputs a request names or the config lists.
-      const asked = pending.request.outputs;
-      const request: InferenceRequest = {
-        ...pending.request,
-        inputs: [...pending.request.inputs, ...controls, ...sequence.state.values()],
-        outputs:
-          this.#stateOutputs.length === 0
-            ? asked
-            : [
-                ...(asked.length > 0 ? asked : this.#config.output.map((o) => ({ name: o.name, parameters: {} }))),
-                ...this.#stateOutputs
-                  .filter((name) => !asked.some((o) => o.name === name))
-                  .map((name) => ({ name, parameters: {} })),
-              ],
-      };
-      return { sequence, pending, request };
+      const signals = { start: pending.start, end: pending.end, ready: true, correlationId: sequence.id };
+      return { sequence, pending, request: this.#withControls(pending.request, signals, sequence.state) };
     });
+    // Direct: each sequence keeps its position in the batch; the positions below the highest one
+    // in use that have no request get a null request (READY false, zeros), as in Triton.
+    const requests = items.map((i) => i.request);
+    const at = items.map((_, i) => i);
+    if (this.#direct && items.length > 0) {
+      const byPosition = new Map(items.map((item, i) => [item.sequence.position, i]));
+      const top = Math.max(...byPosition.keys());
+      const model = items[0] as (typeof items)[number];
+      requests.length = 0;
+      for (let position = 0; position <= top; position++) {
+        const i = byPosition.get(position);
+        if (i !== undefined) {
+          at[i] = requests.length;
+          requests.push((items[i] as (typeof items)[number]).request);
+        } else requests.push(this.#nullRequest(model.request, model.sequence.id));
+      }
+    }
     try {
-      const result = await slot.instance.execute(items.map((i) => i.request));
+      const result = await slot.instance.execute(requests);
+      // Null requests are padding: the statistics count the sequences' requests only.
       this.#stats.recordExecution(
         items.length,
         items.length,
@@ -300,7 +335,7 @@ export class SequenceBatcher implements Scheduler {
         result.computeOutputNs,
       );
       items.forEach(({ sequence, pending }, i) => {
-        const outcome = result.responses[i];
+        const outcome = result.responses[at[i] ?? i];
         if (outcome === undefined || outcome instanceof Error) {
           pending.reject(toInferenceError(outcome ?? new Error("backend returned no response")));
           return;
@@ -329,6 +364,59 @@ export class SequenceBatcher implements Scheduler {
       this.#running--;
       this.#schedule();
     }
+  }
+
+  /**
+   * A client request as the model receives it: plus the control inputs and the implicit state.
+   * The state outputs are fetched with what the client asked for (every config output when it
+   * named none): backends return only the outputs a request names or the config lists.
+   */
+  #withControls(request: InferenceRequest, signals: ControlSignals, state: Map<string, Tensor>): InferenceRequest {
+    const batched = this.#config.maxBatchSize > 0;
+    const asked = request.outputs;
+    return {
+      ...request,
+      inputs: [...request.inputs, ...controlTensors(this.#batching, signals, batched), ...state.values()],
+      outputs:
+        this.#stateOutputs.length === 0
+          ? asked
+          : [
+              ...(asked.length > 0 ? asked : this.#config.output.map((o) => ({ name: o.name, parameters: {} }))),
+              ...this.#stateOutputs
+                .filter((name) => !asked.some((o) => o.name === name))
+                .map((name) => ({ name, parameters: {} })),
+            ],
+    };
+  }
+
+  /**
+   * Triton's null request for an empty position of a direct batch: `model`'s inputs, shapes and
+   * outputs with zero data (its state inputs too), every control false (READY too), a zero
+   * correlation id and no sequence parameters. Its outputs are dropped; no sequence's state changes.
+   */
+  #nullRequest(model: InferenceRequest, id: CorrelationId): InferenceRequest {
+    const controls = new Set(this.#batching.controlInput.map((c) => c.name));
+    const zeros = (t: Tensor): Tensor => ({
+      ...t,
+      data:
+        t.datatype === "BYTES"
+          ? encodeBytesElements(Array.from({ length: elementCount(t.shape) }, () => new Uint8Array(0)))
+          : new Uint8Array(t.data.byteLength),
+      parameters: {},
+      movable: true,
+    });
+    const signals = { start: false, end: false, ready: false, correlationId: typeof id === "string" ? "" : 0n };
+    return {
+      modelName: model.modelName,
+      modelVersion: model.modelVersion,
+      id: "",
+      parameters: {},
+      inputs: [
+        ...model.inputs.filter((t) => !controls.has(t.name)).map(zeros),
+        ...controlTensors(this.#batching, signals, this.#config.maxBatchSize > 0),
+      ],
+      outputs: model.outputs,
+    };
   }
 
   /**
@@ -373,12 +461,10 @@ export class SequenceBatcher implements Scheduler {
     const slot = sequence.instance;
     if (!slot) return;
     sequence.instance = undefined;
-    slot.sequences--;
+    slot.positions[sequence.position] = undefined;
+    while (slot.positions.length > 0 && slot.positions.at(-1) === undefined) slot.positions.pop();
     const next = this.#backlog.shift();
-    if (next) {
-      next.instance = slot;
-      slot.sequences++;
-    }
+    if (next) this.#bind(next, slot);
   }
 
   /** Release sequences idle longer than `max_sequence_idle_microseconds`; one timer for the next expiry. */
