@@ -3,12 +3,12 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConnectError } from "@connectrpc/connect";
-import type { InferParameter } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   cleanup,
   expectGrpcError,
   type InferenceClient,
+  sequenceParameters,
   startServer,
   tempRepository,
   waitFor,
@@ -53,15 +53,12 @@ sequence_batching {
   return { repo, log };
 }
 
-const int64 = (value: bigint): InferParameter => ({ parameterChoice: { case: "int64Param", value } }) as InferParameter;
-const bool = (value: boolean): InferParameter => ({ parameterChoice: { case: "boolParam", value } }) as InferParameter;
-
 function send(client: InferenceClient, id: number, start: boolean, end: boolean, signal?: AbortSignal) {
   return client.modelInfer(
     {
       modelName: "seq",
       id: `${id}`,
-      parameters: { sequence_id: int64(BigInt(id)), sequence_start: bool(start), sequence_end: bool(end) },
+      parameters: sequenceParameters(BigInt(id), start, end),
       inputs: [{ name: "IN", datatype: "INT32", shape: [1n, 1n] }],
       rawInputContents: [new Uint8Array(Int32Array.of(id).buffer)],
     },

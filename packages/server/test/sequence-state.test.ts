@@ -2,7 +2,6 @@
 // running sum lives in Galley between a sequence's requests, starting from `initial_state`.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { InferParameter } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
 import { model, node, OnnxType, tensorInfo } from "../../../examples/scripts/onnx-builder.js";
 import {
@@ -10,6 +9,7 @@ import {
   type InferenceClient,
   int32Bytes,
   readInt32,
+  sequenceParameters,
   startServer,
   tempRepository,
 } from "./support/harness.js";
@@ -49,13 +49,10 @@ sequence_batching {
   return repo;
 }
 
-const int64 = (value: bigint): InferParameter => ({ parameterChoice: { case: "int64Param", value } }) as InferParameter;
-const bool = (value: boolean): InferParameter => ({ parameterChoice: { case: "boolParam", value } }) as InferParameter;
-
 async function add(client: InferenceClient, id: number, value: number, start = false, end = false): Promise<number> {
   const response = await client.modelInfer({
     modelName: "acc",
-    parameters: { sequence_id: int64(BigInt(id)), sequence_start: bool(start), sequence_end: bool(end) },
+    parameters: sequenceParameters(BigInt(id), start, end),
     inputs: [{ name: "INPUT", datatype: "INT32", shape: [1n, 1n] }],
     rawInputContents: [int32Bytes([value])],
   });

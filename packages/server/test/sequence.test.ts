@@ -3,7 +3,6 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ConnectError } from "@connectrpc/connect";
-import type { InferParameter } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   cleanup,
@@ -11,6 +10,7 @@ import {
   type InferenceClient,
   int32Bytes,
   readInt32,
+  sequenceParameters,
   startServer,
   tempRepository,
 } from "./support/harness.js";
@@ -20,11 +20,6 @@ afterEach(cleanup);
 const VALUES = [0, 11, 7, 5, 3, 2, 0, 1];
 
 type Id = bigint | string;
-const idParameter = (id: Id): InferParameter =>
-  ({
-    parameterChoice: typeof id === "string" ? { case: "stringParam", value: id } : { case: "int64Param", value: id },
-  }) as InferParameter;
-const flag = (value: boolean): InferParameter => ({ parameterChoice: { case: "boolParam", value } }) as InferParameter;
 
 async function send(
   client: InferenceClient,
@@ -38,7 +33,7 @@ async function send(
   const response = await client.modelInfer({
     modelName: model,
     id: `${String(id)}_${value}`,
-    parameters: { sequence_id: idParameter(id), sequence_start: flag(start), sequence_end: flag(end) },
+    parameters: sequenceParameters(id, start, end),
     inputs: [{ name: "INPUT", datatype: "INT32", shape: [BigInt(batch), 1n] }],
     rawInputContents: [int32Bytes(new Array(batch).fill(value))],
   });

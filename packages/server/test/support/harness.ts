@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Client, type Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { GRPCInferenceService } from "@galley/proto";
+import { GRPCInferenceService, type InferParameter } from "@galley/proto";
 import { createLogger, createServer, type GalleyServer, type Logger, type ServerOptions } from "../../src/index.js";
 
 /** The example model repository (PROTOCOL.md §11.1 models). */
@@ -291,5 +291,17 @@ export function pushable<T>(): AsyncIterable<T> & { push(value: T): void; end():
         wake = undefined;
       }
     },
+  };
+}
+
+/** The gRPC parameters of one request of a sequence: `sequence_id` (integer or string), `sequence_start`, `sequence_end`. */
+export function sequenceParameters(id: bigint | string, start: boolean, end: boolean): Record<string, InferParameter> {
+  const flag = (value: boolean) => ({ parameterChoice: { case: "boolParam", value } }) as InferParameter;
+  return {
+    sequence_id: {
+      parameterChoice: typeof id === "string" ? { case: "stringParam", value: id } : { case: "int64Param", value: id },
+    } as InferParameter,
+    sequence_start: flag(start),
+    sequence_end: flag(end),
   };
 }
