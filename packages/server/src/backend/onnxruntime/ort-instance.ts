@@ -13,79 +13,115 @@ interface InFlight {
   reject(error: Error): void;
 }
 
-/** One ONNX Runtime session in its own worker thread. */
+type SessionIO = { inputs: ValueInfo[]; outputs: ValueInfo[] };
+
+/**
+ * One ONNX Runtime session in its own worker thread. If the worker dies (an error it cannot
+ * report, a message it cannot read), what it held fails, a fresh worker loads the model again and
+ * runs wait for it; only a model that no longer loads leaves the instance failing every run.
+ */
 export class OrtSession {
-  readonly #worker: Worker;
+  #worker?: Worker;
   readonly #inFlight = new Map<number, InFlight>();
   #nextId = 1;
-  #loaded?: { resolve(io: { inputs: ValueInfo[]; outputs: ValueInfo[] }): void; reject(error: Error): void };
+  #loaded?: { resolve(io: SessionIO): void; reject(error: Error): void };
   /** The model's inputs and outputs, as the session reports them. */
-  io: { inputs: ValueInfo[]; outputs: ValueInfo[] } = { inputs: [], outputs: [] };
+  io: SessionIO = { inputs: [], outputs: [] };
+  #opened = false;
   #closed = false;
-  /** Why the worker is gone, once it is: later runs fail at once instead of waiting for it. */
+  /** While a fresh worker loads the model after a death: runs wait for it. */
+  #restarting?: Promise<void>;
+  /** Why the instance cannot run any more: its model failed to load again after a death. */
   #dead?: string;
+  /** Workers started after deaths. */
+  restarts = 0;
 
   private constructor(
     readonly name: string,
-    log: Logger,
-  ) {
-    this.#worker = new Worker(WORKER_URL, { name: `ort:${name}` });
-    this.#worker.on("message", (message: FromWorker) => this.#onMessage(message));
-    this.#worker.on("error", (error) => {
-      this.#dead = `instance ${name} failed: ${error.message}`;
-      this.#failAll(new Error(this.#dead));
-    });
-    // A result that cannot be read would leave its request waiting forever: fail what is in flight.
-    this.#worker.on("messageerror", (error) =>
-      this.#failAll(new Error(`instance ${name} sent a result that could not be read: ${error.message}`)),
-    );
-    this.#worker.on("exit", (code) => {
-      if (!this.#closed) {
-        this.#dead ??= `instance ${name} exited unexpectedly (code ${code})`;
-        log.error(`onnxruntime ${this.#dead}`);
-        this.#failAll(new Error(this.#dead));
-      }
-    });
-  }
+    readonly path: string,
+    readonly settings: OrtSessionSettings,
+    readonly log: Logger,
+  ) {}
 
   /** Start a worker and load the model in it. */
   static async open(name: string, path: string, settings: OrtSessionSettings, log: Logger): Promise<OrtSession> {
-    const session = new OrtSession(name, log);
+    const session = new OrtSession(name, path, settings, log);
     try {
-      session.io = await new Promise<{ inputs: ValueInfo[]; outputs: ValueInfo[] }>((resolve, reject) => {
-        session.#loaded = { resolve, reject };
-        session.#post({ kind: "load", path, settings });
-      });
+      session.io = await session.#start();
     } catch (error) {
       await session.close();
       throw error;
     }
+    session.#opened = true;
     return session;
   }
 
   /** Run the session on `feeds`, moving the `transfer` buffers to the worker (see `workerView`). */
-  run(
+  async run(
     feeds: WireTensor[],
     fetches: string[],
     transfer: ArrayBuffer[],
   ): Promise<{ outputs: WireTensor[]; inferNs: bigint }> {
-    if (this.#closed) return Promise.reject(new Error(`instance ${this.name} is closed`));
-    if (this.#dead) return Promise.reject(new Error(this.#dead));
+    if (this.#restarting) await this.#restarting;
+    if (this.#closed) throw new Error(`instance ${this.name} is closed`);
+    if (this.#dead) throw new Error(this.#dead);
+    const worker = this.#worker as Worker;
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#inFlight.set(id, { resolve, reject });
-      this.#post({ kind: "run", id, feeds, fetches }, transfer);
+      try {
+        worker.postMessage({ kind: "run", id, feeds, fetches } satisfies ToWorker, transfer);
+      } catch (error) {
+        this.#inFlight.delete(id);
+        reject(error as Error);
+      }
     });
+  }
+
+  #start(): Promise<SessionIO> {
+    const worker = new Worker(WORKER_URL, { name: `ort:${this.name}` });
+    this.#worker = worker;
+    worker.on("message", (message: FromWorker) => {
+      if (worker === this.#worker) this.#onMessage(message);
+    });
+    worker.on("error", (error) => this.#onDeath(worker, `failed: ${error.message}`));
+    // A result that cannot be read would leave its request waiting forever.
+    worker.on("messageerror", (error) =>
+      this.#onDeath(worker, `sent a result that could not be read (${error.message})`),
+    );
+    worker.on("exit", (code) => this.#onDeath(worker, `exited unexpectedly (code ${code})`));
+    return new Promise<SessionIO>((resolve, reject) => {
+      this.#loaded = { resolve, reject };
+      worker.postMessage({ kind: "load", path: this.path, settings: this.settings } satisfies ToWorker);
+    });
+  }
+
+  /** The worker is gone: fail what it held and, once the model had loaded, load it in a fresh one. */
+  #onDeath(worker: Worker, what: string): void {
+    if (worker !== this.#worker || this.#closed) return;
+    this.#worker = undefined;
+    void worker.terminate();
+    const opened = this.#opened;
+    this.#failAll(new Error(`instance ${this.name} ${what}${opened ? "; the instance is restarting" : ""}`));
+    if (!opened) return;
+    this.log.error(`onnxruntime instance ${this.name} ${what}; restarting it`);
+    this.restarts++;
+    this.#restarting = this.#start().then(
+      () => {
+        this.#restarting = undefined;
+      },
+      (error: Error) => {
+        this.#restarting = undefined;
+        this.#dead = `instance ${this.name} could not be restarted: ${error.message}`;
+        this.log.error(`onnxruntime ${this.#dead}`);
+      },
+    );
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     this.#failAll(new Error(`instance ${this.name} is closed`));
-    await this.#worker.terminate();
-  }
-
-  #post(message: ToWorker, transfer: ArrayBuffer[] = []): void {
-    this.#worker.postMessage(message, transfer);
+    await this.#worker?.terminate();
   }
 
   #onMessage(message: FromWorker): void {
