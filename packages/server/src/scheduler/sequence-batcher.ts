@@ -99,8 +99,9 @@ export class SequenceBatcher implements Scheduler {
   /** Sequences waiting for a free slot, oldest first. */
   readonly #backlog: Sequence[] = [];
   readonly #capacity: number;
-  /** Oldest strategy: how long a batch may wait to fill, and the sizes that send it at once. */
+  /** The strategy's `max_queue_delay_microseconds`: how long a short batch may wait to fill. */
   readonly #delayNs: bigint;
+  /** Oldest strategy: the batch sizes that are sent at once. */
   readonly #preferred: readonly number[];
   /** The direct strategy (the default): fixed positions, null requests, minimum_slot_utilization. */
   readonly #direct: boolean;
