@@ -8,6 +8,7 @@ import {
   cleanup,
   expectGrpcError,
   type InferenceClient,
+  recordingLog,
   sequenceParameters,
   startServer,
   tempRepository,
@@ -110,7 +111,9 @@ describe("sequence slots", () => {
 
   it("direct: a sequence keeps its position from START to END; empty positions get READY 0 and zeros", async () => {
     const { repo, log } = loggingModel("direct { }", 0, true);
-    const { client } = await startServer({ modelRepositories: [repo] });
+    const verbose = recordingLog();
+    verbose.log.update({ log_verbose_level: 1 });
+    const { client } = await startServer({ modelRepositories: [repo], log: verbose.log });
     // Sequences 1, 2, 3 take positions 0, 1, 2, one request at a time.
     for (const id of [1, 2, 3]) await send(client, id, true, false);
     expect(lines(log)).toEqual(["1:1:1:1", "0:0:0:0 2:1:1:2", "0:0:0:0 0:0:0:0 3:1:1:3"]);
@@ -122,6 +125,12 @@ describe("sequence slots", () => {
     // Sequence 1 alone needs no padding: it is at position 0.
     await send(client, 1, false, true);
     expect(lines(log).at(-1)).toBe("1:2:1:1");
+    // One verbose line per batch, with its size, the null requests and why it was sent.
+    const batches = verbose.lines.filter((l) => l.includes("sequence batch of size"));
+    expect(batches).toHaveLength(7);
+    expect(batches[2]).toContain(
+      "model 'seq': sequence batch of size 3 (1 request(s), 2 null) sent to seq_0_0: no delay",
+    );
   });
 
   it("direct: waits up to max_queue_delay_microseconds until minimum_slot_utilization of the positions have a request", async () => {
@@ -130,7 +139,9 @@ describe("sequence slots", () => {
       0,
       true,
     );
-    const { client, server } = await startServer({ modelRepositories: [repo] });
+    const verbose = recordingLog();
+    verbose.log.update({ log_verbose_level: 1 });
+    const { client, server } = await startServer({ modelRepositories: [repo], log: verbose.log });
     const stats = () => server.core.models.resolve("seq", "").stats;
     // One request of four positions (0.25) waits for the delay, then runs alone.
     const started = Date.now();
@@ -144,6 +155,11 @@ describe("sequence slots", () => {
     await Promise.all([first, send(client, 2, true, false)]);
     expect(Date.now() - waited).toBeLessThan(600);
     expect(lines(log).at(-1)).toBe("1:0:1:1 2:1:1:2");
+    expect(
+      verbose.lines
+        .filter((l) => l.includes("sequence batch of size"))
+        .map((l) => l.split("sent to seq_0_0: ")[1]?.trim()),
+    ).toEqual(["delay expired", "slot utilization reached"]);
   });
 
   it("cancelling a queued request cancels its sequence's queued requests and ends the sequence", async () => {

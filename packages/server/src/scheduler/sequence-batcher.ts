@@ -279,7 +279,17 @@ export class SequenceBatcher implements Scheduler {
         if (wakeAt === undefined || due < wakeAt) wakeAt = due;
         continue;
       }
-      this.#run(slot, ready);
+      const reason =
+        this.#delayNs === 0n || (this.#direct && this.#utilization === 0)
+          ? "no delay"
+          : !short
+            ? this.#direct
+              ? "slot utilization reached"
+              : ready.length === max
+                ? "filled"
+                : "preferred size reached"
+            : "delay expired";
+      this.#run(slot, ready, reason);
     }
     if (wakeAt !== undefined) {
       this.#delayTimer = this.#clock.setTimer(
@@ -294,7 +304,7 @@ export class SequenceBatcher implements Scheduler {
     this.#checkDrained();
   }
 
-  async #run(slot: Slot, sequences: Sequence[]): Promise<void> {
+  async #run(slot: Slot, sequences: Sequence[], reason: string): Promise<void> {
     slot.busy = true;
     this.#running++;
     const started = this.#clock.now();
@@ -325,6 +335,10 @@ export class SequenceBatcher implements Scheduler {
         } else requests.push(this.#nullRequest(model.request, model.sequence.id));
       }
     }
+    this.#log.verbose(
+      1,
+      `model '${this.#config.name}': sequence batch of size ${requests.length} (${items.length} request(s), ${requests.length - items.length} null) sent to ${slot.instance.name}: ${reason}`,
+    );
     try {
       const result = await slot.instance.execute(requests);
       // Null requests are padding: the statistics count the sequences' requests only.
