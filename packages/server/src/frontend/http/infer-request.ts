@@ -8,6 +8,7 @@ import type { Body } from "./body.js";
 import {
   asArray,
   asBool,
+  asDataArray,
   asString,
   asUint,
   field,
@@ -112,7 +113,7 @@ export function decodeInfer(
               name,
               type,
               count,
-              field("data", () => asArray(required(input, "data"))),
+              field("data", () => asDataArray(required(input, "data"))),
               id,
             );
     }

@@ -1,5 +1,12 @@
 import { InferenceError } from "../../core/errors.js";
-import { JsonFloat, type JsonObject, JsonSyntaxError, type JsonValue, parseJson } from "./json-parse.js";
+import {
+  isDecimalArray,
+  JsonFloat,
+  type JsonObject,
+  JsonSyntaxError,
+  type JsonValue,
+  parseJson,
+} from "./json-parse.js";
 
 /**
  * Typed reads of parsed JSON with the messages of Triton's TritonJson accessors
@@ -49,7 +56,14 @@ export function asBool(value: JsonValue | undefined): boolean {
   return value;
 }
 
+/** `AsArray`: the elements, every decimal literal as a {@link JsonFloat}. */
 export function asArray(value: JsonValue | undefined): JsonValue[] {
+  if (!Array.isArray(value)) throw new JsonAccessError("attempt to access JSON non-array as array");
+  return isDecimalArray(value) ? value.map((v) => new JsonFloat(v)) : value;
+}
+
+/** `AsArray` for tensor data: a decimal array stays as it was parsed, for `tensorFromJson`'s fast path. */
+export function asDataArray(value: JsonValue | undefined): JsonValue[] {
   if (!Array.isArray(value)) throw new JsonAccessError("attempt to access JSON non-array as array");
   return value;
 }

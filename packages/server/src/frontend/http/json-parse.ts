@@ -4,9 +4,9 @@
  * tensor rejects `1.0`), `NaN`/`Infinity` are accepted, and errors carry rapidjson's English
  * messages and byte offsets (`Invalid value. at 5`).
  */
-import { JsonFloat, type JsonObject, JsonSyntaxError, type JsonValue } from "./json-value.js";
+import { JsonFloat, type JsonObject, JsonSyntaxError, type JsonValue, markDecimalArray } from "./json-value.js";
 
-export { JsonFloat, type JsonObject, JsonSyntaxError, type JsonValue };
+export { isDecimalArray, JsonFloat, type JsonObject, JsonSyntaxError, type JsonValue } from "./json-value.js";
 
 /** How deeply objects and arrays may nest (Triton reads tensor data to a depth of 100). */
 export const MAX_DEPTH = 100;
@@ -132,11 +132,58 @@ class Parser {
   }
 
   #array(): JsonValue[] {
+    const open = this.#at;
     const array: JsonValue[] = [];
     if (this.#open(0x5d)) return array;
+    const decimals = this.#decimalArray(open);
+    if (decimals) return decimals;
     do array.push(this.#value());
     while (this.#next(0x5d, "Missing a comma or ']' after an array element."));
     return array;
+  }
+
+  /**
+   * Fast path for tensor data: an array (opened at `open`) of decimal literals only (a fraction
+   * or an exponent each, no NaN/Infinity) is checked here byte by byte and converted by the
+   * engine's JSON.parse in one call, without a JsonFloat per element. Anything else (an integer
+   * literal, another type, a syntax error, a value too big for a double) returns undefined with
+   * the position unchanged, and the general path reads the array (and reports any error).
+   */
+  #decimalArray(open: number): number[] | undefined {
+    const s = this.s;
+    const first = this.#at;
+    let at = first;
+    for (;;) {
+      if (s[at] === 0x2d) at++;
+      if (s[at] === 0x30) at++;
+      else if (isDigit(s[at])) while (isDigit(s[at])) at++;
+      else return undefined;
+      let decimal = false;
+      if (s[at] === 0x2e) {
+        at++;
+        if (!isDigit(s[at])) return undefined;
+        while (isDigit(s[at])) at++;
+        decimal = true;
+      }
+      if (s[at] === 0x65 || s[at] === 0x45) {
+        at++;
+        if (s[at] === 0x2b || s[at] === 0x2d) at++;
+        if (!isDigit(s[at])) return undefined;
+        while (isDigit(s[at])) at++;
+        decimal = true;
+      }
+      if (!decimal) return undefined;
+      while (isSpace(s[at])) at++;
+      const c = s[at++];
+      if (c === 0x5d) break;
+      if (c !== 0x2c) return undefined;
+      while (isSpace(s[at])) at++;
+    }
+    const values = JSON.parse(this.#text.slice(open, at)) as number[];
+    for (const v of values) if (!Number.isFinite(v)) return undefined;
+    this.#at = at;
+    this.#depth--;
+    return markDecimalArray(values);
   }
 
   #string(): string {
@@ -277,6 +324,10 @@ class Parser {
     }
     throw new JsonSyntaxError("Invalid value.", start);
   }
+}
+
+function isSpace(c: number | undefined): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 function isDigit(c: number | undefined): boolean {

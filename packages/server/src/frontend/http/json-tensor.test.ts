@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { InferenceError } from "../../core/errors.js";
 import type { Tensor } from "../../core/tensor.js";
 import { requestEncoding, responseEncoding } from "./compression.js";
+import { asArray } from "./json-access.js";
 import { JsonFloat, type JsonValue, parseJson } from "./json-parse.js";
 import { tensorFromJson, writeTensorJson } from "./json-tensor.js";
 import { formatDouble, JsonWriter, jsonBytes } from "./json-write.js";
@@ -45,6 +46,25 @@ describe("JSON output formatting (Triton's WriteDataToJson)", () => {
     expect(written(tensor("FP32", [8], new Uint8Array(floats.buffer)))).toBe(
       "[0.10000000149011612,1.0,-2.5,1.0000000116860974e-7,3.0000000054977558e38,0.0,123456792.0,0.0001230000052601099]",
     );
+  });
+
+  it("writes long float arrays as one-by-one formatting would, in runs or not", () => {
+    const random = Array.from({ length: 4000 }, (_, i) => Math.sin(i) * 10 ** ((i % 40) - 20));
+    // A few values that need rapidjson's layout (integral, huge, non-finite) among fractions, then many.
+    const few = Float64Array.from(
+      random,
+      (v, i) => (i % 500 === 7 ? [0, -0, 2, 1e22, Number.NaN, -Infinity][i % 6] : v) as number,
+    );
+    const many = Float32Array.from(random, (v, i) => (i % 3 === 0 ? Math.round(v) : v));
+    for (const values of [few, many, Float32Array.from(random)]) {
+      const type = values instanceof Float32Array ? "FP32" : "FP64";
+      const expected = `[${Array.from(values, formatDouble).join(",")}]`;
+      expect(written(tensor(type, [values.length], new Uint8Array(values.buffer)))).toBe(expected);
+      // Unaligned output bytes give the same text.
+      const shifted = new Uint8Array(values.byteLength + 1).fill(0);
+      shifted.set(new Uint8Array(values.buffer), 1);
+      expect(written(tensor(type, [values.length], shifted.subarray(1)))).toBe(expected);
+    }
   });
 
   it("lays doubles out as rapidjson does", () => {
@@ -118,6 +138,38 @@ describe("JSON input data (Triton's ReadDataFromJson)", () => {
     expect([...tensorFromJson("X", "BOOL", 2, data("[true,false]"))]).toEqual([1, 0]);
     const bytes = tensorFromJson("X", "BYTES", 2, data('["a\\u0000b","é"]'));
     expect([...bytes]).toEqual([3, 0, 0, 0, 0x61, 0, 0x62, 2, 0, 0, 0, 0xc3, 0xa9]);
+  });
+
+  it("reads arrays of decimal literals through the fast path exactly as the general one", () => {
+    const values = Array.from({ length: 3000 }, (_, i) => Math.cos(i) * 10 ** ((i % 30) - 15));
+    const text = JSON.stringify(values).replace(/(?<=[[,])(-?\d+)(?=[,\]])/g, "$1.0");
+    const fast = data(text);
+    // With one integer literal in the array, the general path reads it.
+    const general = data(text.replace(/^\[[^,]*,/, "[7,"));
+    const fp32 = (bytes: Uint8Array) =>
+      Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4));
+    expect(fp32(tensorFromJson("X", "FP32", 3000, fast))).toEqual(Array.from(Float32Array.from(values)));
+    expect(fp32(tensorFromJson("X", "FP32", 3000, general)).slice(1)).toEqual(
+      Array.from(Float32Array.from(values)).slice(1),
+    );
+    const fp64 = tensorFromJson("X", "FP64", 6000, data(`[${text},${text}]`)).subarray(3000 * 8);
+    expect(Array.from(new Float64Array(fp64.buffer, fp64.byteOffset, 3000))).toEqual(values);
+    // Spaces, exponents and nesting; the count checks hold.
+    expect(fp32(tensorFromJson("X", "FP32", 4, data("[ [ 0.5 , 2e0 ] , [-1.5E+1,\n 2.5e-1 ] ]")))).toEqual([
+      0.5, 2, -15, 0.25,
+    ]);
+    expect(error(() => tensorFromJson("X", "FP32", 3, data("[0.5,1.5]"))).message).toBe(
+      "Failed to parse 'data' field: shape does not match true shape",
+    );
+    expect(error(() => tensorFromJson("X", "FP32", 1, data("[0.5,1.5]"))).message).toBe(
+      "Unable to parse 'data': Shape does not match true shape of 'data' field",
+    );
+    // Errors are the general parser's, offsets included.
+    expect(() => data("[0.5,1e400]")).toThrow("Number too big to be stored in double. at 5");
+    expect(() => data("[0.5,01.5]")).toThrow("Missing a comma or ']' after an array element. at 6");
+    expect(() => data("[0.5,")).toThrow("Invalid value. at 5");
+    // Every other reader sees the literals as the decimals they are.
+    expect(asArray(data("[1.0,2.5]"))).toEqual([new JsonFloat(1), new JsonFloat(2.5)]);
   });
 
   it("answers type mismatches and count mismatches with Triton's 500s", () => {

@@ -2,10 +2,11 @@ import { datatype } from "../../core/datatype.js";
 import { InferenceError, requestId } from "../../core/errors.js";
 import { encodeBytesElements, type Tensor } from "../../core/tensor.js";
 import { asBool, asDouble, asInt, asString, asUint, internal } from "./json-access.js";
-import type { JsonValue } from "./json-parse.js";
-import { formatDouble, type JsonWriter } from "./json-write.js";
+import { isDecimalArray, JsonFloat, type JsonValue } from "./json-parse.js";
+import { formatDouble, formatDoubles, type JsonWriter } from "./json-write.js";
 
 const encoder = new TextEncoder();
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /**
  * An input's JSON `data` as tensor bytes (PROTOCOL.md §1.6, Triton's `ReadDataFromJson`):
@@ -28,7 +29,24 @@ export function tensorFromJson(name: string, type: string, count: number, data: 
   const view = new DataView(out.buffer);
   const write = WRITERS[type] as (view: DataView, index: number, value: JsonValue) => void;
   let index = 0;
+  // Decimal arrays (the parser's fast path) go into FP32/FP64 tensors in one typed-array copy
+  // (the same IEEE rounding as DataView's setters); for any other type their elements are read
+  // as the JsonFloat literals they are, with the usual errors.
+  const floats = LITTLE_ENDIAN
+    ? type === "FP32"
+      ? new Float32Array(out.buffer, 0, filled)
+      : type === "FP64"
+        ? new Float64Array(out.buffer, 0, filled)
+        : undefined
+    : undefined;
   const visit = (value: JsonValue): void => {
+    if (isDecimalArray(value)) {
+      if (floats && index + value.length <= count) {
+        floats.set(value, index);
+        index += value.length;
+      } else for (const element of value) visit(new JsonFloat(element));
+      return;
+    }
     if (Array.isArray(value)) {
       for (const element of value) visit(element);
       return;
@@ -37,7 +55,7 @@ export function tensorFromJson(name: string, type: string, count: number, data: 
     internal("Unable to parse 'data'", () => write(view, index, value));
     index++;
   };
-  for (const element of data) visit(element);
+  visit(data);
   if (index !== count) throw new InferenceError("JSON_DATA_TOO_FEW");
   return out;
 }
@@ -46,6 +64,10 @@ export function tensorFromJson(name: string, type: string, count: number, data: 
 function bytesFromJson(data: JsonValue[]): Uint8Array {
   const elements: Uint8Array[] = [];
   const visit = (value: JsonValue): void => {
+    if (isDecimalArray(value)) {
+      for (const element of value) visit(new JsonFloat(element));
+      return;
+    }
     if (Array.isArray(value)) {
       for (const element of value) visit(element);
       return;
@@ -53,7 +75,7 @@ function bytesFromJson(data: JsonValue[]): Uint8Array {
     const bytes = encoder.encode(internal("Unable to parse JSON bytes array", () => asString(value)));
     elements.push(bytes);
   };
-  for (const element of data) visit(element);
+  visit(data);
   return encodeBytesElements(elements);
 }
 
@@ -61,7 +83,8 @@ function countLeaves(data: JsonValue[], cap: number): number {
   let n = 0;
   const visit = (value: JsonValue): void => {
     if (n >= cap) return;
-    if (Array.isArray(value)) for (const element of value) visit(element);
+    if (isDecimalArray(value)) n = Math.min(cap, n + value.length);
+    else if (Array.isArray(value)) for (const element of value) visit(element);
     else n++;
   };
   for (const element of data) visit(element);
@@ -124,6 +147,14 @@ export function writeTensorJson(writer: JsonWriter, tensor: Tensor): void {
     const read = READERS[type];
     if (!info || !read) throw new InferenceError("OUTPUT_BAD_DATATYPE");
     if (data.byteLength !== count * info.byteSize) throw mismatch();
+    if (LITTLE_ENDIAN && (type === "FP32" || type === "FP64")) {
+      // Unaligned bytes cannot be viewed as floats: copy them once.
+      const bytes = data.byteOffset % info.byteSize === 0 ? data : new Uint8Array(data);
+      const Floats = type === "FP32" ? Float32Array : Float64Array;
+      writer.raw(formatDoubles(new Floats(bytes.buffer as ArrayBuffer, bytes.byteOffset, count)));
+      writer.raw("]");
+      return;
+    }
     const parts: string[] = new Array(count);
     for (let e = 0; e < count; e++) parts[e] = read(view, e);
     writer.raw(parts.join(","));

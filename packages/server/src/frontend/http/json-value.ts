@@ -4,6 +4,24 @@ export class JsonFloat {
   constructor(readonly value: number) {}
 }
 
+const decimalArrays = new WeakSet<JsonValue[]>();
+
+/**
+ * Mark `array` as holding only decimal literals (numbers written with a fraction or an exponent,
+ * all finite) as plain numbers: the parser's fast path for tensor data, which skips one
+ * {@link JsonFloat} per element. Readers that care about literal kinds must check
+ * {@link isDecimalArray}; `asArray` hands such an array out as JsonFloat elements.
+ */
+export function markDecimalArray(array: number[]): number[] {
+  decimalArrays.add(array);
+  return array;
+}
+
+/** Whether `value` is an array of decimal literals held as plain numbers (see {@link markDecimalArray}). */
+export function isDecimalArray(value: JsonValue | undefined): value is number[] {
+  return Array.isArray(value) && decimalArrays.has(value);
+}
+
 /** A JSON object; the first of duplicate keys wins, as rapidjson's member lookup does. */
 export type JsonObject = Map<string, JsonValue>;
 

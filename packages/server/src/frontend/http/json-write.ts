@@ -154,9 +154,43 @@ function intString(value: number): string {
  * 1e21), so only integral values (`.0`) and the exponent sign (`e+`) need adjusting.
  */
 export function formatDouble(value: number): string {
+  // Most values (fractions between 1e-6 and 1e21) print as JavaScript prints them.
+  const magnitude = Math.abs(value);
+  if (magnitude >= 1e-6 && magnitude < 1e21 && !Number.isInteger(value)) return String(value);
   if (value === 0) return Object.is(value, -0) ? "-0.0" : "0.0";
   const text = String(value);
   const e = text.indexOf("e");
   if (e !== -1) return text.charCodeAt(e + 1) === 0x2b ? text.slice(0, e + 1) + text.slice(e + 2) : text;
   return text.indexOf(".") === -1 && Number.isFinite(value) ? `${text}.0` : text;
+}
+
+/**
+ * The elements of a float array as {@link formatDouble} writes them, comma-separated. Runs of
+ * values JavaScript already prints as rapidjson does (fractions below 1e21) go through the
+ * engine's JSON.stringify in one call each; integral, huge and non-finite values, which need
+ * `.0`, an exponent without `+` or `NaN`/`Infinity`, are formatted one by one. When those are
+ * more than one in sixteen, every value is formatted one by one.
+ */
+export function formatDoubles(values: Float32Array | Float64Array): string {
+  const n = values.length;
+  const special: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const v = values[i] as number;
+    if (Number.isInteger(v) || !(Math.abs(v) < 1e21)) {
+      special.push(i);
+      if (special.length > n / 16) return Array.from(values, formatDouble).join(",");
+    }
+  }
+  const pieces: string[] = [];
+  const run = (from: number, to: number) => {
+    if (to > from) pieces.push(JSON.stringify(Array.from(values.subarray(from, to))).slice(1, -1));
+  };
+  let from = 0;
+  for (const i of special) {
+    run(from, i);
+    pieces.push(formatDouble(values[i] as number));
+    from = i + 1;
+  }
+  run(from, n);
+  return pieces.join(",");
 }
