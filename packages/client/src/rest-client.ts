@@ -10,7 +10,7 @@ import {
   requestParameters,
   sharedMemoryParameters,
 } from "./request-parts.js";
-import { type DataType, OutputTensor } from "./tensor.js";
+import { type DataType, encodeBytes, OutputTensor } from "./tensor.js";
 
 const gzipAsync = promisify(gzip);
 const utf8 = new TextDecoder();
@@ -63,19 +63,7 @@ function flatten(value: unknown): unknown[] {
 
 /** Decode a JSON `data` array into the tensor's bytes. */
 function jsonToBytes(datatype: DataType, values: unknown[]): Uint8Array {
-  if (datatype === "BYTES") {
-    const enc = new TextEncoder();
-    const parts = values.map((v) => enc.encode(String(v)));
-    const out = new Uint8Array(parts.reduce((n, p) => n + 4 + p.length, 0));
-    const view = new DataView(out.buffer);
-    let at = 0;
-    for (const p of parts) {
-      view.setUint32(at, p.length, true);
-      out.set(p, at + 4);
-      at += 4 + p.length;
-    }
-    return out;
-  }
+  if (datatype === "BYTES") return encodeBytes(values.map(String));
   const arrays: Record<string, new (values: ArrayLike<number> | ArrayLike<bigint>) => ArrayBufferView> = {
     BOOL: Uint8Array,
     UINT8: Uint8Array,

@@ -74,19 +74,10 @@ export function closedLoop(concurrency: number, send: Send): LoadGenerator {
   const callers = Array.from({ length: concurrency }, async () => {
     while (running && !recorder.failed) await recorder.send(send);
   });
-  return {
-    take: (from, to) => recorder.take(from, to),
-    get error() {
-      return recorder.error;
-    },
-    get inFlight() {
-      return recorder.inFlight;
-    },
-    stop: async () => {
-      running = false;
-      await Promise.all(callers);
-    },
-  };
+  return generator(recorder, async () => {
+    running = false;
+    await Promise.all(callers);
+  });
 }
 
 /**
@@ -128,6 +119,15 @@ export function openLoop(
     if (held) tick();
   };
   tick();
+  return generator(recorder, async () => {
+    running = false;
+    if (timer) clearTimeout(timer);
+    await recorder.drained();
+  });
+}
+
+/** A load generator over its recorder; `stop` ends the sending the way the generator needs. */
+function generator(recorder: Recorder, stop: () => Promise<void>): LoadGenerator {
   return {
     take: (from, to) => recorder.take(from, to),
     get error() {
@@ -136,10 +136,6 @@ export function openLoop(
     get inFlight() {
       return recorder.inFlight;
     },
-    stop: async () => {
-      running = false;
-      if (timer) clearTimeout(timer);
-      await recorder.drained();
-    },
+    stop,
   };
 }
