@@ -209,9 +209,21 @@ export const ERRORS = {
   POLL_FAILED: ["INTERNAL", "failed to load '{model}', failed to poll from model repository"],
   BAD_LOAD_PARAMETER: ["INVALID_ARG", "Unrecognized load parameter '{name}' with type '{type}'"],
   BAD_CONFIG_OVERRIDE: ["INVALID_ARG", "Invalid config override: {detail}"],
-  FILE_OVERRIDE_ESCAPES: ["INVALID_ARG", "invalid file parameter '{name}': the path escapes the model directory"],
-  FILE_OVERRIDE_NEEDS_CONFIG: ["INVALID_ARG", "file override requires the 'config' parameter for model '{model}'"],
-  BAD_MODEL_NAME: ["INVALID_ARG", "{message}"],
+  FILE_OVERRIDE_ESCAPES: [
+    "INVALID_ARG",
+    "Invalid file parameter '{name}' with normalized path '{path}' must stay within model directory.",
+  ],
+  FILE_OVERRIDE_DIRECTORY_IS_FILE: [
+    "INVALID_ARG",
+    "Invalid file parameter '{name}', directory has been created as a file",
+  ],
+  FILE_OVERRIDE_NEEDS_CONFIG: ["INVALID_ARG", "Load parameter 'config' must be specified for model file override"],
+  MODEL_NAME_EMPTY: ["INVALID_ARG", "model name must not be empty"],
+  MODEL_NAME_WHITESPACE: ["INVALID_ARG", "model name must not contain only whitespace characters"],
+  MODEL_NAME_TRAVERSAL: [
+    "INVALID_ARG",
+    "invalid model name '{model}', model name must not contain path traversal characters",
+  ],
   MODEL_UNLOADED_HTTP: ["UNAVAILABLE", "Model '{model}' is unloading"],
   BAD_INDEX_READY: ["INVALID_ARG", "Unable to parse 'ready': {detail}"],
 
@@ -241,6 +253,26 @@ export const ERRORS = {
   SERVER_NOT_READY: ["UNAVAILABLE", "Server not ready"],
   CANCELLED: ["CANCELLED", "[request id: {id}] request cancelled"],
   BACKEND_FAILED: ["INTERNAL", "{message}"],
+  MODEL_INSTANCE_RESTARTING: [
+    "UNAVAILABLE",
+    "model '{model}' is not available: its instance '{instance}' {reason}, and starts again in {ms} ms",
+  ],
+
+  // Outputs a backend produced, checked against the model's config (backend/check-outputs.ts)
+  OUTPUT_UNKNOWN: ["INVALID_ARG", "unexpected inference output '{output}' for model '{model}'"],
+  OUTPUT_WRONG_DATATYPE: [
+    "INVALID_ARG",
+    "unexpected datatype TYPE_{got} for inference output '{output}', expecting TYPE_{expected} for {model}",
+  ],
+  OUTPUT_WRONG_SHAPE: [
+    "INVALID_ARG",
+    "unexpected shape for output '{output}', model configuration shape is {expected}, inference shape is {got}",
+  ],
+  OUTPUT_MISSING: ["INTERNAL", "model '{model}' did not produce the requested output '{output}'"],
+  MODEL_BAD_RESPONSE: [
+    "INTERNAL",
+    "Failed to process the request(s) for model instance '{instance}', message: Expected a 'Response' object in the execute function return list, found type '{type}'.",
+  ],
 } as const satisfies Record<string, readonly [TritonCode, string] | readonly [TritonCode, string, number]>;
 
 /** A stable error id (see {@link ERRORS}). */

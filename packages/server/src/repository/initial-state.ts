@@ -1,8 +1,7 @@
-import { readFile } from "node:fs/promises";
 import type { ModelConfig } from "@galley/proto";
 import { datatypeOf } from "../core/datatype.js";
 import { elementCount, type Tensor } from "../core/tensor.js";
-import { modelFile } from "./model-file.js";
+import { readModelFile } from "./model-file.js";
 
 /**
  * Read the `initial_state` of each implicit state (`sequence_batching.state`) at load, with
@@ -48,7 +47,7 @@ export async function loadInitialStates(config: ModelConfig, modelPath: string):
       data = new Uint8Array(size);
     } else if (source.case === "dataFile") {
       const bytes = new Uint8Array(
-        await readFile(modelFile(modelPath, "initial_state", source.value, "initial_state data_file")),
+        await readModelFile(modelPath, "initial_state", source.value, "initial_state data_file"),
       );
       if (info.byteSize === 0) size = bytes.byteLength;
       else if (size > bytes.byteLength) {

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { readdir, readFile, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import {
   type CheckOptions,
@@ -24,6 +24,8 @@ import { SequenceBatcher } from "../scheduler/sequence-batcher.js";
 import { removeFileOverrides, writeFileOverrides } from "./file-overrides.js";
 import { loadInitialStates } from "./initial-state.js";
 import { LoadedModel } from "./loaded-model.js";
+import { checkConfigFiles, readModelFile } from "./model-file.js";
+import { validateModelName } from "./model-name.js";
 import { warmUp } from "./warmup.js";
 
 /** Triton's model states, as the repository index reports them. */
@@ -101,6 +103,8 @@ export class ModelManager {
   readonly #log: Logger;
   #loadSlots: number;
   readonly #slotWaiters: (() => void)[] = [];
+  /** A cycle found below an ensemble's load, by the ensemble it closes on, to fail that one with the same text. */
+  readonly #cycles = new Map<string, string>();
 
   constructor(options: ModelManagerOptions) {
     this.#options = options;
@@ -123,7 +127,7 @@ export class ModelManager {
         : [...all.keys()];
     for (const name of all.keys()) this.#entry(name);
     await Promise.all(wanted.map((name) => this.load(name).catch(() => undefined)));
-    return wanted.filter((name) => this.#entry(name).ready.size === 0);
+    return wanted.filter((name) => !this.#models.get(name)?.ready.size);
   }
 
   /**
@@ -132,14 +136,25 @@ export class ModelManager {
    *
    * @throws {@link InferenceError} as Triton answers a load request.
    */
-  load(name: string, overrides: LoadOverrides = {}, loadedFor?: string): Promise<void> {
+  load(name: string, overrides: LoadOverrides = {}): Promise<void> {
+    return this.#loadFor(name, overrides, []);
+  }
+
+  /** `chain` is the ensembles whose loads led here, outermost first, to find a cycle instead of waiting on it. */
+  #loadFor(name: string, overrides: LoadOverrides, chain: readonly string[]): Promise<void> {
+    try {
+      validateModelName(name);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const entry = this.#entry(name);
+    const loadedFor = chain.at(-1);
     if (loadedFor) {
       entry.loadedFor.add(loadedFor);
       if (entry.loading > 0) return entry.queue;
     }
     entry.loading++;
-    const run = entry.queue.then(() => this.#load(entry, overrides)).finally(() => entry.loading--);
+    const run = entry.queue.then(() => this.#load(entry, overrides, chain)).finally(() => entry.loading--);
     entry.queue = run.catch(() => undefined);
     return run;
   }
@@ -253,7 +268,7 @@ export class ModelManager {
     return true;
   }
 
-  async #load(entry: ModelEntry, overrides: LoadOverrides): Promise<void> {
+  async #load(entry: ModelEntry, overrides: LoadOverrides, chain: readonly string[]): Promise<void> {
     const started = process.hrtime.bigint();
     let source: ModelSource;
     try {
@@ -262,9 +277,26 @@ export class ModelManager {
       if (error instanceof InferenceError && error.id !== "POLL_FAILED") throw error;
       throw new InferenceError("POLL_FAILED", { model: entry.name }, { cause: error });
     }
+    // A folder of `file:` overrides belongs to the model only once it serves; until then a failure removes it.
+    const written = overrides.files && overrides.files.size > 0 ? source.path : undefined;
+    try {
+      await this.#loadSource(entry, source, written, chain, started);
+    } catch (error) {
+      if (written && entry.overrideFolder !== written) await removeFileOverrides(written);
+      throw error;
+    }
+  }
+
+  async #loadSource(
+    entry: ModelEntry,
+    source: ModelSource,
+    written: string | undefined,
+    chain: readonly string[],
+    started: bigint,
+  ): Promise<void> {
     // Polling retries a failed model only when its files change, as Triton does.
     const fingerprint = source.path && !entry.overrideFolder ? await fingerprintOf(source.path) : undefined;
-    const check = await this.#check(source, entry);
+    const check = await this.#check(source, entry, chain);
     if (check.diagnostics.length > 0 || !check.config) {
       entry.fingerprint = fingerprint;
       const message = check.diagnostics[0]?.message ?? "invalid model configuration";
@@ -274,6 +306,10 @@ export class ModelManager {
         if (!entry.ready.has(version)) failed.set(version, { state: "UNAVAILABLE", reason: message });
       }
       if (entry.ready.size === 0) entry.versions = failed;
+      // Triton finds cycles in its dependency graph, after polling, and answers as for a failed load.
+      if (check.diagnostics[0]?.path === "dependency") {
+        throw new InferenceError("LOAD_FAILED_REASON", { model: entry.name, detail: message });
+      }
       throw new InferenceError("LOAD_FAILED", {
         model: entry.name,
         detail: `failed to poll from model repository: ${message}`,
@@ -309,7 +345,7 @@ export class ModelManager {
     entry.ready = loaded;
     entry.fingerprint = fingerprint;
     if (entry.overrideFolder && entry.overrideFolder !== source.path) await removeFileOverrides(entry.overrideFolder);
-    entry.overrideFolder = overrides.files && overrides.files.size > 0 ? source.path : undefined;
+    entry.overrideFolder = written;
     for (const [version, old] of previous) {
       if (!loaded.has(version)) entry.versions.set(version, { state: "UNLOADING", reason: "" });
       await old.unload();
@@ -353,7 +389,15 @@ export class ModelManager {
   }
 
   /** Run Triton's load checks; for an ensemble, load its composing models first and check against them. */
-  async #check(source: ModelSource, entry: ModelEntry): Promise<ModelCheck> {
+  async #check(source: ModelSource, entry: ModelEntry, chain: readonly string[]): Promise<ModelCheck> {
+    const refused = source.config ? fileProblem(source.config) : undefined;
+    if (refused) return { name: entry.name, versions: [], diagnostics: [{ path: "config", message: refused }] };
+    const check = await this.#checkConfig(source, entry, chain);
+    const problem = check.config ? fileProblem(check.config) : undefined;
+    return problem ? { ...check, diagnostics: [{ path: "config", message: problem }] } : check;
+  }
+
+  async #checkConfig(source: ModelSource, entry: ModelEntry, chain: readonly string[]): Promise<ModelCheck> {
     const backends = this.#options.backends;
     const options: CheckOptions = {
       autoComplete: this.#options.autoComplete ?? true,
@@ -369,11 +413,27 @@ export class ModelManager {
     const steps =
       own.config.schedulingChoice.case === "ensembleScheduling" ? own.config.schedulingChoice.value.step : [];
     const composing = [...new Set(steps.map((s) => s.modelName))].filter((n) => n !== entry.name);
+    // A composing model already being loaded by an outer ensemble of this chain is a cycle: waiting
+    // for it would wait for ourselves.
+    const path = [...chain, entry.name];
+    for (const name of composing) {
+      const at = path.indexOf(name);
+      if (at < 0) continue;
+      const cycle = path.slice(at);
+      const message = `circular dependency between ensembles: ${cycle[0]} -> ... -> ${cycle.at(-1)} -> ${cycle[0]}`;
+      this.#cycles.set(name, message);
+      return { name: entry.name, versions: [], diagnostics: [{ path: "dependency", message }] };
+    }
     await Promise.all(
       composing.map((n) =>
-        this.#models.get(n)?.ready.size ? undefined : this.load(n, {}, entry.name).catch(() => undefined),
+        this.#models.get(n)?.ready.size ? undefined : this.#loadFor(n, {}, path).catch(() => undefined),
       ),
     );
+    const cycle = this.#cycles.get(entry.name);
+    if (cycle) {
+      this.#cycles.delete(entry.name);
+      return { name: entry.name, versions: [], diagnostics: [{ path: "dependency", message: cycle }] };
+    }
     const loadedSources: ModelSource[] = composing.flatMap((n) => {
       const ready = this.#models.get(n)?.ready;
       const first = ready ? [...ready.values()][0] : undefined;
@@ -492,12 +552,22 @@ export class ModelManager {
   }
 }
 
+/** Why a config's file names are refused, if they are (see {@link checkConfigFiles}). */
+function fileProblem(config: ModelConfig): string | undefined {
+  try {
+    checkConfigFiles(config);
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
 /** Labels for outputs that name a `label_filename` (one label per line). */
 async function readLabels(config: ModelConfig, modelPath: string): Promise<Map<string, string[]>> {
   const labels = new Map<string, string[]>();
   for (const output of config.output) {
     if (output.labelFilename === "") continue;
-    const text = await readFile(join(modelPath, output.labelFilename), "utf8");
+    const text = (await readModelFile(modelPath, "", output.labelFilename, "label_filename")).toString("utf8");
     labels.set(
       output.name,
       text.split(/\r?\n/).filter((line, i, all) => line !== "" || i < all.length - 1),

@@ -1,11 +1,10 @@
 import { randomFillSync } from "node:crypto";
-import { readFile } from "node:fs/promises";
 import { DataType, type ModelConfig } from "@galley/proto";
 import type { BackendInstance } from "../backend/backend.js";
 import { datatypeOf } from "../core/datatype.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import { elementCount, type Tensor } from "../core/tensor.js";
-import { modelFile } from "./model-file.js";
+import { readModelFile } from "./model-file.js";
 
 /**
  * Run the config's `model_warmup` samples on every instance before the model is READY, as
@@ -38,8 +37,7 @@ export async function warmUp(
           randomFillSync(data);
           if (input.dataType === DataType.TYPE_BOOL) for (let i = 0; i < data.length; i++) data[i] = (data[i] ?? 0) & 1;
         } else if (source.case === "inputDataFile") {
-          const file = modelFile(modelPath, "warmup", source.value, "warmup input_data_file");
-          const bytes = await readFile(file);
+          const bytes = await readModelFile(modelPath, "warmup", source.value, "warmup input_data_file");
           if (info.byteSize > 0 && bytes.byteLength < size) {
             throw new Error(
               `warmup setting expects ${size} bytes, but the data provided from ${source.value}only has ${bytes.byteLength} bytes`,

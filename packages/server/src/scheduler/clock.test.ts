@@ -52,7 +52,7 @@ describe("systemClock timers", () => {
       systemClock.setTimer(() => console.log("never"), 60_000);
       const start = systemClock.now();
       setTimeout(() => {}, 50); // the loop stays up only this long
-      systemClock.setTimer(() => console.log(`fired ${Number(systemClock.now() - start) >= 200_000}`), 0.2);
+      systemClock.setTimer(() => console.log("fired " + String(Number(systemClock.now() - start) >= 200_000)), 0.2);
     `;
     const child = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
       encoding: "utf8",
