@@ -1,4 +1,7 @@
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { systemClock } from "./clock.js";
@@ -60,5 +63,30 @@ describe("systemClock timers", () => {
     });
     expect(child.status).toBe(0);
     expect(child.stdout.trim()).toBe("fired true");
+  });
+
+  it("never keeps the process alive after its thread has fired a timer", () => {
+    const clock = fileURLToPath(new URL("../../dist/scheduler/clock.js", import.meta.url));
+    const script = `
+      import { systemClock } from ${JSON.stringify(clock)};
+      const keep = setInterval(() => {}, 1000); // the loop stays up until the second timer fires
+      systemClock.setTimer(() => {
+        console.log("first");
+        systemClock.setTimer(() => {
+          console.log("second");
+          clearInterval(keep);
+        }, 20);
+      }, 100);
+      systemClock.setTimer(() => console.log("never"), 60_000);
+    `;
+    // From a file: a script given with -e exits even while a port is referenced.
+    const folder = mkdtempSync(join(tmpdir(), "galley-clock-"));
+    try {
+      writeFileSync(join(folder, "script.mjs"), script);
+      const child = spawnSync(process.execPath, [join(folder, "script.mjs")], { encoding: "utf8", timeout: 20_000 });
+      expect([child.status, child.signal, child.stdout.trim().split("\n")]).toEqual([0, null, ["first", "second"]]);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
   });
 });

@@ -85,7 +85,6 @@ class PreciseTimers {
       name: "galley:timers",
       workerData: { deadline: this.#deadline, wake: this.#wake },
     });
-    worker.unref();
     worker.on("online", () => {
       this.#online = true;
     });
@@ -96,6 +95,9 @@ class PreciseTimers {
       this.#broken = true;
       this.#arm();
     });
+    // After the listeners: adding a 'message' listener refs the worker's port again, which kept
+    // the process alive after SIGTERM once the first timer had fired.
+    worker.unref();
     this.#worker = worker;
   }
 }
