@@ -7,6 +7,7 @@ import type { Logger } from "../../log.js";
 import { now } from "../../scheduler/scheduler.js";
 import type { Backend, BackendInstance, BackendModel, ExecuteResult } from "../backend.js";
 import { gatherInput, scatterOutput, workerView } from "../batch-io.js";
+import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";
 import { OrtSession } from "./ort-instance.js";
 import type { OrtSessionSettings, OrtType, ValueInfo, WireTensor } from "./ort-messages.js";
 
@@ -124,6 +125,7 @@ class OrtInstance implements BackendInstance {
   readonly #batching: boolean;
   readonly #outputs: Map<string, ModelOutput>;
   readonly #inputs: Map<string, ModelConfig["input"][number]>;
+  readonly #rules: OutputRules;
 
   constructor(
     readonly session: OrtSession,
@@ -134,6 +136,7 @@ class OrtInstance implements BackendInstance {
     this.#batching = config.maxBatchSize > 0;
     this.#outputs = new Map(config.output.map((o) => [o.name, o]));
     this.#inputs = new Map(config.input.map((i) => [i.name, i]));
+    this.#rules = outputRules(config);
   }
 
   async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
@@ -178,10 +181,12 @@ class OrtInstance implements BackendInstance {
       for (const [i, part] of scatterOutput(tensor, batchSizes).entries()) perRequest[i]?.push(part);
     }
     const responses = requests.map((request, i) => {
-      const outputs = perRequest[i] ?? [];
-      if (request.outputs.length === 0) return outputs;
-      const byName = new Map(outputs.map((o) => [o.name, o]));
-      return request.outputs.flatMap((o) => byName.get(o.name) ?? []);
+      let outputs = perRequest[i] ?? [];
+      if (request.outputs.length > 0) {
+        const byName = new Map(outputs.map((o) => [o.name, o]));
+        outputs = request.outputs.flatMap((o) => byName.get(o.name) ?? []);
+      }
+      return checkOutputs(this.#rules, request, outputs) ?? outputs;
     });
     return {
       responses,
