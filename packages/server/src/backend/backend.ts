@@ -12,6 +12,8 @@ export interface BackendLoadContext {
   /** The version's folder, `<modelPath>/<version>`. */
   versionPath: string;
   log: Logger;
+  /** Aborted when the load is no longer wanted (an unload arrived): a backend may stop early and reject. */
+  signal?: AbortSignal;
 }
 
 /** The outcome of one execution: outputs or an error per request, and how long each phase took. */
@@ -41,6 +43,11 @@ export interface BackendModel {
   readonly instances: readonly BackendInstance[];
   /** The model's own readiness (a scripted model's `isReady()`); ready when absent. */
   isReady?(): Promise<boolean>;
+  /**
+   * False while an instance is down (a scripted model's worker restarting after a failure): the
+   * model then reports not ready, and so does the server under strict readiness. Healthy when absent.
+   */
+  healthy?(): boolean;
   unload(): Promise<void>;
 }
 

@@ -139,9 +139,14 @@ export class InferenceServer {
     return this.#live;
   }
 
-  /** Ready for inference: not shutting down, and (strict readiness) every model loaded. */
+  /** Ready for inference: not shutting down, and (strict readiness) every model loaded with its instances up. */
   isReady(): boolean {
-    return this.#live && this.#accepting && (!this.#strictReadiness || this.models.allModelsReady());
+    return (
+      this.#live &&
+      this.#accepting &&
+      (!this.#strictReadiness ||
+        (this.models.allModelsReady() && this.models.readyVersions().every((model) => model.healthy)))
+    );
   }
 
   /** False once shutdown has begun: frontends refuse new work from then on. */
@@ -171,6 +176,7 @@ export class InferenceServer {
   async modelReady(name: string, version: string): Promise<boolean> {
     try {
       const model = this.models.resolve(name, version);
+      if (!model.healthy) return false;
       return (await model.backend.isReady?.()) ?? true;
     } catch (error) {
       if (error instanceof InferenceError && error.id === "MODEL_NOT_FOUND") throw error;

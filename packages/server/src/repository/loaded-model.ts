@@ -21,6 +21,11 @@ export class LoadedModel {
     return this.config.modelTransactionPolicy?.decoupled ?? false;
   }
 
+  /** False while the backend has an instance down (restarting after a failure): the version is then not ready. */
+  get healthy(): boolean {
+    return this.backend.healthy?.() ?? true;
+  }
+
   /** Finish everything accepted, then release the backend. */
   async unload(): Promise<void> {
     await this.scheduler.drain();
