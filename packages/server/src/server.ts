@@ -156,7 +156,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         addresses.grpc = listener.address;
       }
       if (http) {
-        const listener = await listenHttp1(createHttpHandler(core, http), http.host ?? "0.0.0.0", http.port);
+        const listener = await listenHttp1(createHttpHandler(core, http), http.host ?? "0.0.0.0", http.port, http);
         listeners.push(listener);
         addresses.http = listener.address;
       }

@@ -8,7 +8,15 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
       server: {
         modelRepositories: ["/models"],
         id: "triton",
-        http: { host: "0.0.0.0", port: 8000, maxInputSize: 64 * 1024 * 1024, restricted: [] },
+        http: {
+          host: "0.0.0.0",
+          port: 8000,
+          maxInputSize: 64 * 1024 * 1024,
+          restricted: [],
+          headerTimeoutMs: 60_000,
+          idleTimeoutMs: 60_000,
+          keepAliveTimeoutMs: 5_000,
+        },
         grpc: { host: "0.0.0.0", port: 8001, keepaliveTimeMs: 7_200_000, keepaliveTimeoutMs: 20_000 },
         metrics: { host: "0.0.0.0", port: 8002, counterLatencies: true },
         controlMode: "none",
@@ -63,6 +71,24 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
     ]);
     expect(options !== "help" && options.server.modelRepositories).toEqual(["/a", "/c", "/b"]);
     expect(options !== "help" && options.server.http).toMatchObject({ host: "0.0.0.0", port: 0 });
+  });
+
+  it("reads the HTTP connection time limits in seconds; 0 turns one off", () => {
+    const options = parseServeArgs([
+      "--model-repository=/m",
+      "--http-header-timeout-secs=10",
+      "--http-idle-timeout-secs",
+      "0",
+      "--http-keepalive-timeout-secs=75",
+    ]);
+    expect(options !== "help" && options.server.http).toMatchObject({
+      headerTimeoutMs: 10_000,
+      idleTimeoutMs: 0,
+      keepAliveTimeoutMs: 75_000,
+    });
+    expect(() => parseServeArgs(["--model-repository=/m", "--http-idle-timeout-secs=-1"])).toThrow(
+      /--http-idle-timeout-secs: '-1'/,
+    );
   });
 
   it("reads booleans as Triton does: true/on/1, false/off/0, any case", () => {

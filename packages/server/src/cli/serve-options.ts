@@ -49,6 +49,10 @@ HTTP
   --http-port <port>             (default: 8000; 0 picks a free port)
   --http-max-input-size <bytes>  largest request body, decompressed (default: 67108864)
   --http-restricted-api <apis>:<key>=<value>   repeatable
+  --http-header-timeout-secs <n>     request line and headers must arrive within n s (default: 60; 0: no limit)
+  --http-idle-timeout-secs <n>       close a connection that sends nothing for n s while a request
+                                     is due or its body is arriving (default: 60; 0: no limit)
+  --http-keepalive-timeout-secs <n>  close idle keep-alive connections after n s (default: 5; 0: never)
 gRPC
   --allow-grpc <bool>            (default: true)
   --grpc-address <host>          (default: 0.0.0.0)
@@ -67,6 +71,9 @@ Logging
   --log-format <default|ISO8601> (default: default)
   --help                         print this text
 `;
+
+/** The longest time limit a timer can hold (2^31 - 1 ms), in whole seconds. */
+const MAX_TIMEOUT_SECS = 2_147_483;
 
 const RESTRICTED_APIS = new Set([
   "health",
@@ -113,6 +120,10 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
       const rule = restriction("--http-restricted-api", spec);
       return { apis: rule.names, key: rule.key, value: rule.value };
     }),
+    headerTimeoutMs: int("--http-header-timeout-secs", v["http-header-timeout-secs"], 60, 0, MAX_TIMEOUT_SECS) * 1000,
+    idleTimeoutMs: int("--http-idle-timeout-secs", v["http-idle-timeout-secs"], 60, 0, MAX_TIMEOUT_SECS) * 1000,
+    keepAliveTimeoutMs:
+      int("--http-keepalive-timeout-secs", v["http-keepalive-timeout-secs"], 5, 0, MAX_TIMEOUT_SECS) * 1000,
   };
   const grpc = bool("--allow-grpc", v["allow-grpc"], true) && {
     host: v["grpc-address"] ?? "0.0.0.0",
@@ -236,6 +247,9 @@ function parse(args: string[]) {
       "http-port": text,
       "http-max-input-size": text,
       "http-restricted-api": many,
+      "http-header-timeout-secs": text,
+      "http-idle-timeout-secs": text,
+      "http-keepalive-timeout-secs": text,
       "allow-grpc": text,
       "grpc-address": text,
       "grpc-port": text,

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
+import type { Http1Timeouts } from "../listen.js";
 import { ClientGone, DEFAULT_MAX_INPUT_SIZE } from "./body.js";
 import { ACCEPTED_ENCODINGS } from "./compression.js";
 import type { Context } from "./context.js";
@@ -18,20 +19,25 @@ import { handleIndex, handleLoad, handleUnload } from "./repository-routes.js";
 import { categoryOf, matchRoute, methodsOf, type Route } from "./routes.js";
 import { handleHealth, handleLogging, handleServerMetadata, handleSharedMemory, handleTrace } from "./server-routes.js";
 
-/** REST frontend options (tritonserver's `--http-*` flags). */
-export interface HttpFrontendOptions {
+/** REST frontend options (tritonserver's `--http-*` flags, and Galley's connection time limits). */
+export interface HttpFrontendOptions extends Http1Timeouts {
   /** `--http-max-input-size`: the largest request body, decompressed (default 64 MiB). */
   maxInputSize?: number;
   /** `--http-restricted-api=<apis>:<key>=<value>`: the header `<key>` must carry `<value>`. */
   restricted?: readonly { apis: readonly string[]; key: string; value: string }[];
 }
 
+/** Routes refused (503 `Server not ready`) once the server has begun shutting down. */
+const STARTS_WORK: ReadonlySet<Route["kind"]> = new Set(["infer", "generate", "generate_stream", "load", "unload"]);
+
 /**
  * The KServe v2 REST frontend: a Node `request` listener over one {@link InferenceServer}.
  * Routing follows Triton's full-match regexes on the raw path (the query string is ignored);
  * each route checks its restricted-API category, then its method, then runs. Every failure is
  * answered `{"error":"<message>"}` with the error's status; nothing a client sends can throw
- * out of the listener.
+ * out of the listener. Once shutdown has begun, inference and repository changes are refused
+ * with 503 `Server not ready` (the other routes still answer) and every reply carries
+ * `Connection: close`.
  */
 export function createHttpHandler(
   server: InferenceServer,
@@ -48,6 +54,8 @@ export function createHttpHandler(
         throw new InferenceError("RESTRICTED_HTTP", { header: rule.key });
       }
       if (!methodsOf(route).includes(req.method ?? "")) throw new InferenceError("METHOD_NOT_ALLOWED");
+      // Draining: a request that arrives on a kept-alive connection is answered, but starts no work.
+      if (!server.accepting && STARTS_WORK.has(route.kind)) throw new InferenceError("SERVER_NOT_READY");
       dispatch(ctx, route).catch((error: unknown) => fail(ctx, error));
     } catch (error) {
       fail(ctx, error);
