@@ -5,24 +5,36 @@ import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
+import { outputRules } from "../check-outputs.js";
 import { type InferencePath, JS_WORKER_URL, JsInstance } from "./js-instance.js";
 import type { FromWorker, ToWorker } from "./js-messages.js";
 
 /** Files a version folder may hold the model in, in the order they are looked for. */
 export const JS_MODEL_FILES: readonly string[] = ["model.js", "model.mjs", "model.ts"];
 
+/** How long an `execute` may run when the model sets no `execute_timeout_ms`. */
+export const DEFAULT_EXECUTE_TIMEOUT_MS = 60_000;
+/** How long `initialize` (with the module's import) may run when the model sets no `initialize_timeout_ms`. */
+export const DEFAULT_INITIALIZE_TIMEOUT_MS = 120_000;
+
 /** Options for {@link createJsBackend}. */
 export interface JsBackendOptions {
   log: Logger;
   /** The server's inference path, for BLS calls (the core; given late because it is built after the backends). */
   inference: () => InferencePath;
+  /** `execute_timeout_ms` for models that set none (default {@link DEFAULT_EXECUTE_TIMEOUT_MS}; 0: none). */
+  executeTimeoutMs?: number;
+  /** `initialize_timeout_ms` for models that set none (default {@link DEFAULT_INITIALIZE_TIMEOUT_MS}; 0: none). */
+  initializeTimeoutMs?: number;
 }
 
 /**
  * The `js` backend: scripted models in JavaScript or TypeScript, one worker thread per instance
  * (see `src/model/api.ts` for what a model implements). Parameters (`parameters { key: ... }`):
- * `memory_limit_mb` (the worker's heap limit; exceeding it restarts the instance) and
- * `execute_timeout_ms` (an execute that runs longer restarts the instance).
+ * `memory_limit_mb` (the worker's heap and ArrayBuffers together; exceeding it restarts the
+ * instance), `execute_timeout_ms` (an execute that runs longer restarts the instance) and
+ * `initialize_timeout_ms` (a load whose `initialize` runs longer fails); 0 turns a timeout off.
+ * Every response's outputs are checked against the config (see `checkOutputs`).
  */
 export function createJsBackend(options: JsBackendOptions): Backend {
   return {
@@ -53,10 +65,18 @@ export function createJsBackend(options: JsBackendOptions): Backend {
       }
       const parameter = (key: string) => {
         const value = config.parameters[key]?.stringValue;
-        return value !== undefined && /^\d+$/.test(value) ? Number(value) : undefined;
+        if (value === undefined) return undefined;
+        if (!/^\d+$/.test(value.trim())) {
+          throw new Error(`parameter '${key}' of model '${config.name}' must be a whole number, got '${value}'`);
+        }
+        return Number(value);
       };
       const memoryLimitMb = parameter("memory_limit_mb");
-      const executeTimeoutMs = parameter("execute_timeout_ms");
+      const executeTimeoutMs =
+        parameter("execute_timeout_ms") ?? options.executeTimeoutMs ?? DEFAULT_EXECUTE_TIMEOUT_MS;
+      const initializeTimeoutMs =
+        parameter("initialize_timeout_ms") ?? options.initializeTimeoutMs ?? DEFAULT_INITIALIZE_TIMEOUT_MS;
+      const rules = outputRules(config);
       const modelConfig = JSON.stringify(toModelConfigJson(config));
       const groups = config.instanceGroup.length > 0 ? config.instanceGroup : [];
       const specs = groups.flatMap((group) =>
@@ -87,8 +107,11 @@ export function createJsBackend(options: JsBackendOptions): Backend {
                 model_name: config.name,
               },
             },
+            outputRules: rules,
             ...(memoryLimitMb ? { memoryLimitMb } : {}),
-            ...(executeTimeoutMs ? { executeTimeoutMs } : {}),
+            executeTimeoutMs,
+            initializeTimeoutMs,
+            ...(context.signal ? { signal: context.signal } : {}),
             ...(spec.rateLimiter ? { rateLimiter: spec.rateLimiter } : {}),
             inference: options.inference,
             log: options.log,
@@ -107,6 +130,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
           const answers = await Promise.all(opened.map((i) => i.isReady()));
           return answers.every(Boolean);
         },
+        healthy: () => opened.every((i) => i.healthy),
         async unload() {
           await Promise.all(opened.map((i) => i.close()));
         },

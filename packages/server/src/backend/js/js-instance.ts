@@ -6,6 +6,7 @@ import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
 import { now } from "../../scheduler/scheduler.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
+import { checkOutputs, type OutputRules } from "../check-outputs.js";
 import type {
   FromWorker,
   InitMessage,
@@ -30,10 +31,16 @@ export interface InferencePath {
 export interface JsInstanceOptions {
   name: string;
   init: InitMessage;
-  /** `memory_limit_mb`: the worker's V8 heap limit (old generation), in MiB. */
+  /** What the model's outputs must look like (its config). */
+  outputRules: OutputRules;
+  /** `memory_limit_mb`: the worker's V8 heap limit, and the limit on heap plus ArrayBuffers, in MiB. */
   memoryLimitMb?: number;
-  /** `execute_timeout_ms`: an execute that takes longer restarts the instance. */
+  /** `execute_timeout_ms`: an execute that takes longer restarts the instance; 0 or absent: none. */
   executeTimeoutMs?: number;
+  /** `initialize_timeout_ms`: a start whose `initialize` takes longer fails; 0 or absent: none. */
+  initializeTimeoutMs?: number;
+  /** Aborting it while the instance starts stops the worker and fails the start. */
+  signal?: AbortSignal;
   rateLimiter?: ModelRateLimiter;
   inference: () => InferencePath;
   log: Logger;
@@ -63,6 +70,14 @@ function modelError(error: WireError): InferenceError {
   const code = error.code !== undefined && CODES.has(error.code) ? (error.code as TritonCode) : undefined;
   return new InferenceError("BACKEND_FAILED", { message: error.message }, code ? { code } : {});
 }
+
+/** The first restart after a failure is immediate; each further one waits twice as long, up to the cap. */
+export const RESTART_BACKOFF_FIRST_MS = 100;
+export const RESTART_BACKOFF_MAX_MS = 30_000;
+/** A worker that stayed up this long resets the back-off: its next failure restarts it at once. */
+export const RESTART_BACKOFF_RESET_MS = 10_000;
+
+const MiB = 1024 * 1024;
 
 function fromWire(wire: WireTensor): Tensor {
   return {
@@ -94,14 +109,25 @@ function toWorker(tensor: Tensor, transfer: Set<ArrayBuffer>): WireTensor {
  * One instance of a scripted model: a worker thread running the model module. Whatever kills
  * the worker (an uncaught throw, an unhandled rejection, `process.exit`, its memory limit, an
  * execute past its timeout) fails only the requests this instance holds; the instance then
- * restarts with a fresh worker and the server never notices.
+ * restarts with a fresh worker. Repeated failures back off (see {@link RESTART_BACKOFF_FIRST_MS});
+ * while it waits, the instance is not {@link JsInstance.healthy} and refuses requests at once.
  */
 export class JsInstance implements BackendInstance {
   readonly name: string;
   readonly rateLimiter?: ModelRateLimiter;
   readonly #options: JsInstanceOptions;
   #worker: Worker | undefined;
+  /** Settles when the current worker has run `initialize`; rejects when it fails to. */
   #ready!: Promise<void>;
+  /** `starting`: a worker runs `initialize`; `up`: it serves; `waiting`: the back-off before the next start. */
+  #state: "starting" | "up" | "waiting" | "closed" = "starting";
+  /** Whether a worker ever finished `initialize`: failures before that fail the load instead of restarting. */
+  #started = false;
+  #upSince = 0;
+  /** Failures since the instance last stayed up for {@link RESTART_BACKOFF_RESET_MS}. */
+  #failures = 0;
+  #retry: { timer: NodeJS.Timeout; at: number; reason: string } | undefined;
+  #initTimer: NodeJS.Timeout | undefined;
   #nextBatch = 1;
   #nextKey = 1;
   readonly #batches = new Map<number, Batch>();
@@ -122,15 +148,24 @@ export class JsInstance implements BackendInstance {
     this.#options = options;
   }
 
-  /** Start the worker and run `initialize`; rejects with the model's error. */
+  /**
+   * Start the worker and run `initialize`; rejects with the model's error, when `initialize`
+   * outlasts `initializeTimeoutMs`, or when `signal` aborts (the worker is stopped in both cases).
+   */
   static async start(options: JsInstanceOptions): Promise<JsInstance> {
     const instance = new JsInstance(options);
+    const { signal } = options;
+    const onAbort = () => instance.#kill("was unloaded while it was initializing");
     instance.#spawn();
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
     try {
       await instance.#ready;
     } catch (error) {
-      await instance.close();
+      await instance.close(0);
       throw error;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
     }
     return instance;
   }
@@ -140,18 +175,25 @@ export class JsInstance implements BackendInstance {
     return this.#restarts;
   }
 
+  /** False while the instance is down: restarting after a failure, or waiting to. */
+  get healthy(): boolean {
+    return this.#state === "up";
+  }
+
   async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
     const start = now();
-    try {
-      await this.#ready;
-    } catch (error) {
-      // The last restart failed: try again now rather than fail forever.
-      this.#spawn();
+    // A worker that failed while this waited is replaced by another, which is waited for in turn.
+    while (this.#state === "starting") {
       try {
         await this.#ready;
-      } catch {
+      } catch (error) {
         return failAll(requests, toInferenceError(error), start);
       }
+    }
+    if (this.#retry) return failAll(requests, this.#unavailable(this.#retry), start);
+    if (this.#state !== "up") {
+      const unloaded = new InferenceError("BACKEND_FAILED", { message: `model instance '${this.name}' was unloaded` });
+      return failAll(requests, unloaded, start);
     }
     const transfer = new Set<ArrayBuffer>();
     const keys: number[] = [];
@@ -182,8 +224,8 @@ export class JsInstance implements BackendInstance {
     const batch = this.#nextBatch++;
     return new Promise<ExecuteResult>((resolve) => {
       const entry: Batch = { requests, keys, start, resolve };
-      const timeout = this.#options.executeTimeoutMs;
-      if (timeout) {
+      const timeout = this.#options.executeTimeoutMs ?? 0;
+      if (timeout > 0) {
         entry.timer = setTimeout(() => {
           this.#kill(`did not finish execute within ${timeout} ms (execute_timeout_ms)`);
         }, timeout);
@@ -195,11 +237,7 @@ export class JsInstance implements BackendInstance {
 
   /** The model's `isReady()` (true when it has none); false after 5 s without an answer, as Triton. */
   async isReady(): Promise<boolean> {
-    try {
-      await this.#ready;
-    } catch {
-      return false;
-    }
+    if (this.#state !== "up") return false;
     const probe = this.#nextProbe++;
     return new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => {
@@ -214,12 +252,20 @@ export class JsInstance implements BackendInstance {
     });
   }
 
-  /** Run `finalize` (for at most `graceMs`), then stop the worker. */
+  /** Run `finalize` (for at most `graceMs`; not at all in a worker still initializing), then stop the worker. */
   async close(graceMs = 5000): Promise<void> {
     if (this.#closing) return;
     this.#closing = true;
+    const up = this.#state === "up";
+    this.#state = "closed";
+    clearTimeout(this.#retry?.timer);
+    this.#retry = undefined;
+    clearTimeout(this.#initTimer);
     const worker = this.#worker;
-    if (!worker) {
+    // What a request still waiting for this worker's start is told.
+    this.#killReason = "was unloaded";
+    if (!worker || graceMs <= 0 || !up) {
+      if (worker) await worker.terminate();
       this.#failAll(new InferenceError("BACKEND_FAILED", { message: `model instance '${this.name}' was unloaded` }));
       return;
     }
@@ -255,19 +301,38 @@ export class JsInstance implements BackendInstance {
     });
     this.#worker = worker;
     this.#killReason = undefined;
+    this.#state = "starting";
+    this.#upSince = 0;
     let settle: { resolve(): void; reject(error: Error): void } | undefined;
     this.#ready = new Promise<void>((resolve, reject) => {
       settle = { resolve, reject };
     });
     // Nobody may be waiting yet; a failed start is reported to the next caller.
     this.#ready.catch(() => undefined);
+    const initTimeout = this.#options.initializeTimeoutMs ?? 0;
+    if (initTimeout > 0) {
+      this.#initTimer = setTimeout(
+        () => this.#kill(`did not finish initialize within ${initTimeout} ms (initialize_timeout_ms)`),
+        initTimeout,
+      );
+    }
     worker.on("message", (message: FromWorker) => {
-      if (message.kind === "initialized") settle?.resolve();
-      else if (message.kind === "init-failed") {
-        settle?.reject(new Error(message.message));
-        // Not a crash: the next execute (or nobody) starts the worker again.
-        if (this.#worker === worker) this.#worker = undefined;
-        void worker.terminate();
+      if (worker !== this.#worker) return;
+      if (message.kind === "initialized") {
+        clearTimeout(this.#initTimer);
+        this.#state = "up";
+        this.#started = true;
+        this.#upSince = performance.now();
+        settle?.resolve();
+      } else if (message.kind === "init-failed") {
+        // A failed load reports the model's own message.
+        if (!this.#started) settle?.reject(new Error(message.message));
+        this.#onDeath(worker, `failed to initialize: ${message.message}`, settle);
+      } else if (message.kind === "memory-exceeded") {
+        const used = Math.round(message.usedBytes / MiB);
+        this.#kill(
+          `ran out of memory (memory_limit_mb ${limit}: ${used} MiB of heap and ArrayBuffers in use after an execute)`,
+        );
       } else this.#onMessage(message);
     });
     worker.on("error", (error) => this.#onDeath(worker, describeCrash(error, limit), settle));
@@ -276,27 +341,68 @@ export class JsInstance implements BackendInstance {
       this.#onDeath(worker, `sent a message the server could not read (${error.message})`, settle),
     );
     worker.on("exit", (code) => this.#onDeath(worker, `exited with code ${code}`, settle));
-    worker.postMessage(this.#options.init satisfies ToWorker);
+    worker.postMessage({
+      ...this.#options.init,
+      ...(limit ? { memoryLimitBytes: limit * MiB } : {}),
+    } satisfies ToWorker);
   }
 
-  /** The worker died: fail what it held and, unless closing, start a fresh one. */
+  /**
+   * The worker died or failed to initialize: fail what it held and, unless closing or still
+   * loading, start a fresh one, at once after a first failure and later after repeated ones.
+   */
   #onDeath(worker: Worker, what: string, settle?: { reject(error: Error): void }): void {
     if (worker !== this.#worker) return;
-    const reason = this.#killReason ?? what;
-    this.#killReason = undefined;
-    settle?.reject(new Error(`model instance '${this.name}' ${reason}`));
-    if (this.#closing) return;
     // Mark this worker as gone so its 'exit' after an 'error' is not counted twice.
     this.#worker = undefined;
-    this.#options.log.error(`model instance '${this.name}' ${reason}; restarting it`);
-    this.#failAll(
-      new InferenceError("BACKEND_FAILED", {
-        message: `model instance '${this.name}' ${reason}; the instance is restarting`,
-      }),
-    );
+    clearTimeout(this.#initTimer);
     void worker.terminate();
+    const reason = this.#killReason ?? what;
+    this.#killReason = undefined;
+    if (this.#closing || !this.#started) {
+      settle?.reject(new Error(`model instance '${this.name}' ${reason}`));
+      return;
+    }
+    if (this.#upSince > 0 && performance.now() - this.#upSince >= RESTART_BACKOFF_RESET_MS) this.#failures = 0;
+    const delay =
+      this.#failures === 0 ? 0 : Math.min(RESTART_BACKOFF_MAX_MS, RESTART_BACKOFF_FIRST_MS * 2 ** (this.#failures - 1));
+    this.#failures++;
     this.#restarts++;
-    this.#spawn();
+    this.#options.log.error(
+      `model instance '${this.name}' ${reason}; restarting it${delay > 0 ? ` in ${delay} ms` : ""}`,
+    );
+    const failure = new InferenceError("BACKEND_FAILED", {
+      message: `model instance '${this.name}' ${reason}; the instance is restarting`,
+    });
+    this.#failAll(failure);
+    if (delay === 0) {
+      settle?.reject(failure);
+      this.#spawn();
+      return;
+    }
+    this.#state = "waiting";
+    const retry = {
+      timer: setTimeout(() => {
+        this.#retry = undefined;
+        this.#spawn();
+      }, delay),
+      at: performance.now() + delay,
+      reason,
+    };
+    // A pending restart alone does not keep the process alive.
+    retry.timer.unref();
+    this.#retry = retry;
+    settle?.reject(this.#unavailable(retry));
+  }
+
+  /** Why a request to this instance fails at once while it waits to restart. */
+  #unavailable(retry: { at: number; reason: string }): InferenceError {
+    return new InferenceError("MODEL_INSTANCE_RESTARTING", {
+      model: this.#options.init.args.model_name ?? this.name,
+      instance: this.name,
+      reason: retry.reason,
+      ms: Math.max(0, Math.ceil(retry.at - performance.now())),
+    });
   }
 
   #kill(reason: string): void {
@@ -346,13 +452,12 @@ export class JsInstance implements BackendInstance {
     clearTimeout(batch.timer);
     const inferNs = now() - batch.start;
     const decoupled = this.#options.init.decoupled;
-    const outcome: (Tensor[] | Error)[] = batch.requests.map((_, i) => {
+    const outcome: (Tensor[] | Error)[] = batch.requests.map((request, i) => {
       if (error) return modelError(error);
       if (decoupled) return [];
       const response = responses?.[i];
       if (!response) return new InferenceError("BACKEND_FAILED", { message: "the model returned no response" });
-      if (response.error) return modelError(response.error);
-      return response.outputs.map(fromWire);
+      return this.#outputs(request, response);
     });
     for (const [i, key] of batch.keys.entries()) {
       // A decoupled request stays open until its final response; a failed execute ends it.
@@ -372,12 +477,22 @@ export class JsInstance implements BackendInstance {
     const responder = entry.request.responder;
     if (final) this.#close(key);
     if (!responder) return;
-    if (response?.error) responder(modelError(response.error), true);
-    else
-      responder(
-        response ? { outputs: response.outputs.map(fromWire), parameters: response.parameters } : undefined,
-        final,
-      );
+    const outputs = response && this.#outputs(entry.request, response);
+    if (outputs instanceof Error) {
+      // The request ends with its first bad response; the model's later sends for it are dropped.
+      if (!final) this.#close(key);
+      responder(outputs, true);
+    } else responder(outputs && response ? { outputs, parameters: response.parameters } : undefined, final);
+  }
+
+  /** A response's outputs, checked against the config, or why the request fails. */
+  #outputs(request: InferenceRequest, response: WireResponse): Tensor[] | Error {
+    if (response.notAResponse !== undefined) {
+      return new InferenceError("MODEL_BAD_RESPONSE", { instance: this.name, type: response.notAResponse });
+    }
+    if (response.error) return modelError(response.error);
+    const outputs = response.outputs.map(fromWire);
+    return checkOutputs(this.#options.outputRules, request, outputs) ?? outputs;
   }
 
   #close(key: number): void {

@@ -34,6 +34,8 @@ export interface WireResponse {
   outputs: WireTensor[];
   parameters: Parameters;
   error?: WireError;
+  /** What the model returned instead of a response object (`typeof`, or `null`). */
+  notAResponse?: string;
 }
 
 export interface WireBlsRequest {
@@ -60,6 +62,8 @@ export interface InitMessage {
   decoupled: boolean;
   /** Output names of the model, in config order. */
   outputs: string[];
+  /** `memory_limit_mb` in bytes: heap plus external memory (ArrayBuffers) allowed after an execute. */
+  memoryLimitBytes?: number;
 }
 
 export type ToWorker =
@@ -81,6 +85,7 @@ export type FromWorker =
   | { kind: "ready"; probe: number; ready: boolean }
   | { kind: "auto-completed"; config?: Record<string, unknown>; error?: string }
   | { kind: "finalized" }
+  | { kind: "memory-exceeded"; usedBytes: number }
   | { kind: "log"; level: "info" | "warn" | "error" | "verbose"; message: string };
 
 /** The buffers a set of tensors can move instead of being copied (each buffer once). */

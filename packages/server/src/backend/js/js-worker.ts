@@ -3,6 +3,8 @@
 // thread. A throw here fails requests; anything that kills the thread is the main side's concern.
 import { AsyncLocalStorage } from "node:async_hooks";
 import { pathToFileURL } from "node:url";
+import { getHeapStatistics, setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { parentPort } from "node:worker_threads";
 import type {
   BlsRequest,
@@ -40,6 +42,9 @@ function post(message: FromWorker, transfer: Set<ArrayBuffer> = new Set()): void
 let model: Model | undefined;
 let decoupled = false;
 let modelOutputs: string[] = [];
+/** `memory_limit_mb` in bytes (0: none): V8's heap limit does not count ArrayBuffers, so this does. */
+let memoryLimit = 0;
+let collectGarbage: (() => void) | undefined;
 /** Requests not yet finished, by key: cancellation and late sends find them here. */
 const open = new Map<number, { controller: AbortController; finished: boolean }>();
 /** The keys of the batch being executed, for BLS calls that name no signal. */
@@ -177,12 +182,15 @@ const context: ModelContext = {
 // ---- requests and responses ----------------------------------------------------------------
 
 function wireResponse(response: Response | undefined, requested: readonly string[]): WireResponse {
-  if (!response)
-    return { outputs: [], parameters: {}, error: { message: "execute returned no response for a request" } };
+  if (typeof response !== "object" || response === null || Array.isArray(response)) {
+    const type = response === null ? "null" : Array.isArray(response) ? "array" : typeof response;
+    return { outputs: [], parameters: {}, notAResponse: type };
+  }
   if (response.error !== undefined) return { outputs: [], parameters: {}, error: wireError(response.error) };
-  const wanted = new Set(requested);
+  // Config outputs nobody asked for are dropped; names the config lacks go on, for the server to refuse.
+  const dropped = new Set(modelOutputs.filter((name) => !requested.includes(name)));
   try {
-    const outputs = (response.outputs ?? []).filter((o) => wanted.has(o.name)).map(toWireTensor);
+    const outputs = (response.outputs ?? []).filter((o) => !dropped.has(o.name)).map(toWireTensor);
     return { outputs, parameters: { ...(response.parameters ?? {}) } };
   } catch (error) {
     return { outputs: [], parameters: {}, error: wireError(error) };
@@ -241,6 +249,7 @@ async function execute(batch: number, wires: WireRequest[]): Promise<void> {
       wires.map((w) => w.key),
       () => current.execute(requests, context),
     );
+    if (overMemoryLimit()) return;
     if (decoupled) {
       post({ kind: "executed", batch });
       return;
@@ -258,8 +267,34 @@ async function execute(batch: number, wires: WireRequest[]): Promise<void> {
     for (const wire of wires) {
       if (!decoupled) open.delete(wire.key);
     }
+    if (overMemoryLimit()) return;
     post({ kind: "executed", batch, error: wireError(error) });
   }
+}
+
+/**
+ * Whether the heap and external memory (ArrayBuffers, Buffers) together exceed `memory_limit_mb`;
+ * if so the server is told, and it stops this worker. Garbage counts until collected, so the
+ * answer is given after a collection.
+ */
+function overMemoryLimit(): boolean {
+  if (memoryLimit <= 0) return false;
+  const used = () => {
+    const heap = getHeapStatistics();
+    return heap.used_heap_size + heap.external_memory;
+  };
+  if (used() <= memoryLimit) return false;
+  if (!collectGarbage) {
+    setFlagsFromString("--expose-gc");
+    collectGarbage = runInNewContext("gc") as () => void;
+  }
+  // Twice: an ArrayBuffer's memory is released by the collection after the one that finds it dead.
+  collectGarbage();
+  collectGarbage();
+  const after = used();
+  if (after <= memoryLimit) return false;
+  post({ kind: "memory-exceeded", usedBytes: after });
+  return true;
 }
 
 // ---- lifecycle -----------------------------------------------------------------------------
@@ -297,6 +332,9 @@ async function initialize(message: InitMessage): Promise<void> {
   try {
     decoupled = message.decoupled;
     modelOutputs = message.outputs;
+    memoryLimit = message.memoryLimitBytes ?? 0;
+    // Memory held between executes (a decoupled model sending in the background, a timer) counts too.
+    if (memoryLimit > 0) setInterval(overMemoryLimit, 250).unref();
     const created = instantiate(await importModel(message.file));
     await created.initialize?.(message.args as never, context);
     model = created;
