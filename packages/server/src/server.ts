@@ -134,6 +134,8 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
   const graceMs = (options.exitTimeoutSecs ?? 30) * 1000;
   const listeners: Listener[] = [];
   let poller: NodeJS.Timeout | undefined;
+  /** Set by close(): a listen() still starting up stops where it is. */
+  let closing = false;
 
   return {
     core,
@@ -166,7 +168,13 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         listeners.push(listener);
         addresses.metrics = listener.address;
       }
+      if (closing) {
+        // close() came while the listeners were binding: it may have missed the late ones.
+        await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
+        return { ...addresses, failedModels: [] };
+      }
       const failedModels = await models.start();
+      if (closing) return { ...addresses, failedModels: [] };
       if ((options.controlMode ?? "none") === "poll") {
         const every = Math.max(1, options.pollSecs ?? 15) * 1000;
         const tick = () => {
@@ -185,6 +193,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       return { ...addresses, failedModels };
     },
     async close() {
+      closing = true;
       core.beginShutdown();
       if (poller) clearTimeout(poller);
       poller = undefined;

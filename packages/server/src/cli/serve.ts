@@ -37,10 +37,17 @@ export async function serve(args: string[]): Promise<number> {
   }
 
   const server = createServer({ ...options.server, log });
+  const graceMs = (options.server.exitTimeoutSecs ?? 30) * 1000;
   let stopping: Promise<number> | undefined;
   const stop = (signal: string) => {
     stopping ??= (async () => {
       log.info(`Received ${signal}: no new requests; answering those accepted, then exiting`);
+      // Whatever is still running when the exit timeout ends (a model that never returns, a load
+      // that never finishes) must not keep the process: the timer does not hold the loop itself.
+      setTimeout(() => {
+        log.error(`exit timeout of ${graceMs / 1000} s expired with work still in flight: exiting now`);
+        process.exit(1);
+      }, graceMs).unref();
       try {
         await server.close();
         log.info("Server stopped");
@@ -58,6 +65,8 @@ export async function serve(args: string[]): Promise<number> {
   });
 
   const started = await server.listen();
+  // A signal during startup: the server stopped part-way; report that, not a start.
+  if (stopping) return stopping;
   if (started.grpc) log.info(`Started GRPCInferenceService at ${format(started.grpc)}`);
   if (started.http) log.info(`Started HTTPService at ${format(started.http)}`);
   if (started.metrics) log.info(`Started Metrics Service at ${format(started.metrics)}`);

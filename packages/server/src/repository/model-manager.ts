@@ -105,6 +105,7 @@ export class ModelManager {
   readonly #slotWaiters: (() => void)[] = [];
   /** A cycle found below an ensemble's load, by the ensemble it closes on, to fail that one with the same text. */
   readonly #cycles = new Map<string, string>();
+  #stopping = false;
 
   constructor(options: ModelManagerOptions) {
     this.#options = options;
@@ -143,6 +144,7 @@ export class ModelManager {
   /** `chain` is the ensembles whose loads led here, outermost first, to find a cycle instead of waiting on it. */
   #loadFor(name: string, overrides: LoadOverrides, chain: readonly string[]): Promise<void> {
     try {
+      if (this.#stopping) throw new InferenceError("LOAD_FAILED", { model: name, detail: "the server is stopping" });
       validateModelName(name);
     } catch (error) {
       return Promise.reject(error);
@@ -188,9 +190,19 @@ export class ModelManager {
     await Promise.all(work);
   }
 
-  /** Unload everything (at shutdown), draining in-flight requests. */
+  /**
+   * Unload everything (at shutdown), draining in-flight requests. Loads already running finish
+   * (or fail) first and are then unloaded too; loads asked for from now on are refused.
+   */
   async stop(): Promise<void> {
+    this.#stopping = true;
+    await Promise.all([...this.#models.values()].map((entry) => entry.queue));
     await Promise.all([...this.#models.values()].map((entry) => this.#unloadAll(entry, "unloaded")));
+  }
+
+  /** True once {@link stop} has begun. */
+  get stopping(): boolean {
+    return this.#stopping;
   }
 
   /**
