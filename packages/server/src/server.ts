@@ -195,6 +195,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     async close() {
       closing = true;
       core.beginShutdown();
+      models.stopLoading();
       if (poller) clearTimeout(poller);
       poller = undefined;
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));

@@ -83,6 +83,8 @@ interface ModelEntry {
   fingerprint?: string;
   /** A temporary folder holding `file:` overrides, removed on unload. */
   overrideFolder?: string;
+  /** One per load queued or running, aborted by an unload or by shutdown so a stuck load cannot hold them. */
+  aborts: Set<AbortController>;
   /** Models this one was loaded for (an ensemble's composing models), for `unload_dependents`. */
   loadedFor: Set<string>;
   /** Serialises loads and unloads of this model. */
@@ -156,7 +158,14 @@ export class ModelManager {
       if (entry.loading > 0) return entry.queue;
     }
     entry.loading++;
-    const run = entry.queue.then(() => this.#load(entry, overrides, chain)).finally(() => entry.loading--);
+    const abort = new AbortController();
+    entry.aborts.add(abort);
+    const run = entry.queue
+      .then(() => this.#load(entry, overrides, chain, abort.signal))
+      .finally(() => {
+        entry.loading--;
+        entry.aborts.delete(abort);
+      });
     entry.queue = run.catch(() => undefined);
     return run;
   }
@@ -165,6 +174,8 @@ export class ModelManager {
   unload(name: string, unloadDependents = false): Promise<void> {
     const entry = this.#models.get(name);
     if (!entry) return Promise.resolve();
+    // Loads before this unload are no longer wanted: one stuck in `initialize` must not hold it.
+    for (const abort of entry.aborts) abort.abort();
     const run = entry.queue.then(async () => {
       const composing = unloadDependents ? this.#composingOf(entry) : [];
       await this.#unloadAll(entry, "unloaded");
@@ -195,9 +206,18 @@ export class ModelManager {
    * (or fail) first and are then unloaded too; loads asked for from now on are refused.
    */
   async stop(): Promise<void> {
-    this.#stopping = true;
+    this.stopLoading();
     await Promise.all([...this.#models.values()].map((entry) => entry.queue));
     await Promise.all([...this.#models.values()].map((entry) => this.#unloadAll(entry, "unloaded")));
+  }
+
+  /**
+   * The first step of {@link stop}, on its own so a server can take it before it drains its
+   * connections: a load request in flight then ends instead of holding its connection open.
+   */
+  stopLoading(): void {
+    this.#stopping = true;
+    for (const entry of this.#models.values()) for (const abort of entry.aborts) abort.abort();
   }
 
   /** True once {@link stop} has begun. */
@@ -280,7 +300,14 @@ export class ModelManager {
     return true;
   }
 
-  async #load(entry: ModelEntry, overrides: LoadOverrides, chain: readonly string[]): Promise<void> {
+  async #load(
+    entry: ModelEntry,
+    overrides: LoadOverrides,
+    chain: readonly string[],
+    signal: AbortSignal,
+  ): Promise<void> {
+    if (signal.aborted)
+      throw new InferenceError("LOAD_FAILED", { model: entry.name, detail: "the load was cancelled" });
     const started = process.hrtime.bigint();
     let source: ModelSource;
     try {
@@ -292,7 +319,7 @@ export class ModelManager {
     // A folder of `file:` overrides belongs to the model only once it serves; until then a failure removes it.
     const written = overrides.files && overrides.files.size > 0 ? source.path : undefined;
     try {
-      await this.#loadSource(entry, source, written, chain, started);
+      await this.#loadSource(entry, source, written, chain, started, signal);
     } catch (error) {
       if (written && entry.overrideFolder !== written) await removeFileOverrides(written);
       throw error;
@@ -305,6 +332,7 @@ export class ModelManager {
     written: string | undefined,
     chain: readonly string[],
     started: bigint,
+    signal: AbortSignal,
   ): Promise<void> {
     // Polling retries a failed model only when its files change, as Triton does.
     const fingerprint = source.path && !entry.overrideFolder ? await fingerprintOf(source.path) : undefined;
@@ -336,7 +364,7 @@ export class ModelManager {
     await Promise.all(
       check.versions.map(async (version) => {
         try {
-          loaded.set(version, await this.#loadVersion(entry.name, version, config, source.path ?? ""));
+          loaded.set(version, await this.#loadVersion(entry.name, version, config, source.path ?? "", signal));
           entry.versions.set(version, { state: "READY", reason: "" });
         } catch (error) {
           const reason = `${(error as Error).message}`;
@@ -455,7 +483,13 @@ export class ModelManager {
     return checks.get(entry.name) ?? own;
   }
 
-  async #loadVersion(name: string, version: number, config: ModelConfig, modelPath: string): Promise<LoadedModel> {
+  async #loadVersion(
+    name: string,
+    version: number,
+    config: ModelConfig,
+    modelPath: string,
+    signal: AbortSignal,
+  ): Promise<LoadedModel> {
     await this.#acquireSlot();
     try {
       if (config.platform === Platform.ensemble) {
@@ -479,6 +513,7 @@ export class ModelManager {
         version,
         modelPath,
         versionPath: join(modelPath, String(version)),
+        signal,
         log: this.#log,
       });
       const limiter = this.#options.rateLimiter;
@@ -528,6 +563,7 @@ export class ModelManager {
         versions: new Map(),
         ready: new Map(),
         loadedFor: new Set(),
+        aborts: new Set(),
         queue: Promise.resolve(),
         loading: 0,
       };
