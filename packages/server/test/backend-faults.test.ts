@@ -157,6 +157,9 @@ describe("a scripted model's faults stay with that model", () => {
       code: "INTERNAL",
       message: "model instance 'exiter_0' exited with code 4; the instance is restarting",
     });
+    // Until the new worker has run initialize, the model and (strict readiness) the server are not ready.
+    expect(await core.modelReady("exiter", "")).toBe(false);
+    expect(core.isReady()).toBe(false);
     await neighboursAnswer(core);
     await waitFor(() => core.modelReady("exiter", ""), { what: "exiter ready again" });
     expect(core.isReady()).toBe(true);
@@ -220,7 +223,7 @@ describe("a scripted model's faults stay with that model", () => {
     const leaked = await failure(core.infer(int32Request("leaky", -1)));
     expect(leaked.code).toBe("INTERNAL");
     expect(leaked.message).toMatch(
-      /^model instance 'leaky_0' ran out of memory \(memory_limit_mb 64: 2\d\d MiB of heap and ArrayBuffers in use after an execute\); the instance is restarting$/,
+      /^model instance 'leaky_0' ran out of memory \(memory_limit_mb 64: 2\d\d MiB of heap and ArrayBuffers in use\); the instance is restarting$/,
     );
     await neighboursAnswer(core);
     // A fresh worker: the leaked buffers went with the old one.

@@ -330,9 +330,7 @@ export class JsInstance implements BackendInstance {
         this.#onDeath(worker, `failed to initialize: ${message.message}`, settle);
       } else if (message.kind === "memory-exceeded") {
         const used = Math.round(message.usedBytes / MiB);
-        this.#kill(
-          `ran out of memory (memory_limit_mb ${limit}: ${used} MiB of heap and ArrayBuffers in use after an execute)`,
-        );
+        this.#kill(`ran out of memory (memory_limit_mb ${limit}: ${used} MiB of heap and ArrayBuffers in use)`);
       } else this.#onMessage(message);
     });
     worker.on("error", (error) => this.#onDeath(worker, describeCrash(error, limit), settle));
