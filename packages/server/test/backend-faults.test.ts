@@ -2,7 +2,7 @@
 // exits, hangs, leaks memory, answers with bad outputs or cannot stay up fails its own requests
 // only, backs off, and is reported not ready while down; other models keep answering. The core is
 // built here (not through createServer) so that the js backend's defaults can be made short.
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createJsBackend, type JsBackendOptions } from "../src/backend/js/js-backend.js";
@@ -415,19 +415,22 @@ describe("a load that does not finish", () => {
     await neighboursAnswer(core);
   });
 
-  it("an unload asked for while initialize spins returns once the load gives up", async () => {
+  it("an unload during a load whose initialize spins stops the worker at once, without waiting for the timeout", async () => {
     const repo = tempRepository();
+    const started = join(repo, "initializing.flag");
     jsModel(
       repo,
       "spinning",
-      `${INT32_IO}\nparameters { key: "initialize_timeout_ms" value: { string_value: "300" } }`,
-      `export default class { initialize() { for (;;) {} } execute() { return []; } }`,
+      INT32_IO,
+      `import { writeFileSync } from "node:fs";
+       export default class { initialize() { writeFileSync(${JSON.stringify(started)}, ""); for (;;) {} } execute() { return []; } }`,
     );
     const { core } = await startCore(repo, []);
     const load = failure(core.models.load("spinning"));
-    const unload = core.models.unload("spinning");
-    await unload;
-    expect((await load).message).toContain("did not finish initialize within 300 ms (initialize_timeout_ms)");
+    await waitFor(() => existsSync(started), { what: "initialize to begin" });
+    // The default initialize_timeout_ms (120 s) is far away: only the unload's cancellation ends the load.
+    await core.models.unload("spinning");
+    expect((await load).message).toContain("model instance 'spinning_0' was unloaded while it was initializing");
     expect(core.models.versionStates("spinning")?.get(1)?.state).toBe("UNAVAILABLE");
   });
 
