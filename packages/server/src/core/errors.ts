@@ -95,6 +95,7 @@ export const ERRORS = {
     "INVALID_ARG",
     "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.",
   ],
+  PARAMETER_VALUE_TYPE: ["INVALID_ARG", "invalid value type for '{name}' parameter"],
   BAD_PARAMETER: ["INVALID_ARG", "{message}"],
 
   // gRPC tensor contents (PROTOCOL.md §2.2)
@@ -108,6 +109,7 @@ export const ERRORS = {
     "unexpected explicit tensor data for input tensor '{input}' for model '{model}' of type '{got}', expected datatype '{expected}'",
   ],
   RAW_CONTENTS_COUNT: ["INVALID_ARG", "expected {expected} raw_input_contents, got {got} for model '{model}'"],
+  GRPC_BAD_MESSAGE: ["INVALID_ARG", "unable to parse the {message} message: {detail}"],
 
   // HTTP request body (PROTOCOL.md §1.1, §1.5, §1.6)
   NOT_FOUND_ROUTE: ["NOT_FOUND", "Not Found"],
@@ -253,6 +255,7 @@ export const ERRORS = {
   SERVER_NOT_READY: ["UNAVAILABLE", "Server not ready"],
   CANCELLED: ["CANCELLED", "[request id: {id}] request cancelled"],
   BACKEND_FAILED: ["INTERNAL", "{message}"],
+  INTERNAL_ERROR: ["INTERNAL", "internal error: the request failed unexpectedly; the server log has the details"],
   MODEL_INSTANCE_RESTARTING: [
     "UNAVAILABLE",
     "model '{model}' is not available: its instance '{instance}' {reason}, and starts again in {ms} ms",
@@ -315,14 +318,34 @@ export class InferenceError extends Error {
   }
 }
 
-/** Any thrown value as an {@link InferenceError}: unknown errors become INTERNAL, keeping `cause`. */
+/**
+ * Any thrown value as an {@link InferenceError}, keeping `cause`. An InferenceError stays as it is.
+ * A plain `Error` carries a message written for people (Galley's own, or a model runtime's, which
+ * Triton passes on too) and becomes BACKEND_FAILED with that message. Anything else is a bug or
+ * a failure of the machine: the engine's TypeError, RangeError, SyntaxError..., Node's errors
+ * with a code (they name files, offsets and system calls), a thrown non-Error. It becomes
+ * INTERNAL_ERROR, whose message says nothing of it; frontends log it ({@link hiddenCause}).
+ */
 export function toInferenceError(error: unknown): InferenceError {
   if (error instanceof InferenceError) return error;
-  return new InferenceError(
-    "BACKEND_FAILED",
-    { message: error instanceof Error ? error.message : String(error) },
-    { cause: error },
-  );
+  if (isPlainError(error)) return new InferenceError("BACKEND_FAILED", { message: error.message }, { cause: error });
+  return new InferenceError("INTERNAL_ERROR", {}, { cause: error });
+}
+
+/**
+ * What an INTERNAL_ERROR hides from the client (its cause's stack, or the thrown value), for the
+ * server log; undefined for any other error.
+ */
+export function hiddenCause(error: InferenceError): string | undefined {
+  if (error.id !== "INTERNAL_ERROR") return undefined;
+  const cause = error.cause;
+  return cause instanceof Error ? (cause.stack ?? `${cause.name}: ${cause.message}`) : String(cause);
+}
+
+function isPlainError(error: unknown): error is Error {
+  if (!(error instanceof Error) || Object.getPrototypeOf(error) !== Error.prototype) return false;
+  const code = (error as NodeJS.ErrnoException).code;
+  return !(typeof code === "string" && /^(E[A-Z0-9]+|ERR_\w+)$/.test(code));
 }
 
 /** Triton's request-id prefix value: the id, or `<id_unknown>`. */

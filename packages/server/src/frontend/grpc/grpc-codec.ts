@@ -1,9 +1,10 @@
-import { create } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import {
   type InferParameter,
   InferParameterSchema,
   type InferTensorContents,
   type ModelInferRequest,
+  ModelInferRequestSchema,
   type ModelInferResponse,
   ModelInferResponseSchema,
 } from "@galley/proto";
@@ -11,6 +12,7 @@ import { datatype } from "../../core/datatype.js";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
 import { encodeBytesElements, type Parameters, type ParameterValue, type Tensor } from "../../core/tensor.js";
+import { describeWireFault, findWireFault } from "./wire-fault.js";
 
 /** Which typed-contents field carries each datatype (PROTOCOL.md §2.2), and the type it implies. */
 const CONTENTS: Record<string, [keyof Omit<InferTensorContents, "$typeName">, string]> = {
@@ -38,6 +40,21 @@ const FIELD_TYPE: Record<string, string> = {
   fp64Contents: "FP64",
   bytesContents: "BYTES",
 };
+
+/**
+ * Decode a `ModelInferRequest` from its wire bytes (`raw_input_contents` stay views of them).
+ *
+ * @throws {@link InferenceError} GRPC_BAD_MESSAGE naming the field where the bytes break, never
+ * the decoder's own JavaScript error.
+ */
+export function decodeModelInfer(bytes: Uint8Array): ModelInferRequest {
+  try {
+    return fromBinary(ModelInferRequestSchema, bytes);
+  } catch (error) {
+    const detail = describeWireFault(findWireFault(ModelInferRequestSchema, bytes));
+    throw new InferenceError("GRPC_BAD_MESSAGE", { message: "ModelInferRequest", detail }, { cause: error });
+  }
+}
 
 /**
  * A `ModelInferRequest` as a core request. Raw contents are used as they are (views of the
@@ -168,7 +185,7 @@ function checkReserved(key: string, kind: InferParameter["parameterChoice"]["cas
   };
   const kinds = allowed[key];
   if (kinds && !kinds.includes(kind as string)) {
-    throw new InferenceError("BAD_PARAMETER", { message: `invalid value type for '${key}' parameter` });
+    throw new InferenceError("PARAMETER_VALUE_TYPE", { name: key });
   }
   if (!kinds && kind === "uint64Param") {
     throw new InferenceError("BAD_PARAMETER", { message: `unsupported parameter type for '${key}': uint64_param` });

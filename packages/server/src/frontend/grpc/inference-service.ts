@@ -10,9 +10,10 @@ import {
   type ModelStreamInferResponse,
   ModelStreamInferResponseSchema,
 } from "@galley/proto";
-import { InferenceError, toInferenceError } from "../../core/errors.js";
+import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
+import type { Logger } from "../../log.js";
 import { applyLogSettings, type LogSettingValue } from "../log-settings.js";
 import { parameterToGrpc, requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
 
@@ -52,10 +53,19 @@ const CATEGORY: Record<string, string> = {
   logSettings: "logging",
 };
 
-/** Turn an `InferenceError` (or anything thrown) into the gRPC status Triton answers with. */
-export function grpcError(error: unknown): ConnectError {
-  if (error instanceof ConnectError) return error;
-  const failure = toInferenceError(error);
+/**
+ * Turn an `InferenceError` (or anything thrown) into the gRPC status Triton answers with. A
+ * request connect-node could not decode is INVALID_ARGUMENT; what is not an InferenceError is
+ * answered without its JavaScript text (see {@link toInferenceError}) and, with `log`, logged.
+ */
+export function grpcError(error: unknown, log?: Logger): ConnectError {
+  if (error instanceof ConnectError && !error.rawMessage.startsWith("parse binary: ")) return error;
+  const failure =
+    error instanceof ConnectError
+      ? new InferenceError("GRPC_BAD_MESSAGE", { message: "request", detail: "not a valid protobuf encoding" })
+      : toInferenceError(error);
+  const hidden = hiddenCause(failure);
+  if (hidden !== undefined) log?.error(`gRPC: ${hidden}`);
   return new ConnectError(failure.message, failure.grpcCode);
 }
 
@@ -156,7 +166,7 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
       });
     },
   };
-  return wrap(impl, options);
+  return wrap(impl, options, server.log);
 }
 
 /** `ModelInfer`'s semantics, shared by connect-node's route and the lean path in `unary-infer.ts`. */
@@ -260,6 +270,8 @@ async function* streamInfer(
         return;
       }
       const failure = toInferenceError(error);
+      const hidden = hiddenCause(failure);
+      if (hidden !== undefined) server.log.error(`gRPC ModelStreamInfer: ${hidden}`);
       const message = create(ModelStreamInferResponseSchema, {
         errorMessage: failure.message,
         inferResponse: {
@@ -315,7 +327,7 @@ async function* streamInfer(
 }
 
 /** Add the restricted-protocol check and Triton's error mapping to every RPC. */
-function wrap(impl: Partial<Impl>, options: GrpcFrontendOptions): Partial<Impl> {
+function wrap(impl: Partial<Impl>, options: GrpcFrontendOptions, log: Logger): Partial<Impl> {
   const wrapped: Record<string, unknown> = {};
   for (const [name, handler] of Object.entries(impl)) {
     const check = (context: HandlerContext) => {
@@ -330,7 +342,7 @@ function wrap(impl: Partial<Impl>, options: GrpcFrontendOptions): Partial<Impl> 
               check(context);
               yield* fn(req, context) as AsyncIterable<unknown>;
             } catch (error) {
-              throw grpcError(error);
+              throw grpcError(error, log);
             }
           }
         : async (req: unknown, context: HandlerContext) => {
@@ -338,7 +350,7 @@ function wrap(impl: Partial<Impl>, options: GrpcFrontendOptions): Partial<Impl> 
               check(context);
               return await fn(req, context);
             } catch (error) {
-              throw grpcError(error);
+              throw grpcError(error, log);
             }
           };
   }

@@ -1,11 +1,12 @@
 import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { promisify } from "node:util";
 import { gunzip, inflate } from "node:zlib";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
-import { ModelInferRequestSchema, type ModelInferResponse, ModelInferResponseSchema } from "@galley/proto";
-import { InferenceError, toInferenceError } from "../../core/errors.js";
+import { toBinary } from "@bufbuild/protobuf";
+import { type ModelInferResponse, ModelInferResponseSchema } from "@galley/proto";
+import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { specPercentEncode } from "../listen.js";
+import { decodeModelInfer } from "./grpc-codec.js";
 import { type GrpcFrontendOptions, inferUnary, restrictedHeader } from "./inference-service.js";
 
 /** The one RPC served without connect-node: it carries the tensors, so it is the one that must be lean. */
@@ -110,12 +111,13 @@ export function serveModelInfer(
     .then(async (bytes) => {
       const header = restrictedHeader(options, "modelInfer", (name) => headerValue(headers, name));
       if (header) throw new InferenceError("RESTRICTED_GRPC", { header });
-      const message = fromBinary(ModelInferRequestSchema, bytes);
-      succeed(await inferUnary(server, message, abort.signal));
+      succeed(await inferUnary(server, decodeModelInfer(bytes), abort.signal));
     })
     .catch((error: unknown) => {
       if (error instanceof GrpcStatus) return fail(error.code, error.message);
       const failure = toInferenceError(error);
+      const hidden = hiddenCause(failure);
+      if (hidden !== undefined) server.log.error(`gRPC ModelInfer: ${hidden}`);
       fail(failure.grpcCode, failure.message);
     });
 }

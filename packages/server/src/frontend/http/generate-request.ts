@@ -2,7 +2,7 @@ import type { ProtocolDataType } from "@galley/config";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { TensorMetadata } from "../../core/inference-server.js";
-import type { Tensor } from "../../core/tensor.js";
+import type { Parameters, Tensor } from "../../core/tensor.js";
 import { customParameter } from "./infer-request.js";
 import {
   asString,
@@ -41,11 +41,28 @@ export function generateShape(dims: readonly number[], count: number): number[] 
   return rest === 1 ? shape : undefined;
 }
 
+/** Parameters the server itself reads, with the types the infer route takes (PROTOCOL.md §1.4). */
+const RESERVED = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
+
+/**
+ * A reserved parameter's value: `sequence_id` an unsigned integer or a string, `sequence_start`
+ * and `sequence_end` booleans, `priority` and `timeout` unsigned integers.
+ * @throws {@link InferenceError} PARAMETER_VALUE_TYPE (400) naming the parameter otherwise.
+ */
+function reservedParameter(key: string, value: JsonValue): Parameters[string] {
+  const unsigned = (typeof value === "number" || typeof value === "bigint") && value >= 0;
+  if (key === "sequence_id" && (unsigned || typeof value === "string")) return unsigned ? BigInt(value) : value;
+  if ((key === "sequence_start" || key === "sequence_end") && typeof value === "boolean") return value;
+  if ((key === "priority" || key === "timeout") && unsigned) return BigInt(value);
+  throw new InferenceError("PARAMETER_VALUE_TYPE", { name: key });
+}
+
 /**
  * Decode a generate body (PROTOCOL.md §1.10, Triton's `ConvertGenerateRequest`): `id` is the
  * request id; every other key, at the top level or inside `parameters`, becomes the input of
  * that name (a scalar or a 1-D array, shaped by {@link generateShape}) or else a request
- * parameter (string, int, bool or double). Keys are read in the order given.
+ * parameter (string, int, bool or double; the reserved `sequence_*`, `priority` and `timeout`
+ * must have the types the server reads them as). Keys are read in the order given.
  *
  * @throws {@link InferenceError} with Triton's texts and codes.
  */
@@ -63,7 +80,7 @@ export function decodeGenerate(
     const value = object.get(key) as JsonValue;
     const input = byName.get(key);
     if (input) request.inputs.push(generateInput(input, value, id));
-    else request.parameters[key] = customParameter(key, value);
+    else request.parameters[key] = RESERVED.has(key) ? reservedParameter(key, value) : customParameter(key, value);
   };
   const object = json as JsonObject;
   for (const key of internal("", () => members(json))) {

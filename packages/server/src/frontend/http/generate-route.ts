@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import { type ErrorId, InferenceError, toInferenceError } from "../../core/errors.js";
+import { type ErrorId, hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { StreamedResponse } from "../../core/inference-request.js";
 import { readBody } from "./body.js";
 import { type Context, header } from "./context.js";
@@ -108,8 +108,9 @@ async function streamEvents(
   } catch (error) {
     const carried = error instanceof InferenceError && RESPONSE_ERRORS.has(error.id);
     if (!res.headersSent && !carried) throw error;
-    if (!(error instanceof InferenceError)) server.log.error(`HTTP POST ${req.url}: ${String(error)}`);
     failure = toInferenceError(error);
+    const detail = error instanceof InferenceError ? hiddenCause(failure) : String(error);
+    if (detail !== undefined) server.log.error(`HTTP POST ${req.url}: ${detail}`);
   }
   if (gone.aborted) return;
   if (!res.headersSent) reply.begin(failure ? failure.httpStatus : 200, SSE);

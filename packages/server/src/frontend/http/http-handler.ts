@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { InferenceError, toInferenceError } from "../../core/errors.js";
+import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import type { Http1Timeouts } from "../listen.js";
 import { ClientGone, DEFAULT_MAX_INPUT_SIZE } from "./body.js";
@@ -104,15 +104,19 @@ async function dispatch(ctx: Context, route: Route): Promise<void> {
 
 /**
  * Answer a failure. An {@link InferenceError} is answered as it is; anything else is a bug,
- * logged and answered 500 with its message. A client that is gone gets nothing.
+ * logged and answered 500 without its JavaScript text (see {@link toInferenceError}). A client
+ * that is gone gets nothing.
  */
 function fail(ctx: Context, error: unknown): void {
   if (error instanceof ClientGone || ctx.reply.closed) return;
-  if (!(error instanceof InferenceError)) {
-    const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
-    ctx.server.log.error(`HTTP ${ctx.req.method} ${ctx.req.url}: ${detail}`);
-  }
   const failure = toInferenceError(error);
+  const detail =
+    error instanceof InferenceError
+      ? hiddenCause(failure)
+      : error instanceof Error
+        ? (error.stack ?? error.message)
+        : String(error);
+  if (detail !== undefined) ctx.server.log.error(`HTTP ${ctx.req.method} ${ctx.req.url}: ${detail}`);
   try {
     ctx.reply.error(failure, failure.id === "UNSUPPORTED_COMPRESSION" ? { "Accept-Encoding": ACCEPTED_ENCODINGS } : {});
   } catch (replyError) {
