@@ -2,7 +2,7 @@
 # Make a base image without a registry: this machine's node binary and the shared libraries that
 # ldd lists for it and for the given native modules, a node user (1000:1000) and /tmp, imported
 # into podman as IMAGE. Use it as `--build-arg BASE=IMAGE --pull=never`; elsewhere the
-# Containerfile's default BASE (node:20-slim) serves. Usage: build-local-base.sh IMAGE [ELF...]
+# Containerfile's default BASE (node:26-slim) serves. Usage: build-local-base.sh IMAGE [ELF...]
 set -euo pipefail
 image=${1:?usage: build-local-base.sh IMAGE [ELF...]}
 shift

@@ -25,8 +25,8 @@ describe("Containerfile", () => {
     return (found[0] as { args: string }).args;
   };
 
-  it("builds FROM an ARG BASE that defaults to a public Node 20 image", () => {
-    expect(steps[0]).toEqual({ name: "ARG", args: expect.stringMatching(/^BASE=\S*node:20\S*$/) });
+  it("builds FROM an ARG BASE that defaults to a public Node 26 image", () => {
+    expect(steps[0]).toEqual({ name: "ARG", args: expect.stringMatching(/^BASE=\S*node:26\S*$/) });
     // biome-ignore lint/suspicious/noTemplateCurlyInString: Containerfile syntax, not a template
     expect(one("FROM")).toBe("${BASE}");
   });
