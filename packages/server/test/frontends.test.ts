@@ -130,6 +130,7 @@ describe("createServer", () => {
       id: "galley-test",
       http: { host: "127.0.0.1", port: 0 },
       grpc: { host: "127.0.0.1", port: 0 },
+      metrics: { host: "127.0.0.1", port: 0 },
     });
     const { http, grpc } = await named.listen();
     try {

@@ -209,7 +209,6 @@ describe("isolation: what a model does to its instance stays in that instance", 
 
   it("an execute past execute_timeout_ms is stopped and the instance restarts; the event loop never blocked", async () => {
     const { client } = await fragileServer(`parameters { key: "execute_timeout_ms" value: { string_value: "300" } }`);
-    const started = Date.now();
     const stuck = expectGrpcError(
       client.modelInfer(int32Request("fragile", -5)),
       13,
@@ -219,7 +218,6 @@ describe("isolation: what a model does to its instance stays in that instance", 
     const during = await client.modelInfer(simpleRequest(Array(16).fill(1), Array(16).fill(2)));
     expect(during.modelName).toBe("simple");
     await stuck;
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
   });
 });

@@ -4,6 +4,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ConnectError } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import { createLogger } from "../src/index.js";
 import {
   cleanup,
   copyModel,
@@ -13,6 +14,7 @@ import {
   sequenceParameters,
   startServer,
   tempRepository,
+  waitFor,
 } from "./support/harness.js";
 
 afterEach(cleanup);
@@ -108,20 +110,20 @@ describe("sequence batcher", () => {
         "sequence_batching {\n  max_sequence_idle_microseconds: 500000",
       ),
     );
-    const { client } = await startServer({ modelRepositories: [repo] });
+    const lines: string[] = [];
+    const log = createLogger({ verboseLevel: 1, write: (line) => lines.push(line) });
+    const { client } = await startServer({ modelRepositories: [repo], log });
     expect((await send(client, "simple_sequence", 9n, 1, true, false)).value).toBe(2);
     expect((await send(client, "simple_sequence", 9n, 1, false, false)).value).toBe(1);
-    // The idle timeout is what is under test, so the test lets time pass (3× the limit) untouched;
-    // once released, the id is unknown again and a request without START is refused.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // A sequence that keeps sending is not released meanwhile.
+    await send(client, "simple_sequence", 10n, 1, true, false);
+    for (let i = 0; i < 5; i++) expect((await send(client, "simple_sequence", 10n, 1, false, i === 4)).value).toBe(1);
+    // Once released, the id is unknown again and a request without START is refused.
+    await waitFor(() => lines.some((l) => l.includes("sequence 9 released after idling")), { what: "the release" });
     const late = await send(client, "simple_sequence", 9n, 1, false, false).catch((e: unknown) => e);
     expect((late as ConnectError).rawMessage).toMatch(/sequence 9 .* must specify the START flag/);
-    // A sequence that keeps sending is not released.
-    await send(client, "simple_sequence", 10n, 1, true, false);
-    for (let i = 0; i < 5; i++) {
-      // Well inside the limit even on a loaded machine.
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      expect((await send(client, "simple_sequence", 10n, 1, false, i === 4)).value).toBe(1);
-    }
+    expect(
+      lines.filter((l) => l.includes("released after idling")).map((l) => l.replace(/.*sequence /, "").trim()),
+    ).toEqual(["9 released after idling"]);
   });
 });
