@@ -79,8 +79,9 @@ export interface GalleyServer {
   /** The protocol-neutral core the frontends call. */
   readonly core: InferenceServer;
   /**
-   * Bind every enabled frontend, then load the models the control mode loads. Resolves with the
-   * bound addresses and the models that failed to load (the server keeps running without them).
+   * Load the models the control mode loads, then bind every enabled frontend (as Triton, nothing
+   * listens while the startup loads run). Resolves with the bound addresses and the models that
+   * failed to load (the server keeps running without them).
    */
   listen(): Promise<ServerAddresses & { failedModels: string[] }>;
   /** Stop being ready, drain in-flight requests (up to the exit timeout), unload models, close the listeners. */
@@ -141,6 +142,10 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     core,
     async listen() {
       const addresses: ServerAddresses = {};
+      // As Triton: the endpoints open once the startup loads are done, so a client never sees a
+      // live server that still answers "no available versions" for a model it was told to serve.
+      const failedModels = await models.start();
+      if (closing) return { ...addresses, failedModels: [] };
       if (grpc) {
         const connect = connectNodeAdapter({
           // Triton allows messages up to INT32_MAX bytes.
@@ -173,8 +178,6 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
         return { ...addresses, failedModels: [] };
       }
-      const failedModels = await models.start();
-      if (closing) return { ...addresses, failedModels: [] };
       if ((options.controlMode ?? "none") === "poll") {
         const every = Math.max(1, options.pollSecs ?? 15) * 1000;
         const tick = () => {

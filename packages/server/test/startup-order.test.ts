@@ -1,0 +1,66 @@
+// As Triton, nothing listens until the startup loads are done: a client that can connect finds
+// every model it was promised loaded, and ready answers 200 from its first request.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { createServer, type GalleyServer } from "../src/index.js";
+import { quietLog, tempRepository, waitFor } from "./support/harness.js";
+
+let server: GalleyServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+const listening = () => process.getActiveResourcesInfo().filter((r) => r === "TCPServerWrap").length;
+
+describe("startup", () => {
+  it("opens no port while the startup models load, then all of them with every model READY", async () => {
+    const repo = tempRepository(["simple"]);
+    mkdirSync(join(repo, "slow", "1"), { recursive: true });
+    writeFileSync(
+      join(repo, "slow", "config.pbtxt"),
+      `name: "slow"
+backend: "js"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+`,
+    );
+    // initialize waits for a file the test writes: the load lasts exactly as long as the test wants.
+    const gate = join(repo, "gate");
+    writeFileSync(
+      join(repo, "slow", "1", "model.mjs"),
+      `import { existsSync } from "node:fs";
+export default class {
+  async initialize() {
+    while (!existsSync(${JSON.stringify(gate)})) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  execute(requests) { return requests.map((r) => ({ outputs: [{ name: "OUT", datatype: "INT32", shape: [1], data: r.input("IN").typed() }] })); }
+}
+`,
+    );
+    const before = listening();
+    server = createServer({
+      modelRepositories: [repo],
+      log: quietLog(),
+      exitTimeoutSecs: 5,
+      http: { host: "127.0.0.1", port: 0 },
+      grpc: { host: "127.0.0.1", port: 0 },
+      metrics: { host: "127.0.0.1", port: 0 },
+    });
+    const started = server.listen();
+    const core = server.core;
+    await waitFor(async () => (await core.models.index()).some((m) => m.name === "slow" && m.state === "LOADING"), {
+      what: "slow to be loading",
+    });
+    expect(listening()).toBe(before);
+    writeFileSync(gate, "");
+    const { http, failedModels } = await started;
+    expect(failedModels).toEqual([]);
+    expect(listening()).toBe(before + 3);
+    const ready = await fetch(`http://127.0.0.1:${http?.port}/v2/health/ready`);
+    expect(ready.status).toBe(200);
+    expect((await core.models.index(true)).map((m) => m.name)).toEqual(["simple", "slow"]);
+  });
+});
