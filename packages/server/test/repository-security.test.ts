@@ -230,6 +230,49 @@ describe("model names and file: overrides", () => {
   });
 });
 
+describe("config overrides", () => {
+  it("answers any JSON override with Triton's load error or a load, never an engine's text, and keeps serving", async () => {
+    const { s } = await explicitServer();
+    const port = httpPort(s);
+    const valid = { backend: "onnxruntime", max_batch_size: 8 };
+    const override = fc.oneof(
+      fc.string({ maxLength: 40 }),
+      fc.json({ maxDepth: 3 }),
+      fc
+        .dictionary(
+          fc.constantFrom("max_batch_size", "backend", "input", "output", "instance_group", "dynamic_batching", "name"),
+          fc.jsonValue({ maxDepth: 2 }),
+        )
+        .map((extra) => JSON.stringify({ ...valid, ...extra })),
+    );
+    await fc.assert(
+      fc.asyncProperty(override, async (config) => {
+        const r = await postRaw(port, "/v2/repository/models/simple/load", { parameters: { config } });
+        expect([200, 400, 500]).toContain(r.status);
+        if (r.status !== 200) {
+          const error = JSON.parse(r.text).error as string;
+          expect(error).toMatch(/^(failed to load 'simple', |load failed for model 'simple': )/);
+          expect(error).not.toMatch(/Unexpected token|" is not valid JSON|Cannot read propert|undefined|Unexpected end/);
+        }
+        const ready = await postRaw(port, "/v2/repository/index", { ready: true });
+        expect(ready.status).toBe(200);
+      }),
+      { numRuns: 60 },
+    );
+    // The model keeps (or gets back) a working version.
+    expect((await postRaw(port, "/v2/repository/models/simple/load", { parameters: { config: CONFIG } })).status).toBe(
+      200,
+    );
+    const infer = await postRaw(port, "/v2/models/simple/infer", {
+      inputs: [
+        { name: "INPUT0", shape: [1, 16], datatype: "INT32", data: SIXTEEN },
+        { name: "INPUT1", shape: [1, 16], datatype: "INT32", data: SIXTEEN },
+      ],
+    });
+    expect(JSON.parse(infer.text).outputs[0].data).toEqual(SIXTEEN.map((v) => 2 * v));
+  });
+});
+
 describe("files a config names", () => {
   it("refuses a label_filename, default_model_filename, warmup or initial-state file outside the model", async () => {
     const { s } = await explicitServer(["mlp_classifier", "simple"]);

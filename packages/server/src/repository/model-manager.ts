@@ -21,6 +21,7 @@ import { DynamicBatcher } from "../scheduler/dynamic-batcher.js";
 import { type ComposingInfer, EnsembleScheduler } from "../scheduler/ensemble-scheduler.js";
 import { type RateLimiter, rateLimited } from "../scheduler/rate-limiter.js";
 import { SequenceBatcher } from "../scheduler/sequence-batcher.js";
+import { configOverrideProblem } from "./config-override-problem.js";
 import { removeFileOverrides, writeFileOverrides } from "./file-overrides.js";
 import { loadInitialStates } from "./initial-state.js";
 import { LoadedModel } from "./loaded-model.js";
@@ -409,7 +410,7 @@ export class ModelManager {
       } catch (error) {
         throw new InferenceError("LOAD_FAILED", {
           model: entry.name,
-          detail: `Invalid config override: ${(error as Error).message}`,
+          detail: `Invalid config override: ${configOverrideProblem(overrides.config, error)}`,
         });
       }
     }
