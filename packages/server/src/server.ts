@@ -62,6 +62,11 @@ export interface ServerOptions {
   rateLimit?: "off" | "execution_count";
   /** `--rate-limit-resource <name>:<count>[:<device>]`. */
   rateLimitResources?: ResourceLimit[];
+  /**
+   * `--exit-on-error` (default false here, true in `galley serve`): when a startup model fails to
+   * load, {@link GalleyServer.listen} opens no port and resolves with the failures only.
+   */
+  exitOnError?: boolean;
   /** How long `close()` waits for in-flight requests (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
   log?: Logger;
@@ -146,6 +151,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       // live server that still answers "no available versions" for a model it was told to serve.
       const failedModels = await models.start();
       if (closing) return { ...addresses, failedModels: [] };
+      if (failedModels.length > 0 && options.exitOnError) return { failedModels };
       if (grpc) {
         const connect = connectNodeAdapter({
           // Triton allows messages up to INT32_MAX bytes.

@@ -5,9 +5,11 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createServer, type GalleyServer } from "../src/index.js";
 import { quietLog, tempRepository, waitFor } from "./support/harness.js";
+import { killChildren, spawnCli } from "./support/process.js";
 
 let server: GalleyServer | undefined;
 afterEach(async () => {
+  killChildren();
   await server?.close();
   server = undefined;
 });
@@ -62,5 +64,22 @@ export default class {
     const ready = await fetch(`http://127.0.0.1:${http?.port}/v2/health/ready`);
     expect(ready.status).toBe(200);
     expect((await core.models.index(true)).map((m) => m.name)).toEqual(["simple", "slow"]);
+  });
+
+  it("with --exit-on-error (galley serve's default), a model that fails to load: exit 1 and no port opened", async () => {
+    const repo = tempRepository(["simple"]);
+    mkdirSync(join(repo, "broken", "1"), { recursive: true });
+    writeFileSync(join(repo, "broken", "config.pbtxt"), 'name: "broken"\nbackend: "onnxruntime"\nmax_batch_size: -1\n');
+    const args = ["serve", "--model-repository", repo, "--http-port=0", "--grpc-port=0", "--metrics-port=0"];
+    const strict = spawnCli(args);
+    expect(await strict.exited).toBe(1);
+    expect(strict.output()).toMatch(/failed to load model\(s\): broken/);
+    expect(strict.output()).not.toMatch(/Started (HTTPService|GRPCInferenceService|Metrics Service)/);
+
+    const lenient = spawnCli([...args, "--exit-on-error=false"]);
+    await lenient.waitFor(/Started HTTPService at/);
+    expect(lenient.output()).toMatch(/failed to load model\(s\): broken/);
+    lenient.child.kill("SIGTERM");
+    expect(await lenient.exited).toBe(0);
   });
 });

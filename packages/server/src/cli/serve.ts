@@ -36,7 +36,7 @@ export async function serve(args: string[]): Promise<number> {
     }
   }
 
-  const server = createServer({ ...options.server, log });
+  const server = createServer({ ...options.server, exitOnError: options.exitOnError, log });
   const graceMs = (options.server.exitTimeoutSecs ?? 30) * 1000;
   let stopping: Promise<number> | undefined;
   const stop = (signal: string) => {
@@ -67,9 +67,6 @@ export async function serve(args: string[]): Promise<number> {
   const started = await server.listen();
   // A signal during startup: the server stopped part-way; report that, not a start.
   if (stopping) return stopping;
-  if (started.grpc) log.info(`Started GRPCInferenceService at ${format(started.grpc)}`);
-  if (started.http) log.info(`Started HTTPService at ${format(started.http)}`);
-  if (started.metrics) log.info(`Started Metrics Service at ${format(started.metrics)}`);
   if (started.failedModels.length > 0) {
     log.error(`failed to load model(s): ${started.failedModels.join(", ")}`);
     if (options.exitOnError) {
@@ -78,6 +75,9 @@ export async function serve(args: string[]): Promise<number> {
       return 1;
     }
   }
+  if (started.grpc) log.info(`Started GRPCInferenceService at ${format(started.grpc)}`);
+  if (started.http) log.info(`Started HTTPService at ${format(started.http)}`);
+  if (started.metrics) log.info(`Started Metrics Service at ${format(started.metrics)}`);
   const ready = (await server.core.models.index(true)).map((e) => e.name);
   if (started.http && ready.length > 0) {
     const model = ready.includes("simple") ? "simple" : (ready[0] as string);
