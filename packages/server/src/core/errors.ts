@@ -61,6 +61,7 @@ export const ERRORS = {
   UNEXPECTED_INPUT: ["INVALID_ARG", "[request id: {id}] unexpected inference input '{input}' for model '{model}'"],
   UNEXPECTED_OUTPUT: ["INVALID_ARG", "[request id: {id}] unexpected inference output '{output}' for model '{model}'"],
   DUPLICATE_INPUT: ["INVALID_ARG", "[request id: {id}] input '{input}' already exists in request"],
+  DUPLICATE_OUTPUT: ["INVALID_ARG", "[request id: {id}] output '{output}' already exists in request"],
   MISSING_INPUTS: [
     "INVALID_ARG",
     "[request id: {id}] expected {expected} inputs but got {got} inputs for model '{model}'. Got input(s) {given}, but missing required input(s) {missing}. Please provide all required input(s).",

@@ -10,7 +10,7 @@ const BATCH_NOTE =
 
 /**
  * Check a request against the model's config, as Triton's core does before scheduling: known
- * inputs and outputs, every required input present, datatypes, shapes (with the batch
+ * inputs and outputs each named once, every required input present, datatypes, shapes (with the batch
  * dimension when batching), byte sizes, and the batch size limit. Returns the batch size.
  *
  * @throws {@link InferenceError} with Triton's message.
@@ -24,6 +24,13 @@ export function validateRequest(request: InferenceRequest, config: ModelConfig):
     if (!declared.has(input.name)) throw new InferenceError("UNEXPECTED_INPUT", { id, input: input.name, model });
     if (seen.has(input.name)) throw new InferenceError("DUPLICATE_INPUT", { id, input: input.name });
     seen.add(input.name);
+  }
+  // Triton refuses a repeated output where the frontend adds it to the request, as it does a
+  // repeated input, so before any check against the model's config.
+  const named = new Set<string>();
+  for (const output of request.outputs) {
+    if (named.has(output.name)) throw new InferenceError("DUPLICATE_OUTPUT", { id, output: output.name });
+    named.add(output.name);
   }
   const missing = config.input.filter((i) => !i.optional && !seen.has(i.name)).map((i) => i.name);
   if (missing.length > 0) {
