@@ -105,6 +105,10 @@ export const ERRORS = {
     "INVALID_ARG",
     "contents field must not be specified when using raw_input_contents for '{input}' for model '{model}'",
   ],
+  CONTENTS_WITH_SHM: [
+    "INVALID_ARG",
+    "unexpected 'content' provided when using shared memory for input tensor '{input}' for model '{model}'",
+  ],
   WRONG_CONTENTS: [
     "INVALID_ARG",
     "unexpected explicit tensor data for input tensor '{input}' for model '{model}' of type '{got}', expected datatype '{expected}'",

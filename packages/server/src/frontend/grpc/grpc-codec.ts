@@ -63,24 +63,21 @@ export function decodeModelInfer(bytes: Uint8Array): ModelInferRequest {
 export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal): InferenceRequest {
   const model = message.modelName;
   const raw = message.rawInputContents;
-  if (raw.length > 0 && raw.length !== message.inputs.length) {
-    throw new InferenceError("RAW_CONTENTS_COUNT", { expected: message.inputs.length, got: raw.length, model });
-  }
-  const inputs: Tensor[] = message.inputs.map((input, i) => {
-    let data: Uint8Array;
+  // Triton's order, input by input: shared memory, then typed contents, then the next raw
+  // buffer. Raw buffers go to the inputs that have neither, in order.
+  let nextRaw = 0;
+  const inputs: Tensor[] = message.inputs.map((input) => {
     const contents = input.contents;
-    const used = contents ? usedFields(contents) : [];
-    if (raw.length > 0) {
-      if (used.length > 0) throw new InferenceError("CONTENTS_WITH_RAW", { input: input.name, model });
-      data = raw[i] as Uint8Array;
-    } else if (contents && used.length > 0) {
-      data = packContents(input.name, model, input.datatype, contents, used);
-    } else if (input.parameters.shared_memory_region) {
+    const tensor = {
+      name: input.name,
+      datatype: input.datatype as Tensor["datatype"],
+      shape: input.shape.map(Number),
+    };
+    if (input.parameters.shared_memory_region) {
+      if (contents) throw new InferenceError("CONTENTS_WITH_SHM", { input: input.name, model });
       const shm = parameters(input.parameters, false);
       return {
-        name: input.name,
-        datatype: input.datatype as Tensor["datatype"],
-        shape: input.shape.map(Number),
+        ...tensor,
         data: new Uint8Array(0),
         parameters: {},
         sharedMemory: {
@@ -89,17 +86,25 @@ export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal
           byteSize: Number(shm.shared_memory_byte_size ?? 0),
         },
       };
+    }
+    let data: Uint8Array;
+    if (contents) {
+      // A contents message counts even when empty, as `has_contents()` does for Triton: with raw
+      // buffers it is refused, alone it is zero bytes of data (the core then checks the size).
+      if (raw.length > 0) throw new InferenceError("CONTENTS_WITH_RAW", { input: input.name, model });
+      const used = usedFields(contents);
+      data = used.length === 0 ? new Uint8Array(0) : packContents(input.name, model, input.datatype, contents, used);
+    } else if (nextRaw < raw.length) {
+      data = raw[nextRaw++] as Uint8Array;
     } else {
       throw new InferenceError("NO_INPUT_DATA", { input: input.name, model });
     }
-    return {
-      name: input.name,
-      datatype: input.datatype as Tensor["datatype"],
-      shape: input.shape.map(Number),
-      data,
-      parameters: parameters(input.parameters, false),
-    };
+    return { ...tensor, data, parameters: parameters(input.parameters, false) };
   });
+  // Triton ignores raw buffers no input takes; Galley refuses them, as they can only be a client's mistake.
+  if (nextRaw < raw.length) {
+    throw new InferenceError("RAW_CONTENTS_COUNT", { expected: nextRaw, got: raw.length, model });
+  }
   return {
     modelName: message.modelName,
     modelVersion: message.modelVersion,
