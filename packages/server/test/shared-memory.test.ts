@@ -96,7 +96,7 @@ describe("system shared memory", () => {
     await expectGrpcError(
       client.systemSharedMemoryRegister({ name: "big", key: region.key, byteSize: 4096n }),
       3,
-      "Invalid offset + byte size for shared memory region: 'big'",
+      "failed to register shared memory region 'big': invalid args",
     );
     await expectGrpcError(
       client.systemSharedMemoryRegister({ name: "escape", key: "/../etc/passwd", byteSize: 1n }),

@@ -243,6 +243,16 @@ export const ERRORS = {
   SHM_NOT_FOUND: ["NOT_FOUND", "Unable to find shared memory region: '{name}'"],
   SHM_STATUS_NOT_FOUND: ["NOT_FOUND", "Unable to find system shared memory region: '{name}'"],
   SHM_BAD_RANGE: ["INVALID_ARG", "Invalid offset + byte size for shared memory region: '{name}'"],
+  SHM_BAD_OFFSET: ["INVALID_ARG", "Invalid offset for shared memory region: '{name}'"],
+  SHM_OVERFLOW: [
+    "INVALID_ARG",
+    "Integer overflow detected: byte_size ({byteSize}) + offset ({offset}) exceeds maximum value ({max}) for region '{name}'",
+  ],
+  SHM_REGISTER_INVALID: ["INVALID_ARG", "failed to register shared memory region '{name}': invalid args"],
+  SHM_RESERVED_KEY: [
+    "INVALID_ARG",
+    "cannot register shared memory region '{name}' with key '{key}' as the key contains the reserved prefix '{prefix}'",
+  ],
   SHM_OPEN_FAILED: ["INTERNAL", "Unable to open shared memory region: '{key}'"],
   SHM_OUTPUT_TOO_SMALL: [
     "INTERNAL",

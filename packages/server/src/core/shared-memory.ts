@@ -28,6 +28,32 @@ interface Region extends SharedMemoryRegionStatus {
 /** POSIX shared-memory objects are files here (`shm_open("/key")` opens `/dev/shm/key`). */
 const SHM_ROOT = "/dev/shm";
 
+/** Keys Triton keeps for its Python backend's own regions (`kTritonSharedMemoryRegionPrefix`). */
+const RESERVED_PREFIX = "triton_python_backend_shm_region_";
+
+const SIZE_MAX = 2n ** 64n - 1n;
+
+/** A wire value as Triton's `size_t`: a negative int64 wraps, as the C++ cast does. */
+function sizeT(value: number): bigint {
+  if (!Number.isFinite(value)) return SIZE_MAX;
+  const n = BigInt(Math.trunc(value));
+  return n > SIZE_MAX ? SIZE_MAX : BigInt.asUintN(64, n);
+}
+
+/**
+ * Triton's three checks of a tensor's place in a region (`GetMemoryInfo`), in its order: the
+ * offset inside the region, offset + byte size within 64 bits, and the end inside the region.
+ */
+function checkRange(ref: SharedMemoryRef, regionSize: number): void {
+  const offset = sizeT(ref.offset);
+  const byteSize = sizeT(ref.byteSize);
+  if (offset >= BigInt(regionSize)) throw new InferenceError("SHM_BAD_OFFSET", { name: ref.region });
+  if (byteSize > SIZE_MAX - offset) {
+    throw new InferenceError("SHM_OVERFLOW", { byteSize, offset, max: SIZE_MAX, name: ref.region });
+  }
+  if (offset + byteSize > BigInt(regionSize)) throw new InferenceError("SHM_BAD_RANGE", { name: ref.region });
+}
+
 /**
  * Triton's system shared-memory extension: regions clients register by name, that inputs are
  * read from and outputs written into. Off unless `--allow-client-shm=true`, as in Triton.
@@ -44,27 +70,37 @@ export class SharedMemoryManager {
     if (!this.allowed) throw new InferenceError("SHM_DISABLED");
   }
 
+  /**
+   * Register `byteSize` bytes at `offset` of the POSIX shared-memory object `key` as region `name`.
+   *
+   * @throws {@link InferenceError} with Triton's message: a key under the prefix Triton keeps for
+   * its Python backend, a name already registered, an object that cannot be opened, a range past
+   * the object's end.
+   */
   async register(name: string, key: string, offset: number, byteSize: number): Promise<void> {
     this.#check();
     if (name === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: "system" });
-    if (this.#regions.has(name)) throw new InferenceError("SHM_EXISTS", { name });
-    // A key is one name with a leading slash, as shm_open takes it: nothing may escape /dev/shm.
-    if (!/^\/?[^/]+$/.test(key) || key.replace(/^\//, "") === "." || key.replace(/^\//, "") === "..") {
-      throw new InferenceError("SHM_OPEN_FAILED", { key });
+    // shm_open skips every leading slash, so Triton looks for the prefix after them too.
+    const object = key.replace(/^\/+/, "");
+    if (object.startsWith(RESERVED_PREFIX)) {
+      throw new InferenceError("SHM_RESERVED_KEY", { name, key, prefix: RESERVED_PREFIX });
     }
-    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(byteSize) || byteSize < 0) {
-      throw new InferenceError("SHM_BAD_RANGE", { name });
+    if (this.#regions.has(name)) throw new InferenceError("SHM_EXISTS", { name });
+    // One name, as shm_open takes it (it fails on anything else): nothing may escape /dev/shm.
+    if (object === "" || object.includes("/") || object === "." || object === "..") {
+      throw new InferenceError("SHM_OPEN_FAILED", { key });
     }
     let handle: FileHandle;
     try {
-      handle = await open(join(SHM_ROOT, key.replace(/^\//, "")), constants.O_RDWR | constants.O_NOFOLLOW);
+      handle = await open(join(SHM_ROOT, object), constants.O_RDWR | constants.O_NOFOLLOW);
     } catch {
       throw new InferenceError("SHM_OPEN_FAILED", { key });
     }
     const size = (await handle.stat()).size;
-    if (offset + byteSize > size) {
+    const valid = Number.isSafeInteger(offset) && offset >= 0 && Number.isSafeInteger(byteSize) && byteSize >= 0;
+    if (!valid || offset + byteSize > size) {
       await handle.close();
-      throw new InferenceError("SHM_BAD_RANGE", { name });
+      throw new InferenceError("SHM_REGISTER_INVALID", { name });
     }
     // A concurrent registration of the same name may have won while the file was opening.
     if (this.#regions.has(name)) {
@@ -107,9 +143,7 @@ export class SharedMemoryManager {
   async #use<T>(ref: SharedMemoryRef, work: (region: Region, position: number) => Promise<T>): Promise<T> {
     this.#check();
     const region = this.#region(ref.region);
-    if (ref.offset < 0 || ref.byteSize < 0 || ref.offset + ref.byteSize > region.byteSize) {
-      throw new InferenceError("SHM_BAD_RANGE", { name: ref.region });
-    }
+    checkRange(ref, region.byteSize);
     region.users++;
     try {
       return await work(region, region.offset + ref.offset);
