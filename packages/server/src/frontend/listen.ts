@@ -11,6 +11,7 @@ import {
   type Http2Session,
 } from "node:http2";
 import type { AddressInfo } from "node:net";
+import { withTritonParseFailure } from "./grpc/connect-parse-failure.js";
 
 /** One bound listener. */
 export interface Listener {
@@ -127,7 +128,7 @@ export async function listenHttp2(
   port: number,
   keepalive: { keepaliveTimeMs?: number; keepaliveTimeoutMs?: number } = {},
 ): Promise<Listener> {
-  const server = createHttp2Server((req, res) => handler(req, withSpecGrpcMessage(res)));
+  const server = createHttp2Server((req, res) => handler(req, withTritonParseFailure(req, withSpecGrpcMessage(res))));
   const sessions = new Set<Http2Session>();
   const pingEvery = keepalive.keepaliveTimeMs ?? 7_200_000;
   const pingTimeout = keepalive.keepaliveTimeoutMs ?? 20_000;
