@@ -1,4 +1,5 @@
 import { datatype } from "../core/datatype.js";
+import { InferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { Tensor } from "../core/tensor.js";
 
@@ -10,7 +11,7 @@ import type { Tensor } from "../core/tensor.js";
 export function workerView(tensor: Tensor): { view: ArrayBufferView; transfer: ArrayBuffer } {
   const info = datatype(tensor.datatype);
   const ArrayType = info?.array;
-  if (!info || !ArrayType) throw new Error(`datatype ${tensor.datatype} has no typed-array form`);
+  if (!info || !ArrayType) throw new InferenceError("TENSOR_NO_TYPED_ARRAY", { datatype: tensor.datatype });
   const data = tensor.data;
   const count = data.byteLength / info.byteSize;
   if (tensor.movable && data.buffer instanceof ArrayBuffer && data.byteOffset % info.byteSize === 0) {
@@ -34,7 +35,7 @@ export function gatherInput(
   const first = parts[0];
   if (!first) return undefined;
   if (parts.length === 1) return first;
-  if (!batching || parts.some((p) => !p)) throw new Error(`input '${name}' cannot be batched across requests`);
+  if (!batching || parts.some((p) => !p)) throw new InferenceError("BATCH_INPUT_UNBATCHABLE", { input: name });
   const tensors = parts as Tensor[];
   const size = tensors.reduce((n, t) => n + t.data.byteLength, 0);
   const data = new Uint8Array(size);
@@ -84,6 +85,8 @@ export function scatterOutput(output: Tensor, batchSizes: readonly number[]): Te
       movable: false,
     });
   }
-  if (batchSizes.reduce((a, b) => a + b, 0) !== total) throw new Error(`output '${output.name}' has ${total} rows`);
+  if (batchSizes.reduce((a, b) => a + b, 0) !== total) {
+    throw new InferenceError("BATCH_OUTPUT_ROWS", { output: output.name, rows: total });
+  }
   return out;
 }

@@ -291,6 +291,27 @@ export const ERRORS = {
     "INTERNAL",
     "Failed to process the request(s) for model instance '{instance}', message: Expected a 'Response' object in the execute function return list, found type '{type}'.",
   ],
+
+  // Tensors on their way into and out of a backend (backend/batch-io.ts, backend/onnxruntime)
+  TENSOR_NO_TYPED_ARRAY: ["INTERNAL", "datatype {datatype} has no typed-array form"],
+  BATCH_INPUT_UNBATCHABLE: ["INVALID_ARG", "input '{input}' cannot be batched across requests"],
+  BATCH_OUTPUT_ROWS: ["INTERNAL", "output '{output}' has {rows} rows"],
+  ORT_UNSUPPORTED_DATATYPE: ["UNSUPPORTED", "onnxruntime does not support {datatype} tensors (input '{input}')"],
+  ORT_BYTES_NOT_UTF8: ["INVALID_ARG", "BYTES input '{input}' is not valid UTF-8; onnxruntime string tensors hold text"],
+
+  // A scripted model's tensors (backend/js/js-tensors.ts): reading inputs, returning outputs
+  JS_TENSOR_NO_TYPED_ARRAY: ["INTERNAL", "{datatype} tensor '{tensor}' has no typed-array form"],
+  JS_TENSOR_NOT_BYTES: ["INTERNAL", "tensor '{tensor}' is {datatype}, not BYTES"],
+  JS_OUTPUT_UNKNOWN_DATATYPE: ["INVALID_ARG", "output '{output}' has unknown datatype '{datatype}'"],
+  JS_OUTPUT_LIST: ["INVALID_ARG", "output '{output}' is {datatype}: give a typed array, not a list"],
+  JS_OUTPUT_ELEMENT_COUNT: [
+    "INVALID_ARG",
+    "output '{output}' has {count} elements, its shape [{shape}] needs {expected}",
+  ],
+  JS_OUTPUT_BYTE_SIZE: [
+    "INVALID_ARG",
+    "output '{output}' has {bytes} bytes, its shape [{shape}] of {datatype} needs {expected}",
+  ],
 } as const satisfies Record<string, readonly [TritonCode, string] | readonly [TritonCode, string, number]>;
 
 /** A stable error id (see {@link ERRORS}). */
