@@ -1,3 +1,4 @@
+import type { ModelConfig } from "@galley/proto";
 import type { Parameters, Tensor } from "./tensor.js";
 
 /** An output the client asked for, with its parameters (`binary_data`, `classification`, ...). */
@@ -28,6 +29,12 @@ export interface InferenceRequest {
    * with `final`. The core sets it (see `InferenceServer.stream`); other models leave it unset.
    */
   responder?: Responder;
+  /**
+   * Called by the core with the config of the model version the request resolved to, before the
+   * request is checked against it; it may rewrite `inputs`. The ensemble scheduler adds or removes
+   * a step's batch dimension here, as Triton's does between batching and non-batching models.
+   */
+  adapt?: (config: ModelConfig) => void;
 }
 
 /** One response of a decoupled model: outputs (possibly none), an error, or nothing but the final flag. */

@@ -15,7 +15,7 @@ import type {
   StreamedResponse,
 } from "./inference-request.js";
 import { SharedMemoryManager } from "./shared-memory.js";
-import type { Tensor } from "./tensor.js";
+import type { Parameters, Tensor } from "./tensor.js";
 import { validateRequest } from "./validate-request.js";
 
 /** What `/v2` and the ServerMetadata RPC report. */
@@ -232,6 +232,7 @@ export class InferenceServer {
     const start = now();
     const model = this.models.resolve(request.modelName, request.modelVersion);
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
+    request.adapt?.(model.config);
     await this.#readSharedInputs(request);
     let batchSize: number;
     try {
@@ -255,13 +256,13 @@ export class InferenceServer {
       }
     }
     try {
-      const { outputs, queueNs } = await model.scheduler.enqueue(request, batchSize);
+      const { outputs, queueNs, parameters } = await model.scheduler.enqueue(request, batchSize);
       if (cache && key !== undefined) {
         const insert = now();
         cache.put(key, outputs);
         model.stats.recordCacheMiss(now() - insert);
       }
-      const response = this.#response(request, model, outputs, batchSize);
+      const response = this.#response(request, model, outputs, batchSize, parameters);
       await this.#writeSharedOutputs(request, response);
       model.stats.recordSuccess(now() - start, queueNs);
       return response;
@@ -290,6 +291,7 @@ export class InferenceServer {
       return;
     }
     const start = now();
+    request.adapt?.(model.config);
     await this.#readSharedInputs(request);
     let batchSize: number;
     try {
@@ -360,12 +362,18 @@ export class InferenceServer {
     }
   }
 
-  #response(request: InferenceRequest, model: LoadedModel, outputs: Tensor[], batchSize: number): InferenceResponse {
+  #response(
+    request: InferenceRequest,
+    model: LoadedModel,
+    outputs: Tensor[],
+    batchSize: number,
+    parameters: Parameters = {},
+  ): InferenceResponse {
     return {
       modelName: model.name,
       modelVersion: String(model.version),
       id: request.id,
-      parameters: {},
+      parameters,
       outputs: this.#shapeOutputs(request, model, outputs, batchSize),
     };
   }

@@ -1,7 +1,7 @@
 import type { ModelConfig, ModelEnsembling_Step } from "@galley/proto";
 import { InferenceError, toInferenceError } from "../core/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../core/inference-request.js";
-import type { Tensor } from "../core/tensor.js";
+import type { Parameters, ParameterValue, Tensor } from "../core/tensor.js";
 import { now, type ScheduledResult, type Scheduler } from "./scheduler.js";
 
 /** Runs one request on a composing model, through the server's own path (validation, scheduling, statistics). */
@@ -30,19 +30,41 @@ class Slots {
   }
 }
 
+/** A sequence's correlation id and START/END flags, as a step's outputs carry them on. */
+interface Sequence {
+  id: bigint | string;
+  start: boolean;
+  end: boolean;
+}
+
+/**
+ * One tensor of an ensemble request: its value, the batch size of the request that made it (0
+ * when that model does not batch, as Triton counts it), and, for a step's output, the sequence
+ * the step ran in.
+ */
+interface Value {
+  tensor: Tensor;
+  batch: number;
+  sequence?: Sequence;
+}
+
 /**
  * Triton's ensemble scheduler (PROTOCOL.md §3.8, §4.4): the steps of `ensemble_scheduling` form
  * a graph over named tensors; a step starts as soon as all its inputs exist, so independent
- * branches run concurrently. Tensors pass between steps as the same views (a tensor read by more
- * than one step, or returned to the client, is marked not movable so no step can take its buffer
- * away). A failing step fails the request and names the step. Each step honours its model
- * version, and `max_inflight_requests` bounds how many requests each step runs at once, so a fast
- * producer cannot grow memory without limit.
+ * branches run concurrently, and a step none of whose outputs leads to a requested output does
+ * not run. Between a batching and a non-batching model the batch dimension is added or removed
+ * as Triton does. Tensors pass between steps as the same views (a tensor read by more than one
+ * step, or returned to the client, is marked not movable so no step can take its buffer away).
+ * A failing step fails the request and names the step. Each step honours its model version, and
+ * `max_inflight_requests` bounds how many requests each step runs at once, so a fast producer
+ * cannot grow memory without limit. The response carries the sequence its outputs were made in
+ * (`sequence_id`, `sequence_start`, `sequence_end`), as Triton's does.
  */
 export class EnsembleScheduler implements Scheduler {
   readonly #steps: readonly ModelEnsembling_Step[];
   readonly #slots: Slots[];
-  readonly #consumers = new Map<string, number>();
+  readonly #consumers = new Map<string, Set<number>>();
+  readonly #producer = new Map<string, number>();
   readonly #outputs: Set<string>;
   #inFlight = 0;
   #draining = false;
@@ -58,18 +80,21 @@ export class EnsembleScheduler implements Scheduler {
     const bound = ensembling?.maxInflightRequests ?? 0;
     this.#slots = this.#steps.map(() => new Slots(bound));
     this.#outputs = new Set(config.output.map((o) => o.name));
-    for (const step of this.#steps) {
-      for (const tensor of Object.values(step.inputMap))
-        this.#consumers.set(tensor, (this.#consumers.get(tensor) ?? 0) + 1);
+    for (const [index, step] of this.#steps.entries()) {
+      for (const tensor of Object.values(step.inputMap)) {
+        const readers = this.#consumers.get(tensor) ?? new Set();
+        this.#consumers.set(tensor, readers.add(index));
+      }
+      for (const tensor of Object.values(step.outputMap)) this.#producer.set(tensor, index);
     }
   }
 
-  async enqueue(request: InferenceRequest): Promise<ScheduledResult> {
+  async enqueue(request: InferenceRequest, batchSize = 0): Promise<ScheduledResult> {
     this.#inFlight++;
     const start = now();
     try {
-      const outputs = await this.#run(request);
-      return { outputs, queueNs: now() - start };
+      const { outputs, parameters } = await this.#run(request, this.config.maxBatchSize > 0 ? batchSize : 0);
+      return { outputs, queueNs: now() - start, parameters };
     } finally {
       this.#inFlight--;
       if (this.#draining && this.#inFlight === 0) this.#drained?.();
@@ -84,35 +109,87 @@ export class EnsembleScheduler implements Scheduler {
     });
   }
 
-  async #run(request: InferenceRequest): Promise<Tensor[]> {
-    const tensors = new Map<string, Tensor>();
-    for (const input of request.inputs) tensors.set(input.name, this.#share(input));
-    const pending = new Set(this.#steps.keys());
+  /**
+   * The steps to run for `wanted` outputs, as Triton prunes them: walking back from the outputs
+   * nobody asked for, a step all of whose outputs are unneeded is dropped, and so are the tensors
+   * only it read. An unrequested output that a running step still reads stays needed.
+   */
+  #live(wanted: ReadonlySet<string>): Set<number> {
+    const live = new Set(this.#steps.keys());
+    const readers = new Map([...this.#consumers].map(([tensor, steps]) => [tensor, new Set(steps)]));
+    const unneeded = new Map<number, number>();
+    let ignored = [...this.#outputs].filter((o) => !wanted.has(o) && (readers.get(o)?.size ?? 0) === 0);
+    while (ignored.length > 0) {
+      const next: string[] = [];
+      for (const tensor of ignored) {
+        const index = this.#producer.get(tensor);
+        // An ensemble input: no step makes it.
+        if (index === undefined) continue;
+        const step = this.#steps[index] as ModelEnsembling_Step;
+        const left = (unneeded.get(index) ?? Object.keys(step.outputMap).length) - 1;
+        unneeded.set(index, left);
+        if (left > 0) continue;
+        live.delete(index);
+        for (const input of new Set(Object.values(step.inputMap))) {
+          const remaining = readers.get(input);
+          remaining?.delete(index);
+          if (remaining?.size === 0 && !wanted.has(input)) next.push(input);
+        }
+      }
+      ignored = next;
+    }
+    return live;
+  }
+
+  async #run(request: InferenceRequest, batch: number): Promise<{ outputs: Tensor[]; parameters: Parameters }> {
+    const wanted =
+      request.outputs.length > 0 ? request.outputs.map((o) => o.name) : this.config.output.map((o) => o.name);
+    const values = new Map<string, Value>();
+    for (const input of request.inputs) values.set(input.name, { tensor: this.#share(input), batch });
+    const ensembleSequence = sequenceOf(request.parameters);
+    const pending = this.#live(new Set(wanted));
     const running = new Map<number, Promise<void>>();
     let failure: unknown;
 
     const launch = (index: number) => {
       const step = this.#steps[index] as ModelEnsembling_Step;
       pending.delete(index);
-      const inputs = Object.entries(step.inputMap).map(([modelInput, tensor]) => ({
-        ...(tensors.get(tensor) as Tensor),
-        name: modelInput,
-      }));
+      const sources = Object.entries(step.inputMap).map(([modelInput, tensor]) => {
+        const value = values.get(tensor) as Value;
+        return { value, input: { ...value.tensor, name: modelInput } };
+      });
+      // Triton runs a step in the sequence of the first of its inputs a step made, else the ensemble's.
+      const sequence = sources.find((s) => s.value.sequence)?.value.sequence ?? ensembleSequence;
+      let stepBatch = 0;
+      const stepRequest: InferenceRequest = {
+        modelName: step.modelName,
+        modelVersion: step.modelVersion === -1n ? "" : String(step.modelVersion),
+        id: request.id,
+        parameters: sameSequence(sequence, ensembleSequence)
+          ? request.parameters
+          : { ...request.parameters, ...sequenceParameters(sequence, request.parameters.sequence_id) },
+        inputs: sources.map((s) => s.input),
+        outputs: Object.keys(step.outputMap).map((name) => ({ name, parameters: {} })),
+        ...(request.signal ? { signal: request.signal } : {}),
+        adapt: (config) => {
+          const batching = config.maxBatchSize > 0;
+          stepRequest.inputs = stepRequest.inputs.map((input, k) => {
+            const dims = config.input.find((i) => i.name === input.name)?.dims.map(Number);
+            const from = sources[k]?.value.batch ?? 0;
+            return dims ? { ...input, shape: reshapeDims(dims, batching, from, input.shape) } : input;
+          });
+          stepBatch = batching ? (stepRequest.inputs[0]?.shape[0] ?? 0) : 0;
+        },
+      };
       const task = (async () => {
         await this.#slots[index]?.acquire();
         try {
-          const response = await this.infer({
-            modelName: step.modelName,
-            modelVersion: step.modelVersion === -1n ? "" : String(step.modelVersion),
-            id: request.id,
-            parameters: request.parameters,
-            inputs,
-            outputs: Object.keys(step.outputMap).map((name) => ({ name, parameters: {} })),
-            ...(request.signal ? { signal: request.signal } : {}),
-          });
+          const response = await this.infer(stepRequest);
+          const made = responseSequence(response.parameters, sequence);
           for (const output of response.outputs) {
             const tensor = step.outputMap[output.name];
-            if (tensor !== undefined) tensors.set(tensor, this.#share({ ...output, name: tensor }));
+            if (tensor === undefined) continue;
+            values.set(tensor, { tensor: this.#share({ ...output, name: tensor }), batch: stepBatch, sequence: made });
           }
         } catch (error) {
           const cause = toInferenceError(error);
@@ -132,7 +209,7 @@ export class EnsembleScheduler implements Scheduler {
     const startReady = () => {
       for (const index of [...pending]) {
         const step = this.#steps[index] as ModelEnsembling_Step;
-        if (Object.values(step.inputMap).every((t) => tensors.has(t))) launch(index);
+        if (Object.values(step.inputMap).every((t) => values.has(t))) launch(index);
       }
     };
     startReady();
@@ -145,17 +222,76 @@ export class EnsembleScheduler implements Scheduler {
       await Promise.allSettled(running.values());
       throw failure;
     }
-    const wanted =
-      request.outputs.length > 0 ? request.outputs.map((o) => o.name) : this.config.output.map((o) => o.name);
-    return wanted.flatMap((name) => {
-      const tensor = tensors.get(name);
-      return tensor ? [{ ...tensor, name }] : [];
+    const parameters: Parameters = {};
+    const outputs = wanted.flatMap((name) => {
+      const value = values.get(name);
+      if (!value) return [];
+      if (value.sequence) Object.assign(parameters, sequenceParameters(value.sequence, request.parameters.sequence_id));
+      const spec = this.config.output.find((o) => o.name === name);
+      const dims = (spec?.reshape ? spec.reshape.shape : (spec?.dims ?? [])).map(Number);
+      return [{ ...value.tensor, name, shape: reshapeDims(dims, batch !== 0, value.batch, value.tensor.shape) }];
     });
+    return { outputs, parameters };
   }
 
   /** A tensor read by more than one step, or returned to the client, keeps its buffer here. */
   #share(tensor: Tensor): Tensor {
-    const shared = (this.#consumers.get(tensor.name) ?? 0) > 1 || this.#outputs.has(tensor.name);
+    const shared = (this.#consumers.get(tensor.name)?.size ?? 0) > 1 || this.#outputs.has(tensor.name);
     return shared && tensor.movable ? { ...tensor, movable: false } : tensor;
   }
+}
+
+/**
+ * Triton's `ReshapeTensorDims`: between a batching and a non-batching model, a tensor whose shape
+ * is the consumer's `dims` gains a batch dimension of 1, and a batch of one loses it when the
+ * shape is not already the consumer's. Anything else passes as it is.
+ */
+function reshapeDims(dims: readonly number[], batching: boolean, batch: number, shape: number[]): number[] {
+  if (batching === (batch !== 0)) return shape;
+  if (batching) return matchesDims(dims, shape) ? [1, ...shape] : shape;
+  return !matchesDims(dims, shape) && batch === 1 ? shape.slice(1) : shape;
+}
+
+function matchesDims(dims: readonly number[], shape: readonly number[]): boolean {
+  return dims.length === shape.length && dims.every((d, i) => d === -1 || shape[i] === -1 || d === shape[i]);
+}
+
+/** The sequence a request runs in: its correlation id (0 when none) and flags. */
+function sequenceOf(parameters: Parameters): Sequence {
+  return {
+    id: correlationId(parameters.sequence_id) ?? 0n,
+    start: parameters.sequence_start === true,
+    end: parameters.sequence_end === true,
+  };
+}
+
+function correlationId(value: ParameterValue | undefined): bigint | string | undefined {
+  if (typeof value === "string" || typeof value === "bigint") return value;
+  if (typeof value === "number" && Number.isFinite(value)) return BigInt(Math.trunc(value));
+  return undefined;
+}
+
+/**
+ * The sequence a step's outputs carry on: the step's, unless the composing model answered with
+ * `sequence_*` parameters of its own; then, as in Triton, its flags are only the ones it gave.
+ */
+function responseSequence(parameters: Parameters, step: Sequence): Sequence {
+  const { sequence_id: id, sequence_start: start, sequence_end: end } = parameters;
+  if (id === undefined && start === undefined && end === undefined) return step;
+  return { id: correlationId(id) ?? step.id, start: start === true, end: end === true };
+}
+
+function sameSequence(a: Sequence, b: Sequence): boolean {
+  return a.id === b.id && a.start === b.start && a.end === b.end;
+}
+
+/** A sequence as parameters: the id typed as the ensemble request's (a string, else an int64). */
+function sequenceParameters(sequence: Sequence, requestId: ParameterValue | undefined): Parameters {
+  const id =
+    typeof requestId === "string"
+      ? typeof sequence.id === "string"
+        ? sequence.id
+        : ""
+      : BigInt.asIntN(64, typeof sequence.id === "bigint" ? sequence.id : 0n);
+  return { sequence_id: id, sequence_start: sequence.start, sequence_end: sequence.end };
 }

@@ -1,11 +1,13 @@
 import type { InferenceRequest } from "../core/inference-request.js";
-import type { Tensor } from "../core/tensor.js";
+import type { Parameters, Tensor } from "../core/tensor.js";
 
 /** What a scheduler hands back for one request. */
 export interface ScheduledResult {
   outputs: Tensor[];
   /** Nanoseconds the request waited before its execution started. */
   queueNs: bigint;
+  /** The response's parameters, where the scheduler gives any (an ensemble's `sequence_*`). */
+  parameters?: Parameters;
 }
 
 /**
