@@ -1,12 +1,13 @@
 import { access } from "node:fs/promises";
 import { join } from "node:path";
-import { Worker } from "node:worker_threads";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
-import { type InferencePath, JS_WORKER_URL, JsInstance } from "./js-instance.js";
+import { workerTransport } from "../host/worker-transport.js";
+import type { InferencePath } from "./bls-calls.js";
+import { JS_WORKER_URL, JsInstance } from "./js-instance.js";
 import type { FromWorker, ToWorker } from "./js-messages.js";
 
 /** Files a version folder may hold the model in, in the order they are looked for. */
@@ -93,7 +94,6 @@ export function createJsBackend(options: JsBackendOptions): Backend {
           JsInstance.start({
             name: spec.name,
             init: {
-              kind: "init",
               file,
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
               outputs: config.output.map((o) => o.name),
@@ -158,25 +158,23 @@ async function findModelFile(modelPath: string, version: number, config: ModelCo
 
 /** Call the class's static `autoCompleteConfig` in a throw-away worker, as Triton does in a throw-away interpreter. */
 function runAutoComplete(file: string, config: ModelConfig): Promise<ModelConfig | string> {
-  const worker = new Worker(JS_WORKER_URL, { name: `js:${config.name}_autocomplete` });
+  const open = workerTransport<ToWorker, FromWorker>({ entry: JS_WORKER_URL, name: `js:${config.name}_autocomplete` });
+  let transport: ReturnType<typeof open> | undefined;
   return new Promise<ModelConfig | string>((resolve) => {
-    worker.on("message", (message: FromWorker) => {
-      if (message.kind !== "auto-completed") return;
-      if (message.error !== undefined) resolve(message.error);
-      else {
-        try {
-          resolve(fromModelConfigJson(message.config as never));
-        } catch (error) {
-          resolve((error as Error).message);
+    transport = open({
+      message(message) {
+        if (message.kind !== "auto-completed") return;
+        if (message.error !== undefined) resolve(message.error);
+        else {
+          try {
+            resolve(fromModelConfigJson(message.config as never));
+          } catch (error) {
+            resolve((error as Error).message);
+          }
         }
-      }
+      },
+      ended: (reason) => resolve(`the auto-complete worker ${reason}`),
     });
-    worker.on("error", (error) => resolve(error.message));
-    worker.on("exit", (code) => resolve(`the auto-complete worker exited with code ${code}`));
-    worker.postMessage({
-      kind: "auto-complete",
-      file,
-      config: toModelConfigJson(config) as Record<string, unknown>,
-    } satisfies ToWorker);
-  }).finally(() => void worker.terminate());
+    transport.send({ kind: "auto-complete", file, config: toModelConfigJson(config) as Record<string, unknown> });
+  }).finally(() => void transport?.kill());
 }

@@ -1,6 +1,8 @@
 // Messages between a scripted-model instance (main thread) and its worker thread. Tensor bytes
 // travel in `data` and are moved (transfer list), never copied, where the buffer allows it.
-import type { Parameters } from "../../core/tensor.js";
+import type { Parameters, Tensor } from "../../core/tensor.js";
+import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
+import type { TensorErrorTable } from "./js-tensors.js";
 
 export interface WireTensor {
   name: string;
@@ -28,6 +30,9 @@ export interface WireError {
   message: string;
   /** A Triton code (`INVALID_ARG`, ...); INTERNAL when absent. */
   code?: string;
+  /** The error table's id and values, for the errors the worker itself raises (see `TENSOR_ERROR_IDS`). */
+  id?: string;
+  values?: Record<string, string | number>;
 }
 
 export interface WireResponse {
@@ -55,8 +60,8 @@ export interface WireBlsResponse {
   outputs: WireTensor[];
 }
 
-export interface InitMessage {
-  kind: "init";
+/** What a scripted-model instance is started with. */
+export interface JsInit {
   file: string;
   args: Record<string, string>;
   decoupled: boolean;
@@ -64,29 +69,39 @@ export interface InitMessage {
   outputs: string[];
   /** `memory_limit_mb` in bytes: heap plus external memory (ArrayBuffers) allowed after an execute. */
   memoryLimitBytes?: number;
+  /** The error table's entries the worker raises. */
+  errors: TensorErrorTable;
 }
 
-export type ToWorker =
-  | InitMessage
-  | { kind: "execute"; batch: number; requests: WireRequest[] }
-  | { kind: "cancel"; key: number }
-  | { kind: "bls-reply"; call: number; response?: WireBlsResponse; error?: WireError; final: boolean }
-  | { kind: "is-ready"; probe: number }
-  | { kind: "auto-complete"; file: string; config: Record<string, unknown> }
-  | { kind: "finalize" };
+/** What an instance answers to a batch: a response per request, or the error `execute` threw. */
+export interface JsResult {
+  responses?: WireResponse[];
+  error?: WireError;
+}
 
-export type FromWorker =
-  | { kind: "initialized" }
-  | { kind: "init-failed"; message: string }
-  | { kind: "executed"; batch: number; responses?: WireResponse[]; error?: WireError }
-  | { kind: "send"; key: number; response?: WireResponse; final: boolean }
-  | { kind: "bls"; call: number; request: WireBlsRequest; stream: boolean; parents: number[] }
-  | { kind: "bls-cancel"; call: number }
-  | { kind: "ready"; probe: number; ready: boolean }
-  | { kind: "auto-completed"; config?: Record<string, unknown>; error?: string }
-  | { kind: "finalized" }
-  | { kind: "memory-exceeded"; usedBytes: number }
-  | { kind: "log"; level: "info" | "warn" | "error" | "verbose"; message: string };
+/** The js backend's messages on top of the instance host's (see `InstanceProtocol`). */
+export interface JsProtocol {
+  init: JsInit;
+  info: undefined;
+  batch: WireRequest[];
+  result: JsResult;
+  response: WireResponse;
+  toInstance:
+    | { kind: "bls-reply"; call: number; response?: WireBlsResponse; error?: WireError; final: boolean }
+    | { kind: "is-ready"; probe: number }
+    /** Sent alone to a throw-away worker, outside any host. */
+    | { kind: "auto-complete"; file: string; config: Record<string, unknown> };
+  fromInstance:
+    | { kind: "bls"; call: number; request: WireBlsRequest; stream: boolean; parents: number[] }
+    | { kind: "bls-cancel"; call: number }
+    | { kind: "ready"; probe: number; ready: boolean }
+    | { kind: "auto-completed"; config?: Record<string, unknown>; error?: string }
+    | { kind: "memory-exceeded"; usedBytes: number }
+    | { kind: "log"; level: "info" | "warn" | "error" | "verbose"; message: string };
+}
+
+export type ToWorker = HostToInstance<JsProtocol>;
+export type FromWorker = InstanceToHost<JsProtocol>;
 
 /** The buffers a set of tensors can move instead of being copied (each buffer once). */
 export function transferList(tensors: readonly WireTensor[], into: Set<ArrayBuffer> = new Set()): Set<ArrayBuffer> {
@@ -95,4 +110,31 @@ export function transferList(tensors: readonly WireTensor[], into: Set<ArrayBuff
     if (buffer instanceof ArrayBuffer && buffer.byteLength > 0) into.add(buffer);
   }
   return into;
+}
+
+/** A tensor from a worker, owning its bytes. */
+export function tensorFromWire(wire: WireTensor): Tensor {
+  return {
+    name: wire.name,
+    datatype: wire.datatype as Tensor["datatype"],
+    shape: wire.shape,
+    data: wire.data,
+    parameters: {},
+    movable: true,
+  };
+}
+
+/**
+ * A tensor for a worker, adding the buffer to move with it to `transfer`: a movable tensor's
+ * buffer moves (no copy); any other tensor is copied once, just its bytes (cloning a view would
+ * clone its whole buffer; `new Uint8Array(view)` copies, where a Node Buffer's `slice` would not).
+ */
+export function tensorToWire(tensor: Tensor, transfer: Set<ArrayBuffer>): WireTensor {
+  let data = tensor.data;
+  if (tensor.movable && data.buffer instanceof ArrayBuffer) transfer.add(data.buffer);
+  else {
+    data = new Uint8Array(data);
+    transfer.add(data.buffer as ArrayBuffer);
+  }
+  return { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape, data };
 }

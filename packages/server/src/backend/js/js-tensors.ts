@@ -1,9 +1,46 @@
 // Tensors inside a scripted model's worker: wire tensors wrapped with typed accessors (views, no
 // copies), and what a model returns turned back into wire tensors.
+
 import { elementType as datatype } from "../../core/element-types.js";
+import type { ERRORS } from "../../core/errors.js";
 import { bytesElements, elementCount, encodeBytesElements } from "../../core/tensor.js";
 import type { DataType, InputTensor, OutputTensor } from "../../model/api.js";
 import type { WireError, WireTensor } from "./js-messages.js";
+
+/** The error table's entries this module raises; the worker gets them with `start` (see {@link useErrorTable}). */
+export const TENSOR_ERROR_IDS = [
+  "JS_TENSOR_NO_TYPED_ARRAY",
+  "JS_TENSOR_NOT_BYTES",
+  "JS_OUTPUT_UNKNOWN_DATATYPE",
+  "JS_OUTPUT_LIST",
+  "JS_OUTPUT_ELEMENT_COUNT",
+  "JS_OUTPUT_BYTE_SIZE",
+] as const;
+
+/** One of {@link TENSOR_ERROR_IDS}. */
+export type TensorErrorId = (typeof TENSOR_ERROR_IDS)[number];
+
+/** Those entries of the error table: Triton's code and the message template. */
+export type TensorErrorTable = { readonly [K in TensorErrorId]: (typeof ERRORS)[K] };
+
+let table: TensorErrorTable | undefined;
+
+/**
+ * The entries of the error table that tensor errors use. The table's module loads the gRPC
+ * library, too heavy for every worker's start, so the server sends these few with `start`.
+ */
+export function useErrorTable(entries: TensorErrorTable): void {
+  table = entries;
+}
+
+/** An error from the table, as a worker raises it: the formatted message, Triton's code and the id. */
+function tensorError(id: TensorErrorId, values: Record<string, string | number>): Error {
+  const [code, template] = table?.[id] ?? ["INTERNAL", id];
+  const message = template.replace(/\{(\w+)\}/g, (_, key: string) =>
+    key in values ? String(values[key]) : `{${key}}`,
+  );
+  return Object.assign(new Error(message), { code, id, values });
+}
 
 const utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 const encoder = new TextEncoder();
@@ -18,7 +55,8 @@ export function wrapTensor(wire: WireTensor): InputTensor {
     data: wire.data,
     typed() {
       const ArrayType = info?.array;
-      if (!info || !ArrayType) throw new Error(`${wire.datatype} tensor '${wire.name}' has no typed-array form`);
+      if (!info || !ArrayType)
+        throw tensorError("JS_TENSOR_NO_TYPED_ARRAY", { datatype: wire.datatype, tensor: wire.name });
       const { data } = wire;
       const count = data.byteLength / info.byteSize;
       if (data.byteOffset % info.byteSize === 0)
@@ -27,7 +65,8 @@ export function wrapTensor(wire: WireTensor): InputTensor {
       return new ArrayType(new Uint8Array(data).buffer, 0, count);
     },
     bytes() {
-      if (wire.datatype !== "BYTES") throw new Error(`tensor '${wire.name}' is ${wire.datatype}, not BYTES`);
+      if (wire.datatype !== "BYTES")
+        throw tensorError("JS_TENSOR_NOT_BYTES", { tensor: wire.name, datatype: wire.datatype });
       return bytesElements(wire.data);
     },
     strings() {
@@ -39,25 +78,33 @@ export function wrapTensor(wire: WireTensor): InputTensor {
 /** What a model returned as a wire tensor, checked against its shape. */
 export function toWireTensor(tensor: OutputTensor): WireTensor {
   const info = datatype(tensor.datatype);
-  if (!info) throw new Error(`output '${tensor.name}' has unknown datatype '${tensor.datatype}'`);
+  if (!info) throw tensorError("JS_OUTPUT_UNKNOWN_DATATYPE", { output: tensor.name, datatype: tensor.datatype });
   const shape = [...tensor.shape];
   const count = elementCount(shape);
   const source = tensor.data;
   let data: Uint8Array;
   if (Array.isArray(source)) {
-    if (info.name !== "BYTES")
-      throw new Error(`output '${tensor.name}' is ${info.name}: give a typed array, not a list`);
+    if (info.name !== "BYTES") throw tensorError("JS_OUTPUT_LIST", { output: tensor.name, datatype: info.name });
     if (source.length !== count) {
-      throw new Error(`output '${tensor.name}' has ${source.length} elements, its shape [${shape}] needs ${count}`);
+      throw tensorError("JS_OUTPUT_ELEMENT_COUNT", {
+        output: tensor.name,
+        count: source.length,
+        shape: String(shape),
+        expected: count,
+      });
     }
     data = encodeBytesElements(source.map((e) => (typeof e === "string" ? encoder.encode(e) : e)));
   } else {
     const view = source as ArrayBufferView;
     data = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
     if (info.name !== "BYTES" && data.byteLength !== count * info.byteSize) {
-      throw new Error(
-        `output '${tensor.name}' has ${data.byteLength} bytes, its shape [${shape}] of ${info.name} needs ${count * info.byteSize}`,
-      );
+      throw tensorError("JS_OUTPUT_BYTE_SIZE", {
+        output: tensor.name,
+        bytes: data.byteLength,
+        shape: String(shape),
+        datatype: info.name,
+        expected: count * info.byteSize,
+      });
     }
   }
   return { name: tensor.name, datatype: info.name, shape, data };
@@ -67,6 +114,12 @@ export function toWireTensor(tensor: OutputTensor): WireTensor {
 export function wireError(error: unknown): WireError {
   if (typeof error === "string") return { message: error };
   const message = (error as Error)?.message ?? String(error);
-  const code = (error as { code?: unknown })?.code;
-  return typeof code === "string" ? { message, code } : { message };
+  const { code, id, values } = (error ?? {}) as { code?: unknown; id?: unknown; values?: unknown };
+  return {
+    message,
+    ...(typeof code === "string" ? { code } : {}),
+    ...(typeof id === "string" && typeof values === "object" && values !== null
+      ? { id, values: values as Record<string, string | number> }
+      : {}),
+  };
 }

@@ -18,14 +18,14 @@ import type {
 } from "../../model/api.js";
 import {
   type FromWorker,
-  type InitMessage,
+  type JsInit,
   type ToWorker,
   transferList,
   type WireBlsResponse,
   type WireRequest,
   type WireResponse,
 } from "./js-messages.js";
-import { toWireTensor, wireError, wrapTensor } from "./js-tensors.js";
+import { toWireTensor, useErrorTable, wireError, wrapTensor } from "./js-tensors.js";
 
 const port = parentPort;
 if (!port) throw new Error("js-worker must run in a worker thread");
@@ -215,7 +215,7 @@ function makeRequest(wire: WireRequest): Request {
       if (!response && !final) return;
       const wire2 = response ? wireResponse(response, requested) : undefined;
       post(
-        { kind: "send", key: wire.key, ...(wire2 ? { response: wire2 } : {}), final },
+        { kind: "response", key: wire.key, ...(wire2 ? { response: wire2 } : {}), final },
         wire2 ? transferList(wire2.outputs) : new Set(),
       );
     },
@@ -240,7 +240,7 @@ function makeRequest(wire: WireRequest): Request {
 async function execute(batch: number, wires: WireRequest[]): Promise<void> {
   const current = model;
   if (!current) {
-    post({ kind: "executed", batch, error: { message: "the model is not initialized" } });
+    post({ kind: "executed", batch, result: { error: { message: "the model is not initialized" } } });
     return;
   }
   const requests = wires.map(makeRequest);
@@ -251,7 +251,7 @@ async function execute(batch: number, wires: WireRequest[]): Promise<void> {
     );
     if (overMemoryLimit()) return;
     if (decoupled) {
-      post({ kind: "executed", batch });
+      post({ kind: "executed", batch, result: {} });
       return;
     }
     for (const wire of wires) open.delete(wire.key);
@@ -262,13 +262,13 @@ async function execute(batch: number, wires: WireRequest[]): Promise<void> {
     const responses = result.map((r: Response, i) => wireResponse(r, requests[i]?.requestedOutputNames ?? []));
     const transfer = new Set<ArrayBuffer>();
     for (const r of responses) transferList(r.outputs, transfer);
-    post({ kind: "executed", batch, responses }, transfer);
+    post({ kind: "executed", batch, result: { responses } }, transfer);
   } catch (error) {
     for (const wire of wires) {
       if (!decoupled) open.delete(wire.key);
     }
     if (overMemoryLimit()) return;
-    post({ kind: "executed", batch, error: wireError(error) });
+    post({ kind: "executed", batch, result: { error: wireError(error) } });
   }
 }
 
@@ -328,8 +328,9 @@ function instantiate(exported: unknown): Model {
   return candidate as Model;
 }
 
-async function initialize(message: InitMessage): Promise<void> {
+async function initialize(message: JsInit): Promise<void> {
   try {
+    useErrorTable(message.errors);
     decoupled = message.decoupled;
     modelOutputs = message.outputs;
     memoryLimit = message.memoryLimitBytes ?? 0;
@@ -338,9 +339,9 @@ async function initialize(message: InitMessage): Promise<void> {
     const created = instantiate(await importModel(message.file));
     await created.initialize?.(message.args as never, context);
     model = created;
-    post({ kind: "initialized" });
+    post({ kind: "started", info: undefined });
   } catch (error) {
-    post({ kind: "init-failed", message: (error as Error)?.message ?? String(error) });
+    post({ kind: "start-failed", message: (error as Error)?.message ?? String(error) });
   }
 }
 
@@ -352,11 +353,11 @@ port.on("messageerror", (error) => {
 
 port.on("message", (message: ToWorker) => {
   switch (message.kind) {
-    case "init":
-      void initialize(message);
+    case "start":
+      void initialize(message.init);
       return;
     case "execute":
-      void execute(message.batch, message.requests);
+      void execute(message.batch, message.payload);
       return;
     case "cancel":
       open.get(message.key)?.controller.abort();
@@ -386,11 +387,11 @@ port.on("message", (message: ToWorker) => {
           (error: unknown) => post({ kind: "auto-completed", error: (error as Error)?.message ?? String(error) }),
         );
       return;
-    case "finalize":
+    case "stop":
       void Promise.resolve()
         .then(() => model?.finalize?.())
         .catch((error: unknown) => log("error")(`finalize failed: ${(error as Error)?.message ?? String(error)}`))
-        .finally(() => post({ kind: "finalized" }));
+        .finally(() => post({ kind: "stopped" }));
       return;
   }
 });
