@@ -1,149 +1,161 @@
-import { Worker } from "node:worker_threads";
+import type { ModelConfig, ModelOutput, ModelRateLimiter } from "@galley/proto";
+import { InferenceError } from "../../core/errors.js";
+import type { InferenceRequest } from "../../core/inference-request.js";
+import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
-import type { FromWorker, OrtSessionSettings, ToWorker, ValueInfo, WireTensor } from "./ort-messages.js";
+import { now } from "../../scheduler/scheduler.js";
+import type { BackendInstance, ExecuteResult } from "../backend.js";
+import { gatherInput, scatterOutput } from "../batch-io.js";
+import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";
+import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
+import { workerEntry } from "../host/worker-entry.js";
+import { workerTransport } from "../host/worker-transport.js";
+import type { OrtProtocol, OrtSessionSettings, SessionIO, WireTensor } from "./ort-messages.js";
+import { fromOrtTensor, toOrtTensor } from "./ort-tensors.js";
 
-/**
- * The worker entry, built into dist/; resolved from the package root so that it is found both
- * from dist/ and when tests load the TypeScript sources.
- */
-const WORKER_URL = new URL("../../../dist/backend/onnxruntime/ort-worker.js", import.meta.url);
+/** The ONNX Runtime worker's entry. */
+export const ORT_WORKER_URL = workerEntry("./ort-worker.js", import.meta.url);
 
-interface InFlight {
-  resolve(result: { outputs: WireTensor[]; inferNs: bigint }): void;
-  reject(error: Error): void;
+/** Where and how one session runs. */
+export interface OrtHostOptions {
+  /** The instance's name (`<group>_<n>`). */
+  name: string;
+  /** The model's name. */
+  model: string;
+  /** The model file. */
+  path: string;
+  settings: OrtSessionSettings;
+  log: Logger;
 }
 
-type SessionIO = { inputs: ValueInfo[]; outputs: ValueInfo[] };
-
 /**
- * One ONNX Runtime session in its own worker thread. If the worker dies (an error it cannot
- * report, a message it cannot read), what it held fails, a fresh worker loads the model again and
- * runs wait for it; only a model that no longer loads leaves the instance failing every run.
+ * A host for one ONNX Runtime session in its own worker thread (not started): if the worker
+ * dies, what it held fails, and a fresh worker loads the model again (see `InstanceHost`).
  */
-export class OrtSession {
-  #worker?: Worker;
-  readonly #inFlight = new Map<number, InFlight>();
-  #nextId = 1;
-  #loaded?: { resolve(io: SessionIO): void; reject(error: Error): void };
+export function createOrtHost(options: OrtHostOptions): InstanceHost<OrtProtocol> {
+  return createInstanceHost<OrtProtocol>({
+    name: options.name,
+    model: options.model,
+    transport: workerTransport({ entry: ORT_WORKER_URL, name: `ort:${options.name}` }),
+    init: { path: options.path, settings: options.settings },
+    log: options.log,
+  });
+}
+
+/** Options for {@link OrtInstance.start}. */
+export interface OrtInstanceOptions extends Omit<OrtHostOptions, "model"> {
+  config: ModelConfig;
+  rateLimiter?: ModelRateLimiter | undefined;
+  /** Aborting it while the session loads stops the worker and fails the start. */
+  signal?: AbortSignal | undefined;
+}
+
+/** One instance: gathers the batch, runs it in the session's worker, and splits the outputs per request. */
+export class OrtInstance implements BackendInstance {
+  readonly name: string;
+  readonly rateLimiter?: ModelRateLimiter;
+  readonly #host: InstanceHost<OrtProtocol>;
+  readonly #config: ModelConfig;
+  readonly #batching: boolean;
+  readonly #outputs: Map<string, ModelOutput>;
+  readonly #inputs: Map<string, ModelConfig["input"][number]>;
+  readonly #rules: OutputRules;
+
+  private constructor(host: InstanceHost<OrtProtocol>, config: ModelConfig, rateLimiter?: ModelRateLimiter) {
+    this.name = host.name;
+    if (rateLimiter) this.rateLimiter = rateLimiter;
+    this.#host = host;
+    this.#config = config;
+    this.#batching = config.maxBatchSize > 0;
+    this.#outputs = new Map(config.output.map((o) => [o.name, o]));
+    this.#inputs = new Map(config.input.map((i) => [i.name, i]));
+    this.#rules = outputRules(config);
+  }
+
+  /** Start a worker and load the model in it; rejects with onnxruntime's message when it does not load. */
+  static async start(options: OrtInstanceOptions): Promise<OrtInstance> {
+    const host = createOrtHost({ ...options, model: options.config.name });
+    await host.start(options.signal);
+    return new OrtInstance(host, options.config, options.rateLimiter);
+  }
+
   /** The model's inputs and outputs, as the session reports them. */
-  io: SessionIO = { inputs: [], outputs: [] };
-  #opened = false;
-  #closed = false;
-  /** While a fresh worker loads the model after a death: runs wait for it. */
-  #restarting?: Promise<void>;
-  /** Why the instance cannot run any more: its model failed to load again after a death. */
-  #dead?: string;
-  /** Workers started after deaths. */
-  restarts = 0;
+  get io(): SessionIO {
+    return this.#host.info ?? { inputs: [], outputs: [] };
+  }
 
-  private constructor(
-    readonly name: string,
-    readonly path: string,
-    readonly settings: OrtSessionSettings,
-    readonly log: Logger,
-  ) {}
+  /** False while the session's worker is down: restarting after a failure, or waiting to. */
+  get healthy(): boolean {
+    return this.#host.health === "up";
+  }
 
-  /** Start a worker and load the model in it. */
-  static async open(name: string, path: string, settings: OrtSessionSettings, log: Logger): Promise<OrtSession> {
-    const session = new OrtSession(name, path, settings, log);
+  async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
+    const start = now();
+    const batchSizes = requests.map((r) => (this.#batching ? (r.inputs[0]?.shape[0] ?? 1) : 1));
+    const feeds: WireTensor[] = [];
+    const transfer = new Set<ArrayBuffer>();
     try {
-      session.io = await session.#start();
-    } catch (error) {
-      await session.close();
-      throw error;
-    }
-    session.#opened = true;
-    return session;
-  }
-
-  /** Run the session on `feeds`, moving the `transfer` buffers to the worker (see `workerView`). */
-  async run(
-    feeds: WireTensor[],
-    fetches: string[],
-    transfer: ArrayBuffer[],
-  ): Promise<{ outputs: WireTensor[]; inferNs: bigint }> {
-    if (this.#restarting) await this.#restarting;
-    if (this.#closed) throw new Error(`instance ${this.name} is closed`);
-    if (this.#dead) throw new Error(this.#dead);
-    const worker = this.#worker as Worker;
-    const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
-      this.#inFlight.set(id, { resolve, reject });
-      try {
-        worker.postMessage({ kind: "run", id, feeds, fetches } satisfies ToWorker, transfer);
-      } catch (error) {
-        this.#inFlight.delete(id);
-        reject(error as Error);
+      // Config inputs, then what a scheduler added (sequence controls, implicit state).
+      const names = new Set([
+        ...this.#config.input.map((i) => i.name),
+        ...requests.flatMap((r) => r.inputs.map((i) => i.name)),
+      ]);
+      for (const name of names) {
+        const tensor = gatherInput(requests, name, this.#batching);
+        if (!tensor) continue;
+        const reshape = this.#inputs.get(name)?.reshape?.shape.map(Number);
+        const dims = reshape ? (this.#batching ? [tensor.shape[0] ?? 1, ...reshape] : reshape) : tensor.shape;
+        feeds.push(toOrtTensor(tensor, dims, transfer));
       }
-    });
-  }
-
-  #start(): Promise<SessionIO> {
-    const worker = new Worker(WORKER_URL, { name: `ort:${this.name}` });
-    this.#worker = worker;
-    worker.on("message", (message: FromWorker) => {
-      if (worker === this.#worker) this.#onMessage(message);
-    });
-    worker.on("error", (error) => this.#onDeath(worker, `failed: ${error.message}`));
-    // A result that cannot be read would leave its request waiting forever.
-    worker.on("messageerror", (error) =>
-      this.#onDeath(worker, `sent a result that could not be read (${error.message})`),
-    );
-    worker.on("exit", (code) => this.#onDeath(worker, `exited unexpectedly (code ${code})`));
-    return new Promise<SessionIO>((resolve, reject) => {
-      this.#loaded = { resolve, reject };
-      worker.postMessage({ kind: "load", path: this.path, settings: this.settings } satisfies ToWorker);
-    });
-  }
-
-  /** The worker is gone: fail what it held and, once the model had loaded, load it in a fresh one. */
-  #onDeath(worker: Worker, what: string): void {
-    if (worker !== this.#worker || this.#closed) return;
-    this.#worker = undefined;
-    void worker.terminate();
-    const opened = this.#opened;
-    this.#failAll(new Error(`instance ${this.name} ${what}${opened ? "; the instance is restarting" : ""}`));
-    if (!opened) return;
-    this.log.error(`onnxruntime instance ${this.name} ${what}; restarting it`);
-    this.restarts++;
-    this.#restarting = this.#start().then(
-      () => {
-        this.#restarting = undefined;
-      },
-      (error: Error) => {
-        this.#restarting = undefined;
-        this.#dead = `instance ${this.name} could not be restarted: ${error.message}`;
-        this.log.error(`onnxruntime ${this.#dead}`);
-      },
-    );
-  }
-
-  async close(): Promise<void> {
-    this.#closed = true;
-    this.#failAll(new Error(`instance ${this.name} is closed`));
-    await this.#worker?.terminate();
-  }
-
-  #onMessage(message: FromWorker): void {
-    if (message.kind === "loaded") {
-      this.#loaded?.resolve(message);
-      this.#loaded = undefined;
-    } else if (message.kind === "result") {
-      this.#inFlight.get(message.id)?.resolve(message);
-      this.#inFlight.delete(message.id);
-    } else if (message.id === undefined) {
-      this.#loaded?.reject(new Error(message.message));
-      this.#loaded = undefined;
-    } else {
-      this.#inFlight.get(message.id)?.reject(new Error(message.message));
-      this.#inFlight.delete(message.id);
+    } catch (error) {
+      return failed(requests, error as Error, now() - start);
     }
+    const wanted = new Set<string>();
+    for (const request of requests) {
+      if (request.outputs.length === 0) for (const name of this.#outputs.keys()) wanted.add(name);
+      else for (const o of request.outputs) wanted.add(o.name);
+    }
+    const inputDone = now();
+    let outputs: WireTensor[];
+    try {
+      const result = await this.#host.execute({ feeds, fetches: [...wanted] }, [...transfer]);
+      if ("error" in result) throw new InferenceError("BACKEND_FAILED", { message: result.error });
+      outputs = result.outputs;
+    } catch (error) {
+      return failed(requests, error as Error, inputDone - start);
+    }
+    const inferDone = now();
+    const perRequest: Tensor[][] = requests.map(() => []);
+    try {
+      for (const wire of outputs) {
+        const tensor = fromOrtTensor(wire, this.#outputs.get(wire.name), this.#batching);
+        for (const [i, part] of scatterOutput(tensor, batchSizes).entries()) perRequest[i]?.push(part);
+      }
+    } catch (error) {
+      return failed(requests, error as Error, inputDone - start);
+    }
+    const responses = requests.map((request, i) => {
+      let outputs = perRequest[i] ?? [];
+      if (request.outputs.length > 0) {
+        const byName = new Map(outputs.map((o) => [o.name, o]));
+        outputs = request.outputs.flatMap((o) => byName.get(o.name) ?? []);
+      }
+      return checkOutputs(this.#rules, request, outputs) ?? outputs;
+    });
+    return {
+      responses,
+      computeInputNs: inputDone - start,
+      computeInferNs: inferDone - inputDone,
+      computeOutputNs: now() - inferDone,
+    };
   }
 
-  #failAll(error: Error): void {
-    this.#loaded?.reject(error);
-    this.#loaded = undefined;
-    for (const pending of this.#inFlight.values()) pending.reject(error);
-    this.#inFlight.clear();
+  /** Release the session (waiting up to `graceMs` for it), then stop the worker. */
+  close(graceMs?: number): Promise<void> {
+    return this.#host.close(graceMs);
   }
+}
+
+function failed(requests: readonly InferenceRequest[], error: Error, inputNs: bigint): ExecuteResult {
+  return { responses: requests.map(() => error), computeInputNs: inputNs, computeInferNs: 0n, computeOutputNs: 0n };
 }

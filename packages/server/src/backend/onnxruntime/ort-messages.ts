@@ -1,4 +1,5 @@
 // The messages between an ONNX Runtime instance (main thread) and its worker thread.
+import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
 
 /** onnxruntime-node's tensor type names. */
 export type OrtType =
@@ -35,10 +36,6 @@ export interface OrtSessionSettings {
   extra?: Record<string, unknown>;
 }
 
-export type ToWorker =
-  | { kind: "load"; path: string; settings: OrtSessionSettings }
-  | { kind: "run"; id: number; feeds: WireTensor[]; fetches: string[] };
-
 /** A model input or output as the session reports it; a named (symbolic) dimension is a string. */
 export interface ValueInfo {
   name: string;
@@ -47,7 +44,25 @@ export interface ValueInfo {
   shape: (number | string)[];
 }
 
-export type FromWorker =
-  | { kind: "loaded"; inputs: ValueInfo[]; outputs: ValueInfo[] }
-  | { kind: "result"; id: number; outputs: WireTensor[]; inferNs: bigint }
-  | { kind: "error"; id?: number; message: string };
+/** The model's inputs and outputs, as the session reports them. */
+export interface SessionIO {
+  inputs: ValueInfo[];
+  outputs: ValueInfo[];
+}
+
+/** What a session answers to a run: its outputs, or the runtime's error. */
+export type OrtResult = { outputs: WireTensor[]; inferNs: bigint } | { error: string };
+
+/** The ONNX Runtime backend's payloads on the instance host's messages (see `InstanceProtocol`). */
+export interface OrtProtocol {
+  init: { path: string; settings: OrtSessionSettings };
+  info: SessionIO;
+  batch: { feeds: WireTensor[]; fetches: string[] };
+  result: OrtResult;
+  response: never;
+  toInstance: never;
+  fromInstance: never;
+}
+
+export type ToWorker = HostToInstance<OrtProtocol>;
+export type FromWorker = InstanceToHost<OrtProtocol>;

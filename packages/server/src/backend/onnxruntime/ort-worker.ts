@@ -2,12 +2,14 @@
 // native call, so it runs here, never on the server's event loop.
 import { parentPort } from "node:worker_threads";
 import ort from "onnxruntime-node";
-import type { FromWorker, OrtType, ToWorker, ValueInfo, WireTensor } from "./ort-messages.js";
+import type { FromWorker, OrtProtocol, OrtResult, OrtType, ToWorker, ValueInfo, WireTensor } from "./ort-messages.js";
 
 const port = parentPort;
 if (!port) throw new Error("ort-worker must run in a worker thread");
 
 let session: ort.InferenceSession | undefined;
+/** Runs not finished: a stop releases the session only after them. */
+const running = new Set<Promise<void>>();
 
 function send(message: FromWorker, transfer: ArrayBuffer[] = []): void {
   port?.postMessage(message, transfer);
@@ -20,31 +22,52 @@ port.on("messageerror", (error) => {
 });
 
 port.on("message", async (message: ToWorker) => {
-  if (message.kind === "load") {
-    try {
-      session = await ort.InferenceSession.create(message.path, message.settings);
-      send({ kind: "loaded", inputs: session.inputMetadata.map(info), outputs: session.outputMetadata.map(info) });
-    } catch (error) {
-      send({ kind: "error", message: (error as Error).message });
+  switch (message.kind) {
+    case "start":
+      try {
+        session = await ort.InferenceSession.create(message.init.path, message.init.settings);
+        send({
+          kind: "started",
+          info: { inputs: session.inputMetadata.map(info), outputs: session.outputMetadata.map(info) },
+        });
+      } catch (error) {
+        send({ kind: "start-failed", message: (error as Error).message });
+      }
+      return;
+    case "execute": {
+      const run = execute(message.batch, message.payload);
+      running.add(run);
+      await run;
+      running.delete(run);
+      return;
     }
-    return;
+    case "stop":
+      await Promise.all(running);
+      await session?.release().catch(() => undefined);
+      session = undefined;
+      send({ kind: "stopped" });
+      return;
+    default:
+      return;
   }
+});
+
+async function execute(batch: number, { feeds, fetches }: OrtProtocol["batch"]): Promise<void> {
   const current = session;
   if (!current) {
-    send({ kind: "error", id: message.id, message: "session is not loaded" });
+    send({ kind: "executed", batch, result: { error: "session is not loaded" } });
     return;
   }
+  let result: OrtResult;
+  const transfer: ArrayBuffer[] = [];
   try {
-    const feeds: Record<string, ort.Tensor> = {};
-    for (const t of message.feeds) {
-      feeds[t.name] = new ort.Tensor(t.type, t.data as ort.Tensor.DataType, t.dims);
-    }
+    const inputs: Record<string, ort.Tensor> = {};
+    for (const t of feeds) inputs[t.name] = new ort.Tensor(t.type, t.data as ort.Tensor.DataType, t.dims);
     const start = process.hrtime.bigint();
-    const results = await current.run(feeds, message.fetches);
+    const results = await current.run(inputs, fetches);
     const inferNs = process.hrtime.bigint() - start;
     const outputs: WireTensor[] = [];
-    const transfer: ArrayBuffer[] = [];
-    for (const name of message.fetches) {
+    for (const name of fetches) {
       const tensor = results[name];
       if (!tensor) continue;
       const data = tensor.data as ArrayBufferView | string[];
@@ -53,16 +76,18 @@ port.on("message", async (message: ToWorker) => {
         transfer.push(data.buffer);
       }
     }
-    try {
-      send({ kind: "result", id: message.id, outputs, inferNs }, transfer);
-    } catch {
-      // Buffers the runtime owns cannot be transferred; they are copied instead.
-      send({ kind: "result", id: message.id, outputs, inferNs });
-    }
+    result = { outputs, inferNs };
   } catch (error) {
-    send({ kind: "error", id: message.id, message: (error as Error).message });
+    send({ kind: "executed", batch, result: { error: (error as Error).message } });
+    return;
   }
-});
+  try {
+    send({ kind: "executed", batch, result }, transfer);
+  } catch {
+    // Buffers the runtime owns cannot be transferred; they are copied instead.
+    send({ kind: "executed", batch, result });
+  }
+}
 
 function info(value: ort.InferenceSession.ValueMetadata): ValueInfo {
   return value.isTensor

@@ -1,0 +1,79 @@
+// Tensors between the protocol's datatypes and onnxruntime-node's: numeric data moves to the
+// worker as typed-array views; BYTES become ONNX string tensors (text) and back.
+import { DataType, type ModelOutput } from "@galley/proto";
+import { datatype } from "../../core/datatype.js";
+import { InferenceError } from "../../core/errors.js";
+import { bytesElements, encodeBytesElements, type Tensor } from "../../core/tensor.js";
+import { workerView } from "../batch-io.js";
+import type { OrtType, WireTensor } from "./ort-messages.js";
+
+/** onnxruntime-node's type name per protocol datatype. */
+export const ORT_TYPES: Readonly<Record<string, OrtType>> = {
+  BOOL: "bool",
+  UINT8: "uint8",
+  INT8: "int8",
+  UINT16: "uint16",
+  INT16: "int16",
+  UINT32: "uint32",
+  INT32: "int32",
+  UINT64: "uint64",
+  INT64: "int64",
+  FP16: "float16",
+  FP32: "float32",
+  FP64: "float64",
+  BYTES: "string",
+};
+
+/** The config datatype per onnxruntime-node type name (for auto-complete). */
+export const FROM_ORT: Readonly<Record<string, DataType>> = {
+  bool: DataType.TYPE_BOOL,
+  uint8: DataType.TYPE_UINT8,
+  int8: DataType.TYPE_INT8,
+  uint16: DataType.TYPE_UINT16,
+  int16: DataType.TYPE_INT16,
+  uint32: DataType.TYPE_UINT32,
+  int32: DataType.TYPE_INT32,
+  uint64: DataType.TYPE_UINT64,
+  int64: DataType.TYPE_INT64,
+  float16: DataType.TYPE_FP16,
+  float32: DataType.TYPE_FP32,
+  float64: DataType.TYPE_FP64,
+  string: DataType.TYPE_STRING,
+};
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+const encoder = new TextEncoder();
+
+/** An input for the worker with the session's `dims`, adding the buffer it moves with to `transfer`. */
+export function toOrtTensor(tensor: Tensor, dims: number[], transfer: Set<ArrayBuffer>): WireTensor {
+  const type = ORT_TYPES[tensor.datatype];
+  if (!type) throw new InferenceError("ORT_UNSUPPORTED_DATATYPE", { datatype: tensor.datatype, input: tensor.name });
+  if (type !== "string") {
+    const { view, transfer: buffer } = workerView(tensor);
+    transfer.add(buffer);
+    return { name: tensor.name, type, dims, data: view };
+  }
+  try {
+    return { name: tensor.name, type, dims, data: bytesElements(tensor.data).map((e) => utf8.decode(e)) };
+  } catch (error) {
+    throw new InferenceError("ORT_BYTES_NOT_UTF8", { input: tensor.name }, { cause: error });
+  }
+}
+
+/** An output from the worker, with the config's shape where the output is reshaped. */
+export function fromOrtTensor(wire: WireTensor, spec: ModelOutput | undefined, batching: boolean): Tensor {
+  const protocol = Object.entries(ORT_TYPES).find(([, t]) => t === wire.type)?.[0] ?? "BYTES";
+  const info = datatype(protocol);
+  let shape = wire.dims;
+  if (spec?.reshape) {
+    const dims = spec.dims.map(Number);
+    const batch = batching ? [wire.dims[0] ?? 1] : [];
+    const total = wire.dims.slice(batch.length).reduce((a, b) => a * b, 1);
+    const known = dims.filter((d) => d !== -1).reduce((a, b) => a * b, 1);
+    shape = [...batch, ...dims.map((d) => (d === -1 ? total / known : d))];
+  }
+  const data = Array.isArray(wire.data)
+    ? encodeBytesElements(wire.data.map((s) => encoder.encode(s)))
+    : new Uint8Array(wire.data.buffer, wire.data.byteOffset, wire.data.byteLength);
+  return { name: wire.name, datatype: info?.name ?? "BYTES", shape, data, parameters: {}, movable: true };
+}
