@@ -245,6 +245,7 @@ describe("outputs are checked against the config", () => {
         case 5: return { outputs: [{ ...good, shape: [1, 2], data: Int32Array.of(1, 2) }] };
         case 6: return { outputs: [{ ...good, shape: [2, 1], data: Int32Array.of(1, 2) }] };
         case 7: return { outputs: [{ ...good, shape: [1] }] };
+        case 8: return { outputs: [{ ...good, data: [1] }] };
         default: return { outputs: [good] };
       }
     });
@@ -274,6 +275,8 @@ dynamic_batching { preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 500
       "unexpected shape for output 'OUT', model configuration shape is [1,1], inference shape is [2,1]",
     ],
     [7, "INVALID_ARG", "unexpected shape for output 'OUT', model configuration shape is [1,1], inference shape is [1]"],
+    // Raised inside the worker, from the error table's entry (JS_OUTPUT_LIST).
+    [8, "INVALID_ARG", "output 'OUT' is INT32: give a typed array, not a list"],
   ])("fault %i fails its own request (%s: %s) and not its batch neighbour", async (n, code, message) => {
     const repo = repository();
     jsModel(repo, "faulty", CONFIG, FAULTY);
