@@ -1,4 +1,5 @@
 import { Worker } from "node:worker_threads";
+import { workerEntry } from "../backend/host/worker-entry.js";
 
 /** Time for schedulers: real by default, replaceable so tests control it. */
 export interface Clock {
@@ -9,8 +10,7 @@ export interface Clock {
   clearTimer(handle: unknown): void;
 }
 
-/** The worker entry, built into dist/ (see `ort-instance.ts` for why it is resolved from there). */
-const WORKER_URL = new URL("../../dist/scheduler/timer-worker.js", import.meta.url);
+const WORKER_URL = workerEntry("./timer-worker.js", import.meta.url);
 
 interface Timer {
   at: bigint;
