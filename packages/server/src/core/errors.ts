@@ -169,6 +169,19 @@ export const ERRORS = {
   OUTPUT_SIZE_MISMATCH: ["INTERNAL", "output tensor shape does not match size of output for '{output}'"],
   OUTPUT_BAD_DATATYPE: ["INTERNAL", "Invalid data type for output tensor"],
   LOAD_PARAMETER_HTTP: ["INTERNAL", "unexpected error on creating Triton parameter"],
+  INPUT_SIZE_EXCEEDED: [
+    "INVALID_ARG",
+    "Request JSON size of {size} bytes exceeds the maximum allowed value of {limit} bytes. Use --http-max-input-size to increase the limit.",
+  ],
+  JSON_TOO_DEEP: ["INVALID_ARG", "JSON nesting depth exceeds maximum allowed limit ({limit})"],
+  ELEMENT_COUNT_OVERFLOW: [
+    "INVALID_ARG",
+    "shape {shape} of input '{input}' causes total element count to exceed maximum size of {max}",
+  ],
+  BYTE_SIZE_OVERFLOW: [
+    "INVALID_ARG",
+    "byte size overflow for input '{input}': {count} elements of {datatype} exceed the maximum size of {max} bytes",
+  ],
   BODY_TOO_LARGE: [
     "INVALID_ARG",
     "request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)",

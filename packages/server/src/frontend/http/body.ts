@@ -41,14 +41,15 @@ export interface BodyOptions {
  * the limit. With a `Content-Length` and no compression, chunks are copied straight into
  * place; otherwise they are collected (decompressed on the way) and copied once at the end.
  *
- * @throws {@link InferenceError} BODY_TOO_LARGE (400), or INVALID_ARG for an empty compressed
+ * @throws {@link InferenceError} INPUT_SIZE_EXCEEDED (400), or INVALID_ARG for an empty compressed
  * body; {@link ClientGone} when the connection closes first.
  */
 export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Body> {
   const offset = options.offset ?? 0;
-  const tooLarge = () => new InferenceError("BODY_TOO_LARGE", { limit: options.limit });
+  // A body of unknown length is refused at the first byte past the limit: `size` is that count.
+  const tooLarge = (size: number) => new InferenceError("INPUT_SIZE_EXCEEDED", { size, limit: options.limit });
   const declared = req.headers["content-length"];
-  if (declared !== undefined && Number(declared) > options.limit) return Promise.reject(tooLarge());
+  if (declared !== undefined && Number(declared) > options.limit) return Promise.reject(tooLarge(Number(declared)));
 
   // An aborted request emits 'error'; answering it is not possible, crashing on it is wrong.
   req.on("error", ignore);
@@ -72,7 +73,7 @@ export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Bo
     let size = 0;
     const accept = (chunk: Uint8Array): boolean => {
       if (size + chunk.length > options.limit || (direct && offset + size + chunk.length > direct.length)) {
-        finish(tooLarge());
+        finish(tooLarge(size + chunk.length));
         return false;
       }
       if (direct) direct.set(chunk, offset + size);
@@ -113,7 +114,7 @@ export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Bo
       raw += chunk.length;
       if (raw > options.limit) {
         unzip.destroy();
-        finish(tooLarge());
+        finish(tooLarge(raw));
         return;
       }
       unzip.write(chunk);

@@ -2,7 +2,7 @@ import type { ProtocolDataType } from "@galley/config";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest, RequestedOutput } from "../../core/inference-request.js";
 import type { SharedMemoryRef } from "../../core/shared-memory.js";
-import { elementCount, type Parameters, type Tensor } from "../../core/tensor.js";
+import type { Parameters, Tensor } from "../../core/tensor.js";
 import type { LoadedModel } from "../../repository/loaded-model.js";
 import type { Body } from "./body.js";
 import {
@@ -19,7 +19,7 @@ import {
   required,
 } from "./json-access.js";
 import { JsonFloat, type JsonObject, type JsonValue } from "./json-parse.js";
-import { tensorFromJson } from "./json-tensor.js";
+import { jsonElementCount, tensorFromJson } from "./json-tensor.js";
 import { decodeRaw } from "./raw-request.js";
 
 /** How each output is returned: binary (after the JSON header) or as JSON `data`. */
@@ -75,7 +75,8 @@ export function decodeInfer(
     checkDataChoice(input);
     const name = field("name", () => asString(required(input, "name")));
     const type = field("datatype", () => asString(required(input, "datatype")));
-    const shape = field("shape", () => asArray(required(input, "shape")).map((d) => Number(asUint(d))));
+    const dims = field("shape", () => asArray(required(input, "shape")).map(asUint));
+    const shape = dims.map(Number);
     const params = member(input, "parameters");
     const binarySize = member(params, "binary_data_size");
     let data: Uint8Array;
@@ -105,7 +106,7 @@ export function decodeInfer(
       continue;
     } else {
       // A zero dimension means no elements, however large the others (their product may overflow).
-      const count = shape.includes(0) ? 0 : elementCount(shape);
+      const count = shape.includes(0) ? 0 : jsonElementCount(name, type, dims);
       data =
         count === 0
           ? new Uint8Array(0)

@@ -1,10 +1,12 @@
 import { InferenceError } from "../../core/errors.js";
 import {
   isDecimalArray,
+  JsonDepthError,
   JsonFloat,
   type JsonObject,
   JsonSyntaxError,
   type JsonValue,
+  MAX_DEPTH,
   parseJson,
 } from "./json-parse.js";
 
@@ -19,12 +21,14 @@ const INT64_MAX = (1n << 63n) - 1n;
 
 /**
  * Parse a request body as JSON. @throws {@link InferenceError} BAD_JSON (500):
- * `failed to parse the request JSON buffer: <rapidjson message> at <offset>`.
+ * `failed to parse the request JSON buffer: <rapidjson message> at <offset>`, or JSON_TOO_DEEP
+ * (400) past {@link MAX_DEPTH} levels of objects and arrays.
  */
 export function parseBody(bytes: Uint8Array): JsonValue {
   try {
     return parseJson(bytes);
   } catch (error) {
+    if (error instanceof JsonDepthError) throw new InferenceError("JSON_TOO_DEEP", { limit: MAX_DEPTH });
     if (error instanceof JsonSyntaxError) throw new InferenceError("BAD_JSON", { detail: error.message });
     throw error;
   }

@@ -4,9 +4,23 @@
  * tensor rejects `1.0`), `NaN`/`Infinity` are accepted, and errors carry rapidjson's English
  * messages and byte offsets (`Invalid value. at 5`).
  */
-import { JsonFloat, type JsonObject, JsonSyntaxError, type JsonValue, markDecimalArray } from "./json-value.js";
+import {
+  JsonDepthError,
+  JsonFloat,
+  type JsonObject,
+  JsonSyntaxError,
+  type JsonValue,
+  markDecimalArray,
+} from "./json-value.js";
 
-export { isDecimalArray, JsonFloat, type JsonObject, JsonSyntaxError, type JsonValue } from "./json-value.js";
+export {
+  isDecimalArray,
+  JsonDepthError,
+  JsonFloat,
+  type JsonObject,
+  JsonSyntaxError,
+  type JsonValue,
+} from "./json-value.js";
 
 /** How deeply objects and arrays may nest (Triton reads tensor data to a depth of 100). */
 export const MAX_DEPTH = 100;
@@ -91,7 +105,7 @@ class Parser {
 
   /** Open a container: past its bracket and any space; true when it closes at once. */
   #open(closer: number): boolean {
-    if (++this.#depth > MAX_DEPTH) throw new JsonSyntaxError("Terminate parsing due to Handler error.", this.#at);
+    if (++this.#depth > MAX_DEPTH) throw new JsonDepthError(this.#at);
     this.#at++;
     this.#space();
     if (this.s[this.#at] !== closer) return false;

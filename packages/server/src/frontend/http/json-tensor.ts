@@ -8,6 +8,30 @@ import { formatDouble, formatDoubles, type JsonWriter } from "./json-write.js";
 const encoder = new TextEncoder();
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
+const INT64_MAX = (1n << 63n) - 1n;
+
+/**
+ * The element count of a JSON-data input of shape `dims` (none of them 0), checked as Triton
+ * does before it sizes the buffer: the count and, for fixed-size types, the byte size must fit
+ * an int64. It is exact below 2^53; above, it only bounds how much `data` is read.
+ *
+ * @throws {@link InferenceError} ELEMENT_COUNT_OVERFLOW or BYTE_SIZE_OVERFLOW (400).
+ */
+export function jsonElementCount(input: string, type: string, dims: readonly bigint[]): number {
+  let count = 1n;
+  for (const d of dims) {
+    count *= d;
+    if (count > INT64_MAX) {
+      throw new InferenceError("ELEMENT_COUNT_OVERFLOW", { input, shape: `[${dims.join(",")}]`, max: INT64_MAX });
+    }
+  }
+  const size = type === "BYTES" ? undefined : datatype(type)?.byteSize;
+  if (size !== undefined && count * BigInt(size) > INT64_MAX) {
+    throw new InferenceError("BYTE_SIZE_OVERFLOW", { input, count, datatype: type, max: INT64_MAX });
+  }
+  return Number(count);
+}
+
 /**
  * An input's JSON `data` as tensor bytes (PROTOCOL.md §1.6, Triton's `ReadDataFromJson`):
  * nested arrays read in row-major order, elements converted per datatype (integers truncated

@@ -40,3 +40,10 @@ export class JsonSyntaxError extends Error {
     super(`${reason} at ${offset}`);
   }
 }
+
+/** Objects and arrays nested deeper than the parser reads (rapidjson's handler stops it). */
+export class JsonDepthError extends JsonSyntaxError {
+  constructor(offset: number) {
+    super("Terminate parsing due to Handler error.", offset);
+  }
+}
