@@ -26,6 +26,39 @@ export class RestError extends Error {
   }
 }
 
+/**
+ * Parse a reply's JSON. Triton and Galley write non-finite FP32/FP64 values as the bare tokens
+ * `NaN`, `Infinity` and `-Infinity` (rapidjson's relaxed syntax), which `JSON.parse` refuses. A
+ * reply it refuses is read again with those tokens (outside strings) rewritten as values it takes:
+ * `1e999` and `-1e999`, which it reads as the infinities, and for NaN a string holding a random
+ * UUID drawn after the reply arrived, which a reviver turns back into NaN. Replies without the
+ * tokens cost one `JSON.parse`, as before.
+ */
+function parseReply(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const nan = crypto.randomUUID();
+    let rewritten = "";
+    let copied = 0;
+    for (let at = 0; at < text.length; at++) {
+      const c = text.charCodeAt(at);
+      if (c === 0x22) {
+        // Skip the string, escaped characters included, to its closing quote.
+        for (at++; at < text.length && text.charCodeAt(at) !== 0x22; at++) if (text.charCodeAt(at) === 0x5c) at++;
+        continue;
+      }
+      const token = c === 0x4e ? "NaN" : c === 0x49 ? "Infinity" : c === 0x2d ? "-Infinity" : undefined;
+      if (token === undefined || !text.startsWith(token, at)) continue;
+      rewritten += text.slice(copied, at) + (token === "NaN" ? `"${nan}"` : token === "Infinity" ? "1e999" : "-1e999");
+      at += token.length - 1;
+      copied = at + 1;
+    }
+    if (copied === 0) throw error;
+    return JSON.parse(rewritten + text.slice(copied), (_, v: unknown) => (v === nan ? Number.NaN : v));
+  }
+}
+
 /** Options for {@link createRestClient}. */
 export interface RestClientOptions {
   /** The server's HTTP origin, e.g. `http://localhost:8000`. */
@@ -137,7 +170,7 @@ export function createRestClient(options: RestClientOptions): RestClient {
       call,
     );
     const text = await response.text();
-    const parsed: unknown = text === "" ? {} : JSON.parse(text);
+    const parsed: unknown = text === "" ? {} : parseReply(text);
     if (!response.ok) throw new RestError(response.status, (parsed as { error?: string }).error ?? text);
     return parsed;
   }
@@ -197,7 +230,7 @@ export function createRestClient(options: RestClientOptions): RestClient {
     const bytes = new Uint8Array(await response.arrayBuffer());
     const headerLength = response.headers.get("inference-header-content-length");
     const jsonLength = headerLength === null ? bytes.byteLength : Number(headerLength);
-    const parsed = JSON.parse(utf8.decode(bytes.subarray(0, jsonLength))) as {
+    const parsed = parseReply(utf8.decode(bytes.subarray(0, jsonLength))) as {
       error?: string;
       model_name: string;
       model_version: string;
