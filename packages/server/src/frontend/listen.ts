@@ -12,6 +12,7 @@ import {
 } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { withTritonParseFailure } from "./grpc/connect-parse-failure.js";
+import { answerClientErrors } from "./http1-client-errors.js";
 
 /** One bound listener. */
 export interface Listener {
@@ -99,6 +100,7 @@ export async function listenHttp1(
       handler(req, res);
     },
   );
+  answerClientErrors(server);
   // A connection that opens and sends nothing; from its first request on, the handler above sets the timer.
   if (idleTimeoutMs > 0) server.setTimeout(idleTimeoutMs);
   await bind(server, host, port);

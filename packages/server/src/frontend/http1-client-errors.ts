@@ -1,0 +1,188 @@
+import { type Server as Http1Server, type IncomingMessage, maxHeaderSize, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { Duplex } from "node:stream";
+
+/** Node's answers to a request it could not parse (`_http_server.js`), written before it closes the socket. */
+const ANSWERS: Record<string, string> = {
+  HPE_HEADER_OVERFLOW: "431 Request Header Fields Too Large",
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: "413 Payload Too Large",
+  ERR_HTTP_REQUEST_TIMEOUT: "408 Request Timeout",
+};
+/** llhttp's reasons for a head with both `Transfer-Encoding` and `Content-Length`, whichever comes second. */
+const LENGTH_CONFLICT = new Set([
+  "Content-Length can't be present with Transfer-Encoding",
+  "Transfer-Encoding can't be present with Content-Length",
+]);
+const HEAD_END = Buffer.from("\r\n\r\n");
+
+/**
+ * Answer what Node's HTTP parser refuses as Node does (400, 408, 413 or 431, then close), except
+ * a request whose head has both `Transfer-Encoding: chunked` and `Content-Length`, which Python's
+ * `requests` sends for a generator body with a length header and Triton accepts. llhttp refuses
+ * that pair because a proxy that reads the body by its length and a server that reads it chunked
+ * disagree on where the next request starts (request smuggling). Node exposes llhttp's leniency
+ * only as `insecureHTTPParser`, all of its relaxations at once, so Galley serves such a request
+ * itself, the way RFC 9112 §6.1 and §6.3 allow: the chunked coding wins, `Content-Length` is
+ * dropped, and the connection closes after the response, so no byte after the body is ever read
+ * as a request.
+ *
+ * This is done only when the refused request is, provably, the connection's first and began in
+ * its first read: Node's parser reads the socket itself and tells nothing of where an earlier
+ * request ended, so for a later request the start of its head cannot be known for certain, and
+ * guessing it is how smuggling happens. Such a request keeps Node's answer (400, then close).
+ * Watching every connection's bytes to know the boundaries would take the socket off Node's
+ * native read path, which costs large request bodies about a fifth of their throughput.
+ *
+ * The head is read on to its end, its `Content-Length` lines removed and `Connection: close`
+ * added, and the connection is handed back to the server as a stream that starts with that head
+ * and goes on with the socket's bytes: Node's strict parser reads it, and with `Connection: close`
+ * it refuses any byte after the request's body.
+ */
+export function answerClientErrors(server: Http1Server): void {
+  /** Sockets on which a request has been received, and their responses not yet finished. */
+  const requested = new WeakSet<object>();
+  const open = new WeakMap<object, Set<ServerResponse>>();
+  /** Sockets served through a {@link HeadReplay}: Node's handling of them has ended. */
+  const takenOver = new WeakSet<object>();
+  /** The replays; errors on one after its request arrived are the bytes past its body. */
+  const replays = new WeakSet<object>();
+
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    requested.add(socket);
+    const responses = open.get(socket) ?? new Set<ServerResponse>();
+    open.set(socket, responses);
+    responses.add(res);
+    res.once("close", () => responses.delete(res));
+  });
+
+  server.on("clientError", (error: Error & { code?: string; reason?: string; rawPacket?: Buffer }, socket: Socket) => {
+    if (takenOver.has(socket) || (replays.has(socket) && requested.has(socket))) return;
+    const raw = error.rawPacket;
+    if (
+      LENGTH_CONFLICT.has(error.reason ?? "") &&
+      raw !== undefined &&
+      !requested.has(socket) &&
+      !replays.has(socket) &&
+      socket.bytesRead === raw.byteLength
+    ) {
+      takenOver.add(socket);
+      takeOver(server, socket, raw, (replay) => replays.add(replay));
+      return;
+    }
+    // Node's own answer, when no response on this socket has started to go out.
+    const started = [...(open.get(socket) ?? [])].some((res) => res.headersSent);
+    if (socket.writable && !started) {
+      socket.write(`HTTP/1.1 ${ANSWERS[error.code ?? ""] ?? "400 Bad Request"}\r\nConnection: close\r\n\r\n`);
+    }
+    socket.destroy(error);
+  });
+}
+
+/**
+ * Serve the connection's first request, whose head begins `first`, through a {@link HeadReplay}:
+ * read the rest of its head, rewrite it (no `Content-Length`, `Connection: close`) and hand the
+ * stream to the server.
+ */
+function takeOver(server: Http1Server, socket: Socket, first: Buffer, adopt: (replay: Duplex) => void): void {
+  // Node's listeners served the refused parser; the socket is this function's now.
+  for (const event of ["data", "end", "timeout", "drain"]) socket.removeAllListeners(event);
+  const limit = (server as { maxHeaderSize?: number }).maxHeaderSize || maxHeaderSize;
+  let head = first;
+  const refuse = (status: string) => {
+    if (socket.writable) socket.write(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
+    socket.destroy();
+  };
+  const onTimeout = () => socket.destroy();
+  const onData = (chunk: Buffer) => {
+    head = head.byteLength === 0 ? chunk : Buffer.concat([head, chunk]);
+    // llhttp skips empty lines before a request line; so does the search for the head's end.
+    let start = 0;
+    while (head[start] === 0x0d || head[start] === 0x0a) start++;
+    const end = head.indexOf(HEAD_END, start);
+    if (end < 0) {
+      if (head.byteLength - start > limit) refuse("431 Request Header Fields Too Large");
+      return;
+    }
+    socket.off("data", onData);
+    socket.off("timeout", onTimeout);
+    socket.pause();
+    const lines = head
+      .subarray(start, end)
+      .toString("latin1")
+      .split("\r\n")
+      .filter((line) => !/^content-length:/i.test(line));
+    lines.push("Connection: close");
+    const replay = new HeadReplay(socket, Buffer.from(`${lines.join("\r\n")}\r\n\r\n`, "latin1"));
+    const rest = head.subarray(end + HEAD_END.byteLength);
+    if (rest.byteLength > 0) replay.push(rest);
+    adopt(replay);
+    server.emit("connection", replay);
+  };
+  socket.on("timeout", onTimeout);
+  // Adding a 'data' listener moves the socket off the refused parser (Node unconsumes it).
+  socket.on("data", onData);
+  onData(Buffer.alloc(0));
+}
+
+/**
+ * The stream the server reads one taken-over request from: a rewritten head, then the socket's
+ * bytes; what the server writes goes to the socket. Timeouts, keep-alive and no-delay settings
+ * are the socket's.
+ */
+class HeadReplay extends Duplex {
+  constructor(
+    readonly socket: Socket,
+    head: Buffer,
+  ) {
+    super();
+    this.push(head);
+    socket.on("data", (chunk: Buffer) => {
+      if (!this.push(chunk)) socket.pause();
+    });
+    socket.on("end", () => this.push(null));
+    socket.on("timeout", () => this.emit("timeout"));
+    socket.once("close", () => this.destroy());
+  }
+
+  override _read(): void {
+    this.socket.resume();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
+    this.socket.write(chunk, done);
+  }
+
+  override _final(done: (error?: Error | null) => void): void {
+    this.socket.end(done);
+  }
+
+  override _destroy(error: Error | null, done: (error?: Error | null) => void): void {
+    this.socket.destroy();
+    done(error);
+  }
+
+  setTimeout(ms: number, callback?: () => void): this {
+    this.socket.setTimeout(ms);
+    if (callback) this.once("timeout", callback);
+    return this;
+  }
+
+  setNoDelay(noDelay?: boolean): this {
+    this.socket.setNoDelay(noDelay);
+    return this;
+  }
+
+  setKeepAlive(enable?: boolean, delay?: number): this {
+    this.socket.setKeepAlive(enable, delay);
+    return this;
+  }
+
+  get remoteAddress(): string | undefined {
+    return this.socket.remoteAddress;
+  }
+
+  get remotePort(): number | undefined {
+    return this.socket.remotePort;
+  }
+}
