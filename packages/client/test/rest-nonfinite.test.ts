@@ -46,7 +46,7 @@ describe("a REST reply with non-finite values as JSON", () => {
       ],
     });
     expect(result.id).toBe(id);
-    expect([...result.outputs.OUTPUT0.fp32()]).toEqual([Number.POSITIVE_INFINITY, 0, Number.NaN, 3.5]);
-    expect([...result.outputs.OUTPUT1.fp32()]).toEqual([0, Number.NEGATIVE_INFINITY, Number.NaN, -0.5]);
+    expect([...result.output("OUTPUT0").fp32()]).toEqual([Number.POSITIVE_INFINITY, 0, Number.NaN, 3.5]);
+    expect([...result.output("OUTPUT1").fp32()]).toEqual([0, Number.NEGATIVE_INFINITY, Number.NaN, -0.5]);
   });
 });
