@@ -39,12 +39,12 @@ const HEAD_END = Buffer.from("\r\n\r\n");
  * it refuses any byte after the request's body.
  */
 export function answerClientErrors(server: Http1Server): void {
-  /** Sockets on which a request has been received, and their responses not yet finished. */
+  /** Sockets on which a request has arrived. */
   const requested = new WeakSet<object>();
+  /** Each socket's responses not yet closed: Node writes its answer only if none has started. */
   const open = new WeakMap<object, Set<ServerResponse>>();
   /** Sockets served through a {@link HeadReplay}: Node's handling of them has ended. */
   const takenOver = new WeakSet<object>();
-  /** The replays; errors on one after its request arrived are the bytes past its body. */
   const replays = new WeakSet<object>();
 
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
@@ -57,7 +57,12 @@ export function answerClientErrors(server: Http1Server): void {
   });
 
   server.on("clientError", (error: Error & { code?: string; reason?: string; rawPacket?: Buffer }, socket: Socket) => {
-    if (takenOver.has(socket) || (replays.has(socket) && requested.has(socket))) return;
+    if (takenOver.has(socket)) return;
+    if (replays.has(socket) && error.code === "HPE_CLOSED_CONNECTION") {
+      // Bytes past the body of a `Connection: close` request: read no more, answer the request.
+      (socket as unknown as HeadReplay).stopReading();
+      return;
+    }
     const raw = error.rawPacket;
     if (
       LENGTH_CONFLICT.has(error.reason ?? "") &&
@@ -138,15 +143,23 @@ class HeadReplay extends Duplex {
     super();
     this.push(head);
     socket.on("data", (chunk: Buffer) => {
-      if (!this.push(chunk)) socket.pause();
+      if (this.#stopped || !this.push(chunk)) socket.pause();
     });
     socket.on("end", () => this.push(null));
     socket.on("timeout", () => this.emit("timeout"));
     socket.once("close", () => this.destroy());
   }
 
+  #stopped = false;
+
+  /** Leave the socket's remaining bytes unread (TCP holds the client back) while the answer goes out. */
+  stopReading(): void {
+    this.#stopped = true;
+    this.socket.pause();
+  }
+
   override _read(): void {
-    this.socket.resume();
+    if (!this.#stopped) this.socket.resume();
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
