@@ -4,9 +4,9 @@
 // response carries the sequence its outputs were made in (sequence_id, sequence_start, sequence_end).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ModelInferRequestSchema } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
-import type { InferenceRequest } from "../src/core/inference-request.js";
-import type { Parameters, Tensor } from "../src/core/tensor.js";
 import { postJson } from "./http-fixture.js";
 import {
   bytesTensor,
@@ -14,12 +14,16 @@ import {
   fp32Bytes,
   type InferenceClient,
   int32Bytes,
+  pushable,
   readBytesTensor,
   readFp32,
   readInt32,
+  sequenceParameters,
   startServer,
   tempRepository,
 } from "./support/harness.js";
+
+type ModelInferRequestInit = MessageInitShape<typeof ModelInferRequestSchema>;
 
 afterEach(cleanup);
 
@@ -241,37 +245,32 @@ describe("ensemble steps nobody needs", () => {
 });
 
 describe("ensemble responses", () => {
-  it("carry the request's sequence_id, sequence_start and sequence_end on each streamed response", async () => {
-    // The core's stream, as ModelStreamInfer consumes it (the gRPC encoder does not send response
-    // parameters yet: see responseToGrpc).
-    const { server } = await startServer();
-    const tensor = (name: string, values: number[]): Tensor => ({
-      name,
-      datatype: "INT32",
-      shape: [1, 16],
-      data: int32Bytes(values),
-      parameters: {},
-    });
-    const stream = async (parameters: Parameters) => {
-      const request: InferenceRequest = {
+  it("carry the request's sequence_id, sequence_start and sequence_end on each ModelStreamInfer response", async () => {
+    const { client } = await startServer();
+    const requests = pushable<ModelInferRequestInit>();
+    const ask = (id: string, parameters: ModelInferRequestInit["parameters"]) =>
+      requests.push({
         modelName: "ensemble_add_sub",
-        modelVersion: "",
-        id: "s",
+        id,
         parameters,
-        inputs: [tensor("INPUT0", A), tensor("INPUT1", B)],
-        outputs: [],
-      };
-      const items = [];
-      for await (const item of server.core.stream(request)) items.push(item);
-      return items;
-    };
-    const [first] = await stream({ sequence_id: 42n, sequence_start: true, sequence_end: false });
-    expect(first?.final).toBe(true);
-    expect(first?.response.parameters).toEqual({ sequence_id: 42n, sequence_start: true, sequence_end: false });
-    const [second] = await stream({ sequence_id: "corr-7", sequence_start: false, sequence_end: true });
-    expect(second?.response.parameters).toEqual({ sequence_id: "corr-7", sequence_start: false, sequence_end: true });
-    const [none] = await stream({});
-    expect(none?.response.parameters).toEqual({ sequence_id: 0n, sequence_start: false, sequence_end: false });
+        inputs: ["INPUT0", "INPUT1"].map((name) => ({ name, datatype: "INT32", shape: [1n, 16n] })),
+        rawInputContents: [int32Bytes(A), int32Bytes(B)],
+      });
+    ask("a", sequenceParameters(42n, true, false));
+    ask("b", sequenceParameters("corr-7", false, true));
+    ask("c", {});
+    requests.end();
+    const seen: Record<string, unknown>[] = [];
+    for await (const response of client.modelStreamInfer(requests)) {
+      expect(response.errorMessage).toBe("");
+      const parameters = response.inferResponse?.parameters ?? {};
+      seen.push(Object.fromEntries(Object.entries(parameters).map(([k, v]) => [k, v.parameterChoice.value])));
+    }
+    expect(seen).toEqual([
+      { sequence_id: 42n, sequence_start: true, sequence_end: false, triton_final_response: true },
+      { sequence_id: "corr-7", sequence_start: false, sequence_end: true, triton_final_response: true },
+      { sequence_id: 0n, sequence_start: false, sequence_end: false, triton_final_response: true },
+    ]);
   });
 
   it("carry sequence id 0 and both flags false without a sequence, on REST too; a plain model's do not", async () => {

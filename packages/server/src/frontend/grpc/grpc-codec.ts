@@ -122,9 +122,17 @@ export function responseToGrpc(response: InferenceResponse): ModelInferResponse 
     modelName: response.modelName,
     modelVersion: response.modelVersion,
     id: response.id,
+    parameters: responseParameters(response.parameters),
     outputs: response.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape.map(BigInt) })),
     rawOutputContents: response.outputs.map((o) => o.data),
   });
+}
+
+/** A response's parameters (an ensemble's `sequence_*`, a model's own) as gRPC `InferParameter`s. */
+function responseParameters(parameters: Parameters): Record<string, InferParameter> {
+  const out: Record<string, InferParameter> = {};
+  for (const key in parameters) out[key] = parameterToGrpc(parameters[key] as ParameterValue);
+  return out;
 }
 
 function usedFields(contents: InferTensorContents): string[] {
