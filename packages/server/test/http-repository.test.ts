@@ -46,10 +46,7 @@ describe("REST model repository extension (explicit control)", () => {
 
   it("answers a non-bool ready 400 and malformed JSON 500", async () => {
     const bad = await post("/v2/repository/index", { ready: "yes" });
-    expect([bad.status, bad.text]).toEqual([
-      400,
-      `{"error":"Unable to parse 'ready': attempt to access JSON non-boolean as boolean"}`,
-    ]);
+    expect([bad.status, bad.text]).toEqual([400, `{"error":"Invalid value for 'ready': expected a boolean"}`]);
     const malformed = await send(h.port, "POST", "/v2/repository/index", "{]");
     expect(malformed.status).toBe(500);
     expect(malformed.text).toContain("failed to parse the request JSON buffer: ");

@@ -98,10 +98,17 @@ describe("system shared memory", () => {
       3,
       "failed to register shared memory region 'big': invalid args",
     );
+    for (const key of ["/../etc/passwd", "/", "//", "/a/b", "/..", "x\0y"]) {
+      await expectGrpcError(
+        client.systemSharedMemoryRegister({ name: "escape", key, byteSize: 1n }),
+        3,
+        `invalid shm key '${key.replace("\0", "\\0")}': a key is one name, optionally after '/'`,
+      );
+    }
     await expectGrpcError(
-      client.systemSharedMemoryRegister({ name: "escape", key: "/../etc/passwd", byteSize: 1n }),
+      client.systemSharedMemoryRegister({ name: "absent", key: "/galley-no-such-region", byteSize: 1n }),
       13,
-      "Unable to open shared memory region: '/../etc/passwd'",
+      "Unable to open shared memory region: '/galley-no-such-region'",
     );
     await expectGrpcError(
       client.systemSharedMemoryStatus({ name: "nope" }),

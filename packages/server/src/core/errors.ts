@@ -245,7 +245,7 @@ export const ERRORS = {
     "invalid model name '{model}', model name must not contain path traversal characters",
   ],
   MODEL_UNLOADED_HTTP: ["UNAVAILABLE", "Model '{model}' is unloading"],
-  BAD_INDEX_READY: ["INVALID_ARG", "Unable to parse 'ready': {detail}"],
+  BAD_INDEX_READY: ["INVALID_ARG", "Invalid value for 'ready': expected a boolean"],
 
   // Extensions owned by later issues, and settings
   SHM_DISABLED: [
@@ -267,6 +267,7 @@ export const ERRORS = {
     "cannot register shared memory region '{name}' with key '{key}' as the key contains the reserved prefix '{prefix}'",
   ],
   SHM_OPEN_FAILED: ["INTERNAL", "Unable to open shared memory region: '{key}'"],
+  SHM_INVALID_KEY: ["INVALID_ARG", "invalid shm key '{key}': a key is one name, optionally after '/'"],
   SHM_OUTPUT_TOO_SMALL: [
     "INTERNAL",
     "shared memory size specified with the request for output '{output}' ({given} bytes) should be at least {needed} bytes to hold the results",

@@ -87,8 +87,8 @@ export class SharedMemoryManager {
     }
     if (this.#regions.has(name)) throw new InferenceError("SHM_EXISTS", { name });
     // One name, as shm_open takes it (it fails on anything else): nothing may escape /dev/shm.
-    if (object === "" || object.includes("/") || object === "." || object === "..") {
-      throw new InferenceError("SHM_OPEN_FAILED", { key });
+    if (object === "" || object.includes("/") || object.includes("\0") || object === "." || object === "..") {
+      throw new InferenceError("SHM_INVALID_KEY", { key: key.replaceAll("\0", "\\0") });
     }
     let handle: FileHandle;
     try {

@@ -13,7 +13,7 @@ export async function handleIndex(ctx: Context): Promise<void> {
   let ready = false;
   if (readyJson !== undefined) {
     if (typeof readyJson !== "boolean") {
-      throw new InferenceError("BAD_INDEX_READY", { detail: "attempt to access JSON non-boolean as boolean" });
+      throw new InferenceError("BAD_INDEX_READY");
     }
     ready = readyJson;
   }
