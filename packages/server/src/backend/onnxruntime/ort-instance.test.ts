@@ -29,24 +29,18 @@ describe("an ONNX Runtime session's host", () => {
     try {
       expect(outputs(await host.execute({ feeds: feeds(2, 1), fetches: ["OUTPUT0"] }))).toEqual(new Array(16).fill(3));
 
-      // A buffer moved away before the run: the worker receives a message it cannot read.
-      const moved = new Int32Array(16);
-      structuredClone(moved.buffer, { transfer: [moved.buffer] });
-      const broken = feeds(0, 0);
-      (broken[0] as WireTensor).data = moved;
-      const failure = await host.execute({ feeds: broken, fetches: ["OUTPUT0"] }, [moved.buffer as ArrayBuffer]).then(
+      // A message the worker cannot handle makes it throw outside any run: the thread dies, as it
+      // would on a native fault. (Not a transferred-away buffer: Node 22+ refuses to post those,
+      // Node 20 posts them and the worker fails to read them.)
+      host.post({ kind: "execute", batch: -1, payload: undefined } as never);
+      const failure = await host.execute({ feeds: feeds(0, 0), fetches: ["OUTPUT0"] }).then(
         () => undefined,
         (error: { id: string; code: string; message: string }) => [error.id, error.code, error.message],
       );
-      expect(failure).toEqual([
-        "BACKEND_FAILED",
-        "INTERNAL",
-        "model instance 'simple_0' crashed: a message from the server could not be read: Unable to deserialize cloned data.; the instance is restarting",
-      ]);
+      expect(failure?.slice(0, 2)).toEqual(["BACKEND_FAILED", "INTERNAL"]);
+      expect(failure?.[2]).toMatch(/^model instance 'simple_0' crashed: .+; the instance is restarting$/);
       expect(host.restarts).toBe(1);
-      expect(lines.join("")).toContain(
-        "model instance 'simple_0' crashed: a message from the server could not be read: Unable to deserialize cloned data.; restarting it\n",
-      );
+      expect(lines.join("")).toMatch(/model instance 'simple_0' crashed: .+; restarting it\n/);
 
       // The first restart is immediate: runs sent while the fresh worker loads wait for it.
       expect(host.health).toBe("starting");
