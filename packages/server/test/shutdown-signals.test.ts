@@ -35,19 +35,22 @@ interface Served {
   metricsUrl: string;
 }
 
+/** `galley serve` on free loopback ports; a later `--exit-timeout-secs` in `extra` wins. */
+const serveArgs = (repo: string, extra: readonly string[] = []) => [
+  "serve",
+  "--model-repository",
+  repo,
+  "--http-port=0",
+  "--grpc-port=0",
+  "--metrics-port=0",
+  "--http-address=127.0.0.1",
+  "--grpc-address=127.0.0.1",
+  `--exit-timeout-secs=${EXIT_TIMEOUT_SECS}`,
+  ...extra,
+];
+
 async function serve(repo: string, extra: readonly string[] = []): Promise<Served> {
-  const cli = spawnCli([
-    "serve",
-    "--model-repository",
-    repo,
-    "--http-port=0",
-    "--grpc-port=0",
-    "--metrics-port=0",
-    "--http-address=127.0.0.1",
-    "--grpc-address=127.0.0.1",
-    `--exit-timeout-secs=${EXIT_TIMEOUT_SECS}`,
-    ...extra,
-  ]);
+  const cli = spawnCli(serveArgs(repo, extra));
   const [, grpc] = await cli.waitFor(/Started GRPCInferenceService at (\S+)/);
   const [, http] = await cli.waitFor(/Started HTTPService at (\S+)/);
   const [, metrics] = await cli.waitFor(/Started Metrics Service at (\S+)/);
@@ -190,17 +193,7 @@ describe("galley serve exits 0 after SIGTERM", () => {
     await new Promise((resolve) => setTimeout(resolve, 2000));
   }`,
     );
-    const cli = spawnCli([
-      "serve",
-      "--model-repository",
-      repo,
-      "--http-port=0",
-      "--grpc-port=0",
-      "--metrics-port=0",
-      "--http-address=127.0.0.1",
-      "--grpc-address=127.0.0.1",
-      `--exit-timeout-secs=${EXIT_TIMEOUT_SECS}`,
-    ]);
+    const cli = spawnCli(serveArgs(repo));
     await cli.waitFor(/slow_load: initializing/);
     const { code, seconds } = await terminate(cli);
     expect(code).toBe(0);
@@ -233,17 +226,7 @@ describe("galley serve gives up at the exit timeout", () => {
       `export default class { execute() { console.log("stuck: executing"); for (;;) {} } }
 `,
     );
-    const cli = spawnCli([
-      "serve",
-      "--model-repository",
-      repo,
-      "--http-port=0",
-      "--grpc-port=0",
-      "--metrics-port=0",
-      "--http-address=127.0.0.1",
-      "--grpc-address=127.0.0.1",
-      "--exit-timeout-secs=1",
-    ]);
+    const cli = spawnCli(serveArgs(repo, ["--exit-timeout-secs=1"]));
     const [, grpc] = await cli.waitFor(/Started GRPCInferenceService at (\S+)/);
     const client = createClient(GRPCInferenceService, createGrpcTransport({ baseUrl: `http://${grpc}` }));
     const stuck = client.modelInfer(identityRequest("stuck", range(16))).catch((error: unknown) => error);

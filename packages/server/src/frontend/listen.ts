@@ -12,6 +12,7 @@ import {
 } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { withTritonParseFailure } from "./grpc/connect-parse-failure.js";
+import { rewriteHeaders } from "./grpc/rewrite-headers.js";
 import { answerClientErrors } from "./http1-client-errors.js";
 
 /** One bound listener. */
@@ -187,23 +188,10 @@ function bind(server: import("node:net").Server, host: string, port: number): Pr
  * (and Triton's C++ server) writes it.
  */
 function withSpecGrpcMessage(res: Http2ServerResponse): Http2ServerResponse {
-  const fix = (headers: unknown) => {
-    if (!headers || typeof headers !== "object") return;
-    const record = headers as Record<string, unknown>;
+  return rewriteHeaders(res, (record) => {
     const message = record["grpc-message"];
     if (typeof message === "string") record["grpc-message"] = specPercentEncode(safeDecode(message));
-  };
-  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Http2ServerResponse;
-  const addTrailers = res.addTrailers.bind(res);
-  res.writeHead = ((...args: unknown[]) => {
-    fix(args[args.length - 1]);
-    return writeHead(...args);
-  }) as typeof res.writeHead;
-  res.addTrailers = (trailers) => {
-    fix(trailers);
-    addTrailers(trailers);
-  };
-  return res;
+  });
 }
 
 function safeDecode(value: string): string {

@@ -2,6 +2,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescService } from "@bufbuild/protobuf";
 import { GRPCInferenceService, Health } from "@galley/proto";
 import { InferenceError } from "../../core/errors.js";
+import { rewriteHeaders } from "./rewrite-headers.js";
 
 /** connect-node's text for a request message `fromBinary` refused; the rest is the decoder's JavaScript text. */
 const PARSE_FAILURE = "parse binary: ";
@@ -39,25 +40,12 @@ export function withTritonParseFailure(req: Http2ServerRequest, res: Http2Server
 
 /** gRPC: the status travels in the trailers (or the headers of a trailers-only answer). */
 function rewriteGrpc(res: Http2ServerResponse, message: () => string): Http2ServerResponse {
-  const fix = (headers: unknown) => {
-    if (!headers || typeof headers !== "object") return;
-    const record = headers as Record<string, unknown>;
+  return rewriteHeaders(res, (record) => {
     if (record["grpc-status"] === "13" && decoded(record["grpc-message"]).startsWith(PARSE_FAILURE)) {
       record["grpc-status"] = "3";
       record["grpc-message"] = encodeURIComponent(message());
     }
-  };
-  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Http2ServerResponse;
-  const addTrailers = res.addTrailers.bind(res);
-  res.writeHead = ((...args: unknown[]) => {
-    fix(args[args.length - 1]);
-    return writeHead(...args);
-  }) as typeof res.writeHead;
-  res.addTrailers = (trailers) => {
-    fix(trailers);
-    addTrailers(trailers);
-  };
-  return res;
+  });
 }
 
 /** gRPC-Web: the status travels in the body, in a last frame flagged 0x80 holding `name: value\r\n` lines. */
