@@ -252,7 +252,9 @@ describe("config overrides", () => {
         if (r.status !== 200) {
           const error = JSON.parse(r.text).error as string;
           expect(error).toMatch(/^(failed to load 'simple', |load failed for model 'simple': )/);
-          expect(error).not.toMatch(/Unexpected token|" is not valid JSON|Cannot read propert|undefined|Unexpected end/);
+          expect(error).not.toMatch(
+            /Unexpected token|" is not valid JSON|Cannot read propert|undefined|Unexpected end/,
+          );
         }
         const ready = await postRaw(port, "/v2/repository/index", { ready: true });
         expect(ready.status).toBe(200);
