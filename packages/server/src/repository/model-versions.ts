@@ -1,0 +1,146 @@
+import { InferenceError } from "../core/errors.js";
+import type { LoadedModel } from "./loaded-model.js";
+
+/** Triton's model states, as the repository index reports them. */
+export type ModelState = "UNKNOWN" | "READY" | "UNAVAILABLE" | "LOADING" | "UNLOADING";
+
+/** A version's state and, when not READY, why. */
+export interface VersionStatus {
+  state: ModelState;
+  reason: string;
+}
+
+/** One row of the repository index. */
+export interface IndexEntry {
+  name: string;
+  version?: string;
+  state?: ModelState;
+  reason?: string;
+}
+
+/**
+ * One model's versions: the state of every version Galley has tried (with the reason when not
+ * READY) and the READY versions requests are routed to. Each transition of a load, a failed
+ * reload, a swap and an unload is one method, so the states and the served set never disagree.
+ */
+export class ModelVersions {
+  readonly #states = new Map<number, VersionStatus>();
+  #ready = new Map<number, LoadedModel>();
+
+  constructor(readonly name: string) {}
+
+  /** Every version tried, with its state. */
+  get states(): ReadonlyMap<number, VersionStatus> {
+    return this.#states;
+  }
+
+  /** READY versions, by number. */
+  get ready(): ReadonlyMap<number, LoadedModel> {
+    return this.#ready;
+  }
+
+  /** True once a load of the model has been tried. */
+  get known(): boolean {
+    return this.#states.size > 0;
+  }
+
+  /** With strict readiness: every version READY, except those unloaded on purpose. */
+  get allReady(): boolean {
+    for (const status of this.#states.values()) {
+      if (status.state !== "READY" && status.reason !== "unloaded") return false;
+    }
+    return true;
+  }
+
+  /**
+   * A load failed before any version was tried (poll or config check): the versions it named
+   * become UNAVAILABLE with its message, unless versions are still serving (then nothing changes).
+   */
+  pollFailed(versions: readonly number[], message: string): void {
+    if (this.#ready.size > 0) return;
+    for (const version of versions) this.#states.set(version, { state: "UNAVAILABLE", reason: message });
+  }
+
+  loading(version: number): void {
+    this.#states.set(version, { state: "LOADING", reason: "" });
+  }
+
+  loaded(version: number): void {
+    this.#states.set(version, { state: "READY", reason: "" });
+  }
+
+  failed(version: number, reason: string): void {
+    this.#states.set(version, { state: "UNAVAILABLE", reason });
+  }
+
+  /** A reload failed: the versions that were serving are READY again. */
+  keepServing(): void {
+    for (const version of this.#ready.keys()) this.loaded(version);
+  }
+
+  /** Route requests to `loaded` from now on; resolves with the versions that served until now. */
+  swap(loaded: Map<number, LoadedModel>): Map<number, LoadedModel> {
+    const previous = this.#ready;
+    this.#ready = loaded;
+    return previous;
+  }
+
+  /** Unload the versions a swap replaced; those not in `current` end UNAVAILABLE `unloaded`. */
+  async retire(previous: ReadonlyMap<number, LoadedModel>, current: ReadonlyMap<number, LoadedModel>): Promise<void> {
+    for (const [version, old] of previous) {
+      const kept = current.has(version);
+      if (!kept) this.#states.set(version, { state: "UNLOADING", reason: "" });
+      await old.unload();
+      if (!kept) this.failed(version, "unloaded");
+    }
+  }
+
+  /** Unload every READY version; every version ends UNAVAILABLE with `reason`. Resolves with how many were READY. */
+  async unloadAll(reason: string): Promise<number> {
+    const ready = this.#ready;
+    this.#ready = new Map();
+    for (const version of ready.keys()) this.#states.set(version, { state: "UNLOADING", reason: "" });
+    await Promise.all([...ready.values()].map((m) => m.unload()));
+    for (const version of this.#states.keys()) this.failed(version, reason);
+    return ready.size;
+  }
+
+  /**
+   * The version a request goes to: the given one, or the highest READY version.
+   *
+   * @throws {@link InferenceError} with Triton's messages (PROTOCOL.md §4.6).
+   */
+  resolve(version: string): LoadedModel {
+    const name = this.name;
+    if (!this.known) throw new InferenceError("MODEL_NOT_FOUND", { model: name });
+    if (version === "") {
+      const highest = [...this.#ready.keys()].sort((a, b) => b - a)[0];
+      if (highest === undefined) throw new InferenceError("MODEL_NO_VERSIONS", { model: name });
+      return this.#ready.get(highest) as LoadedModel;
+    }
+    if (!/^\d+$/.test(version) || Number(version) <= 0) {
+      throw new InferenceError("BAD_VERSION", { version });
+    }
+    const number = Number(version);
+    const loaded = this.#ready.get(number);
+    if (loaded) return loaded;
+    if (this.#states.has(number)) throw new InferenceError("MODEL_VERSION_NOT_READY", { model: name, version });
+    throw new InferenceError("MODEL_VERSION_NOT_FOUND", { model: name, version });
+  }
+
+  /** The model's rows of the repository index, in version order; only its name when never tried. */
+  rows(readyOnly: boolean): IndexEntry[] {
+    if (!this.known) return readyOnly ? [] : [{ name: this.name }];
+    const rows: IndexEntry[] = [];
+    for (const [version, status] of [...this.#states].sort((a, b) => a[0] - b[0])) {
+      if (readyOnly && status.state !== "READY") continue;
+      rows.push({
+        name: this.name,
+        version: String(version),
+        state: status.state,
+        ...(status.reason ? { reason: status.reason } : {}),
+      });
+    }
+    return rows;
+  }
+}

@@ -1,0 +1,104 @@
+import { join } from "node:path";
+import { Platform } from "@galley/config";
+import type { ModelConfig } from "@galley/proto";
+import type { BackendRegistry } from "../backend/registry.js";
+import { ModelStatistics } from "../core/statistics.js";
+import type { Logger } from "../log.js";
+import { createScheduler } from "../scheduler/create-scheduler.js";
+import type { ComposingInfer } from "../scheduler/ensemble-scheduler.js";
+import { type RateLimiter, rateLimited } from "../scheduler/rate-limiter.js";
+import { loadInitialStates } from "./initial-state.js";
+import { LoadSlots } from "./load-slots.js";
+import { LoadedModel } from "./loaded-model.js";
+import { readModelFile } from "./model-file.js";
+import { warmUp } from "./warmup.js";
+
+/** What {@link VersionLoader} loads versions with. */
+export interface VersionLoaderOptions {
+  backends: BackendRegistry;
+  log: Logger;
+  /** `--model-load-thread-count` (default 4). */
+  loadThreads?: number;
+  /** How an ensemble runs its steps: the server's own inference path. */
+  infer?: ComposingInfer;
+  /** `--rate-limit execution_count`: instances execute only with their resources. */
+  rateLimiter?: RateLimiter;
+}
+
+/**
+ * Loads one checked version: its backend's instances (labels and initial states read first),
+ * its warmup samples, and the scheduler its config asks for. At most `loadThreads` versions load
+ * at once.
+ */
+export class VersionLoader {
+  readonly #options: VersionLoaderOptions;
+  readonly #slots: LoadSlots;
+
+  constructor(options: VersionLoaderOptions) {
+    this.#options = options;
+    this.#slots = new LoadSlots(options.loadThreads ?? 4);
+  }
+
+  /** @throws Error with the reason the version is UNAVAILABLE. */
+  async load(
+    name: string,
+    version: number,
+    config: ModelConfig,
+    modelPath: string,
+    signal: AbortSignal,
+  ): Promise<LoadedModel> {
+    const log = this.#options.log;
+    await this.#slots.acquire();
+    try {
+      if (config.platform === Platform.ensemble) {
+        const stats = new ModelStatistics();
+        const scheduler = createScheduler(config, { instances: [], stats, log, infer: this.#options.infer });
+        const nothing = { instances: [], unload: async () => {} };
+        return new LoadedModel(name, version, config, nothing, scheduler, new Map(), stats);
+      }
+      const backend = this.#options.backends.get(config.backend);
+      if (!backend) {
+        throw new Error(
+          `unable to find backend library for backend '${config.backend}', try specifying runtime on the model configuration.`,
+        );
+      }
+      const labels = await readLabels(config, modelPath);
+      const initialStates = await loadInitialStates(config, modelPath);
+      const model = await backend.load({
+        config,
+        version,
+        modelPath,
+        versionPath: join(modelPath, String(version)),
+        signal,
+        log,
+      });
+      const limiter = this.#options.rateLimiter;
+      const instances = limiter ? model.instances.map((i) => rateLimited(i, limiter, i.rateLimiter)) : model.instances;
+      try {
+        await warmUp(config, model.instances, modelPath);
+      } catch (error) {
+        await model.unload();
+        throw error;
+      }
+      const stats = new ModelStatistics();
+      const scheduler = createScheduler(config, { instances, stats, log, initialStates });
+      return new LoadedModel(name, version, config, model, scheduler, labels, stats);
+    } finally {
+      this.#slots.release();
+    }
+  }
+}
+
+/** Labels for outputs that name a `label_filename` (one label per line). */
+async function readLabels(config: ModelConfig, modelPath: string): Promise<Map<string, string[]>> {
+  const labels = new Map<string, string[]>();
+  for (const output of config.output) {
+    if (output.labelFilename === "") continue;
+    const text = (await readModelFile(modelPath, "", output.labelFilename, "label_filename")).toString("utf8");
+    labels.set(
+      output.name,
+      text.split(/\r?\n/).filter((line, i, all) => line !== "" || i < all.length - 1),
+    );
+  }
+  return labels;
+}
