@@ -8,7 +8,7 @@ import { DefaultScheduler } from "./default-scheduler.js";
 import { DynamicBatcher } from "./dynamic-batcher.js";
 import { type ComposingInfer, EnsembleScheduler } from "./ensemble-scheduler.js";
 import type { Scheduler } from "./scheduler.js";
-import { SequenceBatcher } from "./sequence-batcher.js";
+import { SequenceBatcher } from "./sequence/sequence-batcher.js";
 
 /** What {@link createScheduler} builds a model version's scheduler from. */
 export interface SchedulerContext {
