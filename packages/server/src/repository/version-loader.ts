@@ -6,7 +6,8 @@ import { ModelStatistics } from "../core/statistics.js";
 import type { Logger } from "../log.js";
 import { createScheduler } from "../scheduler/create-scheduler.js";
 import type { ComposingInfer } from "../scheduler/ensemble-scheduler.js";
-import { type RateLimiter, rateLimited } from "../scheduler/rate-limiter.js";
+import { InstancePool } from "../scheduler/instance-pool.js";
+import type { RateLimiter } from "../scheduler/rate-limiter.js";
 import { loadInitialStates } from "./initial-state.js";
 import { LoadSlots } from "./load-slots.js";
 import { LoadedModel } from "./loaded-model.js";
@@ -52,7 +53,12 @@ export class VersionLoader {
     try {
       if (config.platform === Platform.ensemble) {
         const stats = new ModelStatistics();
-        const scheduler = createScheduler(config, { instances: [], stats, log, infer: this.#options.infer });
+        const scheduler = createScheduler(config, {
+          pool: new InstancePool([]),
+          stats,
+          log,
+          infer: this.#options.infer,
+        });
         const nothing = { instances: [], unload: async () => {} };
         return new LoadedModel(name, version, config, nothing, scheduler, new Map(), stats);
       }
@@ -72,8 +78,8 @@ export class VersionLoader {
         signal,
         log,
       });
-      const limiter = this.#options.rateLimiter;
-      const instances = limiter ? model.instances.map((i) => rateLimited(i, limiter, i.rateLimiter)) : model.instances;
+      // The rate limiter admits each instance now, so a limit no instance fits fails the load before warmup.
+      const pool = new InstancePool(model.instances, this.#options.rateLimiter);
       try {
         await warmUp(config, model.instances, modelPath);
       } catch (error) {
@@ -81,7 +87,7 @@ export class VersionLoader {
         throw error;
       }
       const stats = new ModelStatistics();
-      const scheduler = createScheduler(config, { instances, stats, log, initialStates });
+      const scheduler = createScheduler(config, { pool, stats, log, initialStates });
       return new LoadedModel(name, version, config, model, scheduler, labels, stats);
     } finally {
       this.#slots.release();

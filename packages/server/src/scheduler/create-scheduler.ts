@@ -1,19 +1,19 @@
 import { Platform } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import type { BackendInstance } from "../backend/backend.js";
 import type { ModelStatistics } from "../core/statistics.js";
 import type { Tensor } from "../core/tensor.js";
 import type { Logger } from "../log.js";
 import { DefaultScheduler } from "./default-scheduler.js";
 import { DynamicBatcher } from "./dynamic-batcher.js";
 import { type ComposingInfer, EnsembleScheduler } from "./ensemble-scheduler.js";
+import type { InstancePool } from "./instance-pool.js";
 import type { Scheduler } from "./scheduler.js";
 import { SequenceBatcher } from "./sequence/sequence-batcher.js";
 
 /** What {@link createScheduler} builds a model version's scheduler from. */
 export interface SchedulerContext {
-  /** The version's instances (none for an ensemble). */
-  instances: readonly BackendInstance[];
+  /** The version's instances (none for an ensemble), with the rate limiter as their policy where there is one. */
+  pool: InstancePool;
   stats: ModelStatistics;
   log: Logger;
   /** How an ensemble runs its steps: the server's own inference path. */
@@ -29,15 +29,15 @@ export interface SchedulerContext {
  * @throws Error when the config is an ensemble and the server gave no inference path.
  */
 export function createScheduler(config: ModelConfig, context: SchedulerContext): Scheduler {
-  const { instances, stats, log } = context;
+  const { pool, stats, log } = context;
   if (config.platform === Platform.ensemble) {
     if (!context.infer)
       throw new Error("this server cannot run ensembles (no inference path was given to the model manager)");
     return new EnsembleScheduler(config, context.infer);
   }
-  if (config.schedulingChoice.case === "dynamicBatching") return new DynamicBatcher({ instances, config, stats, log });
+  if (config.schedulingChoice.case === "dynamicBatching") return new DynamicBatcher({ pool, config, stats, log });
   if (config.schedulingChoice.case === "sequenceBatching") {
-    return new SequenceBatcher({ instances, config, stats, log, initialStates: context.initialStates ?? new Map() });
+    return new SequenceBatcher({ pool, config, stats, log, initialStates: context.initialStates ?? new Map() });
   }
-  return new DefaultScheduler(instances, stats);
+  return new DefaultScheduler(pool, stats);
 }

@@ -2,6 +2,7 @@ import type { BackendInstance } from "../backend/backend.js";
 import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
+import type { InstancePool } from "./instance-pool.js";
 import { now, type ScheduledResult, type Scheduler } from "./scheduler.js";
 
 interface Pending {
@@ -19,15 +20,15 @@ interface Pending {
  * the queue at once.
  */
 export class DefaultScheduler implements Scheduler {
-  readonly #free: BackendInstance[];
+  readonly #pool: InstancePool;
   readonly #queue: Pending[] = [];
   readonly #stats: ModelStatistics;
   #running = 0;
   #draining = false;
   #drained?: () => void;
 
-  constructor(instances: readonly BackendInstance[], stats: ModelStatistics) {
-    this.#free = [...instances];
+  constructor(pool: InstancePool, stats: ModelStatistics) {
+    this.#pool = pool;
     this.#stats = stats;
   }
 
@@ -65,8 +66,8 @@ export class DefaultScheduler implements Scheduler {
   }
 
   #dispatch(): void {
-    while (this.#free.length > 0 && this.#queue.length > 0) {
-      const instance = this.#free.shift() as BackendInstance;
+    while (this.#pool.hasIdle && this.#queue.length > 0) {
+      const instance = this.#pool.take() as BackendInstance;
       const pending = this.#queue.shift() as Pending;
       this.#stats.pending--;
       if (pending.onAbort) pending.request.signal?.removeEventListener("abort", pending.onAbort);
@@ -78,7 +79,7 @@ export class DefaultScheduler implements Scheduler {
     this.#running++;
     const queueNs = now() - pending.enqueuedNs;
     try {
-      const result = await instance.execute([pending.request]);
+      const result = await this.#pool.execute(instance, [pending.request]);
       this.#stats.recordExecution(
         pending.batchSize,
         1,
@@ -93,7 +94,7 @@ export class DefaultScheduler implements Scheduler {
       pending.reject(toInferenceError(error));
     } finally {
       this.#running--;
-      this.#free.push(instance);
+      this.#pool.give(instance);
       this.#dispatch();
       this.#checkDrained();
     }

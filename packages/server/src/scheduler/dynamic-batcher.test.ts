@@ -10,6 +10,7 @@ import { ModelStatistics } from "../core/statistics.js";
 import { createLogger } from "../log.js";
 import type { Clock } from "./clock.js";
 import { type BatchEvent, DynamicBatcher } from "./dynamic-batcher.js";
+import { InstancePool } from "./instance-pool.js";
 
 class ManualClock implements Clock {
   ns = 0n;
@@ -69,7 +70,7 @@ function setup(scheduling: string, instances = 1, extraConfig = "") {
   const stats = new ModelStatistics();
   const events: BatchEvent[] = [];
   const batcher = new DynamicBatcher({
-    instances: held,
+    pool: new InstancePool(held),
     config,
     stats,
     log: createLogger({ info: false }),

@@ -5,6 +5,7 @@ import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
 import type { Logger } from "../log.js";
 import { type Clock, systemClock } from "./clock.js";
+import type { InstancePool } from "./instance-pool.js";
 import { PriorityQueue, type Queued } from "./priority-queue.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "./scheduler.js";
 
@@ -30,7 +31,7 @@ interface Pending extends Queued {
 
 /** Options for {@link DynamicBatcher}. */
 export interface DynamicBatcherOptions {
-  instances: readonly BackendInstance[];
+  pool: InstancePool;
   config: ModelConfig;
   stats: ModelStatistics;
   log: Logger;
@@ -47,7 +48,7 @@ export interface DynamicBatcherOptions {
  * ragged batches). One timer drives every wait; nothing polls.
  */
 export class DynamicBatcher implements Scheduler {
-  readonly #free: BackendInstance[];
+  readonly #pool: InstancePool;
   readonly #queue: PriorityQueue<Pending>;
   readonly #config: ModelConfig;
   readonly #batching: ModelDynamicBatching | undefined;
@@ -69,7 +70,7 @@ export class DynamicBatcher implements Scheduler {
   readonly #held = new Map<number, () => void>();
 
   constructor(options: DynamicBatcherOptions) {
-    this.#free = [...options.instances];
+    this.#pool = options.pool;
     this.#config = options.config;
     this.#batching =
       options.config.schedulingChoice.case === "dynamicBatching" ? options.config.schedulingChoice.value : undefined;
@@ -140,7 +141,7 @@ export class DynamicBatcher implements Scheduler {
       this.#detach(expired);
       this.#settle(expired, () => expired.reject(new InferenceError("QUEUE_TIMEOUT")));
     }
-    while (this.#free.length > 0 && this.#queue.size > 0) {
+    while (this.#pool.hasIdle && this.#queue.size > 0) {
       const batch = this.#nextBatch(now);
       if (!batch) break;
       this.#send(batch.items, batch.reason);
@@ -194,7 +195,7 @@ export class DynamicBatcher implements Scheduler {
   }
 
   #send(items: Pending[], reason: BatchReason): void {
-    const instance = this.#free.shift() as BackendInstance;
+    const instance = this.#pool.take() as BackendInstance;
     this.#queue.remove(new Set(items));
     for (const item of items) {
       this.#stats.pending--;
@@ -213,7 +214,10 @@ export class DynamicBatcher implements Scheduler {
     this.#running++;
     const started = this.#clock.now();
     try {
-      const result = await instance.execute(items.map((i) => i.request));
+      const result = await this.#pool.execute(
+        instance,
+        items.map((i) => i.request),
+      );
       this.#stats.recordExecution(
         size,
         items.length,
@@ -234,7 +238,7 @@ export class DynamicBatcher implements Scheduler {
       for (const item of items) this.#settle(item, () => item.reject(failure));
     } finally {
       this.#running--;
-      this.#free.push(instance);
+      this.#pool.give(instance);
       this.#schedule();
     }
   }
@@ -260,7 +264,7 @@ export class DynamicBatcher implements Scheduler {
   /** One timer: at the oldest request's batching deadline or the next request timeout, whichever is first. */
   #setTimer(now: bigint): void {
     let at: bigint | undefined = this.#queue.nextDeadline();
-    if (this.#free.length > 0 && this.#delayNs > 0n) {
+    if (this.#pool.hasIdle && this.#delayNs > 0n) {
       const oldest = this.#queue.ordered().next().value as Pending | undefined;
       if (oldest) {
         const batchDue = oldest.enqueuedNs + this.#delayNs;

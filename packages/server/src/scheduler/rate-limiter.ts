@@ -1,6 +1,6 @@
 import type { ModelRateLimiter } from "@galley/proto";
-import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
-import type { InferenceRequest } from "../core/inference-request.js";
+import type { BackendInstance } from "../backend/backend.js";
+import type { ExecutionPolicy } from "./instance-pool.js";
 
 /** `--rate-limit-resource <name>:<count>[:<device>]`. */
 export interface ResourceLimit {
@@ -23,8 +23,9 @@ interface Waiter {
  * resource's capacity is `--rate-limit-resource`, or else the most any one instance asks for.
  * Among waiting instances, `priority` weighs turns: an instance with priority 2 gets half the
  * turns of one with priority 1. Galley runs on one device, so device resources share device 0.
+ * It is the execution policy of every rate-limited model's instance pool.
  */
-export class RateLimiter {
+export class RateLimiter implements ExecutionPolicy {
   readonly #explicit: Map<string, number>;
   readonly #capacity = new Map<string, number>();
   readonly #used = new Map<string, number>();
@@ -66,8 +67,14 @@ export class RateLimiter {
     }
   }
 
+  /** {@link register} the instance's `rate_limiter`. */
+  admit(instance: BackendInstance): void {
+    this.register(instance.rateLimiter);
+  }
+
   /** Wait for the instance's resources; resolves with the function that gives them back. */
-  acquire(instance: string, limiter: ModelRateLimiter | undefined): Promise<() => void> {
+  acquire(instance: BackendInstance): Promise<() => void> {
+    const limiter = instance.rateLimiter;
     const needs = new Map<string, number>();
     for (const r of limiter?.resources ?? [])
       needs.set(key(r.name, r.global), (needs.get(key(r.name, r.global)) ?? 0) + r.count);
@@ -75,7 +82,7 @@ export class RateLimiter {
     return new Promise((resolve) => {
       this.#waiting.push({
         needs,
-        key: instance,
+        key: instance.name,
         weight,
         grant: () =>
           resolve(() => {
@@ -105,25 +112,4 @@ export class RateLimiter {
 
 function key(name: string, global: boolean): string {
   return `${global ? "global" : "device0"}:${name}`;
-}
-
-/** An instance whose every execution first takes its resources from the rate limiter. */
-export function rateLimited(
-  instance: BackendInstance,
-  limiter: RateLimiter,
-  resources: ModelRateLimiter | undefined,
-): BackendInstance {
-  limiter.register(resources);
-  return {
-    name: instance.name,
-    ...(resources ? { rateLimiter: resources } : {}),
-    async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
-      const release = await limiter.acquire(instance.name, resources);
-      try {
-        return await instance.execute(requests);
-      } finally {
-        release();
-      }
-    },
-  };
 }

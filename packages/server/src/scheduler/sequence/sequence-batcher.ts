@@ -1,11 +1,11 @@
 import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
-import type { BackendInstance } from "../../backend/backend.js";
 import { InferenceError, requestId, toInferenceError } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { ModelStatistics } from "../../core/statistics.js";
 import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
 import { type Clock, systemClock } from "../clock.js";
+import type { InstancePool } from "../instance-pool.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "../scheduler.js";
 import { IdleReaper } from "./idle-reaper.js";
 import { ImplicitState } from "./implicit-state.js";
@@ -15,7 +15,7 @@ import { type SequenceStrategy, sequenceStrategy } from "./sequence-strategy.js"
 
 /** Options for {@link SequenceBatcher}. */
 export interface SequenceBatcherOptions {
-  instances: readonly BackendInstance[];
+  pool: InstancePool;
   config: ModelConfig;
   stats: ModelStatistics;
   log: Logger;
@@ -41,6 +41,7 @@ export class SequenceBatcher implements Scheduler {
   readonly #strategy: SequenceStrategy;
   readonly #state: ImplicitState;
   readonly #reaper: IdleReaper;
+  readonly #pool: InstancePool;
   readonly #slots: Slot[];
   readonly #sequences = new Map<string, Sequence>();
   /** Sequences waiting for a free slot, oldest first. */
@@ -64,7 +65,8 @@ export class SequenceBatcher implements Scheduler {
     this.#batching = options.config.schedulingChoice.value;
     this.#strategy = sequenceStrategy(this.#config, this.#batching);
     this.#state = new ImplicitState(this.#config, this.#batching, options.initialStates ?? new Map());
-    this.#slots = options.instances.map((instance) => ({ instance, busy: false, positions: [] }));
+    this.#pool = options.pool;
+    this.#slots = options.pool.instances.map((instance) => ({ instance, positions: [] }));
     this.#stats = options.stats;
     this.#log = options.log;
     this.#clock = options.clock ?? systemClock;
@@ -186,7 +188,7 @@ export class SequenceBatcher implements Scheduler {
     const delayNs = this.#strategy.delayNs;
     let wakeAt: bigint | undefined;
     for (const slot of this.#slots) {
-      if (slot.busy) continue;
+      if (!this.#pool.isIdle(slot.instance)) continue;
       const waiting = slot.positions.filter((q): q is Sequence => q !== undefined && !q.busy && q.queue.length > 0);
       if (waiting.length === 0) continue;
       this.#strategy.order(waiting);
@@ -222,7 +224,7 @@ export class SequenceBatcher implements Scheduler {
   }
 
   async #run(slot: Slot, sequences: Sequence[], reason: string): Promise<void> {
-    slot.busy = true;
+    this.#pool.take(slot.instance);
     this.#running++;
     const started = this.#clock.now();
     const batched = this.#config.maxBatchSize > 0;
@@ -241,7 +243,7 @@ export class SequenceBatcher implements Scheduler {
       `model '${this.#config.name}': sequence batch of size ${requests.length} (${items.length} request(s), ${requests.length - items.length} null) sent to ${slot.instance.name}: ${reason}`,
     );
     try {
-      const result = await slot.instance.execute(requests);
+      const result = await this.#pool.execute(slot.instance, requests);
       // Null requests are padding: the statistics count the sequences' requests only.
       this.#stats.recordExecution(
         items.length,
@@ -269,7 +271,7 @@ export class SequenceBatcher implements Scheduler {
         if (sequence.cancelled) this.#freeSlot(sequence);
         else if (pending.end && sequence.queue.length === 0) this.#release(sequence);
       }
-      slot.busy = false;
+      this.#pool.give(slot.instance);
       this.#running--;
       this.#schedule();
     }

@@ -32,10 +32,9 @@ export interface Sequence {
   cancelled?: boolean;
 }
 
-/** One instance and the sequences bound to it. */
+/** One instance and the sequences bound to it (whether it is executing, its pool knows). */
 export interface Slot {
   instance: BackendInstance;
-  busy: boolean;
   /** The sequences bound to the instance, by position (direct); the first free entries (oldest). */
   positions: (Sequence | undefined)[];
 }

@@ -1,0 +1,76 @@
+import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
+import type { InferenceRequest } from "../core/inference-request.js";
+
+/** A rule every execution in a pool follows (`--rate-limit execution_count`: the rate limiter). */
+export interface ExecutionPolicy {
+  /** Called once per instance as the pool is made. @throws Error when the instance could never execute. */
+  admit(instance: BackendInstance): void;
+  /** Wait until `instance` may execute; resolves with the function that ends its turn. */
+  acquire(instance: BackendInstance): Promise<() => void>;
+}
+
+/**
+ * A model version's instances, shared by its scheduler: which are idle, and how a batch executes
+ * on one. A scheduler takes an idle instance (the one idle longest, or the one a sequence is bound
+ * to), executes on it as often as it needs, and gives it back. With a policy, each execution
+ * first waits for its turn.
+ */
+export class InstancePool {
+  readonly instances: readonly BackendInstance[];
+  /** Idle instances, the one idle longest first. */
+  readonly #idle: BackendInstance[];
+  readonly #policy: ExecutionPolicy | undefined;
+
+  /** @throws Error when the policy refuses an instance. */
+  constructor(instances: readonly BackendInstance[], policy?: ExecutionPolicy) {
+    for (const instance of instances) policy?.admit(instance);
+    this.instances = instances;
+    this.#idle = [...instances];
+    this.#policy = policy;
+  }
+
+  /** True when some instance is idle. */
+  get hasIdle(): boolean {
+    return this.#idle.length > 0;
+  }
+
+  isIdle(instance: BackendInstance): boolean {
+    return this.#idle.includes(instance);
+  }
+
+  /** Take the instance idle longest; undefined when every one is busy. */
+  take(): BackendInstance | undefined;
+  /** Take `instance`; false when it is busy. */
+  take(instance: BackendInstance): boolean;
+  take(instance?: BackendInstance): BackendInstance | undefined | boolean {
+    if (instance === undefined) return this.#idle.shift();
+    const at = this.#idle.indexOf(instance);
+    if (at === -1) return false;
+    this.#idle.splice(at, 1);
+    return true;
+  }
+
+  /** Execute a batch on an instance taken from this pool, under the policy. */
+  execute(instance: BackendInstance, requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
+    // Without a policy the batch starts now, not a microtask later.
+    return this.#policy ? this.#executeInTurn(this.#policy, instance, requests) : instance.execute(requests);
+  }
+
+  async #executeInTurn(
+    policy: ExecutionPolicy,
+    instance: BackendInstance,
+    requests: readonly InferenceRequest[],
+  ): Promise<ExecuteResult> {
+    const done = await policy.acquire(instance);
+    try {
+      return await instance.execute(requests);
+    } finally {
+      done();
+    }
+  }
+
+  /** Give a taken instance back: it is idle again. */
+  give(instance: BackendInstance): void {
+    this.#idle.push(instance);
+  }
+}
