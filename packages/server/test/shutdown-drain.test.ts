@@ -1,18 +1,21 @@
 // Graceful shutdown with requests in flight: every request the server accepted before close()
 // (or SIGTERM) is answered, new ones are refused, the port stops accepting connections, and the
 // CLI exits 0.
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { GRPCInferenceService } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   cleanup,
-  EXAMPLES,
   fp32Bytes,
   type InferenceClient,
   range,
   readFp32,
   startServer,
+  tempRepository,
   waitFor,
 } from "./support/harness.js";
 import { sampleValue, scrape } from "./support/metrics.js";
@@ -23,20 +26,60 @@ afterEach(async () => {
   await cleanup();
 });
 
-const MLP = { model: "mlp_classifier", version: "1" };
-/** mlp_classifier's max_batch_size: a request of 64 rows always runs alone, batcher or not. */
+const GATED = { model: "gated", version: "1" };
+/** gated's max_batch_size: a request of 64 rows always runs alone. */
 const ROWS = 64;
+
+/**
+ * A repository with `gated`: one instance whose `execute` waits until the file `gate` exists, so
+ * the first request holds the instance and every other one stays queued until the test opens the
+ * gate: in flight at shutdown for certain, whatever the machine's speed. Each output row is the
+ * first 10 values of its input row.
+ */
+function gatedRepository(): { repo: string; gate: string } {
+  const repo = tempRepository([]);
+  const gate = join(repo, "gate");
+  mkdirSync(join(repo, "gated", "1"), { recursive: true });
+  writeFileSync(
+    join(repo, "gated", "config.pbtxt"),
+    `name: "gated"
+backend: "js"
+max_batch_size: ${ROWS}
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 64 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 10 ] } ]
+`,
+  );
+  writeFileSync(
+    join(repo, "gated", "1", "model.mjs"),
+    `import { existsSync } from "node:fs";
+export default class {
+  async execute(requests) {
+    while (!existsSync(${JSON.stringify(gate)})) await new Promise((resolve) => setTimeout(resolve, 5));
+    return requests.map((r) => {
+      const input = r.input("INPUT");
+      const rows = input.shape[0];
+      const data = new Float32Array(rows * 10);
+      const values = input.typed();
+      for (let i = 0; i < rows; i++) data.set(values.subarray(i * 64, i * 64 + 10), i * 10);
+      return { outputs: [{ name: "OUTPUT", datatype: "FP32", shape: [rows, 10], data }] };
+    });
+  }
+}
+`,
+  );
+  return { repo, gate };
+}
 const CALLS = 200;
 
 type Outcome = { ok: true; id: string; rows: number } | { ok: false; error: string };
 
-/** Start `CALLS` ModelInfer calls of 64 rows each on mlp_classifier; each resolves to its outcome. */
+/** Start `CALLS` ModelInfer calls of 64 rows each on gated; each resolves to its outcome. */
 function startCalls(client: InferenceClient): Promise<Outcome>[] {
   const input = fp32Bytes(range(ROWS * 64).map((i) => Math.cos(i / 7)));
   return range(CALLS).map((i) =>
     client
       .modelInfer({
-        modelName: "mlp_classifier",
+        modelName: "gated",
         id: `call-${i}`,
         inputs: [{ name: "INPUT", datatype: "FP32", shape: [BigInt(ROWS), 64n] }],
         rawInputContents: [input],
@@ -56,21 +99,17 @@ function startCalls(client: InferenceClient): Promise<Outcome>[] {
 }
 
 /**
- * Wait, on the metrics endpoint, until the server has received all `CALLS` requests while some are
- * still queued. mlp_classifier has one instance and each request fills a whole batch, so while a
- * request is pending exactly one executes: received = pending + executions done + 1.
+ * Wait, on the metrics endpoint, until the server has received all `CALLS` requests: the first
+ * holds gated's one instance at the gate and the others are queued behind it.
  */
 async function waitUntilAllReceivedAndQueued(metricsUrl: string): Promise<number> {
   let pending = 0;
   await waitFor(
     async () => {
-      const s = await scrape(metricsUrl);
-      pending = sampleValue(s, "nv_inference_pending_request_count", MLP);
-      const executed = sampleValue(s, "nv_inference_exec_count", MLP);
-      if (pending === 0 && executed >= CALLS) throw new Error("every request finished before shutdown could begin");
-      return pending >= 1 && pending + executed + 1 >= CALLS;
+      pending = sampleValue(await scrape(metricsUrl), "nv_inference_pending_request_count", GATED);
+      return pending === CALLS - 1;
     },
-    { intervalMs: 5, what: "every request to be received with some still queued" },
+    { intervalMs: 5, what: "every request to be received, all but one queued" },
   );
   return pending;
 }
@@ -83,10 +122,9 @@ function expectAllAnswered(outcomes: Outcome[]): void {
 
 describe("server.close() with requests in flight", () => {
   it("answers every request accepted before close(), refuses new ones, and stops accepting connections", async () => {
+    const { repo, gate } = gatedRepository();
     const { client, server, grpcUrl, grpcPort, metricsUrl } = await startServer({
-      modelRepositories: [EXAMPLES],
-      controlMode: "explicit",
-      loadModels: ["mlp_classifier"],
+      modelRepositories: [repo],
       metrics: true,
       exitTimeoutSecs: 30,
     });
@@ -105,6 +143,7 @@ describe("server.close() with requests in flight", () => {
     expect(refused).toBeInstanceOf(ConnectError);
     expect((refused as ConnectError).code).toBe(Code.Unavailable);
 
+    writeFileSync(gate, "");
     expectAllAnswered(await Promise.all(calls));
     await closing;
     expect(server.core.isLive()).toBe(false);
@@ -115,10 +154,11 @@ describe("server.close() with requests in flight", () => {
 
 describe("galley serve and SIGTERM", () => {
   it("answers the requests in flight, then exits 0 and frees its ports", async () => {
+    const { repo, gate } = gatedRepository();
     const cli = spawnCli([
       "serve",
       "--model-repository",
-      EXAMPLES,
+      repo,
       "--http-port=0",
       "--grpc-port=0",
       "--metrics-port=0",
@@ -134,6 +174,8 @@ describe("galley serve and SIGTERM", () => {
     const calls = startCalls(client);
     expect(await waitUntilAllReceivedAndQueued(`http://${metricsAddress}`)).toBeGreaterThan(0);
     cli.child.kill("SIGTERM");
+    await cli.waitFor(/Received SIGTERM/);
+    writeFileSync(gate, "");
 
     expectAllAnswered(await Promise.all(calls));
     expect(await cli.exited).toBe(0);
