@@ -13,21 +13,31 @@ describe("systemClock timers", () => {
   it("fires each timer once, never before its delay, in deadline order", async () => {
     await after(0); // starting the thread takes milliseconds, which would skew the deadlines below
     const fired: number[] = [];
-    const start = systemClock.now();
     const delays = [3, 0.2, 1.5, 0.05, 0.7, 0];
+    // Each deadline lies between the clock read just before and just after its setTimer, plus the
+    // delay: on a loaded machine setting six timers can take longer than the gaps between delays.
+    const earliest: bigint[] = [];
+    const latest: bigint[] = [];
     const ends = await Promise.all(
-      delays.map(
-        (delay) =>
-          new Promise<bigint>((resolve) =>
-            systemClock.setTimer(() => {
-              fired.push(delay);
-              resolve(systemClock.now());
-            }, delay),
-          ),
-      ),
+      delays.map((delay, i) => {
+        const ns = BigInt(Math.round(delay * 1e6));
+        earliest[i] = systemClock.now() + ns;
+        const ended = new Promise<bigint>((resolve) =>
+          systemClock.setTimer(() => {
+            fired.push(i);
+            resolve(systemClock.now());
+          }, delay),
+        );
+        latest[i] = systemClock.now() + ns;
+        return ended;
+      }),
     );
-    expect(fired).toEqual([...delays].sort((a, b) => a - b));
-    for (const [i, end] of ends.entries()) expect(Number(end - start) / 1e6).toBeGreaterThanOrEqual(delays[i] ?? 0);
+    expect([...fired].sort()).toEqual(delays.map((_, i) => i));
+    for (let k = 1; k < fired.length; k++) {
+      const [a, b] = [fired[k - 1] as number, fired[k] as number];
+      expect(earliest[a] as bigint, `timer ${a} fired before timer ${b}`).toBeLessThanOrEqual(latest[b] as bigint);
+    }
+    for (const [i, end] of ends.entries()) expect(end).toBeGreaterThanOrEqual(earliest[i] as bigint);
   });
 
   it("does not fire a cleared timer, and keeps the others", async () => {
