@@ -1,3 +1,5 @@
+// Node's HTTP parser's callback slots; `_http_common` is the module Node publishes them from.
+import { HTTPParser } from "node:_http_common";
 import { type Server as Http1Server, type IncomingMessage, maxHeaderSize, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { Duplex } from "node:stream";
@@ -26,12 +28,20 @@ const HEAD_END = Buffer.from("\r\n\r\n");
  * dropped, and the connection closes after the response, so no byte after the body is ever read
  * as a request.
  *
- * This is done only when the refused request is, provably, the connection's first and began in
- * its first read: Node's parser reads the socket itself and tells nothing of where an earlier
- * request ended, so for a later request the start of its head cannot be known for certain, and
- * guessing it is how smuggling happens. Such a request keeps Node's answer (400, then close).
- * Watching every connection's bytes to know the boundaries would take the socket off Node's
- * native read path, which costs large request bodies about a fifth of their throughput.
+ * This is done only when the refused request's head provably began in the read that holds the
+ * refusal: Node's parser reads the socket itself and tells nothing of where a request starts in a
+ * read, so Galley counts the reads the parser executes and notes the read in which each message
+ * began and the last one in which a message completed. When the refused message began in this
+ * read and no earlier message completed in it, the read holds nothing before the refused head but
+ * the empty lines llhttp skips: its bytes are that head's start, whether the request is the
+ * connection's first or follows others on a kept-alive connection (Python's `requests.Session`).
+ * Otherwise (pipelined requests sharing a read, or a head that began in an earlier read) the start
+ * cannot be known for certain, guessing it is how smuggling happens, and the request keeps Node's
+ * answer (400, then close). Watching every connection's bytes instead would take the socket off
+ * Node's native read path, which costs large request bodies about a fifth of their throughput; the
+ * counters cost a call per read and per request. They use the parser's callback slots that
+ * `_http_common` publishes (`HTTPParser.kOnMessageBegin`, `kOnMessageComplete`, `kOnExecute`);
+ * where a Node version lacks them, every such request keeps Node's answer.
  *
  * The head is read on to its end, its `Content-Length` lines removed and `Connection: close`
  * added, and the connection is handed back to the server as a stream that starts with that head
@@ -39,17 +49,21 @@ const HEAD_END = Buffer.from("\r\n\r\n");
  * it refuses any byte after the request's body.
  */
 export function answerClientErrors(server: Http1Server): void {
-  /** Sockets on which a request has arrived. */
-  const requested = new WeakSet<object>();
   /** Each socket's responses not yet closed: Node writes its answer only if none has started. */
   const open = new WeakMap<object, Set<ServerResponse>>();
-  /** Sockets served through a {@link HeadReplay}: Node's handling of them has ended. */
+  /** Where, in each socket's parser reads, its messages began and completed. */
+  const reads = new WeakMap<object, ParserReads>();
+  /** Sockets served through a {@link HeadReplay}, or being refused: Node's handling of them has ended. */
   const takenOver = new WeakSet<object>();
   const replays = new WeakSet<object>();
 
+  server.on("connection", (socket: Socket) => {
+    const counted = countParserReads(socket);
+    if (counted) reads.set(socket, counted);
+  });
+
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
-    requested.add(socket);
     const responses = open.get(socket) ?? new Set<ServerResponse>();
     open.set(socket, responses);
     responses.add(res);
@@ -64,24 +78,83 @@ export function answerClientErrors(server: Http1Server): void {
       return;
     }
     const raw = error.rawPacket;
+    const at = reads.get(socket);
     if (
       LENGTH_CONFLICT.has(error.reason ?? "") &&
       raw !== undefined &&
-      !requested.has(socket) &&
       !replays.has(socket) &&
-      socket.bytesRead === raw.byteLength
+      at !== undefined &&
+      at.began === at.current &&
+      at.completed !== at.current &&
+      (open.get(socket)?.size ?? 0) === 0
     ) {
       takenOver.add(socket);
       takeOver(server, socket, raw, (replay) => replays.add(replay));
       return;
     }
-    // Node's own answer, when no response on this socket has started to go out.
-    const started = [...(open.get(socket) ?? [])].some((res) => res.headersSent);
-    if (socket.writable && !started) {
-      socket.write(`HTTP/1.1 ${ANSWERS[error.code ?? ""] ?? "400 Bad Request"}\r\nConnection: close\r\n\r\n`);
-    }
-    socket.destroy(error);
+    // Node's own answer, after the answers to the requests before this one on the connection.
+    takenOver.add(socket);
+    const answer = () => {
+      if (socket.writable) {
+        socket.write(`HTTP/1.1 ${ANSWERS[error.code ?? ""] ?? "400 Bad Request"}\r\nConnection: close\r\n\r\n`);
+      }
+      socket.destroy(error);
+    };
+    const pending = [...(open.get(socket) ?? [])];
+    if (pending.length === 0) return answer();
+    let left = pending.length;
+    for (const res of pending) res.once("close", () => --left === 0 && answer());
   });
+}
+
+/** The number of the read the parser is executing, and of the reads in which a message last began and completed. */
+interface ParserReads {
+  current: number;
+  began: number;
+  completed: number;
+}
+
+const PARSER_READS = new WeakMap<object, ParserReads>();
+const COMPLETE_WRAPPERS = new WeakSet<object>();
+
+type ParserSlots = Record<number, ((...args: unknown[]) => unknown) | null | undefined>;
+
+/**
+ * Count the reads `socket`'s HTTP parser executes, noting in which one the latest message began
+ * and the latest completed. Undefined where the parser's slots are not as expected.
+ */
+function countParserReads(socket: Socket): ParserReads | undefined {
+  const parser = (socket as unknown as { parser?: ParserSlots }).parser;
+  const { kOnMessageBegin, kOnMessageComplete, kOnExecute } = HTTPParser as Record<string, number | undefined>;
+  if (parser === undefined || kOnMessageBegin === undefined || kOnMessageComplete === undefined) return undefined;
+  if (kOnExecute === undefined) return undefined;
+  const begin = parser[kOnMessageBegin];
+  const complete = parser[kOnMessageComplete];
+  const execute = parser[kOnExecute];
+  if (begin != null || typeof complete !== "function" || typeof execute !== "function") return undefined;
+  const at: ParserReads = { current: 0, began: -1, completed: -1 };
+  PARSER_READS.set(socket, at);
+  parser[kOnMessageBegin] = () => {
+    at.began = at.current;
+  };
+  // The parser is pooled and Node keeps this slot when it frees it: wrap once, find the socket's counts by the parser's socket.
+  if (!COMPLETE_WRAPPERS.has(complete)) {
+    const wrapper = function (this: { socket?: object }, ...args: unknown[]) {
+      const counts = this.socket === undefined ? undefined : PARSER_READS.get(this.socket);
+      if (counts) counts.completed = counts.current;
+      return complete.apply(this, args);
+    };
+    COMPLETE_WRAPPERS.add(wrapper);
+    parser[kOnMessageComplete] = wrapper;
+  }
+  parser[kOnExecute] = (...args: unknown[]) => {
+    try {
+      return execute(...args);
+    } finally {
+      at.current++;
+    }
+  };
+  return at;
 }
 
 /**
