@@ -1,10 +1,10 @@
 import { dataTypeToProtocol } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { ResponseCache } from "../cache/response-cache.js";
+import { now } from "../clock/clock.js";
 import type { Logger } from "../log.js";
 import type { LoadedModel } from "../repository/loaded-model.js";
 import type { ModelManager } from "../repository/model-manager.js";
-import { now } from "../scheduler/scheduler.js";
 import { classify } from "./classification.js";
 import { InferenceError, toInferenceError } from "./errors.js";
 import type {

@@ -1,9 +1,10 @@
 import type { BackendInstance } from "../backend/backend.js";
+import { now } from "../clock/clock.js";
 import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
 import type { InstancePool } from "./instance-pool.js";
-import { now, type ScheduledResult, type Scheduler } from "./scheduler.js";
+import type { ScheduledResult, Scheduler } from "./scheduler.js";
 
 interface Pending {
   request: InferenceRequest;

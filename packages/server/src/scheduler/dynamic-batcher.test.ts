@@ -4,11 +4,11 @@
 import { parseModelConfig } from "@galley/config";
 import { describe, expect, it } from "vitest";
 import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
+import type { Clock } from "../clock/clock.js";
 import type { InferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import { ModelStatistics } from "../core/statistics.js";
 import { createLogger } from "../log.js";
-import type { Clock } from "./clock.js";
 import { type BatchEvent, DynamicBatcher } from "./dynamic-batcher.js";
 import { InstancePool } from "./instance-pool.js";
 

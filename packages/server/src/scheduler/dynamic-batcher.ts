@@ -1,10 +1,10 @@
 import type { ModelConfig, ModelDynamicBatching } from "@galley/proto";
 import type { BackendInstance } from "../backend/backend.js";
+import { type Clock, systemClock } from "../clock/clock.js";
 import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
 import type { Logger } from "../log.js";
-import { type Clock, systemClock } from "./clock.js";
 import type { InstancePool } from "./instance-pool.js";
 import { PriorityQueue, type Queued } from "./priority-queue.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "./scheduler.js";

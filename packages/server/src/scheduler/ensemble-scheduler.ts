@@ -1,8 +1,9 @@
 import type { ModelConfig, ModelEnsembling_Step } from "@galley/proto";
+import { now } from "../clock/clock.js";
 import { InferenceError, toInferenceError } from "../core/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../core/inference-request.js";
 import type { Parameters, ParameterValue, Tensor } from "../core/tensor.js";
-import { now, type ScheduledResult, type Scheduler } from "./scheduler.js";
+import type { ScheduledResult, Scheduler } from "./scheduler.js";
 
 /** Runs one request on a composing model, through the server's own path (validation, scheduling, statistics). */
 export type ComposingInfer = (request: InferenceRequest) => Promise<InferenceResponse>;

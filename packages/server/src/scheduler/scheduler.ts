@@ -22,9 +22,6 @@ export interface Scheduler {
   drain(): Promise<void>;
 }
 
-/** Monotonic nanoseconds. */
-export const now = (): bigint => process.hrtime.bigint();
-
 /**
  * Whether two requests may share a batch: the same inputs, every one with equal non-batch
  * dimensions, except the inputs named in `ragged` (`allow_ragged_batch`).

@@ -1,9 +1,9 @@
 import type { ModelRateLimiter } from "@galley/proto";
+import { now } from "../../clock/clock.js";
 import { ERRORS, InferenceError, type TritonCode, toInferenceError } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
-import { now } from "../../scheduler/scheduler.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { checkOutputs, type OutputRules } from "../check-outputs.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";

@@ -1,9 +1,9 @@
 import type { ModelConfig, ModelOutput, ModelRateLimiter } from "@galley/proto";
+import { now } from "../../clock/clock.js";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
-import { now } from "../../scheduler/scheduler.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { gatherInput, scatterOutput } from "../batch-io.js";
 import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";

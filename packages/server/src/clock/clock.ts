@@ -1,6 +1,9 @@
 import { Worker } from "node:worker_threads";
 import { workerEntry } from "../backend/host/worker-entry.js";
 
+/** Monotonic nanoseconds: every duration the server measures (statistics, queue times, timeouts). */
+export const now = (): bigint => process.hrtime.bigint();
+
 /** Time for schedulers: real by default, replaceable so tests control it. */
 export interface Clock {
   /** Monotonic nanoseconds. */
