@@ -8,6 +8,12 @@
  * clients and servers unchanged. The code under `src/gen` is written by `buf generate` from the
  * `.proto` files in this package and is never edited by hand.
  *
+ * Beside the generated code, a few hand-written modules shared by every Galley package: the
+ * datatype table (`datatypes.ts`, also importable alone as `@galley/proto/datatypes`), the
+ * mapping to the config's `DataType` enum (`config-datatype.ts`), the BYTES codec
+ * (`bytes-codec.ts`, alone as `@galley/proto/bytes-codec`) and `InferParameter` conversion
+ * (`infer-parameters.ts`).
+ *
  * Importing this package makes protobuf-es keep a leading U+FEFF in strings (see
  * `text-encoding.ts`); without it such a character is silently dropped.
  *
@@ -16,6 +22,27 @@
 
 import "./text-encoding.js";
 
+export {
+  BytesCodecError,
+  countBytesElements,
+  decodeBytesElements,
+  encodeBytesElements,
+} from "./bytes-codec.js";
+export { dataTypeFromProtocol, dataTypeToProtocol } from "./config-datatype.js";
+export {
+  ELEMENT_TYPES,
+  type ElementType,
+  elementType,
+  type ProtocolDataType,
+  type TypedArrayConstructor,
+} from "./datatypes.js";
 export * from "./gen/grpc/health/v1/health_pb.js";
 export * from "./gen/inference/grpc_service_pb.js";
 export * from "./gen/inference/model_config_pb.js";
+export {
+  fromInferParameter,
+  fromInferParameters,
+  type InferParameterValue,
+  toInferParameter,
+  toInferParameters,
+} from "./infer-parameters.js";
