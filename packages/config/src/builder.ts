@@ -7,6 +7,7 @@ import {
 } from "@bufbuild/protobuf";
 import {
   DataType,
+  dataTypeFromProtocol,
   type ModelConfig,
   ModelConfigSchema,
   type ModelDynamicBatchingSchema,
@@ -19,8 +20,8 @@ import {
   type ModelOutput,
   ModelOutputSchema,
   type ModelSequenceBatchingSchema,
+  type ProtocolDataType,
 } from "@galley/proto";
-import { dataTypeFromProtocol, type ProtocolDataType } from "./data-type.js";
 import { toModelConfigJson } from "./json-form.js";
 import { printModelConfig } from "./text-format.js";
 

@@ -7,6 +7,8 @@
  * @packageDocumentation
  */
 
+// The datatype vocabulary, shared with the server and client through @galley/proto
+export { dataTypeFromProtocol, dataTypeToProtocol, type ProtocolDataType } from "@galley/proto";
 // Building
 export {
   type BuiltModelConfig,
@@ -31,7 +33,6 @@ export {
 export type { CommandIO } from "./cli/command-io.js";
 export { runConfigCommand } from "./cli/config-command.js";
 export { GALLEY_BACKENDS } from "./cli/validate-command.js";
-export { dataTypeFromProtocol, dataTypeToProtocol, type ProtocolDataType } from "./data-type.js";
 // Loading as Triton does
 export type { Diagnostic } from "./diagnostic.js";
 export { ConfigJsonError, fromModelConfigJson, printModelConfigJson, toModelConfigJson } from "./json-form.js";
