@@ -3,6 +3,7 @@
 #include <napi.h>
 
 #include "cuda_probe.h"
+#include "shared_memory.h"
 
 namespace galley {
 namespace {
@@ -46,8 +47,9 @@ Napi::Value ProbeCudaAsync(const Napi::CallbackInfo& info) {
 
 // NODE_API_MODULE pastes this name into an identifier, so it must be unqualified.
 static Napi::Object InitGalleyNative(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 1));
+  exports.Set("abiVersion", Napi::Number::New(env, 2));
   exports.Set("probeCuda", Napi::Function::New(env, galley::ProbeCudaAsync, "probeCuda"));
+  exports.Set("mapSharedMemory", Napi::Function::New(env, galley::MapSharedMemory, "mapSharedMemory"));
   return exports;
 }
 

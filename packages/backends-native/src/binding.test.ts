@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { bindingCandidates, loadBinding } from "./binding.js";
+import { BINDING_ABI_VERSION, bindingCandidates, loadBinding } from "./binding.js";
 
 describe("loadBinding", () => {
   it("loads the addon that the build produced", () => {
     const binding = loadBinding();
-    expect(binding.abiVersion).toBe(1);
+    expect(binding.abiVersion).toBe(BINDING_ABI_VERSION);
     expect(typeof binding.probeCuda).toBe("function");
+    expect(typeof binding.mapSharedMemory).toBe("function");
   });
 
   it("lists node-gyp's build folders, and an override first", () => {

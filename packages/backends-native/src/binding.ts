@@ -6,10 +6,22 @@ export interface Binding {
   /** Bumped whenever the exports below change shape. */
   abiVersion: number;
   probeCuda(): Promise<{ available: boolean; driverVersion: number; deviceCount: number; error: string }>;
+  /**
+   * mmap `byteLength` bytes of `path` from `offset` (any offset: aligned to a page inside),
+   * read-write and MAP_SHARED; with `create`, O_CREAT|O_EXCL (0600) and ftruncate to
+   * offset + byteLength. Throws `Unable to map shared memory '<path>': <why>`. `unmap(buffer)`
+   * detaches `buffer` and munmaps, once; collecting `buffer` munmaps too, once.
+   */
+  mapSharedMemory(
+    path: string,
+    byteLength: number,
+    offset: number,
+    create: boolean,
+  ): { buffer: ArrayBuffer; unmap(buffer: ArrayBuffer): void };
 }
 
 /** The ABI these wrappers were written against. */
-export const BINDING_ABI_VERSION = 1;
+export const BINDING_ABI_VERSION = 2;
 
 /** Where the addon may be: an explicit override first, then node-gyp's build folders. */
 export function bindingCandidates(): string[] {
