@@ -143,6 +143,19 @@ describe("mapSharedMemory", () => {
     expect(readFileSync(path)[0]).toBe(1);
   });
 
+  it.skipIf(!("transfer" in ArrayBuffer.prototype))(
+    "close() after buffer.transfer() leaves the pages to the new owner (Node 22+)",
+    () => {
+      const path = shmPath();
+      const mapping = mapSharedMemory(path, 8, { create: true });
+      const moved = (mapping.buffer as ArrayBuffer & { transfer(): ArrayBuffer }).transfer();
+      mapping.close(); // the mapping's own buffer is already detached: nothing to unmap yet
+      new Uint8Array(moved)[0] = 5;
+      expect(readFileSync(path)[0]).toBe(5);
+      expect(mappedHere(path)).toBe(true);
+    },
+  );
+
   it("unmaps a mapping dropped without close() when it is garbage-collected", async () => {
     const path = shmPath();
     const dir = mkdtempSync(join(tmpdir(), "galley-shm-gc-"));
