@@ -5,6 +5,8 @@ import { writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Code } from "@connectrpc/connect";
 import { ERRORS, type ErrorId, InferenceError } from "../src/core/errors.js";
+import { grpcCode } from "../src/frontend/grpc/grpc-status.js";
+import { httpStatus } from "../src/frontend/http/http-status.js";
 
 export const ERRORS_REFERENCE = fileURLToPath(new URL("../../../docs/reference/errors.md", import.meta.url));
 
@@ -18,13 +20,14 @@ export function renderErrorsReference(): string {
   const rows = (Object.keys(ERRORS) as ErrorId[]).map((id) => {
     const error = new InferenceError(id);
     const message = ERRORS[id][1].replaceAll("|", "\\|");
-    return `| \`${id}\` | ${error.code} | ${error.httpStatus} | ${grpcName(error.grpcCode)} | ${message} |`;
+    return `| \`${id}\` | ${error.code} | ${httpStatus(error)} | ${grpcName(grpcCode(error))} | ${message} |`;
   });
   return `# Error reference
 
 Every error Galley answers with comes from one table (\`packages/server/src/core/errors.ts\`): a
 stable id, Triton's error code, the HTTP status and gRPC code that code maps to (Triton's
-\`HttpCodeFromError\` and gRPC mapping, PROTOCOL.md §1.1 and §2.3), and the message. Messages are
+\`HttpCodeFromError\` and gRPC mapping, PROTOCOL.md §1.1 and §2.3; each frontend maps in one
+function, \`frontend/http/http-status.ts\` and \`frontend/grpc/grpc-status.ts\`), and the message. Messages are
 Triton's texts wherever Triton has one, because Triton's clients and tests match on them;
 \`{name}\` marks a value filled in per request. REST replies carry \`{"error":"<message>"}\`; gRPC
 replies carry the message as the status details.

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ERRORS_REFERENCE, renderErrorsReference } from "../scripts/errors-reference.js";
-import { ERRORS, type ErrorId, HTTP_STATUS, InferenceError } from "../src/core/errors.js";
+import { ERRORS, type ErrorId, InferenceError } from "../src/core/errors.js";
+import { HTTP_STATUS, httpStatus } from "../src/frontend/http/http-status.js";
 
 describe("the error table", () => {
   it("is documented in docs/reference/errors.md, id by id (npm run errors:reference rewrites it)", () => {
@@ -28,7 +29,7 @@ describe("the error table", () => {
     expect(new InferenceError("CONTENTS_WITH_RAW", { input: "INPUT0", model: "simple" }).message).toBe(
       "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'simple'",
     );
-    expect(new InferenceError("RESTRICTED_HTTP", { header: "k" }).httpStatus).toBe(403);
+    expect(httpStatus(new InferenceError("RESTRICTED_HTTP", { header: "k" }))).toBe(403);
   });
 
   it("has unique messages per id, so a message identifies its error", () => {

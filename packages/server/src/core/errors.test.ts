@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { hiddenCause, InferenceError, toInferenceError } from "./errors.js";
+import { backendError, hiddenCause, InferenceError, toInferenceError } from "./errors.js";
 
 describe("toInferenceError", () => {
   it("keeps an InferenceError as it is", () => {
@@ -8,14 +8,26 @@ describe("toInferenceError", () => {
     expect(hiddenCause(error)).toBeUndefined();
   });
 
-  it("passes on a plain Error's message, written for people (a runtime's, or Galley's)", () => {
-    const failure = toInferenceError(new Error("onnx runtime error 2: bad input"));
+  it("passes on a plain Error's message, written for people, as INTERNAL: not a backend's failure", () => {
+    const failure = toInferenceError(new Error("refusing to remove '/x': not a folder of file overrides"));
+    expect([failure.id, failure.code, failure.message]).toEqual([
+      "UNCLASSIFIED",
+      "INTERNAL",
+      "refusing to remove '/x': not a folder of file overrides",
+    ]);
+    expect(hiddenCause(failure)).toBeUndefined();
+  });
+
+  it("makes what a backend raised a BACKEND_FAILED with its text (backendError)", () => {
+    const failure = backendError(new Error("onnx runtime error 2: bad input"));
     expect([failure.id, failure.code, failure.message]).toEqual([
       "BACKEND_FAILED",
       "INTERNAL",
       "onnx runtime error 2: bad input",
     ]);
-    expect(hiddenCause(failure)).toBeUndefined();
+    const known = new InferenceError("MODEL_NOT_FOUND", { model: "m" });
+    expect(backendError(known)).toBe(known);
+    expect(backendError(new TypeError("x is not a function")).id).toBe("INTERNAL_ERROR");
   });
 
   it("hides the engine's errors, Node's coded errors and thrown non-errors behind INTERNAL_ERROR", () => {
@@ -35,7 +47,7 @@ describe("toInferenceError", () => {
     for (const error of thrown) {
       const failure = toInferenceError(error);
       expect(failure.id).toBe("INTERNAL_ERROR");
-      expect(failure.httpStatus).toBe(500);
+      expect(failure.code).toBe("INTERNAL");
       expect(failure.message).toBe("internal error: the request failed unexpectedly; the server log has the details");
       expect(failure.cause).toBe(error);
       expect(hiddenCause(failure)).toContain(error instanceof Error ? error.message : String(error));

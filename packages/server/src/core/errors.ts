@@ -1,5 +1,3 @@
-import { Code } from "@connectrpc/connect";
-
 /** Triton's error codes (`TRITONSERVER_Error_Code`). */
 export type TritonCode =
   | "UNKNOWN"
@@ -11,34 +9,11 @@ export type TritonCode =
   | "ALREADY_EXISTS"
   | "CANCELLED";
 
-/** HTTP status per Triton code (Triton's `HttpCodeFromError`, PROTOCOL.md §1.1). */
-export const HTTP_STATUS: Readonly<Record<TritonCode, number>> = {
-  INTERNAL: 500,
-  NOT_FOUND: 404,
-  UNAVAILABLE: 503,
-  UNSUPPORTED: 501,
-  UNKNOWN: 400,
-  INVALID_ARG: 400,
-  ALREADY_EXISTS: 400,
-  CANCELLED: 400,
-};
-
-/** gRPC status per Triton code (PROTOCOL.md §2.3). */
-export const GRPC_CODE: Readonly<Record<TritonCode, Code>> = {
-  UNKNOWN: Code.Unknown,
-  INTERNAL: Code.Internal,
-  NOT_FOUND: Code.NotFound,
-  INVALID_ARG: Code.InvalidArgument,
-  UNAVAILABLE: Code.Unavailable,
-  UNSUPPORTED: Code.Unimplemented,
-  ALREADY_EXISTS: Code.AlreadyExists,
-  CANCELLED: Code.Canceled,
-};
-
 /**
  * Every error the server answers with: a stable id, Triton's code, Triton's message text
  * (`{name}` placeholders) and, for the few HTTP-only answers, the HTTP status when it is not the
- * code's. `docs/reference/errors.md` lists the same table; a test keeps them
+ * code's (each frontend maps codes to its own statuses: `frontend/http/http-status.ts`,
+ * `frontend/grpc/grpc-status.ts`). `docs/reference/errors.md` lists the same table; a test keeps them
  * in sync. Messages are Triton's where Triton has one, because clients match on them.
  */
 export const ERRORS = {
@@ -284,6 +259,8 @@ export const ERRORS = {
   SERVER_NOT_READY: ["UNAVAILABLE", "Server not ready"],
   CANCELLED: ["CANCELLED", "[request id: {id}] request cancelled"],
   BACKEND_FAILED: ["INTERNAL", "{message}"],
+  BACKEND_NO_RESPONSE: ["INTERNAL", "backend returned no response"],
+  UNCLASSIFIED: ["INTERNAL", "{message}"],
   INTERNAL_ERROR: ["INTERNAL", "internal error: the request failed unexpectedly; the server log has the details"],
   MODEL_INSTANCE_RESTARTING: [
     "UNAVAILABLE",
@@ -346,40 +323,43 @@ export class InferenceError extends Error {
     options?: { cause?: unknown; code?: TritonCode },
   ) {
     const [code, template] = ERRORS[id];
-    const entry: readonly unknown[] = ERRORS[id];
     super(
       template.replace(/\{(\w+)\}/g, (_, key: string) => (key in values ? String(values[key]) : `{${key}}`)),
       options,
     );
     this.code = options?.code ?? code;
-    this.#httpStatus = typeof entry[2] === "number" ? entry[2] : HTTP_STATUS[this.code];
   }
 
-  readonly #httpStatus: number;
-
-  /** Triton's HTTP status for this error. */
-  get httpStatus(): number {
-    return this.#httpStatus;
-  }
-
-  /** The gRPC status code for this error. */
-  get grpcCode(): Code {
-    return GRPC_CODE[this.code];
+  /** The HTTP status the table gives this error when it is not its code's (an HTTP-only answer). */
+  get httpStatusOverride(): number | undefined {
+    const entry: readonly unknown[] = ERRORS[this.id];
+    return typeof entry[2] === "number" ? entry[2] : undefined;
   }
 }
 
 /**
  * Any thrown value as an {@link InferenceError}, keeping `cause`. An InferenceError stays as it is.
- * A plain `Error` carries a message written for people (Galley's own, or a model runtime's, which
- * Triton passes on too) and becomes BACKEND_FAILED with that message. Anything else is a bug or
- * a failure of the machine: the engine's TypeError, RangeError, SyntaxError..., Node's errors
- * with a code (they name files, offsets and system calls), a thrown non-Error. It becomes
- * INTERNAL_ERROR, whose message says nothing of it; frontends log it ({@link hiddenCause}).
+ * A plain `Error` carries a message written for people (Galley's own) and becomes UNCLASSIFIED
+ * (INTERNAL) with that message; what a backend raised goes through {@link backendError} instead.
+ * Anything else is a bug or a failure of the machine: the engine's TypeError, RangeError,
+ * SyntaxError..., Node's errors with a code (they name files, offsets and system calls), a thrown
+ * non-Error. It becomes INTERNAL_ERROR, whose message says nothing of it; frontends log it
+ * ({@link hiddenCause}).
  */
 export function toInferenceError(error: unknown): InferenceError {
   if (error instanceof InferenceError) return error;
-  if (isPlainError(error)) return new InferenceError("BACKEND_FAILED", { message: error.message }, { cause: error });
+  if (isPlainError(error)) return new InferenceError("UNCLASSIFIED", { message: error.message }, { cause: error });
   return new InferenceError("INTERNAL_ERROR", {}, { cause: error });
+}
+
+/**
+ * What a backend raised (a model runtime's error, a model's own, its instance going away), as
+ * {@link toInferenceError} but a plain `Error` becomes BACKEND_FAILED with its message (Triton
+ * passes a backend's text on), counted as a backend failure in the statistics.
+ */
+export function backendError(error: unknown): InferenceError {
+  if (isPlainError(error)) return new InferenceError("BACKEND_FAILED", { message: error.message }, { cause: error });
+  return toInferenceError(error);
 }
 
 /**

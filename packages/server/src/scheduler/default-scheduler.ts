@@ -1,6 +1,6 @@
 import type { BackendInstance } from "../backend/backend.js";
 import { now } from "../clock/clock.js";
-import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
+import { backendError, InferenceError, requestId } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
 import type { InstancePool } from "./instance-pool.js";
@@ -89,10 +89,11 @@ export class DefaultScheduler implements Scheduler {
         result.computeOutputNs,
       );
       const outcome = result.responses[0];
-      if (outcome === undefined || outcome instanceof Error) throw outcome ?? new Error("backend returned no response");
+      if (outcome === undefined) throw new InferenceError("BACKEND_NO_RESPONSE");
+      if (outcome instanceof Error) throw backendError(outcome);
       pending.resolve({ outputs: outcome, queueNs });
     } catch (error) {
-      pending.reject(toInferenceError(error));
+      pending.reject(backendError(error));
     } finally {
       this.#running--;
       this.#pool.give(instance);

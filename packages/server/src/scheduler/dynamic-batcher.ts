@@ -1,7 +1,7 @@
 import type { ModelConfig, ModelDynamicBatching } from "@galley/proto";
 import type { BackendInstance } from "../backend/backend.js";
 import { type Clock, systemClock } from "../clock/clock.js";
-import { InferenceError, requestId, toInferenceError } from "../core/errors.js";
+import { backendError, InferenceError, requestId } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
 import type { Logger } from "../log.js";
@@ -229,12 +229,12 @@ export class DynamicBatcher implements Scheduler {
         const outcome = result.responses[i];
         const queueNs = started - item.enqueuedNs;
         if (outcome === undefined || outcome instanceof Error) {
-          const error = toInferenceError(outcome ?? new Error("backend returned no response"));
+          const error = outcome === undefined ? new InferenceError("BACKEND_NO_RESPONSE") : backendError(outcome);
           this.#settle(item, () => item.reject(error));
         } else this.#settle(item, () => item.resolve({ outputs: outcome, queueNs }));
       });
     } catch (error) {
-      const failure = toInferenceError(error);
+      const failure = backendError(error);
       for (const item of items) this.#settle(item, () => item.reject(failure));
     } finally {
       this.#running--;

@@ -141,7 +141,6 @@ describe("EnsembleScheduler", () => {
       "in ensemble 'e', step 1 (model 'ten') failed: Request for unknown model: 'ten' is not found",
     );
     expect((error as InferenceError).code).toBe("NOT_FOUND");
-    expect((error as InferenceError).httpStatus).toBe(404);
     expect(calls).toHaveLength(2);
   });
 

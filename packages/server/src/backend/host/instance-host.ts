@@ -1,4 +1,4 @@
-import { InferenceError, toInferenceError } from "../../core/errors.js";
+import { backendError, InferenceError } from "../../core/errors.js";
 import type { Logger } from "../../log.js";
 import type { HostToInstance, InstanceProtocol, InstanceToHost } from "./host-messages.js";
 import type { InstanceTransport, TransportFactory } from "./instance-transport.js";
@@ -152,7 +152,7 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
     try {
       await this.ready();
     } catch (error) {
-      throw toInferenceError(error);
+      throw backendError(error);
     }
     const id = this.#nextBatch++;
     return new Promise<P["result"]>((resolve, reject) => {
@@ -170,7 +170,7 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
       } catch (error) {
         clearTimeout(pending.timer);
         this.#batches.delete(id);
-        reject(toInferenceError(error));
+        reject(backendError(error));
       }
     });
   }

@@ -1,6 +1,6 @@
 import type { ModelRateLimiter } from "@galley/proto";
 import { now } from "../../clock/clock.js";
-import { ERRORS, InferenceError, type TritonCode, toInferenceError } from "../../core/errors.js";
+import { backendError, ERRORS, InferenceError, type TritonCode } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
@@ -143,7 +143,7 @@ export class JsInstance implements BackendInstance {
     try {
       await this.#host.ready();
     } catch (error) {
-      return failAll(requests, toInferenceError(error), start);
+      return failAll(requests, backendError(error), start);
     }
     const transfer = new Set<ArrayBuffer>();
     const keys: number[] = [];
@@ -173,7 +173,7 @@ export class JsInstance implements BackendInstance {
     try {
       result = await this.#host.execute(wires, [...transfer]);
     } catch (error) {
-      const failure = toInferenceError(error);
+      const failure = backendError(error);
       // The host ended every request when the instance went away; not when the batch could not be sent.
       for (const [i, key] of keys.entries()) if (this.#host.end(key)) requests[i]?.responder?.(failure, true);
       return failAll(requests, failure, start);

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   type GRPCInferenceService,
   type LogSettingsRequest_SettingValue,
@@ -16,6 +16,7 @@ import { statisticsResponse } from "../../core/statistics-report.js";
 import type { Logger } from "../../log.js";
 import { applyLogSettings, type LogSettingValue } from "../log-settings.js";
 import { parameterToGrpc, requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
+import { grpcError } from "./grpc-status.js";
 
 /** gRPC frontend options (tritonserver's `--grpc-*` flags). */
 export interface GrpcFrontendOptions {
@@ -52,22 +53,6 @@ const CATEGORY: Record<string, string> = {
   traceSetting: "trace",
   logSettings: "logging",
 };
-
-/**
- * Turn an `InferenceError` (or anything thrown) into the gRPC status Triton answers with. A
- * request connect-node could not decode is INVALID_ARGUMENT; what is not an InferenceError is
- * answered without its JavaScript text (see {@link toInferenceError}) and, with `log`, logged.
- */
-export function grpcError(error: unknown, log?: Logger): ConnectError {
-  if (error instanceof ConnectError && !error.rawMessage.startsWith("parse binary: ")) return error;
-  const failure =
-    error instanceof ConnectError
-      ? new InferenceError("GRPC_BAD_MESSAGE", { message: "request", detail: "not a valid protobuf encoding" })
-      : toInferenceError(error);
-  const hidden = hiddenCause(failure);
-  if (hidden !== undefined) log?.error(`gRPC: ${hidden}`);
-  return new ConnectError(failure.message, failure.grpcCode);
-}
 
 /**
  * `inference.GRPCInferenceService` over one {@link InferenceServer}: every RPC, with Triton's

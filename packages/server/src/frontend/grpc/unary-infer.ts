@@ -7,6 +7,7 @@ import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors
 import type { InferenceServer } from "../../core/inference-server.js";
 import { specPercentEncode } from "../listen.js";
 import { decodeModelInfer } from "./grpc-codec.js";
+import { grpcCode } from "./grpc-status.js";
 import { type GrpcFrontendOptions, inferUnary, restrictedHeader } from "./inference-service.js";
 
 /** The one RPC served without connect-node: it carries the tensors, so it is the one that must be lean. */
@@ -118,7 +119,7 @@ export function serveModelInfer(
       const failure = toInferenceError(error);
       const hidden = hiddenCause(failure);
       if (hidden !== undefined) server.log.error(`gRPC ModelInfer: ${hidden}`);
-      fail(failure.grpcCode, failure.message);
+      fail(grpcCode(failure), failure.message);
     });
 }
 

@@ -5,6 +5,7 @@ import { readBody } from "./body.js";
 import { type Context, header } from "./context.js";
 import { decodeGenerate } from "./generate-request.js";
 import { encodeGenerateResponse } from "./generate-response.js";
+import { httpStatus } from "./http-status.js";
 import { internalError, invalidArgument, parseBody } from "./json-access.js";
 import { jsonBytes } from "./json-write.js";
 
@@ -113,7 +114,7 @@ async function streamEvents(
     if (detail !== undefined) server.log.error(`HTTP POST ${req.url}: ${detail}`);
   }
   if (gone.aborted) return;
-  if (!res.headersSent) reply.begin(failure ? failure.httpStatus : 200, SSE);
+  if (!res.headersSent) reply.begin(failure ? httpStatus(failure) : 200, SSE);
   if (failure) await write(res, Buffer.concat([DATA, jsonBytes({ error: failure.message }), END]));
   res.end();
 }

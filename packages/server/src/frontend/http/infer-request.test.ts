@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { InferenceError } from "../../core/errors.js";
 import type { LoadedModel } from "../../repository/loaded-model.js";
 import { type Body, readBody } from "./body.js";
+import { httpStatus } from "./http-status.js";
 import { atoi, decodeInfer } from "./infer-request.js";
 
 /** A request stream that delivers `chunks`, with the given headers. */
@@ -27,7 +28,7 @@ function failure(run: () => unknown): string {
   try {
     run();
   } catch (e) {
-    if (e instanceof InferenceError) return `${e.httpStatus} ${e.message}`;
+    if (e instanceof InferenceError) return `${httpStatus(e)} ${e.message}`;
     throw e;
   }
   throw new Error("expected an InferenceError");
@@ -139,7 +140,7 @@ describe("decoding an inference body", () => {
     expect(raw.plan.binaryByDefault).toBe(true);
     const rawSize = new InferenceError("RAW_SIZE", { input: "X", size: 20, shape: "[1,-1,2]" });
     expect(failure(() => decodeInfer(bodyOf(new Uint8Array(20)), "0", variable, "m", ""))).toBe(
-      `${rawSize.httpStatus} ${rawSize.message}`,
+      `${httpStatus(rawSize)} ${rawSize.message}`,
     );
     const two = model([{ name: "X", dataType: DataType.TYPE_FP32, dims: [-1, -1] }]);
     expect(failure(() => decodeInfer(bodyOf(new Uint8Array(8)), "0", two, "m", ""))).toBe(

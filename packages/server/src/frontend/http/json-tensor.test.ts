@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { InferenceError } from "../../core/errors.js";
 import type { Tensor } from "../../core/tensor.js";
 import { requestEncoding, responseEncoding } from "./compression.js";
+import { httpStatus } from "./http-status.js";
 import { asArray } from "./json-access.js";
 import { JsonFloat, type JsonValue, parseJson } from "./json-parse.js";
 import { tensorFromJson, writeTensorJson } from "./json-tensor.js";
@@ -23,7 +24,7 @@ function error(run: () => unknown): { status: number; message: string } {
   try {
     run();
   } catch (e) {
-    if (e instanceof InferenceError) return { status: e.httpStatus, message: e.message };
+    if (e instanceof InferenceError) return { status: httpStatus(e), message: e.message };
     throw e;
   }
   throw new Error("expected an InferenceError");

@@ -2,6 +2,7 @@ import type { OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { InferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { compress, type Encoding } from "./compression.js";
+import { httpStatus } from "./http-status.js";
 import { jsonBytes } from "./json-write.js";
 
 /**
@@ -36,7 +37,7 @@ export class Reply {
 
   /** Triton's error body `{"error":"<message>"}` with the error's HTTP status. */
   error(error: InferenceError, headers: OutgoingHttpHeaders = {}): void {
-    this.json(error.httpStatus, { error: error.message }, headers);
+    this.json(httpStatus(error), { error: error.message }, headers);
   }
 
   /** Write `parts` in order, each with its own `write` (no concatenation). */

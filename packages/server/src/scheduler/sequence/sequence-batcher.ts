@@ -1,6 +1,6 @@
 import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
 import { type Clock, systemClock } from "../../clock/clock.js";
-import { InferenceError, requestId, toInferenceError } from "../../core/errors.js";
+import { backendError, InferenceError, requestId } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { ModelStatistics } from "../../core/statistics.js";
 import type { Tensor } from "../../core/tensor.js";
@@ -255,14 +255,14 @@ export class SequenceBatcher implements Scheduler {
       items.forEach(({ sequence, pending }, i) => {
         const outcome = result.responses[at[i] ?? i];
         if (outcome === undefined || outcome instanceof Error) {
-          pending.reject(toInferenceError(outcome ?? new Error("backend returned no response")));
+          pending.reject(outcome === undefined ? new InferenceError("BACKEND_NO_RESPONSE") : backendError(outcome));
           return;
         }
         const visible = this.#state.update(sequence.state, outcome, pending.request);
         pending.resolve({ outputs: visible, queueNs: started - pending.enqueuedNs });
       });
     } catch (error) {
-      const failure = toInferenceError(error);
+      const failure = backendError(error);
       for (const { pending } of items) pending.reject(failure);
     } finally {
       for (const { sequence, pending } of items) {
