@@ -1,6 +1,7 @@
+import { encodeBytesElements } from "@galley/proto";
 import { datatype } from "./datatype.js";
 import { InferenceError } from "./errors.js";
-import { elementCount, encodeBytesElements, type Tensor } from "./tensor.js";
+import { elementCount, type Tensor } from "./tensor.js";
 
 const encoder = new TextEncoder();
 

@@ -1,21 +1,14 @@
-import { dataTypeFromProtocol, type ProtocolDataType } from "@galley/config";
-import type { DataType } from "@galley/proto";
-import { ELEMENT_TYPES, type ElementType } from "./element-types.js";
+import { DataType, ELEMENT_TYPES, type ElementType } from "@galley/proto";
 
-export type { TypedArrayConstructor } from "./element-types.js";
+export type { TypedArrayConstructor } from "@galley/proto";
 
-/** What the server knows about one protocol datatype. */
+/** What the server knows about one protocol datatype: @galley/proto's table entry and its config enum. */
 export interface DatatypeInfo extends ElementType {
-  name: ProtocolDataType;
   /** The config enum value (`TYPE_FP32`, `TYPE_STRING` for BYTES). */
   dataType: DataType;
 }
 
-const table: DatatypeInfo[] = ELEMENT_TYPES.map((d) => ({
-  ...d,
-  name: d.name as ProtocolDataType,
-  dataType: dataTypeFromProtocol(d.name),
-}));
+const table: DatatypeInfo[] = ELEMENT_TYPES.map((d) => ({ ...d, dataType: DataType[d.configName] }));
 
 const byName = new Map(table.map((d) => [d.name as string, d]));
 const byDataType = new Map(table.map((d) => [d.dataType, d]));

@@ -1,4 +1,4 @@
-import type { ProtocolDataType } from "@galley/config";
+import type { ProtocolDataType } from "@galley/proto";
 
 /** A request, response or tensor parameter value. */
 export type ParameterValue = string | number | bigint | boolean;
@@ -35,45 +35,4 @@ export function elementCount(shape: readonly number[]): number {
   let count = 1;
   for (const d of shape) count *= d;
   return count;
-}
-
-/** Split a BYTES tensor's length-prefixed bytes into its elements (views, no copies). */
-export function bytesElements(data: Uint8Array): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  for (let at = 0; at + 4 <= data.byteLength; ) {
-    const length = view.getUint32(at, true);
-    out.push(data.subarray(at + 4, at + 4 + length));
-    at += 4 + length;
-  }
-  return out;
-}
-
-/** Number of elements in length-prefixed BYTES data, or -1 when it is malformed. */
-export function countBytesElements(data: Uint8Array): number {
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  let count = 0;
-  let at = 0;
-  while (at < data.byteLength) {
-    if (at + 4 > data.byteLength) return -1;
-    at += 4 + view.getUint32(at, true);
-    if (at > data.byteLength) return -1;
-    count++;
-  }
-  return count;
-}
-
-/** Length-prefix BYTES elements into one buffer. */
-export function encodeBytesElements(elements: readonly Uint8Array[]): Uint8Array {
-  let size = 0;
-  for (const e of elements) size += 4 + e.byteLength;
-  const out = new Uint8Array(size);
-  const view = new DataView(out.buffer);
-  let at = 0;
-  for (const e of elements) {
-    view.setUint32(at, e.byteLength, true);
-    out.set(e, at + 4);
-    at += 4 + e.byteLength;
-  }
-  return out;
 }

@@ -1,9 +1,10 @@
 import { dataTypeToProtocol, dimsString } from "@galley/config";
 import type { ModelConfig, ModelInput } from "@galley/proto";
+import { countBytesElements } from "@galley/proto";
 import { datatype } from "./datatype.js";
 import { InferenceError, requestId } from "./errors.js";
 import type { InferenceRequest } from "./inference-request.js";
-import { countBytesElements, elementCount } from "./tensor.js";
+import { elementCount } from "./tensor.js";
 
 const BATCH_NOTE =
   "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size.";

@@ -1,9 +1,10 @@
 // Tensors inside a scripted model's worker: wire tensors wrapped with typed accessors (views, no
 // copies), and what a model returns turned back into wire tensors.
 
-import { elementType as datatype } from "../../core/element-types.js";
+import { decodeBytesElements, encodeBytesElements } from "@galley/proto/bytes-codec";
+import { elementType as datatype } from "@galley/proto/datatypes";
 import type { ERRORS } from "../../core/errors.js";
-import { bytesElements, elementCount, encodeBytesElements } from "../../core/tensor.js";
+import { elementCount } from "../../core/tensor.js";
 import type { DataType, InputTensor, OutputTensor } from "../../model/api.js";
 import type { WireError, WireTensor } from "./js-messages.js";
 
@@ -67,7 +68,7 @@ export function wrapTensor(wire: WireTensor): InputTensor {
     bytes() {
       if (wire.datatype !== "BYTES")
         throw tensorError("JS_TENSOR_NOT_BYTES", { tensor: wire.name, datatype: wire.datatype });
-      return bytesElements(wire.data);
+      return decodeBytesElements(wire.data);
     },
     strings() {
       return this.bytes().map((e) => utf8.decode(e));

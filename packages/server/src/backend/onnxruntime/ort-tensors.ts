@@ -1,9 +1,15 @@
 // Tensors between the protocol's datatypes and onnxruntime-node's: numeric data moves to the
 // worker as typed-array views; BYTES become ONNX string tensors (text) and back.
-import { DataType, type ModelOutput } from "@galley/proto";
+import {
+  type DataType,
+  dataTypeFromProtocol,
+  decodeBytesElements,
+  encodeBytesElements,
+  type ModelOutput,
+} from "@galley/proto";
 import { datatype } from "../../core/datatype.js";
 import { InferenceError } from "../../core/errors.js";
-import { bytesElements, encodeBytesElements, type Tensor } from "../../core/tensor.js";
+import type { Tensor } from "../../core/tensor.js";
 import { workerView } from "../batch-io.js";
 import type { OrtType, WireTensor } from "./ort-messages.js";
 
@@ -25,21 +31,9 @@ export const ORT_TYPES: Readonly<Record<string, OrtType>> = {
 };
 
 /** The config datatype per onnxruntime-node type name (for auto-complete). */
-export const FROM_ORT: Readonly<Record<string, DataType>> = {
-  bool: DataType.TYPE_BOOL,
-  uint8: DataType.TYPE_UINT8,
-  int8: DataType.TYPE_INT8,
-  uint16: DataType.TYPE_UINT16,
-  int16: DataType.TYPE_INT16,
-  uint32: DataType.TYPE_UINT32,
-  int32: DataType.TYPE_INT32,
-  uint64: DataType.TYPE_UINT64,
-  int64: DataType.TYPE_INT64,
-  float16: DataType.TYPE_FP16,
-  float32: DataType.TYPE_FP32,
-  float64: DataType.TYPE_FP64,
-  string: DataType.TYPE_STRING,
-};
+export const FROM_ORT: Readonly<Record<string, DataType>> = Object.fromEntries(
+  Object.entries(ORT_TYPES).map(([name, type]) => [type, dataTypeFromProtocol(name)]),
+);
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const encoder = new TextEncoder();
@@ -53,8 +47,9 @@ export function toOrtTensor(tensor: Tensor, dims: number[], transfer: Set<ArrayB
     transfer.add(buffer);
     return { name: tensor.name, type, dims, data: view };
   }
+  const elements = decodeBytesElements(tensor.data);
   try {
-    return { name: tensor.name, type, dims, data: bytesElements(tensor.data).map((e) => utf8.decode(e)) };
+    return { name: tensor.name, type, dims, data: elements.map((e) => utf8.decode(e)) };
   } catch (error) {
     throw new InferenceError("ORT_BYTES_NOT_UTF8", { input: tensor.name }, { cause: error });
   }

@@ -1,17 +1,19 @@
 import { create, fromBinary } from "@bufbuild/protobuf";
 import {
+  encodeBytesElements,
   type InferParameter,
-  InferParameterSchema,
   type InferTensorContents,
   type ModelInferRequest,
   ModelInferRequestSchema,
   type ModelInferResponse,
   ModelInferResponseSchema,
+  toInferParameter,
+  toInferParameters,
 } from "@galley/proto";
 import { datatype } from "../../core/datatype.js";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
-import { encodeBytesElements, type Parameters, type ParameterValue, type Tensor } from "../../core/tensor.js";
+import type { Parameters, ParameterValue, Tensor } from "../../core/tensor.js";
 import { describeWireFault, findWireFault } from "./wire-fault.js";
 
 /** Which typed-contents field carries each datatype (PROTOCOL.md §2.2), and the type it implies. */
@@ -122,17 +124,11 @@ export function responseToGrpc(response: InferenceResponse): ModelInferResponse 
     modelName: response.modelName,
     modelVersion: response.modelVersion,
     id: response.id,
-    parameters: responseParameters(response.parameters),
+    // A response's parameters (an ensemble's `sequence_*`, a model's own).
+    parameters: toInferParameters(response.parameters),
     outputs: response.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape.map(BigInt) })),
     rawOutputContents: response.outputs.map((o) => o.data),
   });
-}
-
-/** A response's parameters (an ensemble's `sequence_*`, a model's own) as gRPC `InferParameter`s. */
-function responseParameters(parameters: Parameters): Record<string, InferParameter> {
-  const out: Record<string, InferParameter> = {};
-  for (const key in parameters) out[key] = parameterToGrpc(parameters[key] as ParameterValue);
-  return out;
 }
 
 function usedFields(contents: InferTensorContents): string[] {
@@ -178,12 +174,11 @@ function parameters(map: { [key: string]: InferParameter }, request: boolean): P
     if (request && key.startsWith("triton_") && key !== "triton_enable_empty_final_response") {
       throw new InferenceError("RESERVED_PARAMETER");
     }
-    const value: ParameterValue = choice.value;
     if (request) checkReserved(key, choice.case);
     else if (choice.case === "uint64Param" && key !== "classification") {
       throw new InferenceError("BAD_PARAMETER", { message: `unsupported parameter type for '${key}': uint64_param` });
     }
-    out[key] = value;
+    out[key] = choice.value;
   }
   return out;
 }
@@ -205,18 +200,7 @@ function checkReserved(key: string, kind: InferParameter["parameterChoice"]["cas
   }
 }
 
-/** An `InferParameter` from a core value (for responses). */
+/** An `InferParameter` from a core value (for responses): @galley/proto's {@link toInferParameter}. */
 export function parameterToGrpc(value: ParameterValue): InferParameter {
-  switch (typeof value) {
-    case "boolean":
-      return create(InferParameterSchema, { parameterChoice: { case: "boolParam", value } });
-    case "bigint":
-      return create(InferParameterSchema, { parameterChoice: { case: "int64Param", value } });
-    case "number":
-      return Number.isInteger(value)
-        ? create(InferParameterSchema, { parameterChoice: { case: "int64Param", value: BigInt(value) } })
-        : create(InferParameterSchema, { parameterChoice: { case: "doubleParam", value } });
-    default:
-      return create(InferParameterSchema, { parameterChoice: { case: "stringParam", value } });
-  }
+  return toInferParameter(value);
 }

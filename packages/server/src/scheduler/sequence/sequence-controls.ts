@@ -1,5 +1,10 @@
-import { DataType, ModelSequenceBatching_Control_Kind as Kind, type ModelSequenceBatching } from "@galley/proto";
-import { encodeBytesElements, type Tensor } from "../../core/tensor.js";
+import {
+  DataType,
+  encodeBytesElements,
+  ModelSequenceBatching_Control_Kind as Kind,
+  type ModelSequenceBatching,
+} from "@galley/proto";
+import type { Tensor } from "../../core/tensor.js";
 
 /** A sequence's correlation id: integer (uint64 on the wire) or string. */
 export type CorrelationId = bigint | string;
