@@ -4,6 +4,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
 import { createJsBackend } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
+import { createPythonBackend } from "./backend/python/python-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
 import { ResponseCache } from "./cache/response-cache.js";
 import type { InferenceResponse } from "./core/inference-request.js";
@@ -50,6 +51,8 @@ export interface ServerOptions {
   autoComplete?: boolean;
   /** `--backend-config=onnxruntime,default-max-batch-size=N` (default 4). */
   onnxDefaultMaxBatchSize?: number;
+  /** `--backend-config=python,python-executable=<path>` (default `python3` on PATH). */
+  pythonExecutable?: string;
   /** `--model-load-thread-count` (default 4). */
   modelLoadThreads?: number;
   /** `--model-config-name`. */
@@ -109,6 +112,11 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     createOnnxRuntimeBackend({
       log,
       ...(options.onnxDefaultMaxBatchSize ? { defaultMaxBatchSize: options.onnxDefaultMaxBatchSize } : {}),
+    }),
+    createPythonBackend({
+      log,
+      inference: () => core,
+      ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
     }),
   ]);
   const models: ModelManager = new ModelManager({

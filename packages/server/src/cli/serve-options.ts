@@ -35,6 +35,7 @@ Models
   --model-config-name <name>     use <model>/configs/<name>.pbtxt where present
   --model-load-thread-count <n>  versions loaded at once (default: 4)
   --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
+  --backend-config python,python-executable=<path>         (default: python3 on PATH)
   --cache-config local,size=<bytes>   response cache for models with response_cache { enable: true }
   --response-cache-byte-size <bytes>  deprecated form of --cache-config local,size=<bytes>
   --rate-limit <off|execution_count>  (default: off)
@@ -154,7 +155,13 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     batchSizeHistogram,
   };
   let onnxDefaultMaxBatchSize: number | undefined;
+  let pythonExecutable: string | undefined;
   for (const setting of v["backend-config"] ?? []) {
+    const python = /^python,python-executable=(.+)$/.exec(setting);
+    if (python) {
+      pythonExecutable = python[1];
+      continue;
+    }
     const match = /^onnxruntime,default-max-batch-size=(\d+)$/.exec(setting);
     if (!match) throw new UsageError(`unsupported --backend-config '${setting}'`);
     onnxDefaultMaxBatchSize = Number(match[1]);
@@ -199,6 +206,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     exitTimeoutSecs: int("--exit-timeout-secs", v["exit-timeout-secs"], 30, 0),
     allowClientShm: bool("--allow-client-shm", v["allow-client-shm"], false),
     ...(onnxDefaultMaxBatchSize !== undefined ? { onnxDefaultMaxBatchSize } : {}),
+    ...(pythonExecutable ? { pythonExecutable } : {}),
     ...(responseCacheBytes ? { responseCacheBytes } : {}),
     rateLimit,
     rateLimitResources,

@@ -1,0 +1,314 @@
+# Galley's Python backend stub: runs one instance of a Triton Python model (model.py with
+# TritonPythonModel) for the server, which started it with a private socket on fd 3.
+#
+# Threads: the reader takes frames off the socket (cancels, BLS replies, releases and metric
+# replies are handled there at once; start/execute/stop go to the main thread, which runs the
+# model). The process exits when the socket closes, and asks the kernel to kill it when the
+# server dies, so it never outlives the server.
+
+import asyncio
+import ctypes
+import importlib.util
+import inspect
+import json
+import os
+import queue
+import sys
+import threading
+import traceback
+
+from galley_stub_ipc import Channel, SharedMemory
+
+import triton_python_backend_utils as pb_utils
+
+
+def _die_with_parent():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - not Linux: the closed socket still ends us
+        pass
+    if os.getppid() == 1:
+        os._exit(0)
+
+
+def describe(error):
+    """An exception as Triton's stub words it: `Type: message`, then where it was raised."""
+    text = "%s: %s" % (type(error).__name__, error)
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames:
+        text += "\n\nAt:\n" + "\n".join("  %s(%d): %s" % (f.filename, f.lineno, f.name) for f in reversed(frames))
+    return text
+
+
+class Call:
+    """One BLS call: its replies, in order."""
+
+    def __init__(self, runtime, number):
+        self.runtime = runtime
+        self.number = number
+        self.replies = queue.Queue()
+
+    def result(self):
+        response, _ = self.next()
+        return response
+
+    def next(self):
+        message = self.replies.get()
+        final = bool(message.get("final"))
+        if final:
+            self.runtime.calls.pop(self.number, None)
+        return pb_utils.InferenceResponse._from_wire(message.get("response"), message.get("error")), final
+
+    def cancel(self):
+        self.runtime.channel.send({"kind": "bls-cancel", "call": self.number})
+
+
+class Runtime:
+    def __init__(self, channel):
+        self.channel = channel
+        self.shm = None
+        self.model = None
+        self.decoupled = False
+        self.outputs = []
+        self.work = queue.Queue()
+        self.cancels = {}  # key -> threading.Event, for requests not yet finished
+        self.calls = {}
+        self.next_call = 1
+        self.lock = threading.Lock()
+        self.batch = threading.local()
+        self.loop = None
+
+    # ---- reader thread ----
+
+    def read(self):
+        while True:
+            try:
+                message = self.channel.receive()
+            except Exception:  # noqa: BLE001 - an unreadable stream ends the instance
+                message = None
+            if message is None:
+                os._exit(0)
+            kind = message.get("kind")
+            if kind == "cancel":
+                event = self.cancels.get(message["key"])
+                if event is not None:
+                    event.set()
+            elif kind == "bls-reply" or kind == "reply":
+                call = self.calls.get(message["call"])
+                if call is not None:
+                    call.replies.put(message)
+            elif kind == "release":
+                if self.shm is not None:
+                    self.shm.release(message["blocks"])
+            else:
+                self.work.put(message)
+                continue
+            self.flush()
+
+    def flush(self):
+        if self.shm is not None:
+            pending = self.shm.take_released()
+            if pending is not None:
+                self.channel.send(pending)
+
+    def before_send(self):
+        return self.shm.take_released() if self.shm is not None else None
+
+    # ---- services for pb_utils ----
+
+    def log(self, level, message):
+        self.channel.send({"kind": "log", "level": level, "message": message})
+
+    def _call(self):
+        with self.lock:
+            number = self.next_call
+            self.next_call += 1
+        call = Call(self, number)
+        self.calls[number] = call
+        return call
+
+    def metric(self, request):
+        call = self._call()
+        self.channel.send({"kind": "metric", "call": call.number, "request": request})
+        reply = call.replies.get()
+        self.calls.pop(call.number, None)
+        if reply.get("error"):
+            raise pb_utils.TritonModelException(reply["error"])
+        return reply.get("value")
+
+    def bls(self, request, decoupled):
+        wire = request._to_wire()
+        call = self._call()
+        parents = getattr(self.batch, "keys", None) or []
+        self.channel.send({"kind": "bls", "call": call.number, "request": wire, "stream": bool(decoupled), "parents": parents})
+        return call
+
+    def send_response(self, request, response, final):
+        wire = None
+        if response is not None:
+            wire = self._response_wire(request, response)
+        if final:
+            self.cancels.pop(request._key, None)
+        message = {"kind": "response", "key": request._key, "final": final}
+        if wire is not None:
+            message["response"] = wire
+        self.channel.send(message)
+
+    def _response_wire(self, request, response):
+        if not isinstance(response, pb_utils.InferenceResponse):
+            raise pb_utils.TritonModelException("the response must be a pb_utils.InferenceResponse")
+        requested = set(request.requested_output_names() or self.outputs)
+        return response._to_wire(requested)
+
+    # ---- main thread ----
+
+    def run(self):
+        while True:
+            message = self.work.get()
+            kind = message.get("kind")
+            if kind == "start":
+                self.start(message["init"])
+            elif kind == "execute":
+                self.execute(message["batch"], message["payload"])
+            elif kind == "stop":
+                self.stop()
+            elif kind == "auto-complete":
+                self.auto_complete(message)
+
+    def load_class(self, path):
+        folder = os.path.dirname(path)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        spec = importlib.util.spec_from_file_location("model", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["model"] = module
+        spec.loader.exec_module(module)
+        cls = getattr(module, "TritonPythonModel", None)
+        if cls is None:
+            raise AttributeError("module 'model' has no attribute 'TritonPythonModel'")
+        return cls
+
+    def start(self, init):
+        try:
+            self.instance_name = init["args"].get("model_instance_name")
+            self.shm = SharedMemory(init["shm"])
+            self.decoupled = bool(init["decoupled"])
+            self.outputs = init["outputs"]
+            cls = self.load_class(init["file"])
+            self.model = cls()
+            initialize = getattr(self.model, "initialize", None)
+            if initialize is not None:
+                self.run_maybe_async(initialize(init["args"]))
+        except BaseException as error:  # noqa: BLE001 - reported as the load's failure
+            self.channel.send({"kind": "start-failed", "message": describe(error)})
+            return
+        self.channel.send({"kind": "started", "info": {"pid": os.getpid()}})
+
+    def run_maybe_async(self, value):
+        if inspect.iscoroutine(value):
+            if self.loop is None:
+                self.loop = asyncio.new_event_loop()
+                asyncio.set_event_loop(self.loop)
+            return self.loop.run_until_complete(value)
+        return value
+
+    def execute(self, batch, payload):
+        requests = []
+        for wire in payload:
+            event = threading.Event()
+            if wire.get("cancelled"):
+                event.set()
+            self.cancels[wire["key"]] = event
+            requests.append(pb_utils.InferenceRequest._from_wire(wire, event))
+        self.batch.keys = [wire["key"] for wire in payload]
+        result = {}
+        returned = None
+        try:
+            returned = self.run_maybe_async(self.model.execute(requests))
+            if self.decoupled:
+                if returned is not None:
+                    raise pb_utils.TritonModelException(
+                        "Python model '%s' is using the decoupled mode and the execute function must return None."
+                        % self.name()
+                    )
+            else:
+                result["responses"] = self.responses(requests, returned)
+        except BaseException as error:  # noqa: BLE001 - the batch's requests get the message
+            result = {"error": {"message": self.failure(describe(error)), "code": "INTERNAL"}}
+        finally:
+            self.batch.keys = None
+        if not self.decoupled or "error" in result:
+            for wire in payload:
+                self.cancels.pop(wire["key"], None)
+        # Dropping the inputs' arrays releases their blocks (sent ahead of the answer).
+        requests = returned = None
+        self.channel.send({"kind": "executed", "batch": batch, "result": result})
+
+    def responses(self, requests, returned):
+        if returned is None:
+            # Responses sent through each request's sender (Triton allows one, final, per request).
+            raise pb_utils.TritonModelException("execute must return a list of InferenceResponse, one per request")
+        returned = list(returned)
+        if len(returned) != len(requests):
+            raise pb_utils.TritonModelException(
+                "Number of InferenceResponse objects do not match with number of InferenceRequest objects. "
+                "InferenceRequest(s) size is:%d, and InferenceResponse(s) size is:%d\n" % (len(requests), len(returned))
+            )
+        out = []
+        for request, response in zip(requests, returned):
+            if response is None:
+                out.append(None)
+                continue
+            try:
+                out.append(self._response_wire(request, response))
+            except Exception as error:  # noqa: BLE001 - that request fails alone
+                out.append({"outputs": [], "error": {"message": self.failure(describe(error)), "code": "INTERNAL"}})
+        return out
+
+    def name(self):
+        return self.instance_name or "model"
+
+    instance_name = None
+
+    def failure(self, text):
+        return "Failed to process the request(s) for model instance '%s', message: %s" % (self.name(), text)
+
+    def stop(self):
+        try:
+            finalize = getattr(self.model, "finalize", None) if self.model is not None else None
+            if finalize is not None:
+                self.run_maybe_async(finalize())
+        except BaseException as error:  # noqa: BLE001 - logged; the instance stops anyway
+            self.log("error", "finalize failed: " + describe(error))
+        self.channel.send({"kind": "stopped"})
+
+    def auto_complete(self, message):
+        try:
+            cls = self.load_class(message["file"])
+            config = pb_utils.ModelConfig(json.loads(message["config"]))
+            hook = getattr(cls, "auto_complete_config", None)
+            if hook is not None:
+                returned = hook(config)
+                if isinstance(returned, pb_utils.ModelConfig):
+                    config = returned
+            self.channel.send({"kind": "auto-completed", "config": json.dumps(config.as_dict())})
+        except BaseException as error:  # noqa: BLE001 - reported as the load's failure
+            self.channel.send({"kind": "auto-completed", "error": describe(error)})
+
+
+def main():
+    _die_with_parent()
+    channel = Channel(3)
+    runtime = Runtime(channel)
+    channel.before_send = runtime.before_send
+    pb_utils._runtime = runtime
+    reader = threading.Thread(target=runtime.read, name="galley-reader", daemon=True)
+    reader.start()
+    # The first work item is `start` (or `auto-complete`): it names the instance.
+    runtime.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+# Galley's Python backend stub: the pipe to the server and the shared-memory segments.
+#
+# Frames on fd 3 (a socket both ways): a 4-byte little-endian length, then a UTF-8 JSON body.
+# Tensor bytes never travel in frames: they lie in /dev/shm segments, referenced by
+# {"s": segment, "z": segment size, "o": offset, "n": length}. Each side writes into its own
+# segments (the server's are "<prefix>n<k>", ours "<prefix>p<k>") and the reader releases blocks
+# it is done with. A segment's file is unlinked as soon as its reader has mapped it.
+# Standard library and numpy only.
+
+import collections
+import json
+import mmap
+import os
+import struct
+import threading
+
+import numpy as np
+
+SHM_DIR = "/dev/shm"
+ALIGN = 64
+MIB = 1024 * 1024
+FIRST_SEGMENT = 4 * MIB
+_LEN = struct.Struct("<I")
+
+
+class Channel:
+    """The framed socket to the server. `send` is safe from any thread."""
+
+    def __init__(self, fd=3):
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._buffer = b""
+        # Called before each frame goes out (pending releases go first).
+        self.before_send = None
+
+    def send(self, message):
+        body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+        hook = self.before_send
+        extra = hook() if hook is not None else None
+        data = _LEN.pack(len(body)) + body
+        if extra is not None:
+            extra_body = json.dumps(extra, separators=(",", ":")).encode("utf-8")
+            data = _LEN.pack(len(extra_body)) + extra_body + data
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+
+    def receive(self):
+        """The next message, or None at the end of the stream."""
+        while True:
+            if len(self._buffer) >= 4:
+                (length,) = _LEN.unpack_from(self._buffer, 0)
+                if len(self._buffer) >= 4 + length:
+                    body = self._buffer[4 : 4 + length]
+                    self._buffer = self._buffer[4 + length :]
+                    return json.loads(body)
+            chunk = os.read(self._fd, 1 << 20)
+            if not chunk:
+                return None
+            self._buffer += chunk
+
+
+class _Arena:
+    """First-fit allocation of aligned blocks in one segment."""
+
+    def __init__(self, size):
+        self.size = size
+        self.free = [[0, size]]
+        self.used = {}
+
+    def alloc(self, length):
+        need = max(ALIGN, -(-length // ALIGN) * ALIGN)
+        for i, (offset, size) in enumerate(self.free):
+            if size < need:
+                continue
+            if size == need:
+                del self.free[i]
+            else:
+                self.free[i] = [offset + need, size - need]
+            self.used[offset] = need
+            return offset
+        return -1
+
+    def release(self, offset):
+        length = self.used.pop(offset, None)
+        if length is None:
+            return
+        i = 0
+        while i < len(self.free) and self.free[i][0] < offset:
+            i += 1
+        self.free.insert(i, [offset, length])
+        if i + 1 < len(self.free) and offset + length == self.free[i + 1][0]:
+            self.free[i][1] += self.free[i + 1][1]
+            del self.free[i + 1]
+        if i > 0 and self.free[i - 1][0] + self.free[i - 1][1] == self.free[i][0]:
+            self.free[i - 1][1] += self.free[i][1]
+            del self.free[i]
+
+
+def _map(path, size, create):
+    flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        if create:
+            os.ftruncate(fd, size)
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+
+
+class SharedMemory:
+    """This instance's shared memory: our segments (we write) and the server's (we read)."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self._lock = threading.Lock()
+        self._own = []  # [(mmap, arena)]
+        self._peer = {}  # k -> mmap
+        self._released = collections.deque()  # the server's blocks we are done with
+
+    # ---- the server's segments ----
+
+    def _peer_segment(self, s, size):
+        segment = self._peer.get(s)
+        if segment is None:
+            with self._lock:
+                segment = self._peer.get(s)
+                if segment is None:
+                    path = os.path.join(SHM_DIR, "%sn%d" % (self.prefix, s))
+                    segment = _map(path, size, False)
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+                    self._peer[s] = segment
+        return segment
+
+    def view(self, ref):
+        """The bytes of a tensor of the server as a uint8 array over the mapping (no copy). The
+        block is released once no array made from this one is left."""
+        if ref["s"] < 0 or ref["n"] == 0:
+            return np.empty(0, dtype=np.uint8)
+        segment = self._peer_segment(ref["s"], ref["z"])
+        base = np.frombuffer(segment, dtype=np.uint8, count=ref["n"], offset=ref["o"])
+        import weakref
+
+        weakref.finalize(base, self._released.append, (ref["s"], ref["o"]))
+        return base
+
+    def take_released(self):
+        """The server's blocks to give back, as a release message, or None."""
+        if not self._released:
+            return None
+        blocks = []
+        while True:
+            try:
+                blocks.append(list(self._released.popleft()))
+            except IndexError:
+                break
+        return {"kind": "release", "blocks": blocks} if blocks else None
+
+    # ---- our segments ----
+
+    def put(self, name, datatype, shape, data):
+        """Copy `data` (a contiguous uint8 array or bytes) into a block of our segments."""
+        length = len(data) if isinstance(data, (bytes, bytearray)) else data.nbytes
+        ref = {"name": name, "datatype": datatype, "shape": [int(d) for d in shape]}
+        if length == 0:
+            ref.update(s=-1, z=0, o=0, n=0)
+            return ref
+        with self._lock:
+            s, o = self._alloc(length)
+            segment = self._own[s][0]
+        target = np.frombuffer(segment, dtype=np.uint8, count=length, offset=o)
+        if isinstance(data, (bytes, bytearray)):
+            target[:] = np.frombuffer(data, dtype=np.uint8)
+        else:
+            target[:] = data
+        del target
+        ref.update(s=s, z=len(segment), o=o, n=length)
+        return ref
+
+    def release(self, blocks):
+        with self._lock:
+            for s, o in blocks:
+                if 0 <= s < len(self._own):
+                    self._own[s][1].release(o)
+
+    def _alloc(self, length):
+        for s, (_, arena) in enumerate(self._own):
+            o = arena.alloc(length)
+            if o >= 0:
+                return s, o
+        largest = max([arena.size for _, arena in self._own] or [0])
+        size = max(FIRST_SEGMENT, min(2 * largest, 256 * MIB), -(-(length + ALIGN) // MIB) * MIB)
+        s = len(self._own)
+        path = os.path.join(SHM_DIR, "%sp%d" % (self.prefix, s))
+        segment = _map(path, size, True)
+        arena = _Arena(size)
+        self._own.append((segment, arena))
+        return s, arena.alloc(length)

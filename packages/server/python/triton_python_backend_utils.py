@@ -1,0 +1,677 @@
+# triton_python_backend_utils for Galley: the names and behaviour of Triton's Python backend
+# utilities (`import triton_python_backend_utils as pb_utils`), written for Galley's stub.
+# Standard library and numpy only; works with numpy 1.24 and 2.x.
+
+import asyncio
+import json
+import queue
+import threading
+
+import numpy as np
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+# The stub sets this to its runtime (the pipe, shared memory, BLS calls); see galley_python_stub.
+_runtime = None
+
+
+def _rt():
+    if _runtime is None:
+        raise TritonModelException("triton_python_backend_utils is used outside a Galley Python backend stub")
+    return _runtime
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+
+class TritonError(Exception):
+    """An error with a Triton code, given to InferenceResponse(error=...) or raised."""
+
+    UNKNOWN = 0
+    INTERNAL = 1
+    NOT_FOUND = 2
+    INVALID_ARG = 3
+    UNAVAILABLE = 4
+    UNSUPPORTED = 5
+    ALREADY_EXISTS = 6
+    CANCELLED = 7
+
+    _NAMES = {
+        0: "UNKNOWN",
+        1: "INTERNAL",
+        2: "NOT_FOUND",
+        3: "INVALID_ARG",
+        4: "UNAVAILABLE",
+        5: "UNSUPPORTED",
+        6: "ALREADY_EXISTS",
+        7: "CANCELLED",
+    }
+
+    def __init__(self, message, code=INTERNAL):
+        super().__init__(message)
+        self._message = str(message)
+        self._code = code if code in TritonError._NAMES else TritonError.INTERNAL
+
+    def message(self):
+        return self._message
+
+    def code(self):
+        return self._code
+
+    def __str__(self):
+        return self._message
+
+
+class TritonModelException(Exception):
+    """Raised by pb_utils when a call cannot be done (Triton's pb_utils.TritonModelException)."""
+
+    def message(self):
+        return str(self)
+
+
+def _code_name(code):
+    return TritonError._NAMES.get(code, "INTERNAL")
+
+
+def _code_from_name(name):
+    for code, text in TritonError._NAMES.items():
+        if text == name:
+            return code
+    return TritonError.INTERNAL
+
+
+# ---- datatypes -----------------------------------------------------------------------------
+
+_TRITON_TO_NUMPY = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
+
+# Triton's TRITONSERVER_DataType numbers, for triton_to_numpy_type / numpy_to_triton_type.
+_TYPE_NUMBERS = {
+    "BOOL": 1,
+    "UINT8": 2,
+    "UINT16": 3,
+    "UINT32": 4,
+    "UINT64": 5,
+    "INT8": 6,
+    "INT16": 7,
+    "INT32": 8,
+    "INT64": 9,
+    "FP16": 10,
+    "FP32": 11,
+    "FP64": 12,
+    "BYTES": 13,
+    "BF16": 14,
+}
+
+
+def triton_string_to_numpy(triton_type_string):
+    """`TYPE_FP32` (a config's data_type) as numpy's type; `TYPE_STRING` is np.object_."""
+    name = triton_type_string[5:] if triton_type_string.startswith("TYPE_") else triton_type_string
+    if name == "STRING":
+        name = "BYTES"
+    return _TRITON_TO_NUMPY.get(name)
+
+
+def triton_to_numpy_type(data_type):
+    for name, number in _TYPE_NUMBERS.items():
+        if number == data_type:
+            return _TRITON_TO_NUMPY.get(name)
+    return None
+
+
+def _datatype_of(array):
+    kind = array.dtype
+    if kind == np.object_ or kind.type == np.bytes_ or kind.type == np.str_:
+        return "BYTES"
+    for name, numpy_type in _TRITON_TO_NUMPY.items():
+        if numpy_type is not np.object_ and kind == np.dtype(numpy_type):
+            return name
+    return None
+
+
+def numpy_to_triton_type(data_type):
+    name = _datatype_of(np.empty(0, dtype=data_type))
+    return _TYPE_NUMBERS.get(name) if name else None
+
+
+def serialize_byte_tensor(input_tensor):
+    """A BYTES array as Triton's wire form: each element's length (4 bytes, little-endian), then its bytes."""
+    if input_tensor.size == 0:
+        return np.empty([0], dtype=np.object_)
+    parts = []
+    for item in input_tensor.reshape(-1, order="C"):
+        if isinstance(item, np.ndarray):
+            item = item.item()
+        if isinstance(item, (bytes, bytearray, np.bytes_)):
+            data = bytes(item)
+        else:
+            data = str(item).encode("utf-8")
+        parts.append(len(data).to_bytes(4, "little"))
+        parts.append(data)
+    flat = b"".join(parts)
+    return np.frombuffer(flat, dtype=np.uint8)
+
+
+def deserialize_bytes_tensor(encoded_tensor):
+    """Triton's wire form of a BYTES tensor as a flat object array of bytes."""
+    data = memoryview(np.asarray(encoded_tensor, dtype=np.uint8).reshape(-1)).cast("B")
+    items = []
+    at = 0
+    end = len(data)
+    while at + 4 <= end:
+        length = int.from_bytes(data[at : at + 4], "little")
+        at += 4
+        if at + length > end:
+            raise TritonModelException("Invalid bytes tensor data: string extends beyond buffer")
+        items.append(bytes(data[at : at + length]))
+        at += length
+    out = np.empty(len(items), dtype=np.object_)
+    out[:] = items
+    return out
+
+
+# ---- tensors -------------------------------------------------------------------------------
+
+
+class Tensor:
+    """A named tensor over a numpy array (a view over shared memory for the server's tensors)."""
+
+    def __init__(self, name, data, dtype=None):
+        if not isinstance(data, np.ndarray):
+            raise TritonModelException("Tensor '%s': data must be a numpy array" % name)
+        datatype = dtype or _datatype_of(data)
+        if datatype is None:
+            raise TritonModelException("Tensor '%s': numpy dtype %s has no Triton datatype" % (name, data.dtype))
+        if datatype == "BYTES" and data.dtype != np.object_:
+            data = data.astype(np.object_)
+        self._name = name
+        self._array = data
+        self._datatype = datatype
+
+    @classmethod
+    def _from_shm(cls, ref):
+        rt = _rt()
+        datatype = ref["datatype"]
+        shape = ref["shape"]
+        raw = rt.shm.view(ref)
+        if datatype == "BYTES":
+            array = deserialize_bytes_tensor(raw).reshape(shape)
+            del raw
+        elif datatype == "BF16":
+            array = raw.view(np.uint16).reshape(shape)
+        else:
+            array = raw.view(_TRITON_TO_NUMPY[datatype]).reshape(shape)
+        tensor = cls.__new__(cls)
+        tensor._name = ref["name"]
+        tensor._array = array
+        tensor._datatype = datatype
+        return tensor
+
+    def name(self):
+        return self._name
+
+    def as_numpy(self):
+        return self._array
+
+    def is_cpu(self):
+        return True
+
+    def triton_dtype(self):
+        return _TYPE_NUMBERS.get(self._datatype)
+
+    def shape(self):
+        return list(self._array.shape)
+
+    def to_dlpack(self):
+        if self._datatype == "BYTES":
+            raise TritonModelException("DLPack does not support BYTES tensors ('%s')" % self._name)
+        return self._array.__dlpack__()
+
+    @staticmethod
+    def from_dlpack(name, capsule):
+        array = np.from_dlpack(capsule) if hasattr(capsule, "__dlpack__") else _from_capsule(capsule)
+        return Tensor(name, array)
+
+    def _to_shm(self):
+        """Write the tensor into the stub's shared memory: its reference for a frame."""
+        rt = _rt()
+        array = self._array
+        if self._datatype == "BYTES":
+            flat = serialize_byte_tensor(array)
+        else:
+            flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        return rt.shm.put(self._name, self._datatype, array.shape, flat)
+
+
+def _from_capsule(capsule):
+    # A raw PyCapsule (torch.utils.dlpack.to_dlpack): numpy reads objects with __dlpack__ only.
+    class _Holder:
+        def __dlpack__(self, stream=None):
+            return capsule
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    return np.from_dlpack(_Holder())
+
+
+def get_input_tensor_by_name(inference_request, name):
+    for tensor in inference_request.inputs():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_output_tensor_by_name(inference_response, name):
+    for tensor in inference_response.output_tensors():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_input_config_by_name(model_config, name):
+    for entry in model_config.get("input", []):
+        if entry.get("name") == name:
+            return entry
+    return None
+
+
+def get_output_config_by_name(model_config, name):
+    for entry in model_config.get("output", []):
+        if entry.get("name") == name:
+            return entry
+    return None
+
+
+# ---- responses -----------------------------------------------------------------------------
+
+
+class InferenceResponse:
+    def __init__(self, output_tensors=None, error=None, parameters=None):
+        self._outputs = list(output_tensors or [])
+        if error is not None and not isinstance(error, TritonError):
+            error = TritonError(str(error))
+        self._error = error
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters) if parameters else {}
+        self._parameters = dict(parameters or {})
+
+    def output_tensors(self):
+        return self._outputs
+
+    def has_error(self):
+        return self._error is not None
+
+    def error(self):
+        return self._error
+
+    def parameters(self):
+        return json.dumps(self._parameters)
+
+    def _to_wire(self, requested=None):
+        wire = {"outputs": []}
+        if self._error is not None:
+            wire["error"] = {"message": self._error.message(), "code": _code_name(self._error.code())}
+            return wire
+        for tensor in self._outputs:
+            if not isinstance(tensor, Tensor):
+                raise TritonModelException("output_tensors must be pb_utils.Tensor objects")
+            if requested is not None and tensor.name() not in requested:
+                continue
+            wire["outputs"].append(tensor._to_shm())
+        if self._parameters:
+            wire["parameters"] = self._parameters
+        return wire
+
+    @classmethod
+    def _from_wire(cls, wire, error=None):
+        if error is not None:
+            return cls(error=TritonError(error.get("message", ""), _code_from_name(error.get("code"))))
+        if wire is None:
+            return cls()
+        outputs = [Tensor._from_shm(ref) for ref in wire.get("outputs", [])]
+        return cls(outputs, parameters=wire.get("parameters") or {})
+
+
+class InferenceResponseSender:
+    """Sends a request's responses (decoupled models; one final response otherwise)."""
+
+    def __init__(self, request):
+        self._request = request
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def send(self, response=None, flags=0):
+        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        with self._lock:
+            if self._closed:
+                raise TritonModelException("Unable to send response. Response sender has been closed.")
+            if response is None and not final:
+                raise TritonModelException("Inference Response object must be provided when the response flags is set to zero.")
+            if final:
+                self._closed = True
+        _rt().send_response(self._request, response, final)
+
+    def is_cancelled(self):
+        return self._request.is_cancelled()
+
+
+class InferenceRequest:
+    """A request given to `execute`, or a BLS request built by the model (`exec`, `async_exec`)."""
+
+    def __init__(
+        self,
+        model_name="",
+        inputs=None,
+        requested_output_names=None,
+        request_id="",
+        correlation_id=0,
+        model_version=-1,
+        flags=0,
+        timeout=0,
+        preferred_memory=None,
+        trace=None,
+        parameters=None,
+    ):
+        self._model_name = model_name
+        self._inputs = list(inputs or [])
+        self._requested = list(requested_output_names or [])
+        self._id = request_id
+        self._correlation_id = correlation_id
+        self._model_version = model_version
+        self._flags = flags
+        self._timeout = timeout
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters) if parameters else {}
+        self._parameters = dict(parameters or {})
+        self._key = None
+        self._cancelled = None
+        self._sender = None
+
+    @classmethod
+    def _from_wire(cls, wire, cancelled):
+        request = cls(
+            request_id=wire["id"],
+            correlation_id=wire["correlationId"],
+            flags=wire["flags"],
+            timeout=wire["timeout"],
+            requested_output_names=wire["outputs"],
+        )
+        request._inputs = [Tensor._from_shm(ref) for ref in wire["inputs"]]
+        request._parameters_json = wire["parameters"]
+        request._key = wire["key"]
+        request._cancelled = cancelled
+        return request
+
+    # Server-side accessors.
+    def inputs(self):
+        return self._inputs
+
+    def request_id(self):
+        return self._id
+
+    def correlation_id(self):
+        return self._correlation_id
+
+    def flags(self):
+        return self._flags
+
+    def timeout(self):
+        return self._timeout
+
+    def model_name(self):
+        return self._model_name
+
+    def requested_output_names(self):
+        return self._requested
+
+    def parameters(self):
+        text = getattr(self, "_parameters_json", None)
+        return text if text is not None else json.dumps(self._parameters)
+
+    def is_cancelled(self):
+        return bool(self._cancelled is not None and self._cancelled.is_set())
+
+    def get_response_sender(self):
+        if self._key is None:
+            raise TritonModelException("get_response_sender is only available for requests given to execute")
+        if self._sender is None:
+            self._sender = InferenceResponseSender(self)
+        return self._sender
+
+    # BLS.
+    def exec(self, decoupled=False):
+        call = _rt().bls(self, decoupled)
+        if decoupled:
+            return _ResponseIterator(call)
+        return call.result()
+
+    def async_exec(self, decoupled=False):
+        loop = asyncio.get_event_loop()
+        future = loop.create_future()
+
+        def run():
+            try:
+                value = self.exec(decoupled)
+            except BaseException as error:  # noqa: BLE001 - handed to the awaiting coroutine
+                loop.call_soon_threadsafe(future.set_exception, error)
+            else:
+                loop.call_soon_threadsafe(future.set_result, value)
+
+        threading.Thread(target=run, daemon=True).start()
+        return future
+
+    def _to_wire(self):
+        parameters = dict(self._parameters)
+        if self._correlation_id:
+            parameters["sequence_id"] = self._correlation_id
+        if self._flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+            parameters["sequence_start"] = True
+        if self._flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+            parameters["sequence_end"] = True
+        if self._timeout:
+            parameters["timeout"] = int(self._timeout)
+        for tensor in self._inputs:
+            if not isinstance(tensor, Tensor):
+                raise TritonModelException("inputs must be pb_utils.Tensor objects")
+        return {
+            "model": self._model_name,
+            "version": "" if self._model_version is None or int(self._model_version) < 0 else str(self._model_version),
+            "id": self._id or "",
+            "inputs": [t._to_shm() for t in self._inputs],
+            "outputs": self._requested,
+            "parameters": parameters,
+        }
+
+
+class _ResponseIterator:
+    """The responses of a decoupled BLS call, the last one carrying the final flag (possibly empty)."""
+
+    def __init__(self, call):
+        self._call = call
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        response, final = self._call.next()
+        if final:
+            self._done = True
+        return response
+
+    def cancel(self):
+        if not self._done:
+            self._call.cancel()
+
+
+# ---- logging -------------------------------------------------------------------------------
+
+
+class LogLevel:
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
+class Logger:
+    """Lines into Galley's log, prefixed with the instance's name."""
+
+    @staticmethod
+    def log(message, level=LogLevel.INFO):
+        name = {0: "info", 1: "warn", 2: "error", 3: "verbose"}.get(level, "info")
+        _rt().log(name, str(message))
+
+    @staticmethod
+    def log_info(message):
+        Logger.log(message, LogLevel.INFO)
+
+    @staticmethod
+    def log_warn(message):
+        Logger.log(message, LogLevel.WARNING)
+
+    @staticmethod
+    def log_error(message):
+        Logger.log(message, LogLevel.ERROR)
+
+    @staticmethod
+    def log_verbose(message):
+        Logger.log(message, LogLevel.VERBOSE)
+
+
+# ---- custom metrics ------------------------------------------------------------------------
+
+
+class MetricFamily:
+    """A custom metric family, exported with Galley's metrics (`/metrics`)."""
+
+    COUNTER = 0
+    GAUGE = 1
+
+    def __init__(self, name, description, kind):
+        if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE):
+            raise TritonModelException("metric family kind must be MetricFamily.COUNTER or MetricFamily.GAUGE")
+        self._name = name
+        self._kind = kind
+        _rt().metric(
+            {
+                "op": "family",
+                "family": name,
+                "description": description,
+                "kind": "counter" if kind == MetricFamily.COUNTER else "gauge",
+            }
+        )
+
+    def Metric(self, labels=None):  # noqa: N802 - Triton's name
+        return Metric(self, labels)
+
+
+class Metric:
+    def __init__(self, family, labels=None):
+        self._family = family
+        self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
+        _rt().metric({"op": "metric", "family": family._name, "labels": self._labels})
+
+    def increment(self, value):
+        if self._family._kind == MetricFamily.COUNTER and value < 0:
+            raise TritonModelException("Failed to increment metric value: counters only go up")
+        _rt().metric({"op": "increment", "family": self._family._name, "labels": self._labels, "value": float(value)})
+
+    def set(self, value):
+        if self._family._kind == MetricFamily.COUNTER:
+            raise TritonModelException("Failed to set metric value: a counter cannot be set")
+        _rt().metric({"op": "set", "family": self._family._name, "labels": self._labels, "value": float(value)})
+
+    def value(self):
+        return _rt().metric({"op": "value", "family": self._family._name, "labels": self._labels})
+
+
+# ---- auto-complete -------------------------------------------------------------------------
+
+
+class ModelConfig:
+    """What a model's static `auto_complete_config` receives and returns (Triton's names)."""
+
+    def __init__(self, model_config):
+        self._config = model_config
+
+    def as_dict(self):
+        return self._config
+
+    def max_batch_size(self):
+        return int(self._config.get("max_batch_size", 0) or 0)
+
+    def set_max_batch_size(self, max_batch_size):
+        current = self.max_batch_size()
+        if current != 0 and current != max_batch_size:
+            raise ValueError(
+                "configuration specified max_batch_size %d, but in auto-complete-config function for model "
+                "'%s' specified max_batch_size %d" % (current, self._config.get("name", ""), max_batch_size)
+            )
+        self._config["max_batch_size"] = int(max_batch_size)
+
+    def set_dynamic_batching(self):
+        if "sequence_batching" in self._config:
+            raise ValueError(
+                "Configuration specified scheduling_choice as 'sequence_batching', but auto-complete-config "
+                "function for model '%s' tries to set scheduling_choice as 'dynamic_batching'" % self._config.get("name", "")
+            )
+        self._config.setdefault("dynamic_batching", {})
+
+    def set_model_transaction_policy(self, transaction_policy_dict):
+        for key in transaction_policy_dict:
+            if key != "decoupled":
+                raise ValueError("model transaction property '%s' is not supported" % key)
+        policy = self._config.setdefault("model_transaction_policy", {})
+        if "decoupled" in transaction_policy_dict:
+            policy["decoupled"] = bool(transaction_policy_dict["decoupled"])
+
+    def _add(self, which, entry):
+        if not isinstance(entry, dict):
+            raise ValueError("%s for model '%s' must be a dict" % (which, self._config.get("name", "")))
+        for key in ("name", "data_type", "dims"):
+            if key not in entry:
+                raise ValueError("%s '%s' in auto-complete-config function for model '%s' is missing '%s' property" % (which, entry.get("name", ""), self._config.get("name", ""), key))
+        entries = self._config.setdefault(which, [])
+        for existing in entries:
+            if existing.get("name") == entry["name"]:
+                for key, value in entry.items():
+                    if key in existing and existing[key] != value and key != "dims":
+                        raise ValueError(
+                            "unable to load model '%s', configuration expects %s for %s '%s' but auto-complete-config "
+                            "function specifies %s" % (self._config.get("name", ""), existing[key], which, entry["name"], value)
+                        )
+                    existing.setdefault(key, value)
+                return
+        entries.append(dict(entry))
+
+    def add_input(self, input):  # noqa: A002 - Triton's name
+        self._add("input", input)
+
+    def add_output(self, output):
+        self._add("output", output)
+
+    def set_optional_inputs(self, names):
+        for entry in self._config.get("input", []):
+            if entry.get("name") in names:
+                entry["optional"] = True

@@ -1,0 +1,107 @@
+import type { MetricOp } from "./python-messages.js";
+
+interface Family {
+  description: string;
+  kind: "counter" | "gauge";
+  /** Values by their labels' key (sorted JSON). */
+  metrics: Map<string, { labels: Record<string, string>; value: number }>;
+  /** The instances that declared it; the family goes when the last one does. */
+  owners: Set<string>;
+}
+
+const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+/**
+ * Custom metric families of Python models (`pb_utils.MetricFamily`), shown on the metrics
+ * endpoint after Galley's own. A family lives while an instance that declared it is up.
+ */
+export class CustomMetrics {
+  readonly #families = new Map<string, Family>();
+
+  /** Apply one operation from the instance `owner`; returns a metric's value for `value`. */
+  apply(owner: string, request: MetricOp): number | undefined {
+    if (request.op === "family") {
+      if (!NAME.test(request.family)) throw new Error(`invalid metric family name '${request.family}'`);
+      if (request.family.startsWith("nv_")) {
+        throw new Error(`metric family '${request.family}': the prefix 'nv_' is reserved for the server's metrics`);
+      }
+      const existing = this.#families.get(request.family);
+      if (existing && existing.kind !== request.kind) {
+        throw new Error(`metric family '${request.family}' already exists as a ${existing.kind}`);
+      }
+      const family = existing ?? {
+        description: request.description,
+        kind: request.kind,
+        metrics: new Map(),
+        owners: new Set<string>(),
+      };
+      family.owners.add(owner);
+      this.#families.set(request.family, family);
+      return undefined;
+    }
+    const family = this.#families.get(request.family);
+    if (!family) throw new Error(`metric family '${request.family}' does not exist`);
+    if (request.op === "family-delete") {
+      family.owners.delete(owner);
+      if (family.owners.size === 0) this.#families.delete(request.family);
+      return undefined;
+    }
+    for (const name of Object.keys(request.labels)) {
+      if (!LABEL.test(name)) throw new Error(`invalid metric label name '${name}'`);
+    }
+    const key = JSON.stringify(Object.entries(request.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    let metric = family.metrics.get(key);
+    if (!metric) {
+      metric = { labels: request.labels, value: 0 };
+      family.metrics.set(key, metric);
+    }
+    switch (request.op) {
+      case "metric":
+        return undefined;
+      case "increment":
+        if (family.kind === "counter" && request.value < 0) throw new Error("a counter cannot decrease");
+        metric.value += request.value;
+        return undefined;
+      case "set":
+        if (family.kind === "counter") throw new Error("a counter cannot be set");
+        metric.value = request.value;
+        return undefined;
+      case "value":
+        return metric.value;
+    }
+  }
+
+  /** An instance went away: the families only it declared go too. */
+  dropOwner(owner: string): void {
+    for (const [name, family] of this.#families) {
+      family.owners.delete(owner);
+      if (family.owners.size === 0) this.#families.delete(name);
+    }
+  }
+
+  /** The families in Prometheus' text format ('' when there are none). */
+  render(): string {
+    const lines: string[] = [];
+    const escapeLabel = (v: string) => v.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
+    for (const [name, family] of this.#families) {
+      lines.push(`# HELP ${name} ${family.description.replaceAll("\\", "\\\\").replaceAll("\n", "\\n")}`);
+      lines.push(`# TYPE ${name} ${family.kind}`);
+      for (const { labels, value } of family.metrics.values()) {
+        const text = Object.entries(labels)
+          .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
+          .join(",");
+        lines.push(`${name}${text ? `{${text}}` : ""} ${value}`);
+      }
+    }
+    return lines.length > 0 ? `${lines.join("\n")}\n` : "";
+  }
+}
+
+/** The process's custom metrics: every Python model's families, shown by the metrics endpoint. */
+export const customMetrics = new CustomMetrics();
+
+/** What the metrics endpoint appends after Galley's own metrics. */
+export function renderCustomMetrics(): string {
+  return customMetrics.render();
+}

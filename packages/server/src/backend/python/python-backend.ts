@@ -1,0 +1,260 @@
+import { access, constants, realpath, stat } from "node:fs/promises";
+import { delimiter, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
+import type { ModelConfig } from "@galley/proto";
+import type { Logger } from "../../log.js";
+import type { Backend, BackendModel } from "../backend.js";
+import { outputRules } from "../check-outputs.js";
+import { processTransport } from "../host/process-transport.js";
+import type { InferencePath } from "../js/bls-calls.js";
+import { type CustomMetrics, customMetrics } from "./custom-metrics.js";
+import { PythonInstance } from "./python-instance.js";
+import type { FromStub, ToStub } from "./python-messages.js";
+import { segmentMapper } from "./shm-mapping.js";
+
+/** The folder holding the stub and `triton_python_backend_utils` (`packages/server/python`). */
+export const PYTHON_STUB_DIR = fileURLToPath(new URL("../../../python/", import.meta.url));
+/** The stub's entry. */
+export const PYTHON_STUB = join(PYTHON_STUB_DIR, "galley_python_stub.py");
+
+/** The model file when `default_model_filename` names none. */
+export const PYTHON_MODEL_FILE = "model.py";
+
+/** Options for {@link createPythonBackend}. */
+export interface PythonBackendOptions {
+  log: Logger;
+  /** The server's inference path, for BLS calls (given late: the core is built after the backends). */
+  inference: () => InferencePath;
+  /** `--backend-config python,python-executable=<path>`; default `python3` on PATH. */
+  pythonExecutable?: string;
+  /** Where custom metric families go (default: the process's, shown by the metrics endpoint). */
+  metrics?: CustomMetrics;
+}
+
+/**
+ * The `python` backend: Triton Python models (`model.py` with `TritonPythonModel`), one stub
+ * process per instance, tensors through shared memory. Parameters: `EXECUTION_ENV_PATH` (a
+ * folder holding `bin/python3`; `$$TRITON_MODEL_DIRECTORY` is the model's folder),
+ * `execute_timeout_ms` and `initialize_timeout_ms` (none by default, as in Triton).
+ */
+export function createPythonBackend(options: PythonBackendOptions): Backend {
+  const metrics = options.metrics ?? customMetrics;
+  return {
+    name: "python",
+
+    async autoComplete(config, modelPath, version) {
+      const file = await findModelFile(modelPath, version, config);
+      if (!file) return undefined;
+      const python = await interpreter(config, modelPath, options.pythonExecutable);
+      const completed = await runAutoComplete(python, file, config, options.log);
+      if (typeof completed === "string") {
+        return {
+          config,
+          diagnostics: [{ path: "", message: `unable to auto-complete model '${config.name}': ${completed}` }],
+          notes: [],
+        };
+      }
+      return { config: completed, diagnostics: [], notes: ["auto_complete_config"] };
+    },
+
+    async load(context): Promise<BackendModel> {
+      const { config } = context;
+      const file = await findModelFile(context.modelPath, context.version, config);
+      if (!file) {
+        const name = config.defaultModelFilename || PYTHON_MODEL_FILE;
+        throw new Error(`unable to find '${join(context.versionPath, name)}' for model '${config.name}'`);
+      }
+      const parameter = (key: string) => {
+        const value = config.parameters[key]?.stringValue;
+        if (value === undefined) return undefined;
+        if (!/^\d+$/.test(value.trim())) {
+          throw new Error(`parameter '${key}' of model '${config.name}' must be a whole number, got '${value}'`);
+        }
+        return Number(value);
+      };
+      const executeTimeoutMs = parameter("execute_timeout_ms");
+      const initializeTimeoutMs = parameter("initialize_timeout_ms");
+      const python = await interpreter(config, context.modelPath, options.pythonExecutable);
+      const mapper = await segmentMapper(options.log);
+      const rules = outputRules(config);
+      const modelConfig = JSON.stringify(toModelConfigJson(config));
+      const specs = config.instanceGroup.flatMap((group) =>
+        Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
+          name: `${group.name}_${i}`,
+          kind: group.kind === 2 ? "GPU" : group.kind === 3 ? "MODEL" : "CPU",
+          device: String(group.gpus[i % Math.max(1, group.gpus.length)] ?? 0),
+          rateLimiter: group.rateLimiter,
+          passive: group.passive,
+        })),
+      );
+      const started = await Promise.allSettled(
+        specs.map((spec) =>
+          PythonInstance.start({
+            name: spec.name,
+            command: python.command,
+            args: [PYTHON_STUB],
+            env: python.env,
+            init: {
+              file,
+              decoupled: config.modelTransactionPolicy?.decoupled ?? false,
+              outputs: config.output.map((o) => o.name),
+              args: {
+                model_config: modelConfig,
+                model_instance_kind: `KIND_${spec.kind}`,
+                model_instance_name: spec.name,
+                model_instance_device_id: spec.device,
+                model_repository: context.modelPath,
+                model_version: String(context.version),
+                model_name: config.name,
+              },
+            },
+            outputRules: rules,
+            mapper,
+            metrics,
+            ...(executeTimeoutMs ? { executeTimeoutMs } : {}),
+            ...(initializeTimeoutMs ? { initializeTimeoutMs } : {}),
+            ...(context.signal ? { signal: context.signal } : {}),
+            ...(spec.rateLimiter ? { rateLimiter: spec.rateLimiter } : {}),
+            inference: options.inference,
+            log: options.log,
+          }),
+        ),
+      );
+      const opened = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+      const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+      if (failed) {
+        await Promise.all(opened.map((i) => i.close()));
+        throw new Error(`unable to load model '${config.name}': ${explain((failed.reason as Error).message, python)}`);
+      }
+      return {
+        instances: opened.filter((_, i) => !specs[i]?.passive),
+        healthy: () => opened.every((i) => i.healthy),
+        async unload() {
+          await Promise.all(opened.map((i) => i.close()));
+        },
+      };
+    },
+  };
+}
+
+/** A start failure, with what to do when the interpreter itself is the problem. */
+function explain(message: string, python: Interpreter): string {
+  if (/could not be started: spawn .* ENOENT/.test(message)) {
+    return `${message} (the Python backend runs '${python.command}': install python3 with numpy, or pass --backend-config python,python-executable=<path>)`;
+  }
+  return message;
+}
+
+/** The model file: `default_model_filename` or `model.py`, which must stay inside the version folder. */
+async function findModelFile(modelPath: string, version: number, config: ModelConfig): Promise<string | undefined> {
+  const folder = join(modelPath, String(version));
+  const name = config.defaultModelFilename || PYTHON_MODEL_FILE;
+  const path = resolve(folder, name);
+  if (!inside(folder, path)) {
+    throw new Error(`default_model_filename '${name}' of model '${config.name}' is outside its version folder`);
+  }
+  try {
+    const real = await realpath(path);
+    if (!inside(await realpath(folder), real)) {
+      throw new Error(`default_model_filename '${name}' of model '${config.name}' leads outside its version folder`);
+    }
+    return (await stat(real)).isFile() ? path : undefined;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+}
+
+function inside(folder: string, path: string): boolean {
+  const rel = relative(folder, path);
+  return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);
+}
+
+/** The program that runs a model's stub, and its environment. */
+interface Interpreter {
+  command: string;
+  env: NodeJS.ProcessEnv;
+}
+
+const MODEL_DIRECTORY = "$$TRITON_MODEL_DIRECTORY";
+
+/**
+ * The interpreter for a model: its `EXECUTION_ENV_PATH` environment's `bin/python3`, else the
+ * server's (`python-executable`, default `python3`). The stub's folder goes first on PYTHONPATH.
+ */
+async function interpreter(config: ModelConfig, modelPath: string, executable = "python3"): Promise<Interpreter> {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PYTHONPATH: [PYTHON_STUB_DIR, process.env.PYTHONPATH].filter(Boolean).join(delimiter),
+    PYTHONUNBUFFERED: "1",
+  };
+  const setting = config.parameters.EXECUTION_ENV_PATH?.stringValue?.trim();
+  if (!setting) return { command: executable, env };
+  if (/\.(tar\.gz|tgz|tar)$/i.test(setting)) {
+    throw new Error(
+      `EXECUTION_ENV_PATH '${setting}' of model '${config.name}' is a packed environment: Galley does not unpack archives; unpack it (conda-pack's tarball into a folder) and set EXECUTION_ENV_PATH to the folder that holds bin/python3`,
+    );
+  }
+  const inModel = setting.includes(MODEL_DIRECTORY) || !isAbsolute(setting);
+  const folder = resolve(modelPath, setting.replaceAll(MODEL_DIRECTORY, modelPath));
+  let real: string;
+  try {
+    real = await realpath(folder);
+  } catch {
+    throw new Error(`EXECUTION_ENV_PATH '${setting}' of model '${config.name}' does not exist`);
+  }
+  if (inModel && !inside(await realpath(modelPath), real)) {
+    throw new Error(`EXECUTION_ENV_PATH '${setting}' of model '${config.name}' leads outside the model's folder`);
+  }
+  const command = join(real, "bin", "python3");
+  try {
+    await access(command, constants.X_OK);
+  } catch {
+    throw new Error(`EXECUTION_ENV_PATH '${setting}' of model '${config.name}' has no executable bin/python3`);
+  }
+  return {
+    command,
+    env: {
+      ...env,
+      VIRTUAL_ENV: real,
+      PATH: [join(real, "bin"), process.env.PATH].filter(Boolean).join(delimiter),
+      LD_LIBRARY_PATH: [join(real, "lib"), process.env.LD_LIBRARY_PATH].filter(Boolean).join(delimiter),
+    },
+  };
+}
+
+/** Call the model's static `auto_complete_config` in a throw-away stub, as Triton does. */
+function runAutoComplete(
+  python: Interpreter,
+  file: string,
+  config: ModelConfig,
+  log: Logger,
+): Promise<ModelConfig | string> {
+  const open = processTransport<ToStub, FromStub>({
+    command: python.command,
+    args: [PYTHON_STUB],
+    env: python.env,
+    name: `${config.name}_autocomplete`,
+    log,
+  });
+  let transport: ReturnType<typeof open> | undefined;
+  return new Promise<ModelConfig | string>((resolveConfig) => {
+    transport = open({
+      message(message) {
+        if (message.kind === "start-failed") resolveConfig(message.message);
+        if (message.kind !== "auto-completed") return;
+        if (message.error !== undefined) resolveConfig(message.error);
+        else {
+          try {
+            resolveConfig(fromModelConfigJson(JSON.parse(message.config ?? "{}")));
+          } catch (error) {
+            resolveConfig((error as Error).message);
+          }
+        }
+      },
+      ended: (reason) => resolveConfig(explain(`the auto-complete stub ${reason}`, python)),
+    });
+    transport.send({ kind: "auto-complete", file, config: JSON.stringify(toModelConfigJson(config)) });
+  }).finally(() => void transport?.kill());
+}

@@ -1,0 +1,366 @@
+import { randomBytes } from "node:crypto";
+import type { ModelRateLimiter } from "@galley/proto";
+import { now } from "../../clock/clock.js";
+import { InferenceError, type TritonCode, toInferenceError } from "../../core/errors.js";
+import type { InferenceRequest } from "../../core/inference-request.js";
+import type { Parameters, Tensor } from "../../core/tensor.js";
+import type { Logger } from "../../log.js";
+import type { BackendInstance, ExecuteResult } from "../backend.js";
+import { checkOutputs, type OutputRules } from "../check-outputs.js";
+import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
+import { processTransport } from "../host/process-transport.js";
+import { BlsCalls, type InferencePath } from "../js/bls-calls.js";
+import type { WireBlsRequest } from "../js/js-messages.js";
+import type { CustomMetrics } from "./custom-metrics.js";
+import type { PyError, PyInit, PyProtocol, PyRequest, PyResponse, PyResult, ShmTensor } from "./python-messages.js";
+import type { SegmentMapper } from "./shm-mapping.js";
+import { SHM_PREFIX, ShmPool } from "./shm-pool.js";
+
+/** How one instance runs: the interpreter, the stub, `initialize`'s args and the limits. */
+export interface PythonInstanceOptions {
+  name: string;
+  /** The interpreter and what it runs: `[stub]`, with the environment that finds pb_utils. */
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  init: Omit<PyInit, "shm">;
+  /** What the model's outputs must look like (its config). */
+  outputRules: OutputRules;
+  mapper: SegmentMapper;
+  metrics: CustomMetrics;
+  /** `execute_timeout_ms`: an execute that takes longer restarts the instance; 0 or absent: none. */
+  executeTimeoutMs?: number;
+  /** `initialize_timeout_ms`: a start whose `initialize` takes longer fails; 0 or absent: none. */
+  initializeTimeoutMs?: number;
+  /** Aborting it while the instance starts stops the process and fails the start. */
+  signal?: AbortSignal;
+  rateLimiter?: ModelRateLimiter;
+  inference: () => InferencePath;
+  log: Logger;
+}
+
+const CODES = new Set<string>([
+  "UNKNOWN",
+  "INTERNAL",
+  "NOT_FOUND",
+  "INVALID_ARG",
+  "UNAVAILABLE",
+  "UNSUPPORTED",
+  "ALREADY_EXISTS",
+  "CANCELLED",
+]);
+
+/** A model's error (a response's `error`, or what `execute` raised) with its Triton code. */
+function modelError(error: PyError): InferenceError {
+  const code = error.code !== undefined && CODES.has(error.code) ? (error.code as TritonCode) : undefined;
+  return new InferenceError("BACKEND_FAILED", { message: error.message }, code ? { code } : {});
+}
+
+/** Parameters Triton keeps out of a Python request's `parameters()`. */
+const RESERVED_PARAMETERS = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
+
+/**
+ * One instance of a Python model: a stub process (`galley_python_stub.py`) running the model,
+ * supervised by an instance host. Tensors cross through the instance's shared memory (see
+ * `ShmPool`). Whatever ends the process (a crash, a kill, `os._exit`, an execute past its timeout)
+ * fails only the requests this instance holds; the host restarts it, backing off after repeated
+ * failures, and while it waits the instance is not {@link PythonInstance.healthy}.
+ */
+export class PythonInstance implements BackendInstance {
+  readonly name: string;
+  readonly rateLimiter?: ModelRateLimiter;
+  readonly #options: PythonInstanceOptions;
+  readonly #host: InstanceHost<PyProtocol>;
+  readonly #bls: BlsCalls;
+  readonly #prefix: string;
+  #pool: ShmPool | undefined;
+  /** The stub's blocks read and not yet given back. */
+  #release: [number, number][] = [];
+  #releaseScheduled = false;
+
+  private constructor(options: PythonInstanceOptions) {
+    this.name = options.name;
+    if (options.rateLimiter) this.rateLimiter = options.rateLimiter;
+    this.#options = options;
+    this.#prefix = `${SHM_PREFIX}${process.pid}_${randomBytes(6).toString("hex")}_`;
+    this.#host = createInstanceHost<PyProtocol>({
+      name: options.name,
+      model: options.init.args.model_name ?? options.name,
+      transport: processTransport({
+        command: options.command,
+        args: options.args,
+        env: options.env,
+        name: options.name,
+        log: options.log,
+      }),
+      init: { ...options.init, shm: this.#prefix },
+      ...(options.initializeTimeoutMs ? { startTimeoutMs: options.initializeTimeoutMs } : {}),
+      ...(options.executeTimeoutMs ? { executeTimeoutMs: options.executeTimeoutMs } : {}),
+      log: options.log,
+      onMessage: (message) => this.#onMessage(message),
+      onDown: () => {
+        this.#bls.cancelAll();
+        // The stub is gone: its segments and ours start over with the next one.
+        this.#pool?.close();
+        this.#pool = undefined;
+        this.#release = [];
+        this.#options.metrics.dropOwner(this.#prefix);
+      },
+    });
+    this.#bls = new BlsCalls({
+      inference: options.inference,
+      reply: (message) => {
+        if (message.kind !== "bls-reply") return;
+        const pool = this.#shm();
+        const response: PyResponse | undefined = message.response && {
+          outputs: message.response.outputs.map((t) => pool.put(t)),
+          parameters: message.response.parameters,
+        };
+        this.#host.post({
+          kind: "bls-reply",
+          call: message.call,
+          ...(response ? { response } : {}),
+          ...(message.error ? { error: { message: message.error.message, code: message.error.code } } : {}),
+          final: message.final,
+        });
+      },
+      signalOf: (key) => this.#host.request(key)?.signal,
+    });
+  }
+
+  /** Start the process and run `initialize`; rejects with the model's error (Triton's words). */
+  static async start(options: PythonInstanceOptions): Promise<PythonInstance> {
+    const instance = new PythonInstance(options);
+    try {
+      await instance.#host.start(options.signal);
+    } catch (error) {
+      instance.#pool?.close();
+      throw error;
+    }
+    return instance;
+  }
+
+  get restarts(): number {
+    return this.#host.restarts;
+  }
+
+  get healthy(): boolean {
+    return this.#host.health === "up";
+  }
+
+  /** The stub's process id (while up). */
+  get pid(): number | undefined {
+    return this.#host.info?.pid;
+  }
+
+  async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
+    const start = now();
+    try {
+      await this.#host.ready();
+    } catch (error) {
+      return failAll(requests, toInferenceError(error), start);
+    }
+    const keys: number[] = [];
+    let wires: PyRequest[];
+    try {
+      const pool = this.#shm();
+      wires = requests.map((request) => {
+        const key = this.#host.open({
+          signal: request.signal,
+          respond: (response, final) => this.#respond(key, request, response, final),
+          fail: (error) => request.responder?.(error, true),
+        });
+        keys.push(key);
+        return toPyRequest(key, request, pool, this.#options.init.outputs);
+      });
+    } catch (error) {
+      for (const key of keys) this.#host.end(key);
+      return failAll(requests, toInferenceError(error), start);
+    }
+    const inputNs = now() - start;
+    let result: PyResult;
+    try {
+      result = await this.#host.execute(wires);
+    } catch (error) {
+      const failure = toInferenceError(error);
+      for (const [i, key] of keys.entries()) if (this.#host.end(key)) requests[i]?.responder?.(failure, true);
+      return failAll(requests, failure, start);
+    }
+    return this.#executed(requests, keys, result, start, inputNs);
+  }
+
+  /** Run `finalize` (for at most `graceMs`), then stop the process and remove its shared memory. */
+  async close(graceMs = 5000): Promise<void> {
+    await this.#host.close(graceMs);
+    this.#pool?.close();
+    this.#pool = undefined;
+    this.#options.metrics.dropOwner(this.#prefix);
+  }
+
+  #shm(): ShmPool {
+    this.#pool ??= new ShmPool(this.#prefix, this.#options.mapper);
+    return this.#pool;
+  }
+
+  #onMessage(message: PyProtocol["fromInstance"]): void {
+    switch (message.kind) {
+      case "release":
+        this.#pool?.release(message.blocks);
+        return;
+      case "bls": {
+        let wire: WireBlsRequest;
+        try {
+          wire = { ...message.request, inputs: this.#take(message.request.inputs) };
+        } catch (error) {
+          this.#host.post({
+            kind: "bls-reply",
+            call: message.call,
+            error: { message: (error as Error).message, code: "INTERNAL" },
+            final: true,
+          });
+          return;
+        }
+        void this.#bls.run(message.call, wire, message.stream, message.parents);
+        return;
+      }
+      case "bls-cancel":
+        this.#bls.cancel(message.call);
+        return;
+      case "metric": {
+        let reply: { value?: number; error?: string };
+        try {
+          reply = { value: this.#options.metrics.apply(this.#prefix, message.request) };
+        } catch (error) {
+          reply = { error: (error as Error).message };
+        }
+        this.#host.post({ kind: "reply", call: message.call, ...reply });
+        return;
+      }
+      case "log":
+        if (message.level === "verbose") this.#options.log.verbose(1, `${this.name}: ${message.message}`);
+        else this.#options.log[message.level](`${this.name}: ${message.message}`);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** Copies of tensors in the stub's segments, whose blocks go back to the stub. */
+  #take(refs: readonly ShmTensor[]): Tensor[] {
+    const pool = this.#shm();
+    const tensors = refs.map((ref) => {
+      const data = pool.take(ref);
+      if (ref.s >= 0) this.#release.push([ref.s, ref.o]);
+      return {
+        name: ref.name,
+        datatype: ref.datatype as Tensor["datatype"],
+        shape: ref.shape,
+        data,
+        parameters: {},
+        movable: true,
+      };
+    });
+    this.#scheduleRelease();
+    return tensors;
+  }
+
+  #scheduleRelease(): void {
+    if (this.#releaseScheduled || this.#release.length === 0) return;
+    this.#releaseScheduled = true;
+    setImmediate(() => {
+      this.#releaseScheduled = false;
+      const blocks = this.#release;
+      this.#release = [];
+      if (blocks.length > 0) this.#host.post({ kind: "release", blocks });
+    });
+  }
+
+  #executed(
+    requests: readonly InferenceRequest[],
+    keys: number[],
+    result: PyResult,
+    start: bigint,
+    inputNs: bigint,
+  ): ExecuteResult {
+    const inferNs = now() - start - inputNs;
+    const outputStart = now();
+    const decoupled = this.#options.init.decoupled;
+    const { responses, error } = result;
+    const outcome: (Tensor[] | Error)[] = requests.map((request, i) => {
+      if (error) return modelError(error);
+      if (decoupled) return [];
+      const response = responses?.[i];
+      if (!response) return new InferenceError("BACKEND_FAILED", { message: "the model returned no response" });
+      return this.#outputs(request, response);
+    });
+    for (const [i, key] of keys.entries()) {
+      const failure = outcome[i];
+      if (!decoupled) this.#host.end(key);
+      else if (failure instanceof Error && this.#host.end(key)) requests[i]?.responder?.(failure, true);
+    }
+    return {
+      responses: outcome,
+      computeInputNs: inputNs,
+      computeInferNs: inferNs,
+      computeOutputNs: now() - outputStart,
+    };
+  }
+
+  /** One response of a decoupled request (the host has already forgotten a final one). */
+  #respond(key: number, request: InferenceRequest, response: PyResponse | undefined, final: boolean): void {
+    const responder = request.responder;
+    const outputs = response && this.#outputs(request, response);
+    if (!responder) return;
+    if (outputs instanceof Error) {
+      if (!final) this.#host.end(key);
+      responder(outputs, true);
+    } else responder(outputs && response ? { outputs, parameters: response.parameters ?? {} } : undefined, final);
+  }
+
+  /** A response's outputs, checked against the config, or why the request fails. */
+  #outputs(request: InferenceRequest, response: PyResponse): Tensor[] | Error {
+    const outputs = this.#take(response.outputs);
+    if (response.error) return modelError(response.error);
+    return checkOutputs(this.#options.outputRules, request, outputs) ?? outputs;
+  }
+}
+
+/** A request as the stub reads it, its inputs written into the instance's segments. */
+function toPyRequest(
+  key: number,
+  request: InferenceRequest,
+  pool: ShmPool,
+  modelOutputs: readonly string[],
+): PyRequest {
+  const sequenceId = request.parameters.sequence_id;
+  const timeout = request.parameters.timeout;
+  const parameters: Parameters = {};
+  for (const [name, value] of Object.entries(request.parameters)) {
+    if (!RESERVED_PARAMETERS.has(name)) parameters[name] = value;
+  }
+  return {
+    key,
+    id: request.id,
+    correlationId:
+      typeof sequenceId === "string"
+        ? sequenceId
+        : typeof sequenceId === "bigint"
+          ? Number(sequenceId)
+          : ((sequenceId ?? 0) as number),
+    flags: (request.parameters.sequence_start === true ? 1 : 0) | (request.parameters.sequence_end === true ? 2 : 0),
+    parameters: JSON.stringify(parameters, (_k, v: unknown) => (typeof v === "bigint" ? Number(v) : v)),
+    timeout: typeof timeout === "number" || typeof timeout === "bigint" ? Number(timeout) : 0,
+    inputs: request.inputs.map((t) => pool.put(t)),
+    outputs: request.outputs.length > 0 ? request.outputs.map((o) => o.name) : [...modelOutputs],
+    cancelled: request.signal?.aborted ?? false,
+  };
+}
+
+function failAll(requests: readonly InferenceRequest[], error: Error, start: bigint): ExecuteResult {
+  return {
+    responses: requests.map(() => error),
+    computeInputNs: 0n,
+    computeInferNs: now() - start,
+    computeOutputNs: 0n,
+  };
+}

@@ -1,0 +1,112 @@
+// Messages between a Python-backend instance (main thread) and its stub process, carried as JSON
+// frames by the process transport. Tensors travel as references into shared-memory segments
+// (`ShmTensor`): the JSON says where the bytes are, never what they are.
+import type { Parameters } from "../../core/tensor.js";
+import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
+
+/**
+ * A tensor whose bytes lie in a segment of the sender: segment number `s` (of `z` bytes), byte
+ * offset `o`, `n` bytes (BYTES: Triton's 4-byte length-prefixed serialization). `s` is -1 for no bytes.
+ */
+export interface ShmTensor {
+  name: string;
+  datatype: string;
+  shape: number[];
+  s: number;
+  z: number;
+  o: number;
+  n: number;
+}
+
+export interface PyRequest {
+  /** The instance's key for the request (routes sends and cancels). */
+  key: number;
+  id: string;
+  correlationId: string | number;
+  flags: number;
+  /** The client's parameters, as Triton's `parameters()` JSON. */
+  parameters: string;
+  /** `timeout()`: microseconds, 0 when none. */
+  timeout: number;
+  inputs: ShmTensor[];
+  /** Requested output names; every output of the model when the client named none. */
+  outputs: string[];
+  cancelled: boolean;
+}
+
+export interface PyError {
+  message: string;
+  /** A Triton code (`INVALID_ARG`, ...); INTERNAL when absent. */
+  code?: string;
+}
+
+export interface PyResponse {
+  outputs: ShmTensor[];
+  /** The response's parameters (a JSON object). */
+  parameters?: Parameters;
+  error?: PyError;
+}
+
+export interface PyBlsRequest {
+  model: string;
+  version: string;
+  id: string;
+  inputs: ShmTensor[];
+  outputs: string[];
+  parameters: Parameters;
+}
+
+/** What a stub is started with. */
+export interface PyInit {
+  /** The model file (`model.py`). */
+  file: string;
+  /** `initialize`'s args: Triton's seven keys. */
+  args: Record<string, string>;
+  decoupled: boolean;
+  /** Output names of the model, in config order. */
+  outputs: string[];
+  /** The prefix of this instance's segment names under /dev/shm (`triton_python_backend_shm_region_<id>_`). */
+  shm: string;
+}
+
+/** What a stub answers to a batch: a response per request (none when decoupled), or what `execute` raised. */
+export interface PyResult {
+  responses?: (PyResponse | null)[];
+  error?: PyError;
+}
+
+/** A custom metric operation (pb_utils.MetricFamily / Metric). */
+export type MetricOp =
+  | { op: "family"; family: string; description: string; kind: "counter" | "gauge" }
+  | { op: "family-delete"; family: string }
+  | { op: "metric"; family: string; labels: Record<string, string> }
+  | { op: "increment"; family: string; labels: Record<string, string>; value: number }
+  | { op: "set"; family: string; labels: Record<string, string>; value: number }
+  | { op: "value"; family: string; labels: Record<string, string> };
+
+/** The Python backend's messages on top of the instance host's (see `InstanceProtocol`). */
+export interface PyProtocol {
+  init: PyInit;
+  info: { pid: number };
+  batch: PyRequest[];
+  result: PyResult;
+  response: PyResponse;
+  toInstance:
+    | { kind: "bls-reply"; call: number; response?: PyResponse; error?: PyError; final: boolean }
+    /** The stub's blocks the server has read: `[segment, offset]` pairs. */
+    | { kind: "release"; blocks: [number, number][] }
+    | { kind: "reply"; call: number; value?: number; error?: string }
+    /** Sent alone to a throw-away stub, outside any host. */
+    | { kind: "auto-complete"; file: string; config: string };
+  fromInstance:
+    | { kind: "bls"; call: number; request: PyBlsRequest; stream: boolean; parents: number[] }
+    | { kind: "bls-cancel"; call: number }
+    /** The server's blocks the stub no longer uses. */
+    | { kind: "release"; blocks: [number, number][] }
+    | { kind: "metric"; call: number; request: MetricOp }
+    | { kind: "auto-completed"; config?: string; error?: string }
+    | { kind: "log"; level: "info" | "warn" | "error" | "verbose"; message: string };
+}
+
+export type ToStub = HostToInstance<PyProtocol>;
+export type FromStub = InstanceToHost<PyProtocol>;

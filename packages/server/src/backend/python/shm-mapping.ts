@@ -1,0 +1,132 @@
+import { closeSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
+import type { Logger } from "../../log.js";
+
+/**
+ * One shared-memory file (under /dev/shm) as the server reaches it: mapped (the native addon, no
+ * copy on our side of a write or a read) or through its file descriptor (one copy, `fs`).
+ */
+export interface MappedSegment {
+  readonly byteLength: number;
+  /** Copy `data` into the segment at `offset`. */
+  write(offset: number, data: Uint8Array): void;
+  /** A fresh copy of `length` bytes at `offset` (the owner reuses the space afterwards). */
+  read(offset: number, length: number): Uint8Array;
+  close(): void;
+}
+
+/** How segments are reached: created (the server's own) or opened (the stub's). */
+export interface SegmentMapper {
+  /** `mapped`: the addon's mmap; `file`: read and write through the descriptor. */
+  readonly kind: "mapped" | "file";
+  create(path: string, byteLength: number): MappedSegment;
+  open(path: string, byteLength: number): MappedSegment;
+}
+
+/** The addon's API (`@galley/backends-native`), as far as this module uses it. */
+interface NativeShm {
+  mapSharedMemory(
+    path: string,
+    byteLength: number,
+    options?: { offset?: number; create?: boolean },
+  ): { buffer: ArrayBuffer; byteLength: number; close(): void };
+  sharedMemoryMapping?(): { available: boolean; reason?: string };
+}
+
+/** Segments through their file descriptor: `pwrite` / `pread`, one copy each way. */
+export const fileMapper: SegmentMapper = {
+  kind: "file",
+  create(path, byteLength) {
+    const fd = openSync(path, "wx+", 0o600);
+    try {
+      ftruncateSync(fd, byteLength);
+    } catch (error) {
+      closeSync(fd);
+      unlinkSync(path);
+      throw error;
+    }
+    return fileSegment(fd, byteLength);
+  },
+  open(path, byteLength) {
+    return fileSegment(openSync(path, "r+"), byteLength);
+  },
+};
+
+function fileSegment(fd: number, byteLength: number): MappedSegment {
+  let open = true;
+  return {
+    byteLength,
+    write(offset, data) {
+      for (let done = 0; done < data.byteLength; ) {
+        done += writeSync(fd, data, done, data.byteLength - done, offset + done);
+      }
+    },
+    read(offset, length) {
+      const out = Buffer.allocUnsafeSlow(length);
+      for (let done = 0; done < length; ) {
+        const n = readSync(fd, out, done, length - done, offset + done);
+        if (n <= 0) throw new Error(`shared memory ends before ${offset + length} bytes`);
+        done += n;
+      }
+      return out;
+    },
+    close() {
+      if (open) closeSync(fd);
+      open = false;
+    },
+  };
+}
+
+function nativeMapper(native: NativeShm): SegmentMapper {
+  const map = (path: string, byteLength: number, create: boolean): MappedSegment => {
+    const mapping = native.mapSharedMemory(path, byteLength, { create });
+    const bytes = new Uint8Array(mapping.buffer, 0, byteLength);
+    let open = true;
+    return {
+      byteLength,
+      write(offset, data) {
+        bytes.set(data, offset);
+      },
+      read(offset, length) {
+        const out = Buffer.allocUnsafeSlow(length);
+        out.set(bytes.subarray(offset, offset + length));
+        return out;
+      },
+      close() {
+        if (open) mapping.close();
+        open = false;
+      },
+    };
+  };
+  return {
+    kind: "mapped",
+    create: (path, byteLength) => map(path, byteLength, true),
+    open: (path, byteLength) => map(path, byteLength, false),
+  };
+}
+
+let chosen: Promise<SegmentMapper> | undefined;
+
+/**
+ * The addon's mapping when `@galley/backends-native` has it, else {@link fileMapper}; the
+ * fallback is logged once per process.
+ */
+export function segmentMapper(log: Logger): Promise<SegmentMapper> {
+  chosen ??= (async () => {
+    let reason: string;
+    try {
+      // A variable specifier: the server builds and runs without the addon package.
+      const name = "@galley/backends-native";
+      const native = (await import(name)) as Partial<NativeShm>;
+      const status = native.sharedMemoryMapping?.();
+      if (typeof native.mapSharedMemory === "function" && (status?.available ?? true)) {
+        return nativeMapper(native as NativeShm);
+      }
+      reason = status?.reason ?? "this build of @galley/backends-native has no mapSharedMemory";
+    } catch (error) {
+      reason = (error as Error).message;
+    }
+    log.info(`python backend: tensors cross shared memory with one copy through /dev/shm files (${reason})`);
+    return fileMapper;
+  })();
+  return chosen;
+}

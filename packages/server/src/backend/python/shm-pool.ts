@@ -1,0 +1,166 @@
+import { readdirSync, unlinkSync } from "node:fs";
+import { join } from "node:path";
+import type { ShmTensor } from "./python-messages.js";
+import type { MappedSegment, SegmentMapper } from "./shm-mapping.js";
+
+/** Where POSIX shared memory lives on Linux. */
+export const SHM_DIR = "/dev/shm";
+/** Triton's prefix for the Python backend's regions (refused to clients by the shared-memory API). */
+export const SHM_PREFIX = "triton_python_backend_shm_region_";
+
+const ALIGN = 64;
+const MiB = 1024 * 1024;
+/** The first segment's size; later ones double, or fit the largest tensor asked for. */
+const FIRST_SEGMENT = 4 * MiB;
+
+/** First-fit allocation of aligned blocks in one segment. */
+export class Arena {
+  /** Free ranges `[offset, length]`, by offset, coalesced. */
+  readonly #free: [number, number][];
+  readonly #used = new Map<number, number>();
+
+  constructor(readonly size: number) {
+    this.#free = [[0, size]];
+  }
+
+  get empty(): boolean {
+    return this.#used.size === 0;
+  }
+
+  /** The offset of `length` free bytes, or -1. */
+  alloc(length: number): number {
+    const need = Math.max(ALIGN, Math.ceil(length / ALIGN) * ALIGN);
+    for (const [i, range] of this.#free.entries()) {
+      if (range[1] < need) continue;
+      const offset = range[0];
+      if (range[1] === need) this.#free.splice(i, 1);
+      else this.#free[i] = [offset + need, range[1] - need];
+      this.#used.set(offset, need);
+      return offset;
+    }
+    return -1;
+  }
+
+  /** Give back the block at `offset`; false when there is none. */
+  release(offset: number): boolean {
+    const length = this.#used.get(offset);
+    if (length === undefined) return false;
+    this.#used.delete(offset);
+    let i = this.#free.findIndex(([o]) => o > offset);
+    if (i < 0) i = this.#free.length;
+    this.#free.splice(i, 0, [offset, length]);
+    const next = this.#free[i + 1];
+    if (next && offset + length === next[0]) {
+      (this.#free[i] as [number, number])[1] += next[1];
+      this.#free.splice(i + 1, 1);
+    }
+    const prev = this.#free[i - 1];
+    const here = this.#free[i] as [number, number];
+    if (prev && prev[0] + prev[1] === here[0]) {
+      prev[1] += here[1];
+      this.#free.splice(i, 1);
+    }
+    return true;
+  }
+}
+
+/**
+ * One instance's shared memory, seen from the server: its own segments (`<prefix>n<k>`), where
+ * it writes the tensors it sends and the stub releases them when done, and the stub's segments
+ * (`<prefix>p<k>`), opened on first use, read once and released. A segment's file is unlinked
+ * as soon as both sides hold it, so nothing is left in /dev/shm if either process dies; whatever
+ * a dead stub left is removed by {@link ShmPool.close}.
+ */
+export class ShmPool {
+  readonly #own: { segment: MappedSegment; arena: Arena }[] = [];
+  readonly #peer = new Map<number, MappedSegment>();
+  #closed = false;
+
+  constructor(
+    readonly prefix: string,
+    readonly mapper: SegmentMapper,
+  ) {}
+
+  /** Copy a tensor's bytes into a block of the server's segments. */
+  put(tensor: { name: string; datatype: string; shape: number[]; data: Uint8Array }): ShmTensor {
+    const { data } = tensor;
+    const ref = { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape };
+    if (data.byteLength === 0) return { ...ref, s: -1, z: 0, o: 0, n: 0 };
+    const [s, o] = this.#alloc(data.byteLength);
+    const { segment } = this.#own[s] as { segment: MappedSegment };
+    segment.write(o, data);
+    return { ...ref, s, z: segment.byteLength, o, n: data.byteLength };
+  }
+
+  /** The stub released blocks of the server's segments. */
+  release(blocks: readonly (readonly [number, number])[]): void {
+    for (const [s, o] of blocks) this.#own[s]?.arena.release(o);
+  }
+
+  /** A copy of the bytes of a tensor in the stub's segments (the block may be released after). */
+  take(tensor: ShmTensor): Uint8Array {
+    if (tensor.s < 0 || tensor.n === 0) return new Uint8Array(0);
+    let segment = this.#peer.get(tensor.s);
+    if (!segment) {
+      const path = this.#path("p", tensor.s);
+      segment = this.mapper.open(path, tensor.z);
+      try {
+        unlinkSync(path);
+      } catch {
+        // the stub removed it
+      }
+      this.#peer.set(tensor.s, segment);
+    }
+    if (tensor.o + tensor.n > segment.byteLength) {
+      throw new Error(`a tensor of the stub lies past the end of its segment ${tensor.s}`);
+    }
+    return segment.read(tensor.o, tensor.n);
+  }
+
+  /** Close every segment and remove any file of this instance still in /dev/shm. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const { segment } of this.#own) segment.close();
+    for (const segment of this.#peer.values()) segment.close();
+    this.#own.length = 0;
+    this.#peer.clear();
+    removeSegments(this.prefix);
+  }
+
+  #alloc(length: number): [number, number] {
+    for (const [s, { arena }] of this.#own.entries()) {
+      const o = arena.alloc(length);
+      if (o >= 0) return [s, o];
+    }
+    const largest = this.#own.reduce((n, { arena }) => Math.max(n, arena.size), 0);
+    const size = Math.max(FIRST_SEGMENT, Math.min(2 * largest, 256 * MiB), Math.ceil((length + ALIGN) / MiB) * MiB);
+    const s = this.#own.length;
+    const segment = this.mapper.create(this.#path("n", s), size);
+    const arena = new Arena(size);
+    this.#own.push({ segment, arena });
+    return [s, arena.alloc(length)];
+  }
+
+  #path(side: "n" | "p", k: number): string {
+    return join(SHM_DIR, `${this.prefix}${side}${k}`);
+  }
+}
+
+/** Remove every /dev/shm file whose name starts with `prefix` (an instance's leftovers). */
+export function removeSegments(prefix: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(SHM_DIR);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    try {
+      unlinkSync(join(SHM_DIR, name));
+    } catch {
+      // already gone
+    }
+  }
+}
