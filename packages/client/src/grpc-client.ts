@@ -1,4 +1,4 @@
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
   type Client,
   type CallOptions as ConnectCallOptions,
@@ -13,14 +13,16 @@ import {
   createGrpcWebTransport,
 } from "@connectrpc/connect-node";
 import {
+  fromInferParameters,
   GRPCInferenceService,
   Health,
   HealthCheckResponse_ServingStatus,
   type InferParameter,
-  InferParameterSchema,
   type ModelInferRequestSchema,
   type ModelInferResponse,
   type ModelRepositoryParameterSchema,
+  toInferParameter,
+  toInferParameters,
 } from "@galley/proto";
 import type {
   CallOptions,
@@ -120,35 +122,9 @@ export interface GrpcClient extends InferenceClient {
 
 type InferInit = MessageInitShape<typeof ModelInferRequestSchema>;
 
-function parameter(value: ParameterValue, unsigned = false): InferParameter {
-  const choice =
-    typeof value === "boolean"
-      ? { case: "boolParam" as const, value }
-      : typeof value === "string"
-        ? { case: "stringParam" as const, value }
-        : typeof value === "bigint"
-          ? unsigned
-            ? { case: "uint64Param" as const, value }
-            : { case: "int64Param" as const, value }
-          : Number.isInteger(value)
-            ? unsigned
-              ? { case: "uint64Param" as const, value: BigInt(value) }
-              : { case: "int64Param" as const, value: BigInt(value) }
-            : { case: "doubleParam" as const, value };
-  return create(InferParameterSchema, { parameterChoice: choice });
-}
-
 function parameters(values: Record<string, ParameterValue>): Record<string, InferParameter> {
   // Triton's clients send `priority` as uint64.
-  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, parameter(v, k === "priority")]));
-}
-
-function fromParameters(map: { [key: string]: InferParameter }): Record<string, ParameterValue> {
-  const out: Record<string, ParameterValue> = {};
-  for (const [key, p] of Object.entries(map)) {
-    if (p.parameterChoice.case !== undefined) out[key] = p.parameterChoice.value;
-  }
-  return out;
+  return toInferParameters(values, ["priority"]);
 }
 
 /** A `ModelInferRequest` with `raw_input_contents` (or shared-memory parameters). */
@@ -199,7 +175,7 @@ export function grpcInferResult(response: ModelInferResponse): InferResult {
       modelName: response.modelName,
       modelVersion: response.modelVersion,
       id: response.id,
-      parameters: fromParameters(response.parameters),
+      parameters: fromInferParameters(response.parameters),
     },
     outputs,
   );
@@ -394,7 +370,7 @@ function openStream(
       if (ended) throw new Error("the stream was ended");
       const init = grpcInferRequest(model, request);
       if (request.emptyFinal) {
-        init.parameters = { ...(init.parameters ?? {}), triton_enable_empty_final_response: parameter(true) };
+        init.parameters = { ...(init.parameters ?? {}), triton_enable_empty_final_response: toInferParameter(true) };
       }
       queue.push(init);
       wake?.();

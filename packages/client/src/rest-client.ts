@@ -1,7 +1,7 @@
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
-import { ModelConfigSchema, ModelStatisticsResponseSchema } from "@galley/proto";
+import { elementType, ModelConfigSchema, ModelStatisticsResponseSchema } from "@galley/proto";
 import type { CallOptions, InferenceClient, InferOptions, InferResult, ParameterValue } from "./client-types.js";
 import {
   callSignal,
@@ -97,20 +97,9 @@ function flatten(value: unknown): unknown[] {
 /** Decode a JSON `data` array into the tensor's bytes. */
 function jsonToBytes(datatype: DataType, values: unknown[]): Uint8Array {
   if (datatype === "BYTES") return encodeBytes(values.map(String));
-  const arrays: Record<string, new (values: ArrayLike<number> | ArrayLike<bigint>) => ArrayBufferView> = {
-    BOOL: Uint8Array,
-    UINT8: Uint8Array,
-    UINT16: Uint16Array,
-    UINT32: Uint32Array,
-    UINT64: BigUint64Array,
-    INT8: Int8Array,
-    INT16: Int16Array,
-    INT32: Int32Array,
-    INT64: BigInt64Array,
-    FP32: Float32Array,
-    FP64: Float64Array,
-  };
-  const ArrayType = arrays[datatype];
+  // JSON carries no FP16/BF16 (their typed arrays hold bits, not values).
+  const half = datatype === "FP16" || datatype === "BF16";
+  const ArrayType = half ? undefined : (elementType(datatype)?.array as Float64ArrayConstructor | undefined);
   if (!ArrayType) throw new TypeError(`cannot read ${datatype} from JSON`);
   const big = datatype === "INT64" || datatype === "UINT64";
   const typed = new ArrayType(

@@ -1,21 +1,9 @@
 // Typed tensors for requests (`tensor.int32([1, 16], data)`) and typed views of response outputs.
 
+import { decodeBytesElements, elementType, encodeBytesElements, type ProtocolDataType } from "@galley/proto";
+
 /** A KServe v2 datatype. */
-export type DataType =
-  | "BOOL"
-  | "UINT8"
-  | "UINT16"
-  | "UINT32"
-  | "UINT64"
-  | "INT8"
-  | "INT16"
-  | "INT32"
-  | "INT64"
-  | "FP16"
-  | "FP32"
-  | "FP64"
-  | "BF16"
-  | "BYTES";
+export type DataType = ProtocolDataType;
 
 /** An input tensor: datatype, shape and its little-endian bytes (BYTES: 4-byte-length-prefixed elements). */
 export interface InputTensor {
@@ -36,23 +24,6 @@ type Typed =
   | Float32Array
   | Float64Array;
 
-const BYTE_SIZE: Record<Exclude<DataType, "BYTES">, number> = {
-  BOOL: 1,
-  UINT8: 1,
-  UINT16: 2,
-  UINT32: 4,
-  UINT64: 8,
-  INT8: 1,
-  INT16: 2,
-  INT32: 4,
-  INT64: 8,
-  FP16: 2,
-  FP32: 4,
-  FP64: 8,
-  BF16: 2,
-};
-
-const utf8 = new TextEncoder();
 const fromUtf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /** The number of elements a shape holds. */
@@ -135,31 +106,23 @@ export function fromBfloat16Bits(bits: number): number {
   return new Float32Array(new Uint32Array([bits << 16]).buffer)[0] as number;
 }
 
-/** BYTES elements as one buffer of 4-byte little-endian lengths, each followed by its bytes. */
+/**
+ * BYTES elements (strings as UTF-8) as one buffer of 4-byte little-endian lengths, each followed
+ * by its bytes: @galley/proto's `encodeBytesElements`.
+ */
 export function encodeBytes(elements: readonly (string | Uint8Array)[]): Uint8Array {
-  const parts = elements.map((e) => (typeof e === "string" ? utf8.encode(e) : e));
-  const out = new Uint8Array(parts.reduce((n, p) => n + 4 + p.byteLength, 0));
-  const view = new DataView(out.buffer);
-  let at = 0;
-  for (const part of parts) {
-    view.setUint32(at, part.byteLength, true);
-    out.set(part, at + 4);
-    at += 4 + part.byteLength;
-  }
-  return out;
+  return encodeBytesElements(elements);
 }
 
-/** Split length-prefixed BYTES data into its elements (views, no copies). */
+/**
+ * Split length-prefixed BYTES data into its elements (views, no copies): @galley/proto's
+ * `decodeBytesElements`.
+ *
+ * @throws RangeError (a `BytesCodecError`) when a length prefix is cut short or an element
+ * overruns the data.
+ */
 export function decodeBytes(data: Uint8Array): Uint8Array[] {
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  const out: Uint8Array[] = [];
-  for (let at = 0; at + 4 <= data.byteLength; ) {
-    const length = view.getUint32(at, true);
-    if (at + 4 + length > data.byteLength) throw new RangeError("malformed BYTES tensor: an element overruns the data");
-    out.push(data.subarray(at + 4, at + 4 + length));
-    at += 4 + length;
-  }
-  return out;
+  return decodeBytesElements(data);
 }
 
 /**
@@ -194,7 +157,7 @@ export const tensor = {
   /** Bytes already in the protocol's layout. */
   raw: (datatype: DataType, shape: readonly number[], data: Uint8Array): InputTensor => {
     if (datatype !== "BYTES") {
-      const expected = elementCount(shape) * BYTE_SIZE[datatype];
+      const expected = elementCount(shape) * (elementType(datatype)?.byteSize ?? Number.NaN);
       if (data.byteLength !== expected) {
         throw new RangeError(`${datatype} tensor of shape [${shape}] needs ${expected} bytes, got ${data.byteLength}`);
       }

@@ -1,6 +1,6 @@
 // The tensors `galley perf` sends: shaped from the model's metadata and config, filled with random
 // values, zeros, or the entries of a perf_analyzer JSON data file.
-import type { ModelConfig } from "@galley/proto";
+import { elementType, type ModelConfig } from "@galley/proto";
 import type { ModelMetadata } from "../client-types.js";
 import {
   type DataType,
@@ -11,23 +11,6 @@ import {
   toFloat16Bits,
 } from "../tensor.js";
 import type { InputDataSource } from "./options.js";
-
-/** Bytes per element of each fixed-size datatype. */
-export const ELEMENT_SIZE: Record<Exclude<DataType, "BYTES">, number> = {
-  BOOL: 1,
-  UINT8: 1,
-  INT8: 1,
-  UINT16: 2,
-  INT16: 2,
-  FP16: 2,
-  BF16: 2,
-  UINT32: 4,
-  INT32: 4,
-  FP32: 4,
-  UINT64: 8,
-  INT64: 8,
-  FP64: 8,
-};
 
 /** A mistake in the model's shapes or in the input data: printed, exit code 1. */
 export class PerfInputError extends Error {
@@ -109,9 +92,7 @@ export function modelShape(
     return {
       name: output.name,
       datatype,
-      byteSize: fixed
-        ? batchSize * elementCount(dims) * ELEMENT_SIZE[datatype as Exclude<DataType, "BYTES">]
-        : undefined,
+      byteSize: fixed ? batchSize * elementCount(dims) * (elementType(datatype)?.byteSize ?? Number.NaN) : undefined,
     };
   });
   return { batched, inputs, outputs };
