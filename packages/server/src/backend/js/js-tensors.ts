@@ -44,7 +44,6 @@ function tensorError(id: TensorErrorId, values: Record<string, string | number>)
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
-const encoder = new TextEncoder();
 
 /** A received tensor with typed accessors over the same bytes. */
 export function wrapTensor(wire: WireTensor): InputTensor {
@@ -94,7 +93,7 @@ export function toWireTensor(tensor: OutputTensor): WireTensor {
         expected: count,
       });
     }
-    data = encodeBytesElements(source.map((e) => (typeof e === "string" ? encoder.encode(e) : e)));
+    data = encodeBytesElements(source);
   } else {
     const view = source as ArrayBufferView;
     data = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);

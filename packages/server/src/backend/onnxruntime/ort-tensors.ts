@@ -36,7 +36,6 @@ export const FROM_ORT: Readonly<Record<string, DataType>> = Object.fromEntries(
 );
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-const encoder = new TextEncoder();
 
 /** An input for the worker with the session's `dims`, adding the buffer it moves with to `transfer`. */
 export function toOrtTensor(tensor: Tensor, dims: number[], transfer: Set<ArrayBuffer>): WireTensor {
@@ -68,7 +67,7 @@ export function fromOrtTensor(wire: WireTensor, spec: ModelOutput | undefined, b
     shape = [...batch, ...dims.map((d) => (d === -1 ? total / known : d))];
   }
   const data = Array.isArray(wire.data)
-    ? encodeBytesElements(wire.data.map((s) => encoder.encode(s)))
+    ? encodeBytesElements(wire.data)
     : new Uint8Array(wire.data.buffer, wire.data.byteOffset, wire.data.byteLength);
   return { name: wire.name, datatype: info?.name ?? "BYTES", shape, data, parameters: {}, movable: true };
 }
