@@ -2,7 +2,7 @@ import { access, constants, realpath, stat } from "node:fs/promises";
 import { delimiter, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
-import type { ModelConfig } from "@galley/proto";
+import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
@@ -82,7 +82,7 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
       const specs = config.instanceGroup.flatMap((group) =>
         Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
           name: `${group.name}_${i}`,
-          kind: group.kind === 2 ? "GPU" : group.kind === 3 ? "MODEL" : "CPU",
+          kind: `KIND_${ModelInstanceGroup_Kind[group.kind] ?? "CPU"}`,
           device: String(group.gpus[i % Math.max(1, group.gpus.length)] ?? 0),
           rateLimiter: group.rateLimiter,
           passive: group.passive,
@@ -101,7 +101,7 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
               outputs: config.output.map((o) => o.name),
               args: {
                 model_config: modelConfig,
-                model_instance_kind: `KIND_${spec.kind}`,
+                model_instance_kind: spec.kind,
                 model_instance_name: spec.name,
                 model_instance_device_id: spec.device,
                 model_repository: context.modelPath,
