@@ -33,10 +33,13 @@ def _die_with_parent():
         os._exit(0)
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def describe(error):
     """An exception as Triton's stub words it: `Type: message`, then where it was raised."""
     text = "%s: %s" % (type(error).__name__, error)
-    frames = traceback.extract_tb(error.__traceback__)
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.dirname(f.filename) != _HERE]
     if frames:
         text += "\n\nAt:\n" + "\n".join("  %s(%d): %s" % (f.filename, f.lineno, f.name) for f in reversed(frames))
     return text

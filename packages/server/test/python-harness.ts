@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 export const PYTHON_FIXTURES = fileURLToPath(new URL("./fixtures/python", import.meta.url));
 
 let found: string | undefined;
+let foundPath = "";
 
 /**
  * The first of `python3` (PATH) and `/usr/bin/python3` that imports numpy. Throws when neither
@@ -24,6 +25,7 @@ export function pythonWithNumpy(): string {
         stdio: ["ignore", "pipe", "pipe"],
       });
       found = candidate;
+      foundPath = out.trim().split(" ")[0] ?? candidate;
       process.stderr.write(`python backend tests use ${out.trim()}\n`);
       return candidate;
     } catch (error) {
@@ -33,6 +35,12 @@ export function pythonWithNumpy(): string {
   throw new Error(
     `the Python backend tests need python3 with numpy (apt-get install python3 python3-numpy); tried ${tried.join("; ")}`,
   );
+}
+
+/** The absolute path of {@link pythonWithNumpy}'s interpreter (`sys.executable`). */
+export function pythonPath(): string {
+  pythonWithNumpy();
+  return foundPath;
 }
 
 /** Copy fixture models into `repo`. */

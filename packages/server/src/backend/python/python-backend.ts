@@ -44,9 +44,16 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
     name: "python",
 
     async autoComplete(config, modelPath, version) {
-      const file = await findModelFile(modelPath, version, config);
+      let file: string | undefined;
+      let python: Interpreter;
+      try {
+        file = await findModelFile(modelPath, version, config);
+        python = await interpreter(config, modelPath, options.pythonExecutable);
+      } catch (error) {
+        // A config that points outside its model, or at a packed environment: the load fails with why.
+        return { config, diagnostics: [{ path: "parameters", message: (error as Error).message }], notes: [] };
+      }
       if (!file) return undefined;
-      const python = await interpreter(config, modelPath, options.pythonExecutable);
       const completed = await runAutoComplete(python, file, config, options.log);
       if (typeof completed === "string") {
         return {

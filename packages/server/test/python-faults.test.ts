@@ -1,0 +1,218 @@
+// What a Python model does to its instance stays in that instance: exceptions fail their
+// requests, a dead process fails only what it held and restarts, a failed initialize fails the
+// load; nothing is left behind (processes, /dev/shm) after unload, a crash, SIGTERM or SIGKILL.
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Code } from "@connectrpc/connect";
+import { afterEach, describe, expect, it } from "vitest";
+import { copyPythonModels, pythonPath, pythonWithNumpy, shmLeftovers, stubProcesses } from "./python-harness.js";
+import {
+  cleanup,
+  expectGrpcError,
+  fp32Bytes,
+  readFp32,
+  readInt32,
+  startServer,
+  tempRepository,
+  waitFor,
+} from "./support/harness.js";
+import { killChildren, spawnCli } from "./support/process.js";
+
+const python = pythonWithNumpy();
+
+afterEach(async () => {
+  killChildren();
+  await cleanup();
+});
+
+const ours = () => stubProcesses().filter((p) => p.ppid === process.pid);
+const shmOf = (pid: number) => shmLeftovers().filter((n) => n.includes(`_${pid}_`));
+
+function int32Request(model: string, value: number) {
+  return {
+    modelName: model,
+    inputs: [{ name: "IN", datatype: "INT32", shape: [1n] }],
+    rawInputContents: [new Uint8Array(Int32Array.of(value).buffer)],
+  };
+}
+
+const addSub = {
+  modelName: "add_sub",
+  inputs: [
+    { name: "INPUT0", datatype: "FP32", shape: [4n] },
+    { name: "INPUT1", datatype: "FP32", shape: [4n] },
+  ],
+  rawInputContents: [fp32Bytes([1, 2, 3, 4]), fp32Bytes([1, 1, 1, 1])],
+};
+
+async function pythonServer(models: string[], setup: (repo: string) => void = () => undefined) {
+  const repo = tempRepository();
+  copyPythonModels(repo, models);
+  setup(repo);
+  const running = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+  return { ...running, repo };
+}
+
+describe("errors in a Python model's execute", () => {
+  it("an exception fails that batch with Triton's text; the instance goes on", async () => {
+    const { client } = await pythonServer(["fragile"]);
+    const error = await expectGrpcError(
+      client.modelInfer(int32Request("fragile", -1)),
+      Code.Internal,
+      /^Failed to process the request\(s\) for model instance 'fragile_0', message: ValueError: asked to fail\n\nAt:\n {2}.*model\.py\(\d+\): execute$/,
+    );
+    expect(error.rawMessage).not.toContain("galley_python_stub");
+    expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
+  });
+
+  it("a response's TritonError fails that request with its message and code", async () => {
+    const { client } = await pythonServer(["fragile"]);
+    await expectGrpcError(client.modelInfer(int32Request("fragile", -2)), Code.InvalidArgument, "bad input");
+  });
+
+  it("outputs that do not match the config, or a wrong number of responses, fail the request", async () => {
+    const { client } = await pythonServer(["fragile"]);
+    await expectGrpcError(client.modelInfer(int32Request("fragile", -5)), Code.InvalidArgument, /datatype/);
+    await expectGrpcError(
+      client.modelInfer(int32Request("fragile", -6)),
+      Code.Internal,
+      /Number of InferenceResponse objects do not match with number of InferenceRequest objects/,
+    );
+    expect(readInt32((await client.modelInfer(int32Request("fragile", 5))).rawOutputContents[0])).toEqual([6]);
+  });
+});
+
+describe("a Python process that dies", () => {
+  it.each([
+    [-3, "exited with code 3"],
+    [-4, "was killed by SIGKILL"],
+  ])("IN=%i: only its request fails (%s), the instance restarts, other models keep serving", async (n, what) => {
+    const { client } = await pythonServer(["fragile", "add_sub"]);
+    const before = ours().map((p) => p.pid);
+    const neighbour = Promise.all(Array.from({ length: 10 }, () => client.modelInfer(addSub)));
+    await expectGrpcError(
+      client.modelInfer(int32Request("fragile", n)),
+      Code.Internal,
+      `model instance 'fragile_0' ${what}; the instance is restarting`,
+    );
+    expect((await neighbour).map((r) => readFp32(r.rawOutputContents[0]))).toEqual(Array(10).fill([2, 3, 4, 5]));
+    expect(readInt32((await client.modelInfer(int32Request("fragile", 41))).rawOutputContents[0])).toEqual([42]);
+    const after = ours().map((p) => p.pid);
+    expect(after).toHaveLength(2);
+    expect(after.filter((pid) => !before.includes(pid))).toHaveLength(1);
+    expect((await client.modelReady({ name: "fragile" })).ready).toBe(true);
+    // Every segment is unlinked once both sides hold it; the dead stub's are gone too.
+    expect(shmOf(process.pid)).toEqual([]);
+  });
+
+  it("readiness follows the instance: not ready while its restart fails, ready again once it starts", async () => {
+    const { client, repo } = await pythonServer(["flaky"], (dir) => {
+      const config = join(dir, "flaky", "config.pbtxt");
+      writeFileSync(config, readFileSync(config, "utf8").replace("BLOCK_FILE", join(dir, "block")));
+    });
+    const first = readInt32((await client.modelInfer(int32Request("flaky", 1))).rawOutputContents[0])[0];
+    writeFileSync(join(repo, "block"), "");
+    await expectGrpcError(client.modelInfer(int32Request("flaky", -1)), Code.Internal, /exited with code 7/);
+    // The restart fails (initialize raises): the model is not ready, and requests fail at once.
+    await waitFor(async () => !(await client.modelReady({ name: "flaky" })).ready, { what: "not ready" });
+    expect((await client.serverReady({})).ready).toBe(false);
+    await expectGrpcError(client.modelInfer(int32Request("flaky", 1)), Code.Unavailable, /flaky_0/);
+    rmSync(join(repo, "block"));
+    await waitFor(async () => (await client.modelReady({ name: "flaky" })).ready, { what: "ready again" });
+    const second = readInt32((await client.modelInfer(int32Request("flaky", 1))).rawOutputContents[0])[0];
+    expect(second).not.toBe(first);
+    expect(shmOf(process.pid)).toEqual([]);
+  });
+});
+
+describe("loading and unloading", () => {
+  it("an exception in initialize fails the load with the model's message; the server serves the rest", async () => {
+    const { client, failedModels } = await pythonServer(["init_fails", "add_sub"]);
+    expect(failedModels).toEqual(["init_fails"]);
+    const index = await client.repositoryIndex({});
+    const reason = index.models.find((m) => m.name === "init_fails")?.reason ?? "";
+    expect(reason).toContain("ValueError: initialize refused: no weights");
+    expect(reason).toMatch(/At:\n {2}.*init_fails\/1\/model\.py\(3\): initialize/);
+    expect(readFp32((await client.modelInfer(addSub)).rawOutputContents[0])).toEqual([2, 3, 4, 5]);
+    await waitFor(() => ours().length === 1, { what: "the failed model's process to end" });
+  });
+
+  it("refuses a default_model_filename outside the version folder and a packed EXECUTION_ENV_PATH", async () => {
+    const { client } = await pythonServer(["add_sub", "fragile"], (dir) => {
+      writeFileSync(
+        join(dir, "add_sub", "config.pbtxt"),
+        `${readFileSync(join(dir, "add_sub", "config.pbtxt"), "utf8")}\ndefault_model_filename: "../../fragile/1/model.py"\n`,
+      );
+      writeFileSync(
+        join(dir, "fragile", "config.pbtxt"),
+        `${readFileSync(join(dir, "fragile", "config.pbtxt"), "utf8")}\nparameters { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }\n`,
+      );
+    });
+    const index = await client.repositoryIndex({});
+    expect(index.models.find((m) => m.name === "add_sub")?.reason).toMatch(/default_model_filename .*(inside|outside)/);
+    expect(index.models.find((m) => m.name === "fragile")?.reason).toContain("is a packed environment");
+  });
+
+  it("runs a model in its EXECUTION_ENV_PATH environment (bin/python3), which must stay in the model folder", async () => {
+    const { client } = await pythonServer(["fragile", "add_sub"], (dir) => {
+      mkdirSync(join(dir, "fragile", "env", "bin"), { recursive: true });
+      writeFileSync(join(dir, "fragile", "env", "bin", "python3"), `#!/bin/sh\nexec ${pythonPath()} "$@"\n`, {
+        mode: 0o755,
+      });
+      const config = join(dir, "fragile", "config.pbtxt");
+      writeFileSync(
+        config,
+        `${readFileSync(config, "utf8")}\nparameters { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/env" } }\n`,
+      );
+      const outside = join(dir, "add_sub", "config.pbtxt");
+      writeFileSync(
+        outside,
+        `${readFileSync(outside, "utf8")}\nparameters { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/../fragile/env" } }\n`,
+      );
+    });
+    expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
+    const index = await client.repositoryIndex({});
+    expect(index.models.find((m) => m.name === "add_sub")?.reason).toContain("leads outside the model's folder");
+  });
+
+  it("says what to install when the interpreter is missing", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["add_sub"]);
+    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: "/nonexistent/python3" });
+    const reason = (await client.repositoryIndex({})).models[0]?.reason ?? "";
+    expect(reason).toContain("install python3 with numpy, or pass --backend-config python,python-executable=<path>");
+  });
+});
+
+describe("galley serve with Python models", () => {
+  async function serve() {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["add_sub", "identity"]);
+    const cli = spawnCli([
+      "serve",
+      "--model-repository",
+      repo,
+      "--http-port",
+      "0",
+      "--grpc-port",
+      "0",
+      "--metrics-port",
+      "0",
+      "--backend-config",
+      `python,python-executable=${python}`,
+    ]);
+    await cli.waitFor(/Started GRPCInferenceService at (\S+)/);
+    const pid = cli.child.pid ?? 0;
+    const stubs = stubProcesses().filter((p) => p.ppid === pid);
+    expect(stubs).toHaveLength(2);
+    return { cli, pid, stubs };
+  }
+
+  it.each(["SIGTERM", "SIGKILL"] as const)("leaves no stub process and no shared memory after %s", async (signal) => {
+    const { cli, pid, stubs } = await serve();
+    cli.child.kill(signal);
+    await cli.exited;
+    await waitFor(() => stubs.every((s) => !existsSync(`/proc/${s.pid}`)), { what: "the stubs to exit" });
+    expect(shmOf(pid)).toEqual([]);
+  });
+});
