@@ -5,7 +5,7 @@ import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { InferenceError } from "../src/core/errors.js";
 import type { InferenceRequest } from "../src/core/inference-request.js";
-import type { InferenceServer } from "../src/core/inference-server.js";
+import type { InferenceServer, ModelView } from "../src/core/inference-server.js";
 import { createHttpHandler } from "../src/frontend/http/http-handler.js";
 import { send } from "./http-fixture.js";
 
@@ -23,7 +23,7 @@ async function serve(core: Partial<InferenceServer>): Promise<number> {
   return (http.address() as AddressInfo).port;
 }
 
-const model = { decoupled: false, config: { input: [], maxBatchSize: 0 } };
+const model = { decoupled: false, config: { input: [], maxBatchSize: 0 } } as unknown as ModelView;
 const body = JSON.stringify({ inputs: [{ name: "X", shape: [1], datatype: "INT32", data: [1] }] });
 
 describe("REST handler", () => {
@@ -34,7 +34,7 @@ describe("REST handler", () => {
     });
     const aborted = new Promise<boolean>((resolve) => {
       void serve({
-        models: { resolve: () => model } as never,
+        model: () => model,
         infer: (request: InferenceRequest) =>
           new Promise((_, reject) => {
             request.signal?.addEventListener("abort", () => {
@@ -56,7 +56,7 @@ describe("REST handler", () => {
   it("survives a client that disconnects in the middle of its body", async () => {
     let inferCalls = 0;
     const port = await serve({
-      models: { resolve: () => model } as never,
+      model: () => model,
       infer: async () => {
         inferCalls++;
         return { modelName: "m", modelVersion: "1", id: "", parameters: {}, outputs: [] };
@@ -94,11 +94,9 @@ describe("REST handler", () => {
   it("answers an error thrown by the core with its status, unlogged", async () => {
     const logged: string[] = [];
     const port = await serve({
-      models: {
-        resolve: () => {
-          throw new InferenceError("MODEL_VERSION_NOT_READY", { model: "m", version: "2" });
-        },
-      } as never,
+      model: () => {
+        throw new InferenceError("MODEL_VERSION_NOT_READY", { model: "m", version: "2" });
+      },
       log: { error: (line: string) => logged.push(line) } as never,
     });
     const r = await send(port, "POST", "/v2/models/m/versions/2/infer", body);

@@ -2,9 +2,9 @@ import { dataTypeToProtocol } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { ResponseCache } from "../cache/response-cache.js";
 import { now } from "../clock/clock.js";
-import type { Logger } from "../log.js";
-import type { LoadedModel } from "../repository/loaded-model.js";
-import type { ModelManager } from "../repository/model-manager.js";
+import type { Logger, LogSettings } from "../log.js";
+import { LoadedModel } from "../repository/loaded-model.js";
+import type { IndexEntry, ModelManager } from "../repository/model-manager.js";
 import { classify } from "./classification.js";
 import { InferenceError, toInferenceError } from "./errors.js";
 import type {
@@ -14,7 +14,9 @@ import type {
   Responder,
   StreamedResponse,
 } from "./inference-request.js";
+import { applyLogSettings, type LogSettingValue } from "./log-settings.js";
 import { SharedMemoryManager } from "./shared-memory.js";
+import type { ModelStatistics } from "./statistics.js";
 import type { Parameters, Tensor } from "./tensor.js";
 import { validateRequest } from "./validate-request.js";
 
@@ -41,6 +43,29 @@ export interface ModelMetadata {
   platform: string;
   inputs: TensorMetadata[];
   outputs: TensorMetadata[];
+}
+
+/**
+ * A READY model version as frontends see it: enough to read a request for it before the
+ * inference (its config, whether it is decoupled) and to report on it (its statistics).
+ */
+export interface ModelView {
+  readonly name: string;
+  readonly version: number;
+  readonly config: ModelConfig;
+  readonly decoupled: boolean;
+  readonly stats: ModelStatistics;
+}
+
+/** One entry of the repository index: a model folder, and a version's state when it has one. */
+export type RepositoryIndexEntry = IndexEntry;
+
+/** A load request's overrides (Triton's `config` and `file:<version>/<path>` parameters). */
+export interface LoadOverrides {
+  /** `config`: the model's config as JSON, replacing config.pbtxt. */
+  config?: string;
+  /** `file:<version>/<path>` contents, by parameter name. */
+  files?: ReadonlyMap<string, Uint8Array>;
 }
 
 /** Options for {@link InferenceServer}. */
@@ -213,6 +238,78 @@ export class InferenceServer {
     };
   }
 
+  /**
+   * The model version a request names (the given version, or the highest READY one).
+   * @throws {@link InferenceError} NOT_FOUND / UNAVAILABLE as Triton answers for it.
+   */
+  model(name: string, version: string): ModelView {
+    return this.models.resolve(name, version);
+  }
+
+  /** Every READY model version (the metrics endpoint reports them). */
+  readyModels(): ModelView[] {
+    return this.models.readyVersions();
+  }
+
+  /** Every model folder of the repositories with its versions' states; `ready` keeps the READY ones. */
+  repositoryIndex(ready: boolean, repository = ""): Promise<RepositoryIndexEntry[]> {
+    if (repository !== "") return Promise.reject(new InferenceError("REPOSITORY_NAME_UNSUPPORTED"));
+    return this.models.index(ready);
+  }
+
+  /**
+   * Load (or reload) a model with Triton's rules, in Triton's order: the request names no
+   * repository (Galley serves one namespace), then its overrides are read (`readOverrides`: the
+   * frontend's own parameter rules), then model control must be explicit; the repository checks
+   * the `config` and `file:` overrides themselves.
+   */
+  async loadModel(
+    name: string,
+    repository: string,
+    readOverrides: () => LoadOverrides | Promise<LoadOverrides> = () => ({}),
+  ): Promise<void> {
+    if (repository !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
+    const { config, files } = await readOverrides();
+    this.#checkControl();
+    await this.models.load(name, { ...(config !== undefined ? { config } : {}), files: new Map(files ?? []) });
+  }
+
+  /**
+   * Unload a model and, when `readDependents` says so (`unload_dependents`), the models loaded for
+   * it; the same rules and order as {@link loadModel}.
+   */
+  async unloadModel(
+    name: string,
+    repository: string,
+    readDependents: () => boolean | Promise<boolean> = () => false,
+  ): Promise<void> {
+    if (repository !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
+    const dependents = await readDependents();
+    this.#checkControl();
+    await this.models.unload(name, dependents);
+  }
+
+  #checkControl(): void {
+    if (this.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
+  }
+
+  /**
+   * The logging extension: apply `changes` (`null` leaves a setting as it is) and return the
+   * settings in force.
+   */
+  logSettings(changes: Record<string, LogSettingValue> = {}): LogSettings {
+    return applyLogSettings(this.log, changes);
+  }
+
+  /**
+   * The trace extension, which Galley does not implement: the model, when one is named, must
+   * exist (404 first), then UNSUPPORTED.
+   */
+  traceSettings(model = ""): never {
+    if (model !== "") this.models.resolve(model, "");
+    throw new InferenceError("TRACE_NOT_SUPPORTED");
+  }
+
   /** READY versions for the statistics extension. */
   statistics(name: string, version: string): LoadedModel[] {
     if (name === "") return this.models.readyVersions();
@@ -228,9 +325,9 @@ export class InferenceServer {
    *
    * @throws {@link InferenceError} with Triton's code and message.
    */
-  async infer(request: InferenceRequest): Promise<InferenceResponse> {
+  async infer(request: InferenceRequest, resolved?: ModelView): Promise<InferenceResponse> {
     const start = now();
-    const model = this.models.resolve(request.modelName, request.modelVersion);
+    const model = this.#loaded(request, resolved);
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
     request.adapt?.(model.config);
     await this.#readSharedInputs(request);
@@ -284,10 +381,10 @@ export class InferenceServer {
    *
    * @throws {@link InferenceError} with Triton's code and message.
    */
-  async *stream(request: InferenceRequest): AsyncGenerator<StreamedResponse> {
-    const model = this.models.resolve(request.modelName, request.modelVersion);
+  async *stream(request: InferenceRequest, resolved?: ModelView): AsyncGenerator<StreamedResponse> {
+    const model = this.#loaded(request, resolved);
     if (!model.decoupled) {
-      yield { response: await this.infer(request), final: true, empty: false };
+      yield { response: await this.infer(request, model), final: true, empty: false };
       return;
     }
     const start = now();
@@ -360,6 +457,16 @@ export class InferenceServer {
       // Leaving early (the consumer stopped listening) cancels the request.
       if (!done) abort.abort();
     }
+  }
+
+  /**
+   * The model a request runs on: the one a frontend resolved for it just before (from
+   * {@link model}, with nothing awaited in between, so it cannot have been unloaded), or the
+   * one the request names.
+   */
+  #loaded(request: InferenceRequest, resolved: ModelView | undefined): LoadedModel {
+    if (resolved instanceof LoadedModel) return resolved;
+    return this.models.resolve(request.modelName, request.modelVersion);
   }
 
   #response(

@@ -9,12 +9,13 @@ import {
   ModelInferResponseSchema,
   type ModelStreamInferResponse,
   ModelStreamInferResponseSchema,
+  type RepositoryModelLoadRequest,
 } from "@galley/proto";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
-import type { InferenceServer } from "../../core/inference-server.js";
+import type { InferenceServer, LoadOverrides, ModelView } from "../../core/inference-server.js";
+import type { LogSettingValue } from "../../core/log-settings.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
 import type { Logger } from "../../log.js";
-import { applyLogSettings, type LogSettingValue } from "../log-settings.js";
 import { parameterToGrpc, requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
 import { grpcError } from "./grpc-status.js";
 
@@ -76,31 +77,23 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
 
     modelStreamInfer: (requests, context) => streamInfer(server, requests, context),
 
-    repositoryIndex: async (req) => {
-      if (req.repositoryName !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
-      return {
-        models: (await server.models.index(req.ready)).map((e) => ({ version: "", state: "", reason: "", ...e })),
-      };
-    },
+    repositoryIndex: async (req) => ({
+      models: (await server.repositoryIndex(req.ready, req.repositoryName)).map((e) => ({
+        version: "",
+        state: "",
+        reason: "",
+        ...e,
+      })),
+    }),
     repositoryModelLoad: async (req) => {
-      if (req.repositoryName !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
-      if (server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
-      let config: string | undefined;
-      const files = new Map<string, Uint8Array>();
-      for (const [name, parameter] of Object.entries(req.parameters)) {
-        const choice = parameter.parameterChoice;
-        if (name === "config" && choice.case === "stringParam") config = choice.value;
-        else if (name.startsWith("file:") && choice.case === "bytesParam") files.set(name, choice.value);
-        else throw new InferenceError("BAD_LOAD_PARAMETER", { name, type: typeName(choice.case) });
-      }
-      await server.models.load(req.modelName, { ...(config !== undefined ? { config } : {}), files });
+      await server.loadModel(req.modelName, req.repositoryName, () => loadOverrides(req.parameters));
       return {};
     },
     repositoryModelUnload: async (req) => {
-      if (req.repositoryName !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
-      if (server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
-      const dependents = req.parameters.unload_dependents?.parameterChoice;
-      await server.models.unload(req.modelName, dependents?.case === "boolParam" && dependents.value);
+      await server.unloadModel(req.modelName, req.repositoryName, () => {
+        const dependents = req.parameters.unload_dependents?.parameterChoice;
+        return dependents?.case === "boolParam" && dependents.value;
+      });
       return {};
     },
 
@@ -124,16 +117,14 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
       throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: req.name });
     },
     cudaSharedMemoryUnregister: () => ({}),
-    traceSetting: () => {
-      throw new InferenceError("TRACE_NOT_SUPPORTED");
-    },
+    traceSetting: () => server.traceSettings(),
     logSettings: (req) => {
       const changes: Record<string, LogSettingValue> = {};
       for (const [key, value] of Object.entries(req.settings)) {
         const choice = (value as LogSettingsRequest_SettingValue).parameterChoice;
         if (choice.case !== undefined) changes[key] = choice.value;
       }
-      const settings = applyLogSettings(server.log, changes);
+      const settings = server.logSettings(changes);
       return create(LogSettingsResponseSchema, {
         settings: Object.fromEntries(
           Object.entries(settings).map(([key, value]) => [
@@ -161,9 +152,9 @@ export async function inferUnary(
   signal: AbortSignal,
 ): Promise<ModelInferResponse> {
   if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-  const model = server.models.resolve(req.modelName, req.modelVersion);
+  const model = server.model(req.modelName, req.modelVersion);
   if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
-  return responseToGrpc(await server.infer(requestFromGrpc(req, signal)));
+  return responseToGrpc(await server.infer(requestFromGrpc(req, signal), model));
 }
 
 /**
@@ -180,6 +171,19 @@ export function restrictedHeader(
   if (!rule) return undefined;
   const name = `triton-grpc-protocol-${rule.key}`;
   return header(name) === rule.value ? undefined : name;
+}
+
+/** A ModelLoad's parameters: `config` as a string, `file:` contents as bytes, nothing else. */
+function loadOverrides(parameters: RepositoryModelLoadRequest["parameters"]): LoadOverrides {
+  let config: string | undefined;
+  const files = new Map<string, Uint8Array>();
+  for (const [name, parameter] of Object.entries(parameters)) {
+    const choice = parameter.parameterChoice;
+    if (name === "config" && choice.case === "stringParam") config = choice.value;
+    else if (name.startsWith("file:") && choice.case === "bytesParam") files.set(name, choice.value);
+    else throw new InferenceError("BAD_LOAD_PARAMETER", { name, type: typeName(choice.case) });
+  }
+  return { ...(config !== undefined ? { config } : {}), files };
 }
 
 function typeName(kind: string | undefined): string {
@@ -217,19 +221,19 @@ async function* streamInfer(
   const final = (value: boolean) => ({ triton_final_response: parameterToGrpc(value) });
 
   const serve = async (req: ModelInferRequest) => {
-    let decoupled = false;
+    let model: ModelView | undefined;
     let slot: { message?: ModelStreamInferResponse } | undefined;
     try {
       if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-      decoupled = server.models.resolve(req.modelName, req.modelVersion).decoupled;
-      if (!decoupled) {
+      model = server.model(req.modelName, req.modelVersion);
+      if (!model.decoupled) {
         slot = {};
         slots.push(slot);
       }
       const emptyFinal = req.parameters.triton_enable_empty_final_response?.parameterChoice;
       const wantEmptyFinal = emptyFinal?.case === "boolParam" && emptyFinal.value;
       const request = requestFromGrpc(req, context.signal);
-      for await (const item of server.stream(request)) {
+      for await (const item of server.stream(request, model)) {
         if (item.empty && !wantEmptyFinal) continue;
         const response = item.empty
           ? create(ModelInferResponseSchema, {
@@ -263,7 +267,7 @@ async function* streamInfer(
           id: req.id,
           modelName: req.modelName,
           modelVersion: req.modelVersion,
-          ...(decoupled ? { parameters: final(true) } : {}),
+          ...(model?.decoupled ? { parameters: final(true) } : {}),
         },
       });
       if (slot) {

@@ -8,19 +8,19 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeOrTableError, showBytes } from "../../../test/support/fuzz.js";
 import { InferenceError } from "../../core/errors.js";
-import type { LoadedModel } from "../../repository/loaded-model.js";
+import type { ModelView } from "../../core/inference-server.js";
 import type { Body } from "./body.js";
 import { atoi, decodeInfer } from "./infer-request.js";
 
 const encoder = new TextEncoder();
 
-function model(dataType: DataType, dims: number[], maxBatchSize: number, inputs = 1): LoadedModel {
+function model(dataType: DataType, dims: number[], maxBatchSize: number, inputs = 1): ModelView {
   const config = create(ModelConfigSchema, {
     name: "m",
     maxBatchSize,
     input: Array.from({ length: inputs }, (_, i) => ({ name: `IN${i}`, dataType, dims: dims.map(BigInt) })),
   });
-  return { config } as unknown as LoadedModel;
+  return { config } as unknown as ModelView;
 }
 
 /** Models for the raw path (header length 0): one input of a fixed, variable or BYTES shape, or two inputs. */
@@ -150,7 +150,7 @@ describe("fuzzing the REST inference body", () => {
           const body: Body = { buffer, offset, bytes };
           const value = lengthValue === "exact" ? String(head.length) : lengthValue;
           const result = decodeOrTableError(
-            () => decodeInfer(body, value, MODELS[which] as LoadedModel, "m", "1"),
+            () => decodeInfer(body, value, MODELS[which] as ModelView, "m", "1"),
             () => `header ${JSON.stringify(value)}, ${json.slice(0, 300)} + ${showBytes(tail)}`,
           );
           if (result instanceof InferenceError) return;

@@ -5,7 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { DataType, ModelConfigSchema } from "@galley/proto";
 import { describe, expect, it } from "vitest";
 import { InferenceError } from "../../core/errors.js";
-import type { LoadedModel } from "../../repository/loaded-model.js";
+import type { ModelView } from "../../core/inference-server.js";
 import { type Body, readBody } from "./body.js";
 import { httpStatus } from "./http-status.js";
 import { atoi, decodeInfer } from "./infer-request.js";
@@ -15,13 +15,13 @@ function fakeRequest(chunks: Uint8Array[], headers: Record<string, string> = {})
   return Object.assign(Readable.from(chunks.map((c) => Buffer.from(c))), { headers, complete: true }) as never;
 }
 
-function model(inputs: { name: string; dataType: DataType; dims: number[] }[], maxBatchSize = 0): LoadedModel {
+function model(inputs: { name: string; dataType: DataType; dims: number[] }[], maxBatchSize = 0): ModelView {
   const config = create(ModelConfigSchema, {
     name: "m",
     maxBatchSize,
     input: inputs.map((i) => ({ ...i, dims: i.dims.map(BigInt) })),
   });
-  return { config } as unknown as LoadedModel;
+  return { config } as unknown as ModelView;
 }
 
 function failure(run: () => unknown): string {

@@ -1,9 +1,9 @@
 import type { ProtocolDataType } from "@galley/config";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest, RequestedOutput } from "../../core/inference-request.js";
+import type { ModelView } from "../../core/inference-server.js";
 import type { SharedMemoryRef } from "../../core/shared-memory.js";
 import type { Parameters, Tensor } from "../../core/tensor.js";
-import type { LoadedModel } from "../../repository/loaded-model.js";
 import type { Body } from "./body.js";
 import {
   asArray,
@@ -53,7 +53,7 @@ export function atoi(text: string): number {
 export function decodeInfer(
   body: Body,
   headerValue: string | undefined,
-  model: LoadedModel,
+  model: ModelView,
   modelName: string,
   modelVersion: string,
 ): DecodedInfer {

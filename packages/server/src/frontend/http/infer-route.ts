@@ -14,7 +14,7 @@ import { rawIsBytes } from "./raw-request.js";
  */
 export async function handleInfer(ctx: Context, modelName: string, modelVersion: string): Promise<void> {
   const { req, reply, server } = ctx;
-  const model = server.models.resolve(modelName, modelVersion);
+  const model = server.model(modelName, modelVersion);
   if (model.decoupled) throw new InferenceError("DECOUPLED_HTTP");
   const encoding = requestEncoding(header(req, "content-encoding"));
   const replyEncoding = responseEncoding(header(req, "accept-encoding"));
@@ -34,6 +34,7 @@ export async function handleInfer(ctx: Context, modelName: string, modelVersion:
   };
   reply.res.once("close", onClose);
   try {
+    // Resolved again: the model may have been unloaded while the body was read.
     const response = await server.infer({ ...request, signal: controller.signal });
     const { parts, headers } = encodeInferResponse(response, plan);
     await reply.sendEncoded(200, parts, headers, replyEncoding);

@@ -30,8 +30,7 @@ export function handleStatistics(ctx: Context, model: string, version: string): 
 
 /** `.../trace/setting` for one model: a known model, then tracing is not available. */
 export function handleModelTrace(ctx: Context, model: string): void {
-  ctx.server.models.resolve(model, "");
-  throw new InferenceError("TRACE_NOT_SUPPORTED");
+  ctx.server.traceSettings(model);
 }
 
 /** The protobuf JSON's 64-bit strings as JSON numbers, keys in Triton's order. */

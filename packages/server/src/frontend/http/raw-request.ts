@@ -1,12 +1,12 @@
 import { dataTypeToProtocol, dimsString, type ProtocolDataType } from "@galley/config";
 import { datatype } from "../../core/datatype.js";
 import { InferenceError } from "../../core/errors.js";
-import type { LoadedModel } from "../../repository/loaded-model.js";
+import type { ModelView } from "../../core/inference-server.js";
 import type { Body } from "./body.js";
 import type { DecodedInfer } from "./infer-request.js";
 
 /** Whether a raw request (header length 0) to this model carries one BYTES element. */
-export function rawIsBytes(model: LoadedModel): boolean {
+export function rawIsBytes(model: ModelView): boolean {
   const input = model.config.input;
   return input.length === 1 && dataTypeToProtocol((input[0] as (typeof input)[0]).dataType) === "BYTES";
 }
@@ -15,7 +15,7 @@ export function rawIsBytes(model: LoadedModel): boolean {
  * A raw binary request (`Inference-Header-Content-Length: 0`): the body is the data of the
  * model's single input, batch 1, its shape deduced from the config; every output is binary.
  */
-export function decodeRaw(body: Body, model: LoadedModel, modelName: string, modelVersion: string): DecodedInfer {
+export function decodeRaw(body: Body, model: ModelView, modelName: string, modelVersion: string): DecodedInfer {
   const config = model.config;
   const input = config.input[0];
   if (config.input.length !== 1 || !input) {

@@ -17,7 +17,7 @@ export async function handleIndex(ctx: Context): Promise<void> {
     }
     ready = readyJson;
   }
-  ctx.reply.json(200, await ctx.server.models.index(ready));
+  ctx.reply.json(200, await ctx.server.repositoryIndex(ready));
 }
 
 /**
@@ -26,22 +26,22 @@ export async function handleIndex(ctx: Context): Promise<void> {
  * needs explicit model control (503 otherwise).
  */
 export async function handleLoad(ctx: Context, repository: string, model: string): Promise<void> {
-  if (repository !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
-  const json = await jsonBody(ctx);
-  let config: string | undefined;
-  const files = new Map<string, Uint8Array>();
-  const parameters = member(json, "parameters");
-  if (parameters !== undefined) {
-    for (const name of internal("", () => members(parameters))) {
-      const value = internal("", () => asString((parameters as JsonObject).get(name)));
-      if (name === "config") config = value;
-      // Lenient base64, as Triton's decoder: characters outside the alphabet are skipped.
-      else if (name.startsWith("file:")) files.set(name, new Uint8Array(Buffer.from(value, "base64")));
-      else throw new InferenceError("LOAD_PARAMETER_HTTP");
+  await ctx.server.loadModel(model, repository, async () => {
+    const json = await jsonBody(ctx);
+    let config: string | undefined;
+    const files = new Map<string, Uint8Array>();
+    const parameters = member(json, "parameters");
+    if (parameters !== undefined) {
+      for (const name of internal("", () => members(parameters))) {
+        const value = internal("", () => asString((parameters as JsonObject).get(name)));
+        if (name === "config") config = value;
+        // Lenient base64, as Triton's decoder: characters outside the alphabet are skipped.
+        else if (name.startsWith("file:")) files.set(name, new Uint8Array(Buffer.from(value, "base64")));
+        else throw new InferenceError("LOAD_PARAMETER_HTTP");
+      }
     }
-  }
-  if (ctx.server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
-  await ctx.server.models.load(model, { ...(config !== undefined ? { config } : {}), files });
+    return { ...(config !== undefined ? { config } : {}), files };
+  });
   ctx.reply.empty(200);
 }
 
@@ -50,16 +50,16 @@ export async function handleLoad(ctx: Context, repository: string, model: string
  * bool}}`. As in Triton, a body that cannot be read is ignored and the model is unloaded alone.
  */
 export async function handleUnload(ctx: Context, repository: string, model: string): Promise<void> {
-  if (repository !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
-  let dependents = false;
-  try {
-    const value = member(member(await jsonBody(ctx), "parameters"), "unload_dependents");
-    if (value !== undefined) dependents = asBool(value);
-  } catch (error) {
-    const unreadable = error instanceof JsonAccessError || (error instanceof InferenceError && error.id === "BAD_JSON");
-    if (!unreadable) throw error;
-  }
-  if (ctx.server.models.controlMode !== "explicit") throw new InferenceError("CONTROL_DISABLED");
-  await ctx.server.models.unload(model, dependents);
+  await ctx.server.unloadModel(model, repository, async () => {
+    try {
+      const value = member(member(await jsonBody(ctx), "parameters"), "unload_dependents");
+      return value !== undefined && asBool(value);
+    } catch (error) {
+      const unreadable =
+        error instanceof JsonAccessError || (error instanceof InferenceError && error.id === "BAD_JSON");
+      if (!unreadable) throw error;
+      return false;
+    }
+  });
   ctx.reply.empty(200);
 }

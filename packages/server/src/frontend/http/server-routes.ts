@@ -1,6 +1,5 @@
 import { InferenceError } from "../../core/errors.js";
-import type { LogSettingValue } from "../log-settings.js";
-import { applyLogSettings } from "../log-settings.js";
+import type { LogSettingValue } from "../../core/log-settings.js";
 import { type Context, requiredJsonBody } from "./context.js";
 import { asBool, asString, asUint, internal, member } from "./json-access.js";
 
@@ -21,7 +20,7 @@ export function handleServerMetadata(ctx: Context): void {
  * as it is and unknown keys are ignored. Wrong JSON types are INTERNAL (500), as in Triton.
  */
 export async function handleLogging(ctx: Context): Promise<void> {
-  const log = ctx.server.log;
+  let settings = ctx.server.logSettings();
   if (ctx.req.method === "POST") {
     const json = await requiredJsonBody(ctx);
     const read: [string, (value: NonNullable<ReturnType<typeof member>>) => LogSettingValue][] = [
@@ -36,10 +35,10 @@ export async function handleLogging(ctx: Context): Promise<void> {
       const value = member(json, key);
       if (value === undefined || value === null) continue;
       if (key === "log_file") throw new InferenceError("LOG_FILE_UNSUPPORTED");
-      applyLogSettings(log, { [key]: internal("", () => parse(value)) });
+      settings = ctx.server.logSettings({ [key]: internal("", () => parse(value)) });
     }
   }
-  const s = log.settings;
+  const s = settings;
   ctx.reply.json(200, {
     log_file: s.log_file,
     log_info: s.log_info,

@@ -2,8 +2,8 @@ import { readFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { cpus, freemem, totalmem } from "node:os";
 import { Counter, Gauge, Registry } from "prom-client";
-import type { InferenceServer } from "../../core/inference-server.js";
-import type { LoadedModel } from "../../repository/loaded-model.js";
+import { renderCustomMetrics } from "../../backend/python/custom-metrics.js";
+import type { InferenceServer, ModelView } from "../../core/inference-server.js";
 
 /** Metrics options (tritonserver's `--metrics-config`). */
 export interface MetricsOptions {
@@ -18,7 +18,7 @@ export interface MetricsOptions {
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
-const MODEL_COUNTERS: [string, string, (m: LoadedModel) => number][] = [
+const MODEL_COUNTERS: [string, string, (m: ModelView) => number][] = [
   [
     "nv_inference_request_success",
     "Number of successful inference requests, all batch sizes",
@@ -36,7 +36,7 @@ const MODEL_COUNTERS: [string, string, (m: LoadedModel) => number][] = [
   ],
 ];
 
-const LATENCY_COUNTERS: [string, string, (m: LoadedModel) => bigint][] = [
+const LATENCY_COUNTERS: [string, string, (m: ModelView) => bigint][] = [
   [
     "nv_inference_request_duration_us",
     "Cumulative inference request duration in microseconds (includes cached requests)",
@@ -96,11 +96,11 @@ export function createMetricsHandler(
 }
 
 async function render(server: InferenceServer, options: MetricsOptions, cpu: CpuSampler): Promise<string> {
-  const models = server.models.readyVersions();
+  const models = server.readyModels();
   // Labels: model, version, and one `_<tag>` per metric_tags entry of any model.
   const tagNames = [...new Set(models.flatMap((m) => Object.keys(m.config.metricTags).map((t) => `_${t}`)))];
   const labelNames = ["model", "version", ...tagNames];
-  const labels = (m: LoadedModel) => ({
+  const labels = (m: ModelView) => ({
     model: m.name,
     version: String(m.version),
     ...Object.fromEntries(Object.entries(m.config.metricTags).map(([k, v]) => [`_${k}`, v])),
@@ -151,7 +151,7 @@ async function render(server: InferenceServer, options: MetricsOptions, cpu: Cpu
     memory.used,
   );
   if (server.cache) {
-    const cacheMetrics: [string, string, (m: LoadedModel) => number][] = [
+    const cacheMetrics: [string, string, (m: ModelView) => number][] = [
       ["nv_cache_num_hits_per_model", "Number of cache hits per model", (m) => m.stats.cacheHit.count],
       ["nv_cache_num_misses_per_model", "Number of cache misses per model", (m) => m.stats.cacheMiss.count],
       [
@@ -171,14 +171,14 @@ async function render(server: InferenceServer, options: MetricsOptions, cpu: Cpu
     }
   }
   const text = await registry.metrics();
-  return options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text;
+  return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + renderCustomMetrics();
 }
 
 /**
  * `galley_inference_batch_size`: executions by batch size, from the same per-size counts as the
  * statistics' `batch_stats` (written out directly: the counts exist already, nothing is observed twice).
  */
-function batchSizeHistogram(models: LoadedModel[], labels: (m: LoadedModel) => Record<string, string>): string {
+function batchSizeHistogram(models: ModelView[], labels: (m: ModelView) => Record<string, string>): string {
   const lines = [
     "# HELP galley_inference_batch_size Model executions by batch size (from batch_stats)",
     "# TYPE galley_inference_batch_size histogram",

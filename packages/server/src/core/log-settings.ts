@@ -1,5 +1,5 @@
-import { InferenceError } from "../core/errors.js";
 import type { Logger, LogSettings } from "../log.js";
+import { InferenceError } from "./errors.js";
 
 /** A value of the logging extension: a bool, an unsigned int or a string. */
 export type LogSettingValue = boolean | number | string | bigint | null;
