@@ -17,9 +17,14 @@ import sys
 import threading
 import traceback
 
-from galley_stub_ipc import Channel, SharedMemory
+try:
+    from galley_stub_ipc import Channel, SharedMemory
 
-import triton_python_backend_utils as pb_utils
+    import triton_python_backend_utils as pb_utils
+except ImportError as missing:  # numpy, most likely: say so to the server instead of dying
+    _MISSING = missing
+else:
+    _MISSING = None
 
 
 def _die_with_parent():
@@ -301,8 +306,32 @@ class Runtime:
             self.channel.send({"kind": "auto-completed", "error": describe(error)})
 
 
+def refuse(reason):
+    """Answer the server's first message with why this interpreter cannot run models."""
+    import struct
+
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack_from("<I", data)[0]:
+        chunk = os.read(3, 65536)
+        if not chunk:
+            os._exit(0)
+        data += chunk
+    first = json.loads(data[4 : 4 + struct.unpack_from("<I", data)[0]])
+    kind = "auto-completed" if first.get("kind") == "auto-complete" else "start-failed"
+    body = json.dumps({"kind": kind, "error" if kind == "auto-completed" else "message": reason}).encode()
+    os.write(3, struct.pack("<I", len(body)) + body)
+    os.read(3, 1)
+    os._exit(0)
+
+
 def main():
     _die_with_parent()
+    if _MISSING is not None:
+        refuse(
+            "the Python backend needs numpy in %s (%s): install it (apt-get install python3-numpy, or pip install numpy) "
+            "or choose another interpreter with --backend-config python,python-executable=<path> or EXECUTION_ENV_PATH"
+            % (sys.executable, _MISSING)
+        )
     channel = Channel(3)
     runtime = Runtime(channel)
     channel.before_send = runtime.before_send

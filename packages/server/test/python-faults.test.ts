@@ -184,6 +184,27 @@ describe("loading and unloading", () => {
   });
 });
 
+describe("an interpreter without numpy", () => {
+  it("fails the load saying what to install", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["add_sub"]);
+    // An interpreter whose numpy cannot be imported.
+    mkdirSync(join(repo, "fake", "numpy"), { recursive: true });
+    writeFileSync(join(repo, "fake", "numpy", "__init__.py"), 'raise ImportError("No module named numpy")\n');
+    writeFileSync(
+      join(repo, "python3"),
+      `#!/bin/sh\nPYTHONPATH=${join(repo, "fake")}:$PYTHONPATH exec ${pythonPath()} "$@"\n`,
+      {
+        mode: 0o755,
+      },
+    );
+    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: join(repo, "python3") });
+    const reason = (await client.repositoryIndex({})).models.find((m) => m.name === "add_sub")?.reason ?? "";
+    expect(reason).toContain("the Python backend needs numpy in");
+    expect(reason).toContain("--backend-config python,python-executable=<path>");
+  });
+});
+
 describe("galley serve with Python models", () => {
   async function serve() {
     const repo = tempRepository();
