@@ -199,8 +199,3 @@ function checkReserved(key: string, kind: InferParameter["parameterChoice"]["cas
     throw new InferenceError("BAD_PARAMETER", { message: `unsupported parameter type for '${key}': uint64_param` });
   }
 }
-
-/** An `InferParameter` from a core value (for responses): @galley/proto's {@link toInferParameter}. */
-export function parameterToGrpc(value: ParameterValue): InferParameter {
-  return toInferParameter(value);
-}

@@ -10,13 +10,14 @@ import {
   type ModelStreamInferResponse,
   ModelStreamInferResponseSchema,
   type RepositoryModelLoadRequest,
+  toInferParameter,
 } from "@galley/proto";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer, LoadOverrides, ModelView } from "../../core/inference-server.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
 import type { Logger } from "../../log.js";
-import { parameterToGrpc, requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
+import { requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
 import { grpcError } from "./grpc-status.js";
 
 /** gRPC frontend options (tritonserver's `--grpc-*` flags). */
@@ -218,7 +219,7 @@ async function* streamInfer(
       ready.push((slots.shift() as { message: ModelStreamInferResponse }).message);
     notify();
   };
-  const final = (value: boolean) => ({ triton_final_response: parameterToGrpc(value) });
+  const final = (value: boolean) => ({ triton_final_response: toInferParameter(value) });
 
   const serve = async (req: ModelInferRequest) => {
     let model: ModelView | undefined;
