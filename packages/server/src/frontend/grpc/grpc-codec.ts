@@ -7,7 +7,6 @@ import {
   ModelInferRequestSchema,
   type ModelInferResponse,
   ModelInferResponseSchema,
-  toInferParameter,
   toInferParameters,
 } from "@galley/proto";
 import { datatype } from "../../core/datatype.js";
