@@ -12,7 +12,7 @@ import {
 import { datatype } from "../../core/datatype.js";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
-import type { Parameters, ParameterValue, Tensor } from "../../core/tensor.js";
+import type { Parameters, Tensor } from "../../core/tensor.js";
 import { describeWireFault, findWireFault } from "./wire-fault.js";
 
 /** Which typed-contents field carries each datatype (PROTOCOL.md §2.2), and the type it implies. */
