@@ -3,12 +3,16 @@
  * KServe v2 REST protocol (with Triton's extensions) and `inference.GRPCInferenceService`, so
  * Triton's clients, tools and dashboards work against it unchanged.
  *
+ * This entry point is for people who run or embed the server: {@link createServer} and its
+ * options, the core's inference calls, the request and response shapes, and the errors.
+ * Scripted models import their types from `@galley/server/model`; what only Galley's own
+ * packages and backend authors need (the backend contract, schedulers, the repository) is
+ * behind `@galley/server/internal`.
+ *
  * @packageDocumentation
  */
 
-export type { Backend, BackendInstance, BackendLoadContext, BackendModel, ExecuteResult } from "./backend/backend.js";
-export type { ResponseCache } from "./cache/response-cache.js";
-export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./core/datatype.js";
+// Errors: Triton's codes and texts.
 export { ERRORS, type ErrorId, InferenceError, type TritonCode } from "./core/errors.js";
 export type {
   DecoupledResponse,
@@ -18,38 +22,25 @@ export type {
   Responder,
   StreamedResponse,
 } from "./core/inference-request.js";
-// The core, for embedding Galley and for backends.
+// Embedding: the core every frontend calls, and what goes in and out of it.
 export {
   EXTENSIONS,
   GALLEY_VERSION,
   type InferenceServer,
-  type InferenceServerOptions,
+  type LoadOverrides,
   type ModelMetadata,
+  type ModelView,
+  type RepositoryIndexEntry,
   type ServerMetadata,
   type TensorMetadata,
 } from "./core/inference-server.js";
-export {
-  SharedMemoryManager,
-  type SharedMemoryRef,
-  type SharedMemoryRegionStatus,
-} from "./core/shared-memory.js";
-export type { Duration, ModelStatistics } from "./core/statistics.js";
+export type { LogSettingValue } from "./core/log-settings.js";
 export type { Parameters, ParameterValue, Tensor } from "./core/tensor.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 export { createLogger, type Logger, type LoggerOptions, type LogSettings } from "./log.js";
-export type { LoadedModel } from "./repository/loaded-model.js";
-export type {
-  ControlMode,
-  IndexEntry,
-  LoadOverrides,
-  ModelManager,
-  ModelState,
-  VersionStatus,
-} from "./repository/model-manager.js";
-export type { ResourceLimit } from "./scheduler/rate-limiter.js";
-export type { ScheduledResult, Scheduler } from "./scheduler/scheduler.js";
+// Running the server.
 export {
   createServer,
   type EndpointOptions,

@@ -4,7 +4,10 @@ import type { ResponseCache } from "../cache/response-cache.js";
 import { now } from "../clock/clock.js";
 import type { Logger, LogSettings } from "../log.js";
 import { LoadedModel } from "../repository/loaded-model.js";
-import type { IndexEntry, ModelManager } from "../repository/model-manager.js";
+import type { IndexEntry, LoadOverrides, ModelManager } from "../repository/model-manager.js";
+
+export type { LoadOverrides };
+
 import { classify } from "./classification.js";
 import { InferenceError, toInferenceError } from "./errors.js";
 import type {
@@ -59,14 +62,6 @@ export interface ModelView {
 
 /** One entry of the repository index: a model folder, and a version's state when it has one. */
 export type RepositoryIndexEntry = IndexEntry;
-
-/** A load request's overrides (Triton's `config` and `file:<version>/<path>` parameters). */
-export interface LoadOverrides {
-  /** `config`: the model's config as JSON, replacing config.pbtxt. */
-  config?: string;
-  /** `file:<version>/<path>` contents, by parameter name. */
-  files?: ReadonlyMap<string, Uint8Array>;
-}
 
 /** Options for {@link InferenceServer}. */
 export interface InferenceServerOptions {
@@ -271,7 +266,7 @@ export class InferenceServer {
     if (repository !== "") throw new InferenceError("REPOSITORY_NAME_UNSUPPORTED");
     const { config, files } = await readOverrides();
     this.#checkControl();
-    await this.models.load(name, { ...(config !== undefined ? { config } : {}), files: new Map(files ?? []) });
+    await this.models.load(name, { ...(config !== undefined ? { config } : {}), files: files ?? new Map() });
   }
 
   /**

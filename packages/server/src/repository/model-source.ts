@@ -4,9 +4,11 @@ import { InferenceError } from "../core/errors.js";
 import { configOverrideProblem } from "./config-override-problem.js";
 import { writeFileOverrides } from "./file-overrides.js";
 
-/** A load request's overrides: a JSON config and `file:` contents. */
+/** A load request's overrides (Triton's `config` and `file:<version>/<path>` parameters). */
 export interface LoadOverrides {
+  /** `config`: the model's config as JSON, replacing config.pbtxt. */
   config?: string;
+  /** `file:<version>/<path>` contents, by parameter name. */
   files?: ReadonlyMap<string, Uint8Array>;
 }
 

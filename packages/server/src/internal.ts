@@ -1,0 +1,30 @@
+/**
+ * What only Galley's own packages and backend authors need: the backend contract, the
+ * schedulers, the model repository and the tables behind them. Nothing here is a stable API;
+ * users import from `@galley/server` (running and embedding the server) and
+ * `@galley/server/model` (scripted models).
+ *
+ * @packageDocumentation
+ */
+
+export type { Backend, BackendInstance, BackendLoadContext, BackendModel, ExecuteResult } from "./backend/backend.js";
+export type { ResponseCache } from "./cache/response-cache.js";
+export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./core/datatype.js";
+export { InferenceError } from "./core/errors.js";
+export type { InferenceServerOptions } from "./core/inference-server.js";
+export {
+  SharedMemoryManager,
+  type SharedMemoryRef,
+  type SharedMemoryRegionStatus,
+} from "./core/shared-memory.js";
+export type { Duration, ModelStatistics } from "./core/statistics.js";
+export type { LoadedModel } from "./repository/loaded-model.js";
+export type {
+  ControlMode,
+  IndexEntry,
+  ModelManager,
+  ModelState,
+  VersionStatus,
+} from "./repository/model-manager.js";
+export type { ResourceLimit } from "./scheduler/rate-limiter.js";
+export type { ScheduledResult, Scheduler } from "./scheduler/scheduler.js";
