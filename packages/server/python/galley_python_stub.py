@@ -1,10 +1,12 @@
 # Galley's Python backend stub: runs one instance of a Triton Python model (model.py with
 # TritonPythonModel) for the server, which started it with a private socket on fd 3.
 #
-# Threads: the reader takes frames off the socket (cancels, BLS replies, releases and metric
-# replies are handled there at once; start/execute/stop go to the main thread, which runs the
-# model). The process exits when the socket closes, and asks the kernel to kill it when the
-# server dies, so it never outlives the server.
+# Reading: whichever thread needs a frame reads the socket (one at a time, under a lock), and
+# hands out what it reads: work (start/execute/stop) to the main thread, BLS and metric replies
+# to the thread waiting for them, cancellations and releases applied at once. The main thread,
+# idle, is the reader, so an execute starts without a thread hand-off; `is_cancelled()` reads
+# whatever has arrived without waiting. The process exits when the socket closes, and asks the
+# kernel to kill it when the server dies, so it never outlives the server.
 
 import asyncio
 import ctypes
@@ -12,7 +14,8 @@ import importlib.util
 import inspect
 import json
 import os
-import queue
+import collections
+import select
 import sys
 import threading
 import traceback
@@ -56,14 +59,15 @@ class Call:
     def __init__(self, runtime, number):
         self.runtime = runtime
         self.number = number
-        self.replies = queue.Queue()
+        self.replies = collections.deque()
 
     def result(self):
         response, _ = self.next()
         return response
 
     def next(self):
-        message = self.replies.get()
+        self.runtime.pump(lambda: self.replies)
+        message = self.replies.popleft()
         final = bool(message.get("final"))
         if final:
             self.runtime.calls.pop(self.number, None)
@@ -80,7 +84,7 @@ class Runtime:
         self.model = None
         self.decoupled = False
         self.outputs = []
-        self.work = queue.Queue()
+        self.work = collections.deque()
         self.cancels = {}  # key -> threading.Event, for requests not yet finished
         self.calls = {}
         self.next_call = 1
@@ -88,32 +92,60 @@ class Runtime:
         self.batch = threading.local()
         self.loop = None
 
-    # ---- reader thread ----
+        self.read_lock = threading.Lock()
+        self.arrived = threading.Condition()
 
-    def read(self):
-        while True:
-            try:
-                message = self.channel.receive()
-            except Exception:  # noqa: BLE001 - an unreadable stream ends the instance
-                message = None
-            if message is None:
-                os._exit(0)
-            kind = message.get("kind")
-            if kind == "cancel":
-                event = self.cancels.get(message["key"])
-                if event is not None:
-                    event.set()
-            elif kind == "bls-reply" or kind == "reply":
-                call = self.calls.get(message["call"])
-                if call is not None:
-                    call.replies.put(message)
-            elif kind == "release":
-                if self.shm is not None:
-                    self.shm.release(message["blocks"])
-            else:
-                self.work.put(message)
+    # ---- reading ----
+
+    def pump(self, ready, block=True):
+        """Read frames until `ready()`; without `block`, only those already arrived."""
+        while not ready():
+            if not self.read_lock.acquire(blocking=False):
+                if not block:
+                    return False
+                with self.arrived:
+                    if not ready():
+                        # Woken when the reader hands something out or stops reading.
+                        self.arrived.wait(0.05)
                 continue
-            self.flush()
+            try:
+                while not ready():
+                    if not block and not self.channel.pending() and not select.select([self.channel.fd], [], [], 0)[0]:
+                        return False
+                    try:
+                        message = self.channel.receive()
+                    except Exception:  # noqa: BLE001 - an unreadable stream ends the instance
+                        message = None
+                    if message is None:
+                        os._exit(0)
+                    self.dispatch(message)
+                    with self.arrived:
+                        self.arrived.notify_all()
+            finally:
+                self.read_lock.release()
+                with self.arrived:
+                    self.arrived.notify_all()
+        return True
+
+    def dispatch(self, message):
+        kind = message.get("kind")
+        if kind == "cancel":
+            event = self.cancels.get(message["key"])
+            if event is not None:
+                event.set()
+        elif kind == "bls-reply" or kind == "reply":
+            call = self.calls.get(message["call"])
+            if call is not None:
+                call.replies.append(message)
+        elif kind == "release":
+            if self.shm is not None:
+                self.shm.release(message["blocks"])
+        else:
+            self.work.append(message)
+
+    def poll(self):
+        """Apply whatever the server has sent (cancellations, above all) without waiting."""
+        self.pump(lambda: False, block=False)
 
     def flush(self):
         if self.shm is not None:
@@ -140,7 +172,8 @@ class Runtime:
     def metric(self, request):
         call = self._call()
         self.channel.send({"kind": "metric", "call": call.number, "request": request})
-        reply = call.replies.get()
+        self.pump(lambda: call.replies)
+        reply = call.replies.popleft()
         self.calls.pop(call.number, None)
         if reply.get("error"):
             raise pb_utils.TritonModelException(reply["error"])
@@ -174,7 +207,8 @@ class Runtime:
 
     def run(self):
         while True:
-            message = self.work.get()
+            self.pump(lambda: self.work)
+            message = self.work.popleft()
             kind = message.get("kind")
             if kind == "start":
                 self.start(message["init"])
@@ -223,6 +257,8 @@ class Runtime:
         return value
 
     def execute(self, batch, payload):
+        self.shm.release(payload["release"])
+        payload = payload["requests"]
         requests = []
         for wire in payload:
             event = threading.Event()
@@ -336,9 +372,7 @@ def main():
     runtime = Runtime(channel)
     channel.before_send = runtime.before_send
     pb_utils._runtime = runtime
-    reader = threading.Thread(target=runtime.read, name="galley-reader", daemon=True)
-    reader.start()
-    # The first work item is `start` (or `auto-complete`): it names the instance.
+    # The first work item is `start` (or `auto-complete`).
     runtime.run()
 
 

@@ -13,6 +13,7 @@ import mmap
 import os
 import struct
 import threading
+import weakref
 
 import numpy as np
 
@@ -27,6 +28,7 @@ class Channel:
     """The framed socket to the server. `send` is safe from any thread."""
 
     def __init__(self, fd=3):
+        self.fd = fd
         self._fd = fd
         self._lock = threading.Lock()
         self._buffer = b""
@@ -40,12 +42,16 @@ class Channel:
         data = _LEN.pack(len(body)) + body
         if extra is not None:
             extra_body = json.dumps(extra, separators=(",", ":")).encode("utf-8")
-            data = _LEN.pack(len(extra_body)) + extra_body + data
+            data += _LEN.pack(len(extra_body)) + extra_body
         with self._lock:
             view = memoryview(data)
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
+
+    def pending(self):
+        """Whether a whole frame is already buffered."""
+        return len(self._buffer) >= 4 and len(self._buffer) >= 4 + _LEN.unpack_from(self._buffer, 0)[0]
 
     def receive(self):
         """The next message, or None at the end of the stream."""
@@ -119,6 +125,7 @@ class SharedMemory:
         self._own = []  # [(mmap, arena)]
         self._peer = {}  # k -> mmap
         self._released = collections.deque()  # the server's blocks we are done with
+        self._watchers = {}  # weak references that release a block when its array goes
 
     # ---- the server's segments ----
 
@@ -144,9 +151,15 @@ class SharedMemory:
             return np.empty(0, dtype=np.uint8)
         segment = self._peer_segment(ref["s"], ref["z"])
         base = np.frombuffer(segment, dtype=np.uint8, count=ref["n"], offset=ref["o"])
-        import weakref
+        block = (ref["s"], ref["o"])
+        watchers = self._watchers
 
-        weakref.finalize(base, self._released.append, (ref["s"], ref["o"]))
+        def released(watcher, block=block):
+            watchers.pop(id(watcher), None)
+            self._released.append(block)
+
+        watcher = weakref.ref(base, released)
+        watchers[id(watcher)] = watcher
         return base
 
     def take_released(self):
@@ -173,12 +186,7 @@ class SharedMemory:
         with self._lock:
             s, o = self._alloc(length)
             segment = self._own[s][0]
-        target = np.frombuffer(segment, dtype=np.uint8, count=length, offset=o)
-        if isinstance(data, (bytes, bytearray)):
-            target[:] = np.frombuffer(data, dtype=np.uint8)
-        else:
-            target[:] = data
-        del target
+        segment[o : o + length] = data if isinstance(data, (bytes, bytearray)) else memoryview(data)
         ref.update(s=s, z=len(segment), o=o, n=length)
         return ref
 

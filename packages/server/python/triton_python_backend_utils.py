@@ -4,7 +4,6 @@
 
 import asyncio
 import json
-import queue
 import threading
 
 import numpy as np
@@ -136,14 +135,14 @@ def triton_to_numpy_type(data_type):
     return None
 
 
+_NUMPY_TO_TRITON = {np.dtype(t): name for name, t in _TRITON_TO_NUMPY.items() if t is not np.object_}
+
+
 def _datatype_of(array):
     kind = array.dtype
-    if kind == np.object_ or kind.type == np.bytes_ or kind.type == np.str_:
+    if kind.kind in "OSU":
         return "BYTES"
-    for name, numpy_type in _TRITON_TO_NUMPY.items():
-        if numpy_type is not np.object_ and kind == np.dtype(numpy_type):
-            return name
-    return None
+    return _NUMPY_TO_TRITON.get(kind)
 
 
 def numpy_to_triton_type(data_type):
@@ -447,7 +446,11 @@ class InferenceRequest:
         return text if text is not None else json.dumps(self._parameters)
 
     def is_cancelled(self):
-        return bool(self._cancelled is not None and self._cancelled.is_set())
+        if self._cancelled is None:
+            return False
+        if not self._cancelled.is_set():
+            _rt().poll()
+        return self._cancelled.is_set()
 
     def get_response_sender(self):
         if self._key is None:

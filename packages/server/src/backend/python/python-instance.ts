@@ -56,6 +56,9 @@ function modelError(error: PyError): InferenceError {
   return new InferenceError("BACKEND_FAILED", { message: error.message }, code ? { code } : {});
 }
 
+/** How long the stub's read blocks wait to be given back when no batch carries them. */
+const RELEASE_DELAY_MS = 2;
+
 /** Parameters Triton keeps out of a Python request's `parameters()`. */
 const RESERVED_PARAMETERS = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
 
@@ -180,7 +183,9 @@ export class PythonInstance implements BackendInstance {
     const inputNs = now() - start;
     let result: PyResult;
     try {
-      result = await this.#host.execute(wires);
+      const release = this.#release;
+      this.#release = [];
+      result = await this.#host.execute({ requests: wires, release });
     } catch (error) {
       const failure = toInferenceError(error);
       for (const [i, key] of keys.entries()) if (this.#host.end(key)) requests[i]?.responder?.(failure, true);
@@ -264,15 +269,19 @@ export class PythonInstance implements BackendInstance {
     return tensors;
   }
 
+  /**
+   * Give the stub's blocks back: with the next batch, or after a moment without one (a decoupled
+   * model's responses, BLS calls), so that a busy instance sends no message for it.
+   */
   #scheduleRelease(): void {
     if (this.#releaseScheduled || this.#release.length === 0) return;
     this.#releaseScheduled = true;
-    setImmediate(() => {
+    setTimeout(() => {
       this.#releaseScheduled = false;
       const blocks = this.#release;
       this.#release = [];
       if (blocks.length > 0) this.#host.post({ kind: "release", blocks });
-    });
+    }, RELEASE_DELAY_MS).unref();
   }
 
   #executed(

@@ -88,7 +88,8 @@ export type MetricOp =
 export interface PyProtocol {
   init: PyInit;
   info: { pid: number };
-  batch: PyRequest[];
+  /** A batch's requests, and the stub's blocks the server has read since the last message that said so. */
+  batch: { requests: PyRequest[]; release: [number, number][] };
   result: PyResult;
   response: PyResponse;
   toInstance:
