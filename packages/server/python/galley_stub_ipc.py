@@ -126,6 +126,7 @@ class SharedMemory:
         self._peer = {}  # k -> mmap
         self._released = collections.deque()  # the server's blocks we are done with
         self._watchers = {}  # weak references that release a block when its array goes
+        self._ranges = []  # (k, address, size) of the server's segments
 
     # ---- the server's segments ----
 
@@ -141,6 +142,8 @@ class SharedMemory:
                         os.unlink(path)
                     except OSError:
                         pass
+                    start = np.frombuffer(segment, dtype=np.uint8).ctypes.data
+                    self._ranges.append((s, start, size))
                     self._peer[s] = segment
         return segment
 
@@ -173,6 +176,16 @@ class SharedMemory:
             except IndexError:
                 break
         return {"kind": "release", "blocks": blocks} if blocks else None
+
+    def locate(self, array):
+        """Where a contiguous array lies in one of the server's segments (a view of an input):
+        (segment, size, offset), or None."""
+        address = array.__array_interface__["data"][0]
+        end = address + array.nbytes
+        for s, start, size in self._ranges:
+            if start <= address and end <= start + size:
+                return s, size, address - start
+        return None
 
     # ---- our segments ----
 

@@ -255,7 +255,7 @@ export class PythonInstance implements BackendInstance {
     const pool = this.#shm();
     const tensors = refs.map((ref) => {
       const data = pool.take(ref);
-      if (ref.s >= 0) this.#release.push([ref.s, ref.o]);
+      if (ref.s >= 0 && ref.r !== 1) this.#release.push([ref.s, ref.o]);
       return {
         name: ref.name,
         datatype: ref.datatype as Tensor["datatype"],

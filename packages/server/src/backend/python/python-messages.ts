@@ -16,6 +16,8 @@ export interface ShmTensor {
   z: number;
   o: number;
   n: number;
+  /** 1: the bytes lie in the reader's own segment `s` (an output that is a view of an input). */
+  r?: 1;
 }
 
 export interface PyRequest {

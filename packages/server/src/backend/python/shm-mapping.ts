@@ -87,9 +87,8 @@ function nativeMapper(native: NativeShm): SegmentMapper {
         bytes.set(data, offset);
       },
       read(offset, length) {
-        const out = Buffer.allocUnsafeSlow(length);
-        out.set(bytes.subarray(offset, offset + length));
-        return out;
+        // slice: one allocation and copy (faster than allocating and then setting).
+        return bytes.slice(offset, offset + length);
       },
       close() {
         if (open) mapping.close();

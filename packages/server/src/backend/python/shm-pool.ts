@@ -100,6 +100,13 @@ export class ShmPool {
   /** A copy of the bytes of a tensor in the stub's segments (the block may be released after). */
   take(tensor: ShmTensor): Uint8Array {
     if (tensor.s < 0 || tensor.n === 0) return new Uint8Array(0);
+    if (tensor.r === 1) {
+      // A view the stub made of one of our tensors: still in our block, which it has not released.
+      const own = this.#own[tensor.s]?.segment;
+      if (!own || tensor.o + tensor.n > own.byteLength)
+        throw new Error(`a tensor of the stub lies outside segment ${tensor.s}`);
+      return own.read(tensor.o, tensor.n);
+    }
     let segment = this.#peer.get(tensor.s);
     if (!segment) {
       const path = this.#path("p", tensor.s);
