@@ -4,6 +4,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
 import { createJsBackend } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
+import { renderCustomMetrics } from "./backend/python/custom-metrics.js";
 import { createPythonBackend } from "./backend/python/python-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
 import { ResponseCache } from "./cache/response-cache.js";
@@ -183,7 +184,8 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       }
       if (metrics) {
         const host = metrics.host ?? (http ? http.host : undefined) ?? "0.0.0.0";
-        const listener = await listenHttp1(createMetricsHandler(core, metrics), host, metrics.port);
+        const handler = createMetricsHandler(core, { extra: renderCustomMetrics, ...metrics });
+        const listener = await listenHttp1(handler, host, metrics.port);
         listeners.push(listener);
         addresses.metrics = listener.address;
       }

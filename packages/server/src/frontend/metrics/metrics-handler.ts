@@ -2,7 +2,6 @@ import { readFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { cpus, freemem, totalmem } from "node:os";
 import { Counter, Gauge, Registry } from "prom-client";
-import { renderCustomMetrics } from "../../backend/python/custom-metrics.js";
 import type { InferenceServer, ModelView } from "../../core/inference-server.js";
 
 /** Metrics options (tritonserver's `--metrics-config`). */
@@ -14,6 +13,8 @@ export interface MetricsOptions {
    * of executions by batch size, to see at a glance whether batching happens.
    */
   batchSizeHistogram?: boolean;
+  /** Text in Prometheus' format appended after Galley's own metrics (Python models' custom metric families). */
+  extra?: () => string;
 }
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
@@ -171,7 +172,7 @@ async function render(server: InferenceServer, options: MetricsOptions, cpu: Cpu
     }
   }
   const text = await registry.metrics();
-  return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + renderCustomMetrics();
+  return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + (options.extra?.() ?? "");
 }
 
 /**
