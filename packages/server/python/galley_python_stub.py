@@ -187,6 +187,16 @@ class Runtime:
         return call
 
     def send_response(self, request, response, final):
+        if not self.decoupled:
+            # Triton lets a non-decoupled model answer through the sender too: one response, final,
+            # during execute; it becomes that request's answer.
+            if not final or getattr(request, "_answered", False):
+                raise pb_utils.TritonModelException(
+                    "Non-decoupled models must send exactly one response per request, with the final flag"
+                )
+            request._answered = True
+            request._answer = response
+            return
         wire = None
         if response is not None:
             wire = self._response_wire(request, response)
@@ -293,7 +303,11 @@ class Runtime:
     def responses(self, requests, returned):
         if returned is None:
             # Responses sent through each request's sender (Triton allows one, final, per request).
-            raise pb_utils.TritonModelException("execute must return a list of InferenceResponse, one per request")
+            if not all(getattr(r, "_answered", False) for r in requests):
+                raise pb_utils.TritonModelException(
+                    "execute returned None without sending a final response for every request"
+                )
+            returned = [r._answer for r in requests]
         returned = list(returned)
         if len(returned) != len(requests):
             raise pb_utils.TritonModelException(

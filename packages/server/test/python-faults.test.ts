@@ -80,6 +80,11 @@ describe("errors in a Python model's execute", () => {
     );
     expect(readInt32((await client.modelInfer(int32Request("fragile", 5))).rawOutputContents[0])).toEqual([6]);
   });
+
+  it("a non-decoupled model may answer through the response sender (one final response) and return None", async () => {
+    const { client } = await pythonServer(["fragile"]);
+    expect(readInt32((await client.modelInfer(int32Request("fragile", -7))).rawOutputContents[0])).toEqual([-70]);
+  });
 });
 
 describe("a Python process that dies", () => {
