@@ -78,7 +78,7 @@ export async function serve(args: string[]): Promise<number> {
   if (started.grpc) log.info(`Started GRPCInferenceService at ${format(started.grpc)}`);
   if (started.http) log.info(`Started HTTPService at ${format(started.http)}`);
   if (started.metrics) log.info(`Started Metrics Service at ${format(started.metrics)}`);
-  const ready = (await server.core.models.index(true)).map((e) => e.name);
+  const ready = (await server.core.repositoryIndex(true)).map((e) => e.name);
   if (started.http && ready.length > 0) {
     const model = ready.includes("simple") ? "simple" : (ready[0] as string);
     log.info(
