@@ -2,6 +2,8 @@
 // documented (docs/guides/python-backend.md), answer as their JS and ONNX counterparts do.
 import { fileURLToPath } from "node:url";
 import { Code } from "@connectrpc/connect";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pythonWithNumpy } from "./python-harness.js";
 import {
@@ -22,10 +24,12 @@ const PYTHON_EXAMPLES = fileURLToPath(new URL("../../../examples/python_model_re
 const python = pythonWithNumpy();
 
 let client: InferenceClient;
+let grpcPort = 0;
 beforeAll(async () => {
   const running = await startServer({ modelRepositories: [PYTHON_EXAMPLES], pythonExecutable: python });
   expect(running.failedModels).toEqual([]);
   client = running.client;
+  grpcPort = running.grpcPort;
 });
 afterAll(cleanup);
 
@@ -100,6 +104,74 @@ describe("examples/python_model_repository", () => {
     for (const [n, reply] of replies.entries()) {
       const expected = Math.fround(Math.fround((n * 30) / 255) - 0.5);
       expect(readFp32(reply.rawOutputContents[0])).toEqual(Array(64).fill(expected));
+    }
+  });
+});
+
+describe("examples/python_model_repository from an independent gRPC stack (@grpc/grpc-js + Triton's protos)", () => {
+  function inferenceClient() {
+    const definition = protoLoader.loadSync(["inference/grpc_service.proto"], {
+      includeDirs: [fileURLToPath(new URL("../../../proto", import.meta.url))],
+      keepCase: true,
+      longs: String,
+      defaults: true,
+    });
+    const root = grpc.loadPackageDefinition(definition);
+    const Service = (root.inference as grpc.GrpcObject).GRPCInferenceService as grpc.ServiceClientConstructor;
+    return new Service(`127.0.0.1:${grpcPort}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+      ModelInfer(request: object, callback: (error: Error | null, response: never) => void): void;
+      ModelStreamInfer(): unknown;
+    };
+  }
+
+  it("ModelInfer on add_sub and ModelStreamInfer on repeat_int32", async () => {
+    const stub = inferenceClient();
+    try {
+      const reply = await new Promise<{ raw_output_contents: Buffer[] }>((resolve, reject) =>
+        stub.ModelInfer(
+          {
+            model_name: "add_sub",
+            inputs: [
+              { name: "INPUT0", datatype: "FP32", shape: ["4"] },
+              { name: "INPUT1", datatype: "FP32", shape: ["4"] },
+            ],
+            raw_input_contents: [Buffer.from(fp32Bytes([1, 2, 3, 4])), Buffer.from(fp32Bytes([1, 1, 1, 1]))],
+          },
+          (error: Error | null, response: { raw_output_contents: Buffer[] }) =>
+            error ? reject(error) : resolve(response),
+        ),
+      );
+      expect(readFp32(new Uint8Array(reply.raw_output_contents[0] ?? []))).toEqual([2, 3, 4, 5]);
+      const call = stub.ModelStreamInfer() as grpc.ClientDuplexStream<
+        object,
+        { infer_response: { raw_output_contents: Buffer[] } }
+      >;
+      const outs: number[] = [];
+      const ended = new Promise<void>((resolve, reject) => {
+        call.on("data", (r) =>
+          outs.push(readInt32(new Uint8Array(r.infer_response.raw_output_contents[0] ?? []))[0] ?? -1),
+        );
+        call.on("end", resolve);
+        call.on("error", reject);
+      });
+      call.write({
+        model_name: "repeat_int32",
+        inputs: [
+          { name: "IN", datatype: "INT32", shape: ["2"] },
+          { name: "DELAY", datatype: "UINT32", shape: ["2"] },
+          { name: "WAIT", datatype: "UINT32", shape: ["1"] },
+        ],
+        raw_input_contents: [
+          Buffer.from(int32Bytes([3, 4])),
+          Buffer.from(int32Bytes([0, 0])),
+          Buffer.from(int32Bytes([0])),
+        ],
+      });
+      call.end();
+      await ended;
+      expect(outs).toEqual([3, 4]);
+    } finally {
+      stub.close();
     }
   });
 });
