@@ -110,6 +110,22 @@ describe("a Python process that dies", () => {
     expect(shmOf(process.pid)).toEqual([]);
   });
 
+  it("a process the model forked neither delays the crash's detection nor outlives the stub", async () => {
+    const { client } = await pythonServer(["fragile"]);
+    const forked = readInt32((await client.modelInfer(int32Request("fragile", -8))).rawOutputContents[0])[0] ?? 0;
+    expect(existsSync(`/proc/${forked}`)).toBe(true);
+    await expectGrpcError(client.modelInfer(int32Request("fragile", -3)), Code.Internal, /exited with code 3/);
+    const gone = () => {
+      try {
+        return readFileSync(`/proc/${forked}/stat`, "utf8").split(") ")[1]?.startsWith("Z") ?? true;
+      } catch {
+        return true;
+      }
+    };
+    await waitFor(gone, { what: "the forked process to be killed with the stub's group" });
+    expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
+  });
+
   it("readiness follows the instance: not ready while its restart fails, ready again once it starts", async () => {
     const { client, repo } = await pythonServer(["flaky"], (dir) => {
       const config = join(dir, "flaky", "config.pbtxt");

@@ -79,8 +79,12 @@ export function processTransport<Out, In>(options: ProcessTransportOptions): Tra
     pipeLines(child.stdout, (line) => options.log.info(`${options.name}: ${line}`));
     pipeLines(child.stderr, (line) => options.log.warn(`${options.name}: ${line}`));
     const exited = new Promise<void>((resolve) => {
-      child.once("close", (code, signal) => {
+      // "exit", not "close": a process the model forked may hold the pipes open after the stub
+      // is gone; it is in the stub's group, which goes with it.
+      child.once("exit", (code, signal) => {
         live.delete(child);
+        killGroup(child, "SIGKILL");
+        channel.destroy();
         end(signal ? `was killed by ${signal}` : `exited with code ${code}`);
         resolve();
       });
