@@ -1,4 +1,8 @@
 {
+  "variables": {
+    "torch_found%": "<!(node native/torch_find.cjs found)",
+    "torch_cuda%": "<!(node native/torch_find.cjs cuda)"
+  },
   "targets": [
     {
       "target_name": "galley_native",
@@ -9,5 +13,24 @@
       "cflags_cc!": ["-fno-exceptions"],
       "libraries": ["-ldl"]
     }
+  ],
+  "conditions": [
+    [
+      "torch_found==1",
+      {
+        "targets": [
+          {
+            "target_name": "galley_torch",
+            "sources": ["native/torch_addon.cc", "native/torch_instance.cc", "native/torch_tensors.cc"],
+            "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+            "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
+            "cflags_cc": ["-std=c++17", "-fexceptions", "-frtti", "-Wall", "<!@(node native/torch_find.cjs cflags)"],
+            "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
+            "libraries": ["<!@(node native/torch_find.cjs libs)"],
+            "conditions": [["torch_cuda==1", { "defines": ["GALLEY_TORCH_CUDA"] }]]
+          }
+        ]
+      }
+    ]
   ]
 }

@@ -1,0 +1,35 @@
+// Entry point of the galley_torch addon: Galley's PyTorch (libtorch) backend. Built only where
+// libtorch is found (native/torch_find.cjs); loaded lazily by src/torch.ts.
+#include <napi.h>
+#include <torch/cuda.h>
+#include <torch/script.h>
+#include <torch/version.h>
+
+#include "torch_instance.h"
+
+namespace {
+
+Napi::Value CudaDeviceCount(const Napi::CallbackInfo& info) {
+  try {
+    return Napi::Number::New(info.Env(), static_cast<double>(torch::cuda::device_count()));
+  } catch (const std::exception&) {
+    return Napi::Number::New(info.Env(), 0);
+  }
+}
+
+}  // namespace
+
+static Napi::Object InitGalleyTorch(Napi::Env env, Napi::Object exports) {
+  exports.Set("abiVersion", Napi::Number::New(env, 1));
+  exports.Set("torchVersion", Napi::String::New(env, TORCH_VERSION));
+#ifdef GALLEY_TORCH_CUDA
+  exports.Set("cudaCompiled", Napi::Boolean::New(env, true));
+#else
+  exports.Set("cudaCompiled", Napi::Boolean::New(env, false));
+#endif
+  exports.Set("cudaDeviceCount", Napi::Function::New(env, CudaDeviceCount, "cudaDeviceCount"));
+  exports.Set("TorchInstance", galley::TorchInstance::Define(env));
+  return exports;
+}
+
+NODE_API_MODULE(galley_torch, InitGalleyTorch)

@@ -1,0 +1,113 @@
+#!/usr/bin/env node
+// Finds libtorch for binding.gyp's galley_torch target. Prints one field:
+//   found   1 when a usable libtorch was found, else 0 (the target is then left out)
+//   cflags  -isystem for its include folders and -D_GLIBCXX_USE_CXX11_ABI=<its ABI>
+//   libs    the link line (rpath to its lib folder; --no-as-needed so CUDA kernels register)
+//   cuda    1 when that libtorch has CUDA (libtorch_cuda), else 0
+//   where   a line saying which libtorch was found, for people
+// Order: LIBTORCH (a libtorch folder), else the torch that `python3` (then /usr/bin/python3)
+// imports, else Debian's libtorch-dev under /usr. GALLEY_TORCH=0 leaves the target out.
+"use strict";
+const { execFileSync } = require("node:child_process");
+const { existsSync, readFileSync, writeFileSync } = require("node:fs");
+const { join } = require("node:path");
+const { tmpdir } = require("node:os");
+
+function candidate(root, include, lib, abi, source) {
+  const headers = include.find((dir) => existsSync(join(dir, "torch", "script.h")));
+  if (!headers || !existsSync(join(lib, "libtorch_cpu.so"))) return undefined;
+  return { include, lib, abi, cuda: existsSync(join(lib, "libtorch_cuda.so")), source: `${source} (${root})` };
+}
+
+function fromFolder(root, abi, source) {
+  return candidate(
+    root,
+    [join(root, "include"), join(root, "include", "torch", "csrc", "api", "include")],
+    join(root, "lib"),
+    abi,
+    source,
+  );
+}
+
+function fromPython(python) {
+  const code =
+    "import json,os,torch;print(json.dumps({'dir':os.path.dirname(torch.__file__)," +
+    "'abi':int(torch._C._GLIBCXX_USE_CXX11_ABI),'version':torch.__version__}))";
+  try {
+    const out = execFileSync(python, ["-c", code], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+      timeout: 60_000,
+    });
+    const info = JSON.parse(out.trim().split("\n").pop());
+    return fromFolder(info.dir, info.abi, `python torch ${info.version} from ${python}`);
+  } catch {
+    return undefined;
+  }
+}
+
+function fromDebian() {
+  const triplet = ["x86_64-linux-gnu", "aarch64-linux-gnu"].find((t) => existsSync(`/usr/lib/${t}/libtorch_cpu.so`));
+  if (!triplet) return undefined;
+  return candidate(
+    "/usr",
+    ["/usr/include", "/usr/include/torch/csrc/api/include"],
+    `/usr/lib/${triplet}`,
+    1,
+    "Debian libtorch-dev",
+  );
+}
+
+function find() {
+  if (process.env.GALLEY_TORCH === "0") return undefined;
+  if (process.env.LIBTORCH)
+    return fromFolder(process.env.LIBTORCH, Number(process.env.LIBTORCH_CXX11_ABI ?? 1), "LIBTORCH");
+  return fromPython("python3") ?? fromPython("/usr/bin/python3") ?? fromDebian();
+}
+
+// gyp runs this once per field: remember the answer for a minute (importing torch takes seconds).
+const key = JSON.stringify([
+  process.env.GALLEY_TORCH,
+  process.env.LIBTORCH,
+  process.env.LIBTORCH_CXX11_ABI,
+  process.env.PATH,
+]);
+const cache = join(tmpdir(), `galley-torch-find-${Buffer.from(key).toString("base64url").slice(-40)}.json`);
+let found;
+try {
+  const saved = JSON.parse(readFileSync(cache, "utf8"));
+  if (saved.key === key && Date.now() - saved.at < 60_000) found = saved.found ?? undefined;
+} catch {}
+if (found === undefined) {
+  found = find() ?? null;
+  try {
+    writeFileSync(cache, JSON.stringify({ key, at: Date.now(), found }));
+  } catch {}
+}
+
+const field = process.argv[2];
+const system = (dirs) => dirs.filter((d) => d !== "/usr/include").flatMap((d) => ["-isystem", d]);
+const out = {
+  found: () => (found ? "1" : "0"),
+  cuda: () => (found?.cuda ? "1" : "0"),
+  cflags: () => (found ? [...system(found.include), `-D_GLIBCXX_USE_CXX11_ABI=${found.abi}`].join(" ") : ""),
+  libs: () =>
+    found
+      ? [
+          `-L${found.lib}`,
+          `-Wl,-rpath,${found.lib}`,
+          "-Wl,--no-as-needed",
+          ...(found.cuda ? ["-ltorch_cuda", "-lc10_cuda"] : []),
+          "-ltorch_cpu",
+          "-ltorch",
+          "-lc10",
+          "-Wl,--as-needed",
+        ].join(" ")
+      : "",
+  where: () => (found ? found.source : "no libtorch found (LIBTORCH, python3's torch, Debian's libtorch-dev)"),
+}[field];
+if (!out) {
+  console.error(`usage: torch_find.cjs found|cflags|libs|cuda|where`);
+  process.exit(2);
+}
+process.stdout.write(`${out()}\n`);

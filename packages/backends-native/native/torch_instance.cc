@@ -1,0 +1,440 @@
+#include "torch_instance.h"
+
+#include <malloc.h>
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#ifdef GALLEY_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
+namespace galley {
+
+enum class JobKind { kLoad, kExecute, kStop };
+
+struct TorchJob {
+  TorchJob(JobKind kind, std::optional<Napi::Promise::Deferred> deferred) : kind(kind), deferred(std::move(deferred)) {}
+
+  JobKind kind;
+  /** Absent for the stop a collected instance sends itself: nobody waits for it. */
+  std::optional<Napi::Promise::Deferred> deferred;
+  // In.
+  std::string path;
+  std::vector<InputView> inputs;
+  /** The typed arrays under `inputs`, alive until the job is settled (main thread). */
+  std::vector<Napi::Reference<Napi::Uint8Array>> keep;
+  // Out.
+  std::string error;
+  std::vector<TorchArgument> arguments;
+  std::string returns;
+  std::vector<torch::Tensor> outputs;
+  int64_t infer_ns = 0;
+};
+
+namespace {
+
+std::string Describe(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
+  return error.what();
+}
+
+bool Flag(const Napi::Object& options, const char* key, bool fallback) {
+  Napi::Value value = options.Get(key);
+  return value.IsBoolean() ? value.As<Napi::Boolean>().Value() : fallback;
+}
+
+/** Outputs as one list of tensors: a tensor, or a tuple / list of tensors (Triton's `NAME__<i>` positions). */
+std::vector<torch::Tensor> Flatten(const c10::IValue& result) {
+  std::vector<torch::Tensor> outputs;
+  auto element = [&outputs](const c10::IValue& value, size_t index) {
+    if (!value.isTensor()) {
+      throw std::invalid_argument("output at index " + std::to_string(index) + " must be of type Tensor, received " +
+                                  value.type()->str());
+    }
+    outputs.push_back(value.toTensor());
+  };
+  if (result.isTensor()) {
+    outputs.push_back(result.toTensor());
+  } else if (result.isTuple()) {
+    const auto& elements = result.toTupleRef().elements();
+    for (size_t i = 0; i < elements.size(); i++) element(elements[i], i);
+  } else if (result.isList()) {
+    c10::List<c10::IValue> list = result.toList();
+    for (size_t i = 0; i < list.size(); i++) element(list.get(i), i);
+  } else {
+    throw std::invalid_argument("output must be of type Tensor or a Tuple or List of Tensors, received " +
+                                result.type()->str());
+  }
+  return outputs;
+}
+
+/** Whether the tensor's bytes lie in one of the inputs' (a model that returns an input as it is). */
+bool Overlaps(const torch::Tensor& tensor, const std::vector<InputView>& inputs) {
+  auto begin = static_cast<const uint8_t*>(tensor.data_ptr());
+  auto end = begin + tensor.nbytes();
+  for (const InputView& input : inputs) {
+    auto from = static_cast<const uint8_t*>(input.data);
+    if (begin < from + input.byte_length && from < end) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Napi::Function TorchInstance::Define(Napi::Env env) {
+  return DefineClass(env, "TorchInstance",
+                     {
+                         InstanceMethod<&TorchInstance::Load>("load"),
+                         InstanceMethod<&TorchInstance::Execute>("execute"),
+                         InstanceMethod<&TorchInstance::Close>("close"),
+                     });
+}
+
+TorchInstance::TorchInstance(const Napi::CallbackInfo& info) : Napi::ObjectWrap<TorchInstance>(info) {
+  Napi::Env env = info.Env();
+  Napi::Object options = info[0].IsObject() ? info[0].As<Napi::Object>() : Napi::Object::New(env);
+  Napi::Value device = options.Get("device");
+  settings_.cuda = device.IsString() && device.As<Napi::String>().Utf8Value() == "cuda";
+  Napi::Value id = options.Get("deviceId");
+  settings_.device_id = id.IsNumber() ? id.As<Napi::Number>().Int32Value() : 0;
+  settings_.inference_mode = Flag(options, "inferenceMode", true);
+  settings_.optimized_execution = Flag(options, "optimizedExecution", true);
+  settings_.cache_cleaning = Flag(options, "cacheCleaning", false);
+  settings_.cudnn = Flag(options, "cudnn", true);
+  if (settings_.cuda) device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(settings_.device_id));
+
+  shared_ = std::make_shared<Shared>();
+  auto* finalizer_data = new std::shared_ptr<Shared>(shared_);
+  tsfn_ = Tsfn::New(env, "galley:torch", 0, 1, this,
+                    [](Napi::Env, std::shared_ptr<Shared>* shared, TorchInstance*) {
+                      (*shared)->tsfn_alive = false;
+                      delete shared;
+                    },
+                    finalizer_data);
+  // Only pending jobs keep the process alive (see Enqueue and Settle).
+  tsfn_.Unref(env);
+  thread_ = std::thread(&TorchInstance::Run, this);
+}
+
+TorchInstance::~TorchInstance() {
+  // Collected without close(): nothing is pending (pending jobs hold a reference), so stop quietly.
+  if (!stopping_) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::make_unique<TorchJob>(JobKind::kStop, std::nullopt));
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  if (shared_->tsfn_alive.exchange(false)) tsfn_.Release();
+}
+
+Napi::Value TorchInstance::Load(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsString()) throw Napi::TypeError::New(env, "load(path): path must be a string");
+  auto job = std::make_unique<TorchJob>(JobKind::kLoad, Napi::Promise::Deferred::New(env));
+  job->path = info[0].As<Napi::String>().Utf8Value();
+  return Enqueue(env, std::move(job));
+}
+
+Napi::Value TorchInstance::Execute(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsArray()) throw Napi::TypeError::New(env, "execute(inputs): inputs must be an array");
+  Napi::Array inputs = info[0].As<Napi::Array>();
+  auto job = std::make_unique<TorchJob>(JobKind::kExecute, Napi::Promise::Deferred::New(env));
+  for (uint32_t i = 0; i < inputs.Length(); i++) {
+    Napi::Object input = inputs.Get(i).As<Napi::Object>();
+    std::string datatype = input.Get("datatype").As<Napi::String>().Utf8Value();
+    auto type = TorchType(datatype);
+    if (!type) throw Napi::TypeError::New(env, "input " + std::to_string(i) + ": libtorch has no " + datatype + " type");
+    Napi::Array shape = input.Get("shape").As<Napi::Array>();
+    InputView view{*type, {}, nullptr, 0};
+    int64_t count = 1;
+    for (uint32_t d = 0; d < shape.Length(); d++) {
+      int64_t dim = shape.Get(d).As<Napi::Number>().Int64Value();
+      view.shape.push_back(dim);
+      count *= dim;
+    }
+    Napi::Value data = input.Get("data");
+    if (!data.IsTypedArray() || data.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+      throw Napi::TypeError::New(env, "input " + std::to_string(i) + ": data must be a Uint8Array");
+    }
+    Napi::Uint8Array bytes = data.As<Napi::Uint8Array>();
+    view.data = bytes.Data();
+    view.byte_length = bytes.ByteLength();
+    if (view.byte_length != static_cast<size_t>(count) * c10::elementSize(*type)) {
+      throw Napi::RangeError::New(env, "input " + std::to_string(i) + ": " + std::to_string(view.byte_length) +
+                                           " bytes do not fit its shape and datatype");
+    }
+    job->inputs.push_back(std::move(view));
+    job->keep.push_back(Napi::Persistent(bytes));
+  }
+  return Enqueue(env, std::move(job));
+}
+
+Napi::Value TorchInstance::Close(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (stopping_) {
+    auto done = Napi::Promise::Deferred::New(env);
+    done.Resolve(env.Undefined());
+    return done.Promise();
+  }
+  auto promise = Enqueue(env, std::make_unique<TorchJob>(JobKind::kStop, Napi::Promise::Deferred::New(env)));
+  stopping_ = true;
+  return promise;
+}
+
+Napi::Value TorchInstance::Enqueue(Napi::Env env, std::unique_ptr<TorchJob> job) {
+  Napi::Promise promise = job->deferred->Promise();
+  if (stopping_) {
+    job->deferred->Reject(Napi::Error::New(env, "the libtorch instance is closed").Value());
+    return promise;
+  }
+  if (pending_++ == 0) {
+    // While work is pending, the process stays alive and this object is not collected.
+    tsfn_.Ref(env);
+    Ref();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+  return promise;
+}
+
+void DeliverTorchJob(Napi::Env env, Napi::Function, TorchInstance* self, TorchJob* raw) {
+  std::unique_ptr<TorchJob> job(raw);
+  if (env == nullptr) {
+    // The environment is going away: its references cannot be deleted any more.
+    for (auto& ref : job->keep) ref.SuppressDestruct();
+    return;
+  }
+  Napi::HandleScope scope(env);
+  self->Settle(env, *job);
+}
+
+void TorchInstance::Settle(Napi::Env env, TorchJob& job) {
+  if (job.kind == JobKind::kStop && !joined_) {
+    thread_.join();
+    joined_ = true;
+  }
+  job.keep.clear();
+  Napi::Promise::Deferred& deferred = *job.deferred;
+  if (!job.error.empty()) {
+    deferred.Reject(Napi::Error::New(env, job.error).Value());
+  } else if (job.kind == JobKind::kLoad) {
+    Napi::Object out = Napi::Object::New(env);
+    Napi::Array arguments = Napi::Array::New(env, job.arguments.size());
+    for (size_t i = 0; i < job.arguments.size(); i++) {
+      Napi::Object argument = Napi::Object::New(env);
+      argument.Set("name", job.arguments[i].name);
+      argument.Set("type", job.arguments[i].type);
+      arguments.Set(i, argument);
+    }
+    out.Set("arguments", arguments);
+    out.Set("returns", job.returns);
+    deferred.Resolve(out);
+  } else if (job.kind == JobKind::kExecute) {
+    Napi::Object out = Napi::Object::New(env);
+    Napi::Array outputs = Napi::Array::New(env, job.outputs.size());
+    for (size_t i = 0; i < job.outputs.size(); i++) {
+      torch::Tensor& tensor = job.outputs[i];
+      Napi::Object output = Napi::Object::New(env);
+      output.Set("datatype", ProtocolType(tensor.scalar_type()));
+      Napi::Array shape = Napi::Array::New(env, tensor.dim());
+      for (int64_t d = 0; d < tensor.dim(); d++) shape.Set(d, Napi::Number::New(env, tensor.size(d)));
+      output.Set("shape", shape);
+      size_t bytes = tensor.nbytes();
+      Napi::ArrayBuffer buffer;
+      if (bytes == 0) {
+        buffer = Napi::ArrayBuffer::New(env, 0);
+      } else {
+        // The tensor's own bytes become the ArrayBuffer's: the tensor lives until it is collected.
+        auto* holder = new torch::Tensor(tensor);
+        buffer = Napi::ArrayBuffer::New(
+            env, holder->data_ptr(), bytes,
+            [](Napi::Env env, void*, torch::Tensor* held) {
+              Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(held->nbytes()));
+              delete held;
+            },
+            holder);
+        Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
+      }
+      output.Set("data", Napi::Uint8Array::New(env, bytes, buffer, 0));
+      outputs.Set(i, output);
+    }
+    out.Set("outputs", outputs);
+    out.Set("inferNs", Napi::Number::New(env, static_cast<double>(job.infer_ns)));
+    deferred.Resolve(out);
+  } else {
+    deferred.Resolve(env.Undefined());
+  }
+  if (job.kind == JobKind::kStop && shared_->tsfn_alive.exchange(false)) tsfn_.Release();
+  if (--pending_ == 0) {
+    if (shared_->tsfn_alive) tsfn_.Unref(env);
+    Unref();
+  }
+}
+
+void TorchInstance::Run() {
+  for (;;) {
+    std::unique_ptr<TorchJob> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return !queue_.empty(); });
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    switch (job->kind) {
+      case JobKind::kLoad:
+        RunLoad(*job);
+        break;
+      case JobKind::kExecute:
+        RunExecute(*job);
+        break;
+      case JobKind::kStop:
+        RunStop();
+        break;
+    }
+    bool stop = job->kind == JobKind::kStop;
+    if (job->deferred) {
+      TorchJob* raw = job.release();
+      // napi_closing: the environment is gone, and so is whoever waited.
+      if (tsfn_.BlockingCall(raw) != napi_ok) {
+        for (auto& ref : raw->keep) ref.SuppressDestruct();
+      }
+    }
+    if (stop) return;
+  }
+}
+
+void TorchInstance::RunLoad(TorchJob& job) {
+  try {
+    if (settings_.cuda) {
+#ifdef GALLEY_TORCH_CUDA
+      if (!torch::cuda::is_available()) throw std::runtime_error("no usable CUDA device (libtorch sees none)");
+      if (settings_.device_id < 0 || static_cast<size_t>(settings_.device_id) >= torch::cuda::device_count()) {
+        throw std::runtime_error("GPU " + std::to_string(settings_.device_id) + " is not available (libtorch sees " +
+                                 std::to_string(torch::cuda::device_count()) + ")");
+      }
+      stream_ = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(settings_.device_id));
+#else
+      throw std::runtime_error("this galley_torch was built against a libtorch without CUDA");
+#endif
+    }
+#ifdef GALLEY_TORCH_CUDA
+    std::optional<c10::cuda::CUDAStreamGuard> on_stream;
+    if (stream_) on_stream.emplace(*stream_);
+#endif
+    auto module = std::make_unique<torch::jit::Module>(torch::jit::load(job.path, device_));
+    module->eval();
+    const c10::FunctionSchema& schema = module->get_method("forward").function().getSchema();
+    const auto& arguments = schema.arguments();
+    size_t first = !arguments.empty() && arguments[0].type()->kind() == c10::TypeKind::ClassType ? 1 : 0;
+    for (size_t i = first; i < arguments.size(); i++) {
+      job.arguments.push_back({arguments[i].name(), arguments[i].type()->str()});
+    }
+    job.returns = schema.returns().empty() ? "None" : schema.returns()[0].type()->str();
+    module_ = std::move(module);
+  } catch (const std::exception& error) {
+    job.error = Describe(error);
+  } catch (...) {
+    job.error = "unknown error while loading the TorchScript module";
+  }
+}
+
+void TorchInstance::RunExecute(TorchJob& job) {
+  try {
+    if (!module_) throw std::runtime_error("the model is not loaded");
+    torch::jit::setGraphExecutorOptimize(settings_.optimized_execution);
+    at::globalContext().setUserEnabledCuDNN(settings_.cudnn);
+    c10::InferenceMode inference_mode(settings_.inference_mode);
+    torch::NoGradGuard no_grad;
+#ifdef GALLEY_TORCH_CUDA
+    std::optional<c10::cuda::CUDAStreamGuard> on_stream;
+    if (stream_) on_stream.emplace(*stream_);
+#endif
+    // The inputs, held until the outputs are checked for sharing their bytes.
+    std::vector<torch::Tensor> held;
+    std::vector<c10::IValue> arguments;
+    for (const InputView& input : job.inputs) {
+      torch::Tensor tensor = WrapInput(input);
+      held.push_back(tensor);
+      if (device_.is_cuda()) {
+        // Staged through pinned memory: one host copy, one asynchronous copy to the device.
+        torch::Tensor pinned =
+            torch::empty(input.shape, torch::TensorOptions().dtype(input.type).pinned_memory(true));
+        pinned.copy_(tensor);
+        held.push_back(pinned);
+        tensor = pinned.to(device_, /*non_blocking=*/true);
+      }
+      arguments.emplace_back(std::move(tensor));
+    }
+    auto start = std::chrono::steady_clock::now();
+    c10::IValue result = module_->forward(std::move(arguments));
+    std::vector<torch::Tensor> outputs = Flatten(result);
+    result = c10::IValue();
+#ifdef GALLEY_TORCH_CUDA
+    if (device_.is_cuda()) {
+      for (auto& output : outputs) {
+        if (!output.is_cuda()) continue;
+        torch::Tensor host = torch::empty(output.sizes(), output.options().device(torch::kCPU).pinned_memory(true));
+        host.copy_(output, /*non_blocking=*/true);
+        output = host;
+      }
+      stream_->synchronize();
+    }
+#endif
+    job.infer_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    for (size_t i = 0; i < outputs.size(); i++) {
+      torch::Tensor& output = outputs[i];
+      if (!output.defined()) throw std::invalid_argument("output at index " + std::to_string(i) + " is undefined");
+      if (ProtocolType(output.scalar_type()).empty()) {
+        throw std::invalid_argument("output at index " + std::to_string(i) + " has type " +
+                                    std::string(c10::toString(output.scalar_type())) +
+                                    ", which has no protocol datatype");
+      }
+      if (!output.device().is_cpu()) output = output.to(torch::kCPU);
+      // Node gets bytes no one else holds: an output sharing an input's bytes, a parameter's, or
+      // another output's, or a view of a larger tensor, is copied once.
+      if (!output.is_contiguous() || output.storage().use_count() > 1 || output.storage_offset() != 0 ||
+          output.storage().nbytes() != output.nbytes() || Overlaps(output, job.inputs)) {
+        output = output.clone(at::MemoryFormat::Contiguous);
+      }
+    }
+    held.clear();
+    job.outputs = std::move(outputs);
+    if (settings_.cache_cleaning && device_.is_cuda()) {
+#ifdef GALLEY_TORCH_CUDA
+      c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+    }
+  } catch (const std::exception& error) {
+    job.outputs.clear();
+    job.error = Describe(error);
+  } catch (...) {
+    job.outputs.clear();
+    job.error = "unknown error while running the TorchScript module";
+  }
+}
+
+void TorchInstance::RunStop() {
+  try {
+    module_.reset();
+#ifdef GALLEY_TORCH_CUDA
+    if (device_.is_cuda()) {
+      if (stream_) stream_->synchronize();
+      c10::cuda::CUDACachingAllocator::emptyCache();
+    }
+#endif
+  } catch (...) {
+    // Releasing must not throw past the thread.
+  }
+  // Give the module's freed memory back to the system (glibc keeps freed heap pages otherwise).
+  malloc_trim(0);
+}
+
+}  // namespace galley

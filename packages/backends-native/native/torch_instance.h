@@ -1,0 +1,95 @@
+// One libtorch model instance: a TorchScript module on its own native thread. Jobs (load, execute,
+// stop) are queued from the main thread; the thread runs them one at a time and answers through a
+// thread-safe function, so the event loop never waits and no C++ exception leaves the thread.
+#pragma once
+
+#include <napi.h>
+#include <torch/script.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "torch_tensors.h"
+
+#ifdef GALLEY_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace galley {
+
+/** How an instance runs its module (Triton's PyTorch backend parameters). */
+struct TorchSettings {
+  bool cuda = false;
+  int device_id = 0;
+  bool inference_mode = true;
+  bool optimized_execution = true;
+  bool cache_cleaning = false;
+  bool cudnn = true;
+};
+
+/** One argument of the module's forward (without self). */
+struct TorchArgument {
+  std::string name;
+  std::string type;
+};
+
+struct TorchJob;
+class TorchInstance;
+
+/** Runs on the main thread with a finished job (see TorchInstance::Settle). */
+void DeliverTorchJob(Napi::Env env, Napi::Function unused, TorchInstance* self, TorchJob* job);
+
+class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  explicit TorchInstance(const Napi::CallbackInfo& info);
+  ~TorchInstance() override;
+
+ private:
+  friend void DeliverTorchJob(Napi::Env, Napi::Function, TorchInstance*, TorchJob*);
+  using Tsfn = Napi::TypedThreadSafeFunction<TorchInstance, TorchJob, DeliverTorchJob>;
+  /** Lives as long as whichever of the instance and its thread-safe function lasts longer. */
+  struct Shared {
+    std::atomic<bool> tsfn_alive{true};
+  };
+
+  // Main thread: the JavaScript methods.
+  Napi::Value Load(const Napi::CallbackInfo& info);
+  Napi::Value Execute(const Napi::CallbackInfo& info);
+  Napi::Value Close(const Napi::CallbackInfo& info);
+  Napi::Value Enqueue(Napi::Env env, std::unique_ptr<TorchJob> job);
+  void Settle(Napi::Env env, TorchJob& job);
+
+  // The instance's thread.
+  void Run();
+  void RunLoad(TorchJob& job);
+  void RunExecute(TorchJob& job);
+  void RunStop();
+
+  TorchSettings settings_;
+  torch::Device device_{torch::kCPU};
+  std::unique_ptr<torch::jit::Module> module_;
+#ifdef GALLEY_TORCH_CUDA
+  std::optional<c10::cuda::CUDAStream> stream_;
+#endif
+
+  Tsfn tsfn_;
+  std::shared_ptr<Shared> shared_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<TorchJob>> queue_;
+  // Main thread only.
+  size_t pending_ = 0;
+  bool stopping_ = false;
+  bool joined_ = false;
+};
+
+}  // namespace galley

@@ -1,0 +1,45 @@
+#include "torch_tensors.h"
+
+#include <cstring>
+#include <unordered_map>
+
+namespace galley {
+
+namespace {
+const std::unordered_map<std::string, c10::ScalarType>& Types() {
+  static const std::unordered_map<std::string, c10::ScalarType> types = {
+      {"BOOL", torch::kBool},     {"UINT8", torch::kUInt8},    {"INT8", torch::kInt8},
+      {"INT16", torch::kInt16},   {"INT32", torch::kInt32},    {"INT64", torch::kInt64},
+      {"FP16", torch::kFloat16},  {"BF16", torch::kBFloat16},  {"FP32", torch::kFloat32},
+      {"FP64", torch::kFloat64},
+  };
+  return types;
+}
+}  // namespace
+
+std::optional<c10::ScalarType> TorchType(const std::string& datatype) {
+  auto it = Types().find(datatype);
+  if (it == Types().end()) return std::nullopt;
+  return it->second;
+}
+
+std::string ProtocolType(c10::ScalarType type) {
+  for (const auto& [name, t] : Types()) {
+    if (t == type) return name;
+  }
+  return "";
+}
+
+torch::Tensor WrapInput(const InputView& input) {
+  auto options = torch::TensorOptions().dtype(input.type).device(torch::kCPU);
+  size_t element = c10::elementSize(input.type);
+  if (reinterpret_cast<uintptr_t>(input.data) % element == 0) {
+    return torch::from_blob(input.data, input.shape, options);
+  }
+  // Bytes at an odd offset (inside a gRPC message): one copy into an aligned tensor.
+  torch::Tensor copy = torch::empty(input.shape, options);
+  std::memcpy(copy.data_ptr(), input.data, input.byte_length);
+  return copy;
+}
+
+}  // namespace galley

@@ -1,0 +1,30 @@
+// Protocol datatypes <-> libtorch scalar types, and input views over Node's bytes.
+#pragma once
+
+#include <torch/script.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace galley {
+
+/** The libtorch type of a protocol datatype (BOOL, UINT8, INT8-64, FP16, BF16, FP32, FP64). */
+std::optional<c10::ScalarType> TorchType(const std::string& datatype);
+
+/** The protocol datatype of a libtorch type; empty when the protocol has none. */
+std::string ProtocolType(c10::ScalarType type);
+
+/** One input of a batch: bytes owned by Node (kept alive by the caller until the batch ends). */
+struct InputView {
+  c10::ScalarType type;
+  std::vector<int64_t> shape;
+  void* data;
+  size_t byte_length;
+};
+
+/** A CPU tensor over the input's bytes (no copy), or a copy when they are not aligned for the type. */
+torch::Tensor WrapInput(const InputView& input);
+
+}  // namespace galley

@@ -1,0 +1,122 @@
+import { loadTorchBinding, type RawTorchInstance, type RawTorchTensor } from "./torch-binding.js";
+
+/** A tensor for {@link TorchModel.execute}: a protocol datatype, a shape and little-endian bytes. */
+export type TorchTensor = RawTorchTensor;
+
+/** The datatypes the torch addon takes and gives (UINT16-64 and BYTES have no libtorch type here). */
+export const TORCH_DATATYPES: readonly string[] = [
+  "BOOL",
+  "UINT8",
+  "INT8",
+  "INT16",
+  "INT32",
+  "INT64",
+  "FP16",
+  "BF16",
+  "FP32",
+  "FP64",
+];
+
+/** Where and how a {@link TorchModel} runs (Triton's PyTorch backend parameters). */
+export interface TorchModelOptions {
+  /** `cpu` (default) or `cuda`, on GPU `deviceId` (default 0). */
+  device?: "cpu" | "cuda";
+  deviceId?: number;
+  /** `INFERENCE_MODE`: run under c10::InferenceMode (default true), else only without gradients. */
+  inferenceMode?: boolean;
+  /** `DISABLE_OPTIMIZED_EXECUTION` inverted: the TorchScript graph executor's optimizations (default true). */
+  optimizedExecution?: boolean;
+  /** `ENABLE_CACHE_CLEANING`: empty the CUDA caching allocator after each execution (default false). */
+  cacheCleaning?: boolean;
+  /** `DISABLE_CUDNN` inverted (default true). */
+  cudnn?: boolean;
+}
+
+/** A forward argument (without `self`). */
+export interface TorchArgument {
+  name: string;
+  /** TorchScript's type (`Tensor`, `List[Tensor]`, ...). */
+  type: string;
+}
+
+/** A loaded TorchScript module on its own native thread. */
+export interface TorchModel {
+  /** forward's arguments, in order (without `self`). */
+  readonly arguments: readonly TorchArgument[];
+  /** forward's return type as TorchScript writes it (`Tensor`, `(Tensor, Tensor)`, `Tensor[]`). */
+  readonly returns: string;
+  /**
+   * Run forward with `inputs` as its positional arguments, on the model's thread; outputs are the
+   * returned tensor, or the tuple's / list's tensors in order. Each output's bytes belong to it
+   * alone (an output sharing an input's or the model's memory is copied). Rejects with libtorch's
+   * message when the model fails. The inputs' buffers must not be detached until it settles.
+   */
+  execute(inputs: readonly TorchTensor[]): Promise<{ outputs: TorchTensor[]; inferNs: number }>;
+  /** Release the module and end its thread. */
+  close(): Promise<void>;
+}
+
+/** Whether the PyTorch backend can run here; never throws. */
+export interface TorchSupport {
+  available: boolean;
+  /** Why not, and what to install (when not available). */
+  reason?: string;
+  /** libtorch's version (when available). */
+  version?: string;
+  /** Built against a libtorch with CUDA. */
+  cudaCompiled?: boolean;
+  /** GPUs libtorch can use. */
+  cudaDevices?: number;
+}
+
+/**
+ * Whether the torch addon loads here, with libtorch's version and GPUs.
+ *
+ * @example
+ * const torch = torchSupport();
+ * console.log(torch.available ? `libtorch ${torch.version}, ${torch.cudaDevices} GPU(s)` : torch.reason);
+ */
+export function torchSupport(): TorchSupport {
+  try {
+    const binding = loadTorchBinding();
+    return {
+      available: true,
+      version: binding.torchVersion,
+      cudaCompiled: binding.cudaCompiled,
+      cudaDevices: binding.cudaCompiled ? binding.cudaDeviceCount() : 0,
+    };
+  } catch (error) {
+    return { available: false, reason: (error as Error).message };
+  }
+}
+
+/**
+ * Load a TorchScript file (`torch.jit.save`) on a native thread of its own. Throws the addon's
+ * install message when libtorch is missing; rejects with libtorch's message when the file does
+ * not load.
+ *
+ * @example
+ * const model = await loadTorchModel("model.pt", { device: "cpu" });
+ * const x = new Float32Array([1, 2, 3]);
+ * const { outputs } = await model.execute([{ datatype: "FP32", shape: [3], data: new Uint8Array(x.buffer) }]);
+ * await model.close();
+ */
+export async function loadTorchModel(path: string, options: TorchModelOptions = {}): Promise<TorchModel> {
+  const binding = loadTorchBinding();
+  const instance: RawTorchInstance = new binding.TorchInstance(options);
+  let info: Awaited<ReturnType<RawTorchInstance["load"]>>;
+  try {
+    info = await instance.load(path);
+  } catch (error) {
+    await instance.close();
+    throw error;
+  }
+  return {
+    arguments: info.arguments,
+    returns: info.returns,
+    execute: (inputs) => instance.execute([...inputs]),
+    close: () => instance.close(),
+  };
+}
+
+export { TORCH_INSTALL_HINT } from "./torch-binding.js";
