@@ -53,6 +53,21 @@ def describe(error):
     return text
 
 
+class Flag:
+    """A request's cancellation: set by whichever thread reads the server's cancel."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value=False):
+        self.value = value
+
+    def set(self):
+        self.value = True
+
+    def is_set(self):
+        return self.value
+
+
 class Call:
     """One BLS call: its replies, in order."""
 
@@ -271,11 +286,9 @@ class Runtime:
         payload = payload["requests"]
         requests = []
         for wire in payload:
-            event = threading.Event()
-            if wire.get("cancelled"):
-                event.set()
-            self.cancels[wire["key"]] = event
-            requests.append(pb_utils.InferenceRequest._from_wire(wire, event))
+            flag = Flag(bool(wire.get("cancelled")))
+            self.cancels[wire["key"]] = flag
+            requests.append(pb_utils.InferenceRequest._from_wire(wire, flag))
         self.batch.keys = [wire["key"] for wire in payload]
         result = {}
         returned = None

@@ -256,7 +256,9 @@ class Tensor:
             flat = serialize_byte_tensor(array)
         else:
             flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-            found = rt.shm.locate(flat) if flat.nbytes > 0 else None
+            # Only a view can lie in the server's memory (its base is then a view over a mapping).
+            base = array.base
+            found = rt.shm.locate(flat) if base is not None and flat.nbytes > 0 else None
             if found is not None:
                 # A view of one of the server's tensors (an identity, a slice of an input): the server
                 # reads it where it is; its block stays ours until this array is gone, after the answer.

@@ -140,7 +140,15 @@ export function processTransport<Out, In>(options: ProcessTransportOptions): Tra
 
 /** One frame: the JSON body's length (u32 LE), then the body. */
 export function encodeFrame(message: unknown): Buffer {
-  const body = Buffer.from(JSON.stringify(message, jsonBigInt), "utf8");
+  let text: string;
+  try {
+    text = JSON.stringify(message);
+  } catch {
+    // A BigInt somewhere (a parameter): written as its decimal string. Rare, so the common
+    // case pays for no replacer.
+    text = JSON.stringify(message, jsonBigInt);
+  }
+  const body = Buffer.from(text, "utf8");
   const frame = Buffer.allocUnsafe(4 + body.byteLength);
   frame.writeUInt32LE(body.byteLength, 0);
   body.copy(frame, 4);
