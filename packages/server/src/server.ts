@@ -6,6 +6,7 @@ import { createJsBackend } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
 import { renderCustomMetrics } from "./backend/python/custom-metrics.js";
 import { createPythonBackend } from "./backend/python/python-backend.js";
+import { createPyTorchBackend } from "./backend/pytorch/pytorch-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
 import { ResponseCache } from "./cache/response-cache.js";
 import type { InferenceResponse } from "./core/inference-request.js";
@@ -119,6 +120,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       inference: () => core,
       ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
     }),
+    createPyTorchBackend({ log }),
   ]);
   const models: ModelManager = new ModelManager({
     repositories: options.modelRepositories ?? [],

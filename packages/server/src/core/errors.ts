@@ -303,6 +303,12 @@ export const ERRORS = {
     "INVALID_ARG",
     "output '{output}' has {bytes} bytes, its shape [{shape}] of {datatype} needs {expected}",
   ],
+
+  // The PyTorch backend (backend/pytorch): a batch on its way into and out of libtorch
+  TORCH_UNSUPPORTED_DATATYPE: ["UNSUPPORTED", "libtorch does not support {datatype} tensors (input '{input}')"],
+  TORCH_INPUT_MISSING: ["INVALID_ARG", "no input for forward argument {index} ('{argument}') of model '{model}'"],
+  TORCH_EXECUTE_FAILED: ["INTERNAL", "PyTorch execute failure: {message}"],
+  TORCH_OUTPUT_INDEX: ["INVALID_ARG", "{message}"],
 } as const satisfies Record<string, readonly [TritonCode, string] | readonly [TritonCode, string, number]>;
 
 /** A stable error id (see {@link ERRORS}). */

@@ -1,0 +1,192 @@
+import { realpath, stat } from "node:fs/promises";
+import { isAbsolute, join, relative, resolve } from "node:path";
+import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
+import type { Logger } from "../../log.js";
+import type { Backend, BackendModel } from "../backend.js";
+import { PyTorchInstance, type TorchAddon } from "./pytorch-instance.js";
+import { mapTorchIO } from "./pytorch-io.js";
+import type { TorchInstanceSettings } from "./pytorch-messages.js";
+
+/** Options for {@link createPyTorchBackend}. */
+export interface PyTorchBackendOptions {
+  log: Logger;
+  /** The addon's module; by default `@galley/backends-native/torch`, imported at the first load. */
+  torch?: () => Promise<TorchSupport>;
+}
+
+/** What the backend needs to know about the addon: whether it loads, its GPUs, and its loader. */
+export interface TorchSupport extends TorchAddon {
+  torchSupport(): { available: boolean; reason?: string; cudaCompiled?: boolean; cudaDevices?: number };
+}
+
+/**
+ * Triton's PyTorch backend on libtorch: `platform: "pytorch_libtorch"` / `backend: "pytorch"`, a
+ * TorchScript file (`model.pt` or `default_model_filename`) per version. Each instance is the
+ * module on a native thread of its own (`@galley/backends-native`'s galley_torch addon), so
+ * instances run in parallel without a worker thread in between. The addon is imported only when
+ * a model needs it: without it, the server runs and such loads fail saying what to install.
+ */
+export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
+  let addon: Promise<TorchSupport> | undefined;
+  const importAddon =
+    options.torch ??
+    (async () => {
+      // A variable specifier: the server builds and runs without the addon package.
+      const name = "@galley/backends-native/torch";
+      try {
+        return (await import(name)) as TorchSupport;
+      } catch (error) {
+        throw new Error(
+          `the PyTorch backend needs the @galley/backends-native package (npm install @galley/backends-native): ${(error as Error).message}`,
+        );
+      }
+    });
+  return {
+    name: "pytorch",
+
+    async load(context) {
+      const { config, log } = context;
+      const fail = (message: string) => new Error(`unable to load model '${config.name}', ${message}`);
+      addon ??= importAddon();
+      let torch: TorchSupport;
+      try {
+        torch = await addon;
+      } catch (error) {
+        addon = undefined;
+        throw fail((error as Error).message);
+      }
+      const support = torch.torchSupport();
+      if (!support.available) throw fail(support.reason ?? "libtorch is not available");
+      const path = await modelFile(context.modelPath, context.versionPath, config).catch((error: Error) => {
+        throw fail(error.message);
+      });
+      const parameters = torchParameters(config);
+      if (typeof parameters === "string") throw fail(parameters);
+      const gpus = support.cudaDevices ?? 0;
+      const planned: {
+        name: string;
+        passive: boolean;
+        group: ModelConfig["instanceGroup"][number];
+        settings: TorchInstanceSettings;
+      }[] = [];
+      for (const group of config.instanceGroup) {
+        const kind =
+          group.kind === ModelInstanceGroup_Kind.AUTO
+            ? gpus > 0
+              ? ModelInstanceGroup_Kind.GPU
+              : ModelInstanceGroup_Kind.CPU
+            : group.kind;
+        const count = Math.max(1, group.count);
+        if (kind === ModelInstanceGroup_Kind.GPU) {
+          if (gpus === 0) {
+            throw fail(
+              `instance group ${group.name} has kind KIND_GPU but libtorch has no usable GPU (${
+                support.cudaCompiled
+                  ? "CUDA finds no device"
+                  : "the torch addon was built against a libtorch without CUDA"
+              }); use KIND_CPU, or build the addon against a CUDA libtorch on a machine with a GPU`,
+            );
+          }
+          const ids = group.gpus.length > 0 ? group.gpus : Array.from({ length: gpus }, (_, i) => i);
+          for (const id of ids) {
+            if (id < 0 || id >= gpus) throw fail(`instance group ${group.name} names GPU ${id}; libtorch sees ${gpus}`);
+            for (let i = 0; i < count; i++) {
+              planned.push({
+                name: `${group.name}_${planned.length}`,
+                passive: group.passive,
+                group,
+                settings: { ...parameters, device: "cuda", deviceId: id },
+              });
+            }
+          }
+        } else {
+          for (let i = 0; i < count; i++) {
+            planned.push({
+              name: `${group.name}_${i}`,
+              passive: group.passive,
+              group,
+              settings: { ...parameters, device: "cpu", deviceId: 0 },
+            });
+          }
+        }
+      }
+      const started = await Promise.allSettled(
+        planned.map((p) =>
+          PyTorchInstance.start(
+            {
+              name: p.name,
+              config,
+              path,
+              settings: p.settings,
+              torch,
+              log,
+              rateLimiter: p.group.rateLimiter,
+              signal: context.signal,
+            },
+            (forward) => mapTorchIO(config, forward, (m) => log.warn(m)),
+          ),
+        ),
+      );
+      const opened = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+      const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+      if (failed) {
+        await Promise.all(opened.map((i) => i.close()));
+        throw fail((failed.reason as Error).message);
+      }
+      return {
+        instances: opened.filter((_, i) => !planned[i]?.passive),
+        healthy: () => opened.every((i) => i.healthy),
+        unload: async () => {
+          await Promise.all(opened.map((i) => i.close()));
+        },
+      } satisfies BackendModel;
+    },
+  };
+}
+
+/**
+ * The version's TorchScript file: `default_model_filename` or `model.pt`, which must stay inside
+ * the model's folder (after following links).
+ */
+async function modelFile(modelPath: string, versionPath: string, config: ModelConfig): Promise<string> {
+  const name = config.defaultModelFilename || "model.pt";
+  const path = resolve(versionPath, name);
+  const inside = (root: string, p: string) => {
+    const r = relative(root, p);
+    return r !== "" && !r.startsWith("..") && !isAbsolute(r);
+  };
+  if (!inside(resolve(modelPath), path)) {
+    throw new Error(`default_model_filename '${name}' is outside the model's folder`);
+  }
+  const real = await realpath(path).catch(() => {
+    throw new Error(`unable to find '${path}' for model instance '${config.name}'`);
+  });
+  if (!inside(await realpath(modelPath), real)) {
+    throw new Error(`'${join(String(name))}' leads outside the model's folder`);
+  }
+  if (!(await stat(real)).isFile()) throw new Error(`'${path}' is not a TorchScript file`);
+  return real;
+}
+
+/** Triton's PyTorch backend parameters, or what is wrong with one. */
+function torchParameters(config: ModelConfig): Omit<TorchInstanceSettings, "device" | "deviceId"> | string {
+  const flag = (key: string, fallback: boolean): boolean | string => {
+    const value = config.parameters[key]?.stringValue;
+    if (value === undefined) return fallback;
+    const v = value.trim().toLowerCase();
+    if (["true", "1", "yes", "on"].includes(v)) return true;
+    if (["false", "0", "no", "off"].includes(v)) return false;
+    return `failed to parse parameter '${key}': expected true or false, got '${value}'`;
+  };
+  const inference = flag("INFERENCE_MODE", true);
+  const disableOptimized = flag("DISABLE_OPTIMIZED_EXECUTION", false);
+  const cacheCleaning = flag("ENABLE_CACHE_CLEANING", false);
+  const disableCudnn = flag("DISABLE_CUDNN", false);
+  for (const v of [inference, disableOptimized, cacheCleaning, disableCudnn]) if (typeof v === "string") return v;
+  return {
+    inferenceMode: inference as boolean,
+    optimizedExecution: !(disableOptimized as boolean),
+    cacheCleaning: cacheCleaning as boolean,
+    cudnn: !(disableCudnn as boolean),
+  };
+}
