@@ -174,6 +174,19 @@ describe("loading and unloading", () => {
     expect(index.models.find((m) => m.name === "fragile")?.reason).toContain("is a packed environment");
   });
 
+  it("follows a model.py symlink inside the model's folder, not one leading outside it", async () => {
+    const { symlinkSync, renameSync } = await import("node:fs");
+    const { client } = await pythonServer(["add_sub", "fragile"], (dir) => {
+      renameSync(join(dir, "add_sub", "1", "model.py"), join(dir, "add_sub", "shared.py"));
+      symlinkSync(join(dir, "add_sub", "shared.py"), join(dir, "add_sub", "1", "model.py"));
+      rmSync(join(dir, "fragile", "1", "model.py"));
+      symlinkSync(join(dir, "add_sub", "shared.py"), join(dir, "fragile", "1", "model.py"));
+    });
+    expect(readFp32((await client.modelInfer(addSub)).rawOutputContents[0])).toEqual([2, 3, 4, 5]);
+    const index = await client.repositoryIndex({});
+    expect(index.models.find((m) => m.name === "fragile")?.reason).toContain("leads outside the model's folder");
+  });
+
   it("runs a model in its EXECUTION_ENV_PATH environment (bin/python3), which must stay in the model folder", async () => {
     const { client } = await pythonServer(["fragile", "add_sub"], (dir) => {
       mkdirSync(join(dir, "fragile", "env", "bin"), { recursive: true });

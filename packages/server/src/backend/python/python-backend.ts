@@ -153,7 +153,10 @@ function explain(message: string, python: Interpreter): string {
   return message;
 }
 
-/** The model file: `default_model_filename` or `model.py`, which must stay inside the version folder. */
+/**
+ * The model file: `default_model_filename` or `model.py`, named inside the version folder and,
+ * symlinks resolved, inside the model's folder.
+ */
 async function findModelFile(modelPath: string, version: number, config: ModelConfig): Promise<string | undefined> {
   const folder = join(modelPath, String(version));
   const name = config.defaultModelFilename || PYTHON_MODEL_FILE;
@@ -162,9 +165,10 @@ async function findModelFile(modelPath: string, version: number, config: ModelCo
     throw new Error(`default_model_filename '${name}' of model '${config.name}' is outside its version folder`);
   }
   try {
+    // A symlink may point elsewhere in the model's folder (shared code), not outside it.
     const real = await realpath(path);
-    if (!inside(await realpath(folder), real)) {
-      throw new Error(`default_model_filename '${name}' of model '${config.name}' leads outside its version folder`);
+    if (!inside(await realpath(modelPath), real)) {
+      throw new Error(`the model file '${name}' of model '${config.name}' leads outside the model's folder`);
     }
     return (await stat(real)).isFile() ? path : undefined;
   } catch (error) {
