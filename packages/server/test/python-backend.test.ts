@@ -63,6 +63,7 @@ describe("a Python model", () => {
 
   it("shows the model every pb_utils call: args, request accessors, configs, tensors, DLPack, logger, metrics", async () => {
     const { log, lines } = recordingLog();
+    log.update({ log_verbose_level: 1 });
     const { client, server, metricsUrl } = await pythonServer(["inspect"], { log, metrics: true });
     const value = [1, 2, 3, 4.5];
     const reply = await client.modelInfer({
@@ -120,6 +121,7 @@ describe("a Python model", () => {
       ["I", "inspect initialized inspect_0_0"],
       ["W", "a warning"],
       ["E", "an error"],
+      ["I", "a verbose line"],
     ] as const) {
       expect(
         lines.some((l) => l.startsWith(level) && l.includes(`: ${text}`)),

@@ -126,6 +126,22 @@ describe("a Python process that dies", () => {
     expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
   });
 
+  it("an execute past execute_timeout_ms ends the process; the instance restarts", async () => {
+    const { client } = await pythonServer(["fragile"], (dir) => {
+      const config = join(dir, "fragile", "config.pbtxt");
+      writeFileSync(
+        config,
+        `${readFileSync(config, "utf8")}\nparameters { key: "execute_timeout_ms" value: { string_value: "300" } }\n`,
+      );
+    });
+    await expectGrpcError(
+      client.modelInfer(int32Request("fragile", -9)),
+      Code.Internal,
+      "model instance 'fragile_0' did not finish execute within 300 ms (execute_timeout_ms); the instance is restarting",
+    );
+    expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
+  });
+
   it("readiness follows the instance: not ready while its restart fails, ready again once it starts", async () => {
     const { client, repo } = await pythonServer(["flaky"], (dir) => {
       const config = join(dir, "flaky", "config.pbtxt");
