@@ -175,6 +175,17 @@ describe("BLS from a Python model", () => {
     expect(r.info.stream).toEqual([7, 8, 9, "final"]);
   });
 
+  it("cancel() on a decoupled call's iterator cancels the callee, which ends the stream", async () => {
+    const { log, lines } = recordingLog();
+    const { client } = await pythonServer(["bls", "add_sub", "repeat_int32"], { log });
+    const r = await bls(client, "stream-cancel");
+    expect(r.info.received).toBeGreaterThanOrEqual(2);
+    expect(r.info.received).toBeLessThan(500);
+    await waitFor(() => lines.some((l) => l.includes("repeat_int32 cancelled after")), {
+      what: "the callee to see it",
+    });
+  });
+
   it("returns a failed call as a response with has_error() and error().message()", async () => {
     const { client } = await blsServer();
     const r = await bls(client, "missing");
