@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { autoCompleteOnnx, findOnnxModelFile, type ModelIO, missingOnnxModelMessage } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../log.js";
@@ -24,6 +25,13 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
 
     async autoComplete(config, modelPath, version) {
       if (config.input.length > 0 && config.output.length > 0) return undefined;
+      const missing = onnxRuntimeMissing();
+      if (missing)
+        return {
+          config,
+          diagnostics: [{ path: "", message: `unable to load model '${config.name}', ${missing}` }],
+          notes: [],
+        };
       const path = await findOnnxModelFile(modelPath, version, config);
       let session: OrtInstance;
       try {
@@ -56,6 +64,8 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
     },
 
     async load(context) {
+      const missing = onnxRuntimeMissing();
+      if (missing) throw new Error(`unable to load model '${context.config.name}', ${missing}`);
       const path = await findOnnxModelFile(context.modelPath, context.version, context.config);
       const settings = sessionSettings(context.config);
       const names = context.config.instanceGroup.flatMap((group) =>
@@ -93,6 +103,19 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
       } satisfies BackendModel;
     },
   };
+}
+
+/**
+ * Why onnxruntime-node cannot be used, or undefined. Only the sessions' worker threads import it,
+ * when a model needs it: the server runs without it, and such a load fails with this message.
+ */
+function onnxRuntimeMissing(): string | undefined {
+  try {
+    createRequire(import.meta.url).resolve("onnxruntime-node");
+    return undefined;
+  } catch {
+    return "the ONNX Runtime backend needs onnxruntime-node, which is not installed: npm install onnxruntime-node";
+  }
 }
 
 function toModelIO(io: { inputs: ValueInfo[]; outputs: ValueInfo[] }): ModelIO {
