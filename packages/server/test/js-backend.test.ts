@@ -69,7 +69,7 @@ describe("a scripted model's lifecycle", () => {
              data: Int32Array.of(Number(this.args.model_instance_name.split("_").pop()) * 100 + Number(this.args.model_version)) }],
              parameters: { name: this.args.model_instance_name } }));
          }
-         finalize() { appendFileSync(this.config.parameters.marker.string_value, this.args.model_instance_name + "\\n"); }
+         finalize() { appendFileSync(this.config.parameters.marker.string_value, this.args.model_instance_name + " " + this.args.model_instance_kind + "\\n"); }
        }`,
     );
     const { client, server } = await startServer({
@@ -87,7 +87,10 @@ describe("a scripted model's lifecycle", () => {
     // Both instances (lifecycle_0_0 and lifecycle_0_1: group lifecycle_0) of version 1 served, each with its own args.
     expect([...seen].every((v) => v === 1 || v === 101)).toBe(true);
     await server.core.models.unload("lifecycle");
-    expect(readFileSync(marker, "utf8").split("\n").filter(Boolean).sort()).toEqual(["lifecycle_0_0", "lifecycle_0_1"]);
+    expect(readFileSync(marker, "utf8").split("\n").filter(Boolean).sort()).toEqual([
+      "lifecycle_0_0 KIND_CPU",
+      "lifecycle_0_1 KIND_CPU",
+    ]);
   });
 
   it("loads a TypeScript model with relative imports", async () => {

@@ -1,7 +1,7 @@
 import { access } from "node:fs/promises";
 import { join } from "node:path";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
-import type { ModelConfig } from "@galley/proto";
+import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
@@ -83,7 +83,13 @@ export function createJsBackend(options: JsBackendOptions): Backend {
       const specs = groups.flatMap((group) =>
         Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
           name: `${group.name}_${i}`,
-          kind: group.kind === 2 ? "GPU" : group.kind === 3 ? "MODEL" : "CPU",
+          // KIND_AUTO runs on the CPU: scripted models have no GPU of their own.
+          kind:
+            group.kind === ModelInstanceGroup_Kind.GPU
+              ? "GPU"
+              : group.kind === ModelInstanceGroup_Kind.MODEL
+                ? "MODEL"
+                : "CPU",
           device: String(group.gpus[i % Math.max(1, group.gpus.length)] ?? 0),
           rateLimiter: group.rateLimiter,
           passive: group.passive,
