@@ -4,7 +4,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
 import { createJsBackend } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
-import { renderCustomMetrics } from "./backend/python/custom-metrics.js";
+import { CustomMetrics } from "./backend/python/custom-metrics.js";
 import { createPythonBackend } from "./backend/python/python-backend.js";
 import { createPyTorchBackend } from "./backend/pytorch/pytorch-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
@@ -109,6 +109,8 @@ export interface GalleyServer {
  */
 export function createServer(options: ServerOptions = {}): GalleyServer {
   const log = options.log ?? createLogger();
+  /** This server's models' own metric families (`pb_utils.MetricFamily`), after Galley's on /metrics. */
+  const customMetrics = new CustomMetrics();
   const backends = new BackendRegistry([
     createJsBackend({ log, inference: () => core }),
     createOnnxRuntimeBackend({
@@ -118,6 +120,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     createPythonBackend({
       log,
       inference: () => core,
+      metrics: customMetrics,
       ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
     }),
     createPyTorchBackend({ log }),
@@ -186,7 +189,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       }
       if (metrics) {
         const host = metrics.host ?? (http ? http.host : undefined) ?? "0.0.0.0";
-        const handler = createMetricsHandler(core, { extra: renderCustomMetrics, ...metrics });
+        const handler = createMetricsHandler(core, { extra: () => customMetrics.render(), ...metrics });
         const listener = await listenHttp1(handler, host, metrics.port);
         listeners.push(listener);
         addresses.metrics = listener.address;

@@ -97,11 +97,3 @@ export class CustomMetrics {
     return lines.length > 0 ? `${lines.join("\n")}\n` : "";
   }
 }
-
-/** The process's custom metrics: every Python model's families, shown by the metrics endpoint. */
-export const customMetrics = new CustomMetrics();
-
-/** What the metrics endpoint appends after Galley's own metrics. */
-export function renderCustomMetrics(): string {
-  return customMetrics.render();
-}

@@ -8,7 +8,7 @@ import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
 import { processTransport } from "../host/process-transport.js";
 import type { InferencePath } from "../js/bls-calls.js";
-import { type CustomMetrics, customMetrics } from "./custom-metrics.js";
+import { CustomMetrics } from "./custom-metrics.js";
 import { PythonInstance } from "./python-instance.js";
 import type { FromStub, ToStub } from "./python-messages.js";
 import { segmentMapper } from "./shm-mapping.js";
@@ -28,7 +28,7 @@ export interface PythonBackendOptions {
   inference: () => InferencePath;
   /** `--backend-config python,python-executable=<path>`; default `python3` on PATH. */
   pythonExecutable?: string;
-  /** Where custom metric families go (default: the process's, shown by the metrics endpoint). */
+  /** Where custom metric families go: the server's registry, which its metrics endpoint shows (default: one of its own). */
   metrics?: CustomMetrics;
 }
 
@@ -39,7 +39,7 @@ export interface PythonBackendOptions {
  * `execute_timeout_ms` and `initialize_timeout_ms` (none by default, as in Triton).
  */
 export function createPythonBackend(options: PythonBackendOptions): Backend {
-  const metrics = options.metrics ?? customMetrics;
+  const metrics = options.metrics ?? new CustomMetrics();
   return {
     name: "python",
 
