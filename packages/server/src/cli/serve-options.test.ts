@@ -45,6 +45,7 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
       "--grpc-restricted-protocol=health:probe=1",
       "--metrics-config=counter_latencies=false",
       "--backend-config=onnxruntime,default-max-batch-size=16",
+      "--backend-config=python,python-executable=/opt/env/bin/python3",
       "--strict-model-config=true",
     ]);
     expect(options).toMatchObject({
@@ -55,6 +56,7 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
         grpc: { restricted: [{ protocols: ["health"], key: "probe", value: "1" }] },
         metrics: { counterLatencies: false },
         onnxDefaultMaxBatchSize: 16,
+        pythonExecutable: "/opt/env/bin/python3",
         autoComplete: false,
       },
     });
