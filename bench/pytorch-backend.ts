@@ -55,7 +55,10 @@ async function main(): Promise<void> {
   const seconds = Number(arg("seconds", "3"));
   const batches = arg("batches", "1,8,32").split(",").map(Number);
   const out = arg("out", mkdtempSync(join(tmpdir(), "galley-bench-torch-")));
-  const script = fileURLToPath(new URL("../packages/server/test/fixtures/pytorch/bench_models.py", import.meta.url));
+  const script = arg(
+    "script",
+    fileURLToPath(new URL("../packages/server/test/fixtures/pytorch/bench_models.py", import.meta.url)),
+  );
   const dtype = device === "cpu" ? "fp32" : "fp16";
 
   console.log(`models in ${out} (${dtype}${small ? ", small" : ""}); Python's timings...`);

@@ -9,7 +9,7 @@
 // imports, else Debian's libtorch-dev under /usr. GALLEY_TORCH=0 leaves the target out.
 "use strict";
 const { execFileSync } = require("node:child_process");
-const { existsSync, readFileSync, writeFileSync } = require("node:fs");
+const { existsSync, readdirSync, readFileSync, writeFileSync } = require("node:fs");
 const { join } = require("node:path");
 const { tmpdir } = require("node:os");
 
@@ -31,8 +31,9 @@ function fromFolder(root, abi, source) {
 
 function fromPython(python) {
   const code =
-    "import json,os,torch;print(json.dumps({'dir':os.path.dirname(torch.__file__)," +
-    "'abi':int(torch._C._GLIBCXX_USE_CXX11_ABI),'version':torch.__version__}))";
+    "import json,os,torch\ntry:\n import nvidia;n=list(nvidia.__path__)[0]\nexcept Exception:\n n=''\n" +
+    "print(json.dumps({'dir':os.path.dirname(torch.__file__),'abi':int(torch._C._GLIBCXX_USE_CXX11_ABI)," +
+    "'version':torch.__version__,'nvidia':n}))";
   try {
     const out = execFileSync(python, ["-c", code], {
       encoding: "utf8",
@@ -40,10 +41,41 @@ function fromPython(python) {
       timeout: 60_000,
     });
     const info = JSON.parse(out.trim().split("\n").pop());
-    return fromFolder(info.dir, info.abi, `python torch ${info.version} from ${python}`);
+    const found = fromFolder(info.dir, info.abi, `python torch ${info.version} from ${python}`);
+    if (found && info.nvidia) found.nvidia = info.nvidia;
+    return found;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The CUDA runtime's headers and library, for a libtorch with CUDA (the addon includes c10/cuda,
+ * whose inline functions call the runtime): CUDA_HOME, /usr/local/cuda, then the NVIDIA wheels
+ * next to python's torch.
+ */
+function cudaRuntime(found) {
+  const roots = [process.env.CUDA_HOME, process.env.CUDA_PATH, "/usr/local/cuda"].filter(Boolean);
+  const places = roots.map((r) => ({ include: join(r, "include"), lib: [join(r, "lib64"), join(r, "lib")] }));
+  if (found.nvidia) {
+    let subdirs = [];
+    try {
+      subdirs = readdirSync(found.nvidia);
+    } catch {}
+    for (const d of subdirs)
+      places.push({ include: join(found.nvidia, d, "include"), lib: [join(found.nvidia, d, "lib")] });
+  }
+  const include = places.map((p) => p.include).find((dir) => existsSync(join(dir, "cuda_runtime_api.h")));
+  for (const dir of places.flatMap((p) => p.lib)) {
+    let files = [];
+    try {
+      files = readdirSync(dir).filter((f) => /^libcudart\.so(\.\d+)*$/.test(f));
+    } catch {}
+    if (files.length === 0) continue;
+    const file = files.includes("libcudart.so") ? "libcudart.so" : files.sort().pop();
+    return { include, lib: dir, file };
+  }
+  return { include, lib: undefined, file: undefined };
 }
 
 function fromDebian() {
@@ -80,6 +112,7 @@ try {
 } catch {}
 if (found === undefined) {
   found = find() ?? null;
+  if (found?.cuda) found.cudart = cudaRuntime(found);
   try {
     writeFileSync(cache, JSON.stringify({ key, at: Date.now(), found }));
   } catch {}
@@ -90,7 +123,13 @@ const system = (dirs) => dirs.filter((d) => d !== "/usr/include").flatMap((d) =>
 const out = {
   found: () => (found ? "1" : "0"),
   cuda: () => (found?.cuda ? "1" : "0"),
-  cflags: () => (found ? [...system(found.include), `-D_GLIBCXX_USE_CXX11_ABI=${found.abi}`].join(" ") : ""),
+  cflags: () =>
+    found
+      ? [
+          ...system([...found.include, ...(found.cudart?.include ? [found.cudart.include] : [])]),
+          `-D_GLIBCXX_USE_CXX11_ABI=${found.abi}`,
+        ].join(" ")
+      : "",
   libs: () =>
     found
       ? [
@@ -102,9 +141,17 @@ const out = {
           "-ltorch",
           "-lc10",
           "-Wl,--as-needed",
+          ...(found.cudart?.lib
+            ? [`-L${found.cudart.lib}`, `-Wl,-rpath,${found.cudart.lib}`, `-l:${found.cudart.file}`]
+            : []),
         ].join(" ")
       : "",
-  where: () => (found ? found.source : "no libtorch found (LIBTORCH, python3's torch, Debian's libtorch-dev)"),
+  where: () => {
+    if (!found) return "no libtorch found (LIBTORCH, python3's torch, Debian's libtorch-dev)";
+    if (!found.cuda) return `${found.source}, CPU only`;
+    const lib = found.cudart?.lib ? join(found.cudart.lib, found.cudart.file) : "NOT FOUND";
+    return `${found.source}, with CUDA (runtime headers ${found.cudart?.include ?? "NOT FOUND"}, library ${lib})`;
+  },
 }[field];
 if (!out) {
   console.error(`usage: torch_find.cjs found|cflags|libs|cuda|where`);

@@ -227,6 +227,24 @@ ${tensors("input", "INPUT__0:FP32:4", "INPUT__1:FP32:4")}${tensors("output", "OU
     expect(Number(stats?.executionCount)).toBeLessThan(8);
   });
 
+  it("answers a repeated request from the response cache", async () => {
+    const repo = tempRepository();
+    torchModel(
+      repo,
+      "cached",
+      "add_sub",
+      `response_cache { enable: true }\n${tensors("input", "INPUT__0:FP32:4", "INPUT__1:FP32:4")}${tensors("output", "OUTPUT__0:FP32:4", "OUTPUT__1:FP32:4")}`,
+    );
+    const { client } = await startServer({ modelRepositories: [repo], responseCacheBytes: 1 << 20 });
+    const first = byName(await client.modelInfer(fp32Request("cached", ["INPUT__0", "INPUT__1"])));
+    const second = byName(await client.modelInfer(fp32Request("cached", ["INPUT__0", "INPUT__1"])));
+    expect(second).toEqual(first);
+    expect(second.OUTPUT__0).toEqual([11, 22, 33, 44]);
+    const stats = (await client.modelStatistics({ name: "cached" })).modelStats[0];
+    expect(stats?.inferenceStats?.cacheHit?.count).toBe(1n);
+    expect(stats?.executionCount).toBe(1n);
+  });
+
   it("serves an ensemble of an ONNX model (simple) and a libtorch model", async () => {
     const repo = tempRepository(["simple"]);
     torchModel(

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, after prepare-carry.sh here (carry
+# packages/backends-native/build/gpu-carry and packages/backends-native/dist): unpack Node, build
+# galley_torch.node with g++ against the torch that python3 imports (its CUDA libtorch), run the
+# GPU check (npm run test:gpu's script) and the benchmark. Logs and results go to $OUT.
+#   bash packages/backends-native/test/gpu/device-run.sh
+# GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+root=$(pwd)
+carry=$root/packages/backends-native/build/gpu-carry
+out=${OUT:-/tmp/galley-gpu-out}
+device=${GALLEY_GPU_DEVICE:-cuda}
+small=${GALLEY_GPU_SMALL:+--small}
+python=${GALLEY_GPU_PYTHON:-python3}
+mkdir -p "$out" /tmp/galley-node/bin
+xz -dc "$carry/node.xz" >/tmp/galley-node/bin/node && chmod +x /tmp/galley-node/bin/node
+export PATH=/tmp/galley-node/bin:$PATH
+{
+  echo "node $(node --version)"
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
+} | tee "$out/machine.txt"
+
+cd packages/backends-native
+find=native/torch_find.cjs
+echo "libtorch: $(node $find where)" | tee "$out/build.log"
+cuda_define=$([ "$(node $find cuda)" = 1 ] && echo -DGALLEY_TORCH_CUDA)
+mkdir -p build/Release build/gpu-obj
+start=$(date +%s)
+pids=()
+for src in torch_addon torch_instance torch_tensors; do
+  # shellcheck disable=SC2046
+  g++ -O2 -std=c++17 -fPIC -fexceptions -frtti -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
+    -DNODE_GYP_MODULE_NAME=galley_torch -DBUILDING_NODE_EXTENSION $cuda_define \
+    -I"$carry/node-include" -I"$carry/node-addon-api" $(node $find cflags) \
+    -c "native/$src.cc" -o "build/gpu-obj/$src.o" >>"$out/build.log" 2>&1 &
+  pids+=($!)
+done
+ok=1
+for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+# shellcheck disable=SC2046
+[ $ok = 1 ] && g++ -shared -o build/Release/galley_torch.node build/gpu-obj/*.o $(node $find libs) >>"$out/build.log" 2>&1 || ok=0
+echo "build: $([ $ok = 1 ] && echo ok || echo FAILED) in $(($(date +%s) - start)) s" | tee -a "$out/build.log"
+[ $ok = 1 ] || exit 1
+
+node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
+test_status=${PIPESTATUS[0]}
+
+cd "$root"
+mkdir -p "$carry/node_modules/@galley"
+ln -sfn "$root/packages/backends-native" "$carry/node_modules/@galley/backends-native"
+node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench" \
+  --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" ${GALLEY_BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
+bench_status=${PIPESTATUS[0]}
+cp "$out/bench/pytorch-backend.json" "$out/test-gpu/torch-gpu.json" "$out/" 2>/dev/null
+echo "test:gpu exit $test_status, bench exit $bench_status"
+exit $((test_status || bench_status))

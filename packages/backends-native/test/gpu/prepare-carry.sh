@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Here, before the H200 run: stage in packages/backends-native/build/gpu-carry (ignored by git,
+# well under the 64 MiB a run may carry) what device-run.sh needs and git does not track: a Node
+# binary (xz), Node-API and node-addon-api headers (the addon is built there with g++, no
+# node-gyp), and the benchmark bundled with the server (no node_modules, no onnxruntime-node).
+# Also builds packages/backends-native/dist, which the run carries too.
+#   bash packages/backends-native/test/gpu/prepare-carry.sh    # NODE_MAJOR=22 by default
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+carry=packages/backends-native/build/gpu-carry
+# Built first: a node-gyp rebuild would empty build/, the carry folder with it.
+(cd packages/backends-native && npx tsc -p tsconfig.build.json)
+(cd packages/server && npx tsc -p tsconfig.build.json) || echo "warning: the server's build reported errors (it emitted anyway)" >&2
+rm -rf "$carry"
+mkdir -p "$carry/node-include" "$carry/node-addon-api"
+node_dir=$(.ci/fetch-node.sh "${NODE_MAJOR:-22}")
+xz -6 -T0 -c "$node_dir/bin/node" >"$carry/node.xz"
+cp "$node_dir"/include/node/{node_api.h,node_api_types.h,js_native_api.h,js_native_api_types.h} "$carry/node-include/"
+cp node_modules/node-addon-api/{napi.h,napi-inl.h,napi-inl.deprecated.h} "$carry/node-addon-api/"
+node_modules/.bin/esbuild bench/pytorch-backend.ts --bundle --platform=node --format=esm --target=node20 \
+  --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
+  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
+  --outfile="$carry/pytorch-backend.mjs"
+du -sh "$carry" packages/backends-native/dist
+echo "carry: [\"$carry\", \"packages/backends-native/dist\"]"
