@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 
 const readme = readFileSync(fileURLToPath(new URL("../README.md", import.meta.url)), "utf8");
 const source = fileURLToPath(new URL("../src/index.ts", import.meta.url));
+const torchSource = fileURLToPath(new URL("../src/torch.ts", import.meta.url));
 const blocks = [...readme.matchAll(/^## (.+)$|^```ts\n([\s\S]*?)^```$/gm)]
   .reduce<{ title: string; code: string }[]>((found, match) => {
     if (match[1]) found.push({ title: match[1], code: "" });
@@ -21,14 +22,25 @@ const blocks = [...readme.matchAll(/^## (.+)$|^```ts\n([\s\S]*?)^```$/gm)]
 
 describe("README.md samples", () => {
   it("has samples to run", () => {
-    expect(blocks.map((b) => b.title)).toEqual(["probeCuda()", "mapSharedMemory()", "sharedMemoryMapping()"]);
+    expect(blocks.map((b) => b.title)).toEqual([
+      "probeCuda()",
+      "mapSharedMemory()",
+      "sharedMemoryMapping()",
+      "torchSupport()",
+      "loadTorchModel()",
+    ]);
   });
 
   it.each(blocks)("$title", async ({ code }) => {
     const dir = mkdtempSync(fileURLToPath(new URL("./.readme-", import.meta.url)));
     try {
       const file = join(dir, "sample.mts");
-      writeFileSync(file, code.replaceAll('from "@galley/backends-native"', `from ${JSON.stringify(source)}`));
+      writeFileSync(
+        file,
+        code
+          .replaceAll('from "@galley/backends-native"', `from ${JSON.stringify(source)}`)
+          .replaceAll('from "@galley/backends-native/torch"', `from ${JSON.stringify(torchSource)}`),
+      );
       await tsImport(pathToFileURL(file).href, import.meta.url);
     } finally {
       rmSync(dir, { recursive: true, force: true });
