@@ -18,6 +18,7 @@ import {
   quietLog,
   readInt32,
   recordingLog,
+  sequenceParameters,
   startServer,
   tempRepository,
 } from "./support/harness.js";
@@ -243,6 +244,32 @@ ${tensors("input", "INPUT__0:FP32:4", "INPUT__1:FP32:4")}${tensors("output", "OU
     const stats = (await client.modelStatistics({ name: "cached" })).modelStats[0];
     expect(stats?.inferenceStats?.cacheHit?.count).toBe(1n);
     expect(stats?.executionCount).toBe(1n);
+  });
+
+  it("takes the sequence batcher's control tensors as NAME__<i> arguments", async () => {
+    const repo = tempRepository();
+    torchModel(
+      repo,
+      "sequence",
+      "add_sub",
+      `max_batch_size: 4
+sequence_batching {
+  control_input [ { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 100 ] } ] } ]
+}
+${tensors("input", "INPUT__0:FP32:4")}${tensors("output", "OUTPUT__0:FP32:4")}`,
+    );
+    const { client } = await startServer({ modelRepositories: [repo] });
+    const step = async (start: boolean, end: boolean) =>
+      byName(
+        await client.modelInfer({
+          modelName: "sequence",
+          inputs: [{ name: "INPUT__0", datatype: "FP32", shape: [1n, 4n] }],
+          rawInputContents: [f32(x)],
+          parameters: sequenceParameters(7n, start, end),
+        }),
+      ).OUTPUT__0;
+    expect(await step(true, false)).toEqual([101, 102, 103, 104]);
+    expect(await step(false, true)).toEqual([1, 2, 3, 4]);
   });
 
   it("serves an ensemble of an ONNX model (simple) and a libtorch model", async () => {
