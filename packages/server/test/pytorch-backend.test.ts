@@ -367,6 +367,27 @@ describe("PyTorch backend: errors", () => {
     );
   });
 
+  it("fails a request that leaves one of forward's arguments without an input (an optional input)", async () => {
+    const repo = tempRepository();
+    torchModel(
+      repo,
+      "optional",
+      "add_sub",
+      `input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT__1" data_type: TYPE_FP32 dims: [ 4 ] optional: true } ]
+${tensors("output", "OUTPUT__0:FP32:4")}`,
+    );
+    const { client } = await startServer({ modelRepositories: [repo] });
+    await expectGrpcError(
+      client.modelInfer({
+        modelName: "optional",
+        inputs: [{ name: "INPUT__0", datatype: "FP32", shape: [4n] }],
+        rawInputContents: [f32(x)],
+      }),
+      Code.InvalidArgument,
+      "no input for forward argument 1 ('y') of model 'optional'",
+    );
+  });
+
   it("answers a request the model raises on with libtorch's message; the next request succeeds", async () => {
     const repo = tempRepository();
     torchModel(repo, "throws", "throws", tensors("input", "INPUT__0:FP32:2") + tensors("output", "OUTPUT__0:FP32:2"));

@@ -148,12 +148,11 @@ export class PyTorchInstance implements BackendInstance {
         const shape = reshape ? (this.#batching ? [tensor.shape[0] ?? 1, ...reshape] : reshape) : tensor.shape;
         args[position] = { datatype: tensor.datatype, shape, data: tensor.data };
       }
-      const missing = args.findIndex((a) => a === undefined);
-      if (missing >= 0 || args.length < this.#io.arguments.length) {
-        const index = missing >= 0 ? missing : args.length;
+      const missing = this.#io.arguments.findIndex((_, i) => args[i] === undefined);
+      if (missing >= 0) {
         throw new InferenceError("TORCH_INPUT_MISSING", {
-          index,
-          argument: this.#io.arguments[index] ?? "",
+          index: missing,
+          argument: this.#io.arguments[missing] ?? "",
           model: this.#config.name,
         });
       }
