@@ -87,7 +87,7 @@ max_batch_size: ${maxBatch}
 input [ { name: "INPUT__0" data_type: TYPE_${info.datatype} dims: [ ${info.input.join(", ")} ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_${info.datatype} dims: [ ${info.output.join(", ")} ] } ]
 dynamic_batching { max_queue_delay_microseconds: 500 }
-instance_group [ { kind: ${device === "cpu" ? "KIND_CPU" : "KIND_GPU"} count: 1 } ]
+instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU")} count: 1 } ]
 `,
     );
   }
@@ -116,8 +116,30 @@ instance_group [ { kind: ${device === "cpu" ? "KIND_CPU" : "KIND_GPU"} count: 1 
             rawInputContents: [data],
           });
       };
-      const request = await measure(call(batch), 1, seconds);
-      const batched = await measure(call(1), batch, seconds);
+      let request: Awaited<ReturnType<typeof measure>>;
+      let batched: Awaited<ReturnType<typeof measure>>;
+      try {
+        request = await measure(call(batch), 1, seconds);
+        batched = await measure(call(1), batch, seconds);
+      } catch (error) {
+        // The served side failed (the model did not load): Python's numbers are still reported.
+        const why = (error as Error).message.split("\n")[0] ?? "";
+        rows.push([
+          name,
+          String(batch),
+          "failed",
+          py?.e2e.toFixed(3) ?? "-",
+          py?.kernel.toFixed(3) ?? "-",
+          pyRows.toFixed(0),
+          "-",
+          "-",
+          "-",
+          "-",
+        ]);
+        summary.push({ model: name, batch, python: py, pythonRowsPerS: pyRows, galleyError: why });
+        console.log(`${name} batch ${batch}: ${why}`);
+        continue;
+      }
       for (const [mode, m, rowsPerCall] of [
         ["request", request, batch],
         ["batched", batched, 1],

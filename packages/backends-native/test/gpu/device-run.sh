@@ -28,20 +28,25 @@ echo "libtorch: $(node $find where)" | tee "$out/build.log"
 cuda_define=$([ "$(node $find cuda)" = 1 ] && echo -DGALLEY_TORCH_CUDA)
 mkdir -p build/Release build/gpu-obj
 start=$(date +%s)
-pids=()
-for src in torch_addon torch_instance torch_tensors; do
-  # shellcheck disable=SC2046
-  g++ -O2 -std=c++17 -fPIC -fexceptions -frtti -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
-    -DNODE_GYP_MODULE_NAME=galley_torch -DBUILDING_NODE_EXTENSION $cuda_define \
-    -I"$carry/node-include" -I"$carry/node-addon-api" $(node $find cflags) \
-    -c "native/$src.cc" -o "build/gpu-obj/$src.o" >>"$out/build.log" 2>&1 &
-  pids+=($!)
+# C++17 as binding.gyp builds it; C++20 if that torch's headers want it.
+for std in ${GALLEY_CXX_STD:-c++17 c++20}; do
+  echo "compiling with -std=$std" >>"$out/build.log"
+  pids=()
+  for src in torch_addon torch_instance torch_tensors; do
+    # shellcheck disable=SC2046
+    g++ -O2 -std="$std" -fPIC -fexceptions -frtti -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
+      -DNODE_GYP_MODULE_NAME=galley_torch -DBUILDING_NODE_EXTENSION $cuda_define \
+      -I"$carry/node-include" -I"$carry/node-addon-api" $(node $find cflags) \
+      -c "native/$src.cc" -o "build/gpu-obj/$src.o" >>"$out/build.log" 2>&1 &
+    pids+=($!)
+  done
+  ok=1
+  for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+  [ $ok = 1 ] && break
 done
-ok=1
-for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
 # shellcheck disable=SC2046
 [ $ok = 1 ] && g++ -shared -o build/Release/galley_torch.node build/gpu-obj/*.o $(node $find libs) >>"$out/build.log" 2>&1 || ok=0
-echo "build: $([ $ok = 1 ] && echo ok || echo FAILED) in $(($(date +%s) - start)) s" | tee -a "$out/build.log"
+echo "build: $([ $ok = 1 ] && echo ok || echo FAILED) in $(($(date +%s) - start)) s (-std=$std)" | tee -a "$out/build.log"
 [ $ok = 1 ] || exit 1
 
 node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
