@@ -368,6 +368,26 @@ export function backendError(error: unknown): InferenceError {
   return toInferenceError(error);
 }
 
+const TRITON_CODES: ReadonlySet<string> = new Set<TritonCode>([
+  "UNKNOWN",
+  "INTERNAL",
+  "NOT_FOUND",
+  "INVALID_ARG",
+  "UNAVAILABLE",
+  "UNSUPPORTED",
+  "ALREADY_EXISTS",
+  "CANCELLED",
+]);
+
+/**
+ * A model's own error (a scripted or Python model's raised error or error response): its text as
+ * BACKEND_FAILED, with the Triton code it named when that is one.
+ */
+export function modelError(message: string, code?: string): InferenceError {
+  const named = code !== undefined && TRITON_CODES.has(code) ? { code: code as TritonCode } : {};
+  return new InferenceError("BACKEND_FAILED", { message }, named);
+}
+
 /**
  * What an INTERNAL_ERROR hides from the client (its cause's stack, or the thrown value), for the
  * server log; undefined for any other error.

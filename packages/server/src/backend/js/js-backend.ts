@@ -1,11 +1,12 @@
 import { access } from "node:fs/promises";
 import { join } from "node:path";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
-import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
+import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
 import { workerTransport } from "../host/worker-transport.js";
+import { instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import type { InferencePath } from "./bls-calls.js";
 import { JS_WORKER_URL, JsInstance } from "./js-instance.js";
 import type { FromWorker, ToWorker } from "./js-messages.js";
@@ -64,14 +65,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
           `unable to find ${names.map((n) => `'${join(context.versionPath, n)}'`).join(" or ")} for model '${config.name}'`,
         );
       }
-      const parameter = (key: string) => {
-        const value = config.parameters[key]?.stringValue;
-        if (value === undefined) return undefined;
-        if (!/^\d+$/.test(value.trim())) {
-          throw new Error(`parameter '${key}' of model '${config.name}' must be a whole number, got '${value}'`);
-        }
-        return Number(value);
-      };
+      const parameter = (key: string) => wholeNumberParameter(config, key);
       const memoryLimitMb = parameter("memory_limit_mb");
       const executeTimeoutMs =
         parameter("execute_timeout_ms") ?? options.executeTimeoutMs ?? DEFAULT_EXECUTE_TIMEOUT_MS;
@@ -79,22 +73,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
         parameter("initialize_timeout_ms") ?? options.initializeTimeoutMs ?? DEFAULT_INITIALIZE_TIMEOUT_MS;
       const rules = outputRules(config);
       const modelConfig = JSON.stringify(toModelConfigJson(config));
-      const groups = config.instanceGroup.length > 0 ? config.instanceGroup : [];
-      const specs = groups.flatMap((group) =>
-        Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
-          name: `${group.name}_${i}`,
-          // KIND_AUTO runs on the CPU: scripted models have no GPU of their own.
-          kind:
-            group.kind === ModelInstanceGroup_Kind.GPU
-              ? "GPU"
-              : group.kind === ModelInstanceGroup_Kind.MODEL
-                ? "MODEL"
-                : "CPU",
-          device: String(group.gpus[i % Math.max(1, group.gpus.length)] ?? 0),
-          rateLimiter: group.rateLimiter,
-          passive: group.passive,
-        })),
-      );
+      const specs = instanceSpecs(config);
       const started = await Promise.allSettled(
         specs.map((spec) =>
           JsInstance.start({
@@ -107,7 +86,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
                 model_config: modelConfig,
                 model_instance_kind: `KIND_${spec.kind}`,
                 model_instance_name: spec.name,
-                model_instance_device_id: spec.device,
+                model_instance_device_id: String(spec.device),
                 model_repository: context.modelPath,
                 model_version: String(context.version),
                 model_name: config.name,

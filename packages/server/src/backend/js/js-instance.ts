@@ -1,6 +1,6 @@
 import type { ModelRateLimiter } from "@galley/proto";
 import { now } from "../../clock/clock.js";
-import { backendError, ERRORS, InferenceError, type TritonCode } from "../../core/errors.js";
+import { backendError, ERRORS, InferenceError, modelError } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
@@ -44,29 +44,17 @@ export interface JsInstanceOptions {
   log: Logger;
 }
 
-const CODES = new Set<string>([
-  "UNKNOWN",
-  "INTERNAL",
-  "NOT_FOUND",
-  "INVALID_ARG",
-  "UNAVAILABLE",
-  "UNSUPPORTED",
-  "ALREADY_EXISTS",
-  "CANCELLED",
-]);
-
 const TENSOR_ERRORS = new Set<string>(TENSOR_ERROR_IDS);
 
 /** The error table's entries the worker raises, sent with `start`. */
 const ERROR_TABLE = Object.fromEntries(TENSOR_ERROR_IDS.map((id) => [id, ERRORS[id]])) as TensorErrorTable;
 
 /** A model's error (a response's `error`, or a throw) with the Triton code it named, or the worker's own error. */
-function modelError(error: WireError): InferenceError {
+function wireError(error: WireError): InferenceError {
   if (error.id !== undefined && TENSOR_ERRORS.has(error.id)) {
     return new InferenceError(error.id as TensorErrorId, error.values ?? {});
   }
-  const code = error.code !== undefined && CODES.has(error.code) ? (error.code as TritonCode) : undefined;
-  return new InferenceError("BACKEND_FAILED", { message: error.message }, code ? { code } : {});
+  return modelError(error.message, error.code);
 }
 
 const MiB = 1024 * 1024;
@@ -235,7 +223,7 @@ export class JsInstance implements BackendInstance {
     const decoupled = this.#options.init.decoupled;
     const { responses, error } = result;
     const outcome: (Tensor[] | Error)[] = requests.map((request, i) => {
-      if (error) return modelError(error);
+      if (error) return wireError(error);
       if (decoupled) return [];
       const response = responses?.[i];
       if (!response) return new InferenceError("BACKEND_FAILED", { message: "the model returned no response" });
@@ -267,7 +255,7 @@ export class JsInstance implements BackendInstance {
     if (response.notAResponse !== undefined) {
       return new InferenceError("MODEL_BAD_RESPONSE", { instance: this.name, type: response.notAResponse });
     }
-    if (response.error) return modelError(response.error);
+    if (response.error) return wireError(response.error);
     const outputs = response.outputs.map(tensorFromWire);
     return checkOutputs(this.#options.outputRules, request, outputs) ?? outputs;
   }

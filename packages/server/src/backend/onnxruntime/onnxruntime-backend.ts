@@ -3,6 +3,7 @@ import { autoCompleteOnnx, findOnnxModelFile, type ModelIO, missingOnnxModelMess
 import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
+import { instanceSpecs } from "../instance-specs.js";
 import { OrtInstance } from "./ort-instance.js";
 import type { OrtSessionSettings, ValueInfo } from "./ort-messages.js";
 import { FROM_ORT } from "./ort-tensors.js";
@@ -68,13 +69,7 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
       if (missing) throw new Error(`unable to load model '${context.config.name}', ${missing}`);
       const path = await findOnnxModelFile(context.modelPath, context.version, context.config);
       const settings = sessionSettings(context.config);
-      const names = context.config.instanceGroup.flatMap((group) =>
-        Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
-          name: `${group.name}_${i}`,
-          passive: group.passive,
-          rateLimiter: group.rateLimiter,
-        })),
-      );
+      const names = instanceSpecs(context.config);
       const started = await Promise.allSettled(
         names.map((n) =>
           OrtInstance.start({

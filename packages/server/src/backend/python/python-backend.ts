@@ -2,11 +2,12 @@ import { access, constants, realpath, stat } from "node:fs/promises";
 import { delimiter, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
-import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
+import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
 import { processTransport } from "../host/process-transport.js";
+import { instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import type { InferencePath } from "../js/bls-calls.js";
 import { CustomMetrics } from "./custom-metrics.js";
 import { PythonInstance } from "./python-instance.js";
@@ -72,29 +73,14 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
         const name = config.defaultModelFilename || PYTHON_MODEL_FILE;
         throw new Error(`unable to find '${join(context.versionPath, name)}' for model '${config.name}'`);
       }
-      const parameter = (key: string) => {
-        const value = config.parameters[key]?.stringValue;
-        if (value === undefined) return undefined;
-        if (!/^\d+$/.test(value.trim())) {
-          throw new Error(`parameter '${key}' of model '${config.name}' must be a whole number, got '${value}'`);
-        }
-        return Number(value);
-      };
+      const parameter = (key: string) => wholeNumberParameter(config, key);
       const executeTimeoutMs = parameter("execute_timeout_ms");
       const initializeTimeoutMs = parameter("initialize_timeout_ms");
       const python = await interpreter(config, context.modelPath, options.pythonExecutable);
       const mapper = await segmentMapper(options.log);
       const rules = outputRules(config);
       const modelConfig = JSON.stringify(toModelConfigJson(config));
-      const specs = config.instanceGroup.flatMap((group) =>
-        Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
-          name: `${group.name}_${i}`,
-          kind: `KIND_${ModelInstanceGroup_Kind[group.kind] ?? "CPU"}`,
-          device: String(group.gpus[i % Math.max(1, group.gpus.length)] ?? 0),
-          rateLimiter: group.rateLimiter,
-          passive: group.passive,
-        })),
-      );
+      const specs = instanceSpecs(config);
       const started = await Promise.allSettled(
         specs.map((spec) =>
           PythonInstance.start({
@@ -108,9 +94,9 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
               outputs: config.output.map((o) => o.name),
               args: {
                 model_config: modelConfig,
-                model_instance_kind: spec.kind,
+                model_instance_kind: `KIND_${spec.kind}`,
                 model_instance_name: spec.name,
-                model_instance_device_id: spec.device,
+                model_instance_device_id: String(spec.device),
                 model_repository: context.modelPath,
                 model_version: String(context.version),
                 model_name: config.name,

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { ModelRateLimiter } from "@galley/proto";
 import { now } from "../../clock/clock.js";
-import { InferenceError, type TritonCode, toInferenceError } from "../../core/errors.js";
+import { InferenceError, modelError, toInferenceError } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { Parameters, Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
@@ -12,7 +12,7 @@ import { processTransport } from "../host/process-transport.js";
 import { BlsCalls, type InferencePath } from "../js/bls-calls.js";
 import type { WireBlsRequest } from "../js/js-messages.js";
 import type { CustomMetrics } from "./custom-metrics.js";
-import type { PyError, PyInit, PyProtocol, PyRequest, PyResponse, PyResult, ShmTensor } from "./python-messages.js";
+import type { PyInit, PyProtocol, PyRequest, PyResponse, PyResult, ShmTensor } from "./python-messages.js";
 import type { SegmentMapper } from "./shm-mapping.js";
 import { SHM_PREFIX, ShmPool } from "./shm-pool.js";
 
@@ -37,23 +37,6 @@ export interface PythonInstanceOptions {
   rateLimiter?: ModelRateLimiter;
   inference: () => InferencePath;
   log: Logger;
-}
-
-const CODES = new Set<string>([
-  "UNKNOWN",
-  "INTERNAL",
-  "NOT_FOUND",
-  "INVALID_ARG",
-  "UNAVAILABLE",
-  "UNSUPPORTED",
-  "ALREADY_EXISTS",
-  "CANCELLED",
-]);
-
-/** A model's error (a response's `error`, or what `execute` raised) with its Triton code. */
-function modelError(error: PyError): InferenceError {
-  const code = error.code !== undefined && CODES.has(error.code) ? (error.code as TritonCode) : undefined;
-  return new InferenceError("BACKEND_FAILED", { message: error.message }, code ? { code } : {});
 }
 
 /** How long the stub's read blocks wait to be given back when no batch carries them. */
@@ -296,7 +279,7 @@ export class PythonInstance implements BackendInstance {
     const decoupled = this.#options.init.decoupled;
     const { responses, error } = result;
     const outcome: (Tensor[] | Error)[] = requests.map((request, i) => {
-      if (error) return modelError(error);
+      if (error) return modelError(error.message, error.code);
       if (decoupled) return [];
       const response = responses?.[i];
       if (!response) return new InferenceError("BACKEND_FAILED", { message: "the model returned no response" });
@@ -329,7 +312,7 @@ export class PythonInstance implements BackendInstance {
   /** A response's outputs, checked against the config, or why the request fails. */
   #outputs(request: InferenceRequest, response: PyResponse): Tensor[] | Error {
     const outputs = this.#take(response.outputs);
-    if (response.error) return modelError(response.error);
+    if (response.error) return modelError(response.error.message, response.error.code);
     return checkOutputs(this.#options.outputRules, request, outputs) ?? outputs;
   }
 }
