@@ -315,11 +315,11 @@ ensemble_scheduling { step [
 });
 
 describe("PyTorch backend: errors", () => {
-  async function loadError(config: string, model = "add_sub"): Promise<string> {
+  async function loadError(config: string, code = Code.InvalidArgument): Promise<string> {
     const repo = tempRepository();
-    torchModel(repo, "broken", model, config);
+    torchModel(repo, "broken", "add_sub", config);
     const { client } = await startServer({ modelRepositories: [repo], controlMode: "explicit" });
-    const error = await expectGrpcError(client.repositoryModelLoad({ modelName: "broken" }), Code.InvalidArgument);
+    const error = await expectGrpcError(client.repositoryModelLoad({ modelName: "broken" }), code);
     return error.rawMessage;
   }
   const io = (inputs: string[], outputs: string[]) =>
@@ -347,6 +347,23 @@ describe("PyTorch backend: errors", () => {
     expect(
       await loadError(tensors("input", "INPUT__0:UINT32:4", "INPUT__1:FP32:4") + tensors("output", "OUTPUT__0:FP32:4")),
     ).toMatch("unsupported datatype TYPE_UINT32 for input 'INPUT__0' for model 'broken'");
+  });
+
+  it("fails the load of a KIND_GPU group where no GPU is usable, and of a parameter that is not a boolean", async () => {
+    // The config's own check refuses it first, with Triton's message.
+    expect(
+      await loadError(
+        `instance_group [ { kind: KIND_GPU } ]\n${io(["INPUT__0", "INPUT__1"], ["OUTPUT__0"])}`,
+        Code.Internal,
+      ),
+    ).toMatch("instance group broken_0 of model broken has kind KIND_GPU but no GPUs are available");
+    expect(
+      await loadError(
+        `parameters: { key: "INFERENCE_MODE" value: { string_value: "maybe" } }\n${io(["INPUT__0", "INPUT__1"], ["OUTPUT__0"])}`,
+      ),
+    ).toMatch(
+      "unable to load model 'broken', failed to parse parameter 'INFERENCE_MODE': expected true or false, got 'maybe'",
+    );
   });
 
   it("fails the load of a missing file, and of a model file that links outside the model's folder", async () => {
