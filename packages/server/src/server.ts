@@ -18,6 +18,7 @@ import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.
 import { createHttpHandler, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
 import { type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
+import { gpuFinder } from "./gpus.js";
 import { createLogger, type Logger } from "./log.js";
 import { type ControlMode, ModelManager } from "./repository/model-manager.js";
 import { RateLimiter, type ResourceLimit } from "./scheduler/rate-limiter.js";
@@ -132,6 +133,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     controlMode: options.controlMode ?? "none",
     startupModels: options.loadModels ?? [],
     autoComplete: options.autoComplete ?? true,
+    gpus: gpuFinder(log),
     ...(options.modelLoadThreads ? { loadThreads: options.modelLoadThreads } : {}),
     ...(options.modelConfigName ? { configName: options.modelConfigName } : {}),
     ...(options.rateLimit === "execution_count"

@@ -6,33 +6,37 @@ export interface InstanceSpec {
   name: string;
   /** Where it runs: KIND_AUTO already resolved (see {@link instanceSpecs}). */
   kind: "CPU" | "GPU" | "MODEL";
-  /** The GPU it is given (`gpus[i]` round robin, 0 when none is listed), as Triton's `model_instance_device_id`. */
+  /** The GPU it runs on (0 for CPU instances), as Triton's `model_instance_device_id`. */
   device: number;
   rateLimiter: ModelConfig["instanceGroup"][number]["rateLimiter"];
   passive: boolean;
 }
 
 /**
- * The instances a config's groups ask for, `count` of each (at least one), in order.
- * KIND_AUTO becomes `auto`: CPU for backends that have no GPU of their own.
+ * The instances a config's groups ask for, in order: `count` of each (at least one), and for a
+ * KIND_GPU group `count` on each GPU it lists. KIND_AUTO becomes `auto`: CPU for backends that have
+ * no GPU of their own.
  */
 export function instanceSpecs(config: ModelConfig, auto: "CPU" | "GPU" = "CPU"): InstanceSpec[] {
-  return config.instanceGroup.flatMap((group) =>
-    Array.from({ length: Math.max(1, group.count) }, (_, i) => ({
+  return config.instanceGroup.flatMap((group) => {
+    const kind =
+      group.kind === ModelInstanceGroup_Kind.GPU
+        ? "GPU"
+        : group.kind === ModelInstanceGroup_Kind.MODEL
+          ? "MODEL"
+          : group.kind === ModelInstanceGroup_Kind.AUTO
+            ? auto
+            : "CPU";
+    // As Triton: a GPU group runs `count` instances on each GPU it lists (each count, every GPU in turn).
+    const gpus = kind === "GPU" && group.gpus.length > 0 ? group.gpus : [0];
+    return Array.from({ length: Math.max(1, group.count) * gpus.length }, (_, i) => ({
       name: `${group.name}_${i}`,
-      kind:
-        group.kind === ModelInstanceGroup_Kind.GPU
-          ? "GPU"
-          : group.kind === ModelInstanceGroup_Kind.MODEL
-            ? "MODEL"
-            : group.kind === ModelInstanceGroup_Kind.AUTO
-              ? auto
-              : "CPU",
-      device: group.gpus[i % Math.max(1, group.gpus.length)] ?? 0,
+      kind,
+      device: gpus[i % gpus.length] ?? 0,
       rateLimiter: group.rateLimiter,
       passive: group.passive,
-    })),
-  );
+    }));
+  });
 }
 
 /**

@@ -16,6 +16,8 @@ export interface LoadChecksOptions {
   backends: BackendRegistry;
   /** `--disable-auto-complete-config` turns this off. */
   autoComplete?: boolean;
+  /** The GPU ids this server can use (KIND_GPU groups name them, KIND_AUTO becomes GPU where there are some). */
+  gpus?: () => Promise<readonly number[]>;
   /** The READY versions of a model, to check an ensemble against its composing models' final configs. */
   ready(name: string): ReadonlyMap<number, LoadedModel> | undefined;
   /** Load a composing model; `chain` is the ensembles whose loads led there, outermost first. */
@@ -51,6 +53,7 @@ export class LoadChecks {
     const options: CheckOptions = {
       autoComplete: this.#options.autoComplete ?? true,
       backends: backends.names(),
+      gpus: (await this.#options.gpus?.()) ?? [],
       backendAutoComplete: (s, config, version) =>
         backends.get(config.backend)?.autoComplete?.(config, s.path ?? "", version),
     };

@@ -28,6 +28,8 @@ export interface ModelManagerOptions {
   startupModels?: readonly string[];
   /** `--disable-auto-complete-config` turns this off. */
   autoComplete?: boolean;
+  /** The GPU ids this server can use, found once (see `LoadChecksOptions.gpus`). */
+  gpus?: () => Promise<readonly number[]>;
   /** `--model-load-thread-count` (default 4). */
   loadThreads?: number;
   /** `--model-config-name`. */
@@ -56,6 +58,7 @@ export class ModelManager {
     const checks = new LoadChecks({
       backends: options.backends,
       autoComplete: options.autoComplete,
+      ...(options.gpus ? { gpus: options.gpus } : {}),
       ready: (name) => this.#models.get(name)?.versions.ready,
       loadComposing: (name, chain) => this.#loadFor(name, {}, chain),
     });
