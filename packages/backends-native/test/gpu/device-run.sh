@@ -48,6 +48,12 @@ done
 [ $ok = 1 ] && g++ -shared -o build/Release/galley_torch.node build/gpu-obj/*.o $(node $find libs) >>"$out/build.log" 2>&1 || ok=0
 echo "build: $([ $ok = 1 ] && echo ok || echo FAILED) in $(($(date +%s) - start)) s (-std=$std)" | tee -a "$out/build.log"
 [ $ok = 1 ] || exit 1
+# The main addon too: the server finds its GPUs through its CUDA probe (and maps shared memory).
+g++ -O2 -std=c++17 -fPIC -fexceptions -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
+  -DNODE_GYP_MODULE_NAME=galley_native -DBUILDING_NODE_EXTENSION \
+  -I"$carry/node-include" -I"$carry/node-addon-api" -shared -o build/Release/galley_native.node \
+  native/addon.cc native/cuda_probe.cc native/shared_memory.cc -ldl >>"$out/build.log" 2>&1 &&
+  echo "galley_native: ok" | tee -a "$out/build.log" || echo "galley_native: FAILED" | tee -a "$out/build.log"
 
 node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
 test_status=${PIPESTATUS[0]}
