@@ -55,13 +55,13 @@ g++ -O2 -std=c++17 -fPIC -fexceptions -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIO
   native/addon.cc native/cuda_probe.cc native/shared_memory.cc -ldl >>"$out/build.log" 2>&1 &&
   echo "galley_native: ok" | tee -a "$out/build.log" || echo "galley_native: FAILED" | tee -a "$out/build.log"
 
-node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
+timeout "${GALLEY_GPU_TEST_TIMEOUT:-240}" node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
 test_status=${PIPESTATUS[0]}
 
 cd "$root"
 mkdir -p "$carry/node_modules/@galley"
 ln -sfn "$root/packages/backends-native" "$carry/node_modules/@galley/backends-native"
-node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench" \
+timeout "${GALLEY_GPU_BENCH_TIMEOUT:-300}" node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench" \
   --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" ${GALLEY_BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
 bench_status=${PIPESTATUS[0]}
 cp "$out/bench/pytorch-backend.json" "$out/test-gpu/torch-gpu.json" "$out/" 2>/dev/null
