@@ -25,16 +25,21 @@ const MODEL = readFileSync(join(EXAMPLES, "simple", "1", "model.onnx"));
 const CONFIG = JSON.stringify({ backend: "onnxruntime", max_batch_size: 8 });
 
 // Override folders go to os.tmpdir(): a private one per file shows exactly what a load leaves behind.
+// It sits one level inside a private folder too, so what a traversal would write beside it
+// (`<tmp>/../x`) is this file's alone to see.
 const savedTmp = process.env.TMPDIR;
+let privateRoot: string;
 let privateTmp: string;
 beforeAll(() => {
-  privateTmp = mkdtempSync(join(tmpdir(), "galley-security-tmp-"));
+  privateRoot = mkdtempSync(join(tmpdir(), "galley-security-"));
+  privateTmp = join(privateRoot, "tmp");
+  mkdirSync(privateTmp);
   process.env.TMPDIR = privateTmp;
 });
 afterAll(() => {
   if (savedTmp === undefined) delete process.env.TMPDIR;
   else process.env.TMPDIR = savedTmp;
-  rmSync(privateTmp, { recursive: true, force: true });
+  rmSync(privateRoot, { recursive: true, force: true });
 });
 afterEach(cleanup);
 
