@@ -34,6 +34,30 @@ export function bindingCandidates(): string[] {
   ];
 }
 
+/**
+ * Require the first of `candidates` that loads and has `abiVersion`; otherwise throw one error
+ * that names `what`, lists every attempt and ends with `hint` (what to build or install).
+ */
+export function requireAddon<T extends { abiVersion: number }>(
+  candidates: readonly string[],
+  abiVersion: number,
+  what: string,
+  hint: readonly string[],
+): T {
+  const require = createRequire(import.meta.url);
+  const failures: string[] = [];
+  for (const path of candidates) {
+    try {
+      const binding = require(path) as T;
+      if (binding.abiVersion === abiVersion) return binding;
+      failures.push(`${path}: ABI ${binding.abiVersion}, expected ${abiVersion} (stale build)`);
+    } catch (error) {
+      failures.push(`${path}: ${(error as Error).message.split("\n")[0]}`);
+    }
+  }
+  throw new Error([`Could not load ${what}. Tried:`, ...failures.map((f) => `  - ${f}`), ...hint].join("\n"));
+}
+
 let cached: Binding | undefined;
 
 /**
@@ -42,28 +66,9 @@ let cached: Binding | undefined;
  * the server runs without the addon.
  */
 export function loadBinding(candidates: string[] = bindingCandidates()): Binding {
-  if (cached) return cached;
-  const require = createRequire(import.meta.url);
-  const failures: string[] = [];
-  for (const path of candidates) {
-    try {
-      const binding = require(path) as Binding;
-      if (binding.abiVersion !== BINDING_ABI_VERSION) {
-        failures.push(`${path}: ABI ${binding.abiVersion}, expected ${BINDING_ABI_VERSION} (stale build)`);
-        continue;
-      }
-      cached = binding;
-      return binding;
-    } catch (error) {
-      failures.push(`${path}: ${(error as Error).message.split("\n")[0]}`);
-    }
-  }
-  throw new Error(
-    [
-      "Could not load Galley's native addon (@galley/backends-native). Tried:",
-      ...failures.map((f) => `  - ${f}`),
-      "Build it with `npm run build -w @galley/backends-native` (needs a C++17 compiler and node-gyp),",
-      "or point GALLEY_NATIVE_BINDING at a built galley_native.node.",
-    ].join("\n"),
-  );
+  cached ??= requireAddon<Binding>(candidates, BINDING_ABI_VERSION, "Galley's native addon (@galley/backends-native)", [
+    "Build it with `npm run build -w @galley/backends-native` (needs a C++17 compiler and node-gyp),",
+    "or point GALLEY_NATIVE_BINDING at a built galley_native.node.",
+  ]);
+  return cached;
 }

@@ -1,5 +1,5 @@
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import { requireAddon } from "./binding.js";
 
 /** A tensor crossing into or out of the addon: little-endian, row-major bytes. */
 export interface RawTorchTensor {
@@ -75,27 +75,11 @@ let cached: TorchBinding | undefined;
  * error listing every attempt and saying what to install. Nothing loads at import time.
  */
 export function loadTorchBinding(candidates: string[] = torchBindingCandidates()): TorchBinding {
-  if (cached) return cached;
-  const require = createRequire(import.meta.url);
-  const failures: string[] = [];
-  for (const path of candidates) {
-    try {
-      const binding = require(path) as TorchBinding;
-      if (binding.abiVersion !== TORCH_BINDING_ABI_VERSION) {
-        failures.push(`${path}: ABI ${binding.abiVersion}, expected ${TORCH_BINDING_ABI_VERSION} (stale build)`);
-        continue;
-      }
-      cached = binding;
-      return binding;
-    } catch (error) {
-      failures.push(`${path}: ${(error as Error).message.split("\n")[0]}`);
-    }
-  }
-  throw new Error(
-    [
-      "Could not load Galley's torch addon (galley_torch.node). Tried:",
-      ...failures.map((f) => `  - ${f}`),
-      TORCH_INSTALL_HINT,
-    ].join("\n"),
+  cached ??= requireAddon<TorchBinding>(
+    candidates,
+    TORCH_BINDING_ABI_VERSION,
+    "Galley's torch addon (galley_torch.node)",
+    [TORCH_INSTALL_HINT],
   );
+  return cached;
 }

@@ -40,6 +40,27 @@ export function instanceSpecs(config: ModelConfig, auto: "CPU" | "GPU" = "CPU"):
 }
 
 /**
+ * The `args` Triton gives a scripted or Python model's `initialize`: its final config as JSON,
+ * where the instance runs, and where the model lives.
+ */
+export function initializeArgs(
+  config: ModelConfig,
+  spec: InstanceSpec,
+  modelConfigJson: string,
+  location: { modelPath: string; version: number },
+): Record<string, string> {
+  return {
+    model_config: modelConfigJson,
+    model_instance_kind: `KIND_${spec.kind}`,
+    model_instance_name: spec.name,
+    model_instance_device_id: String(spec.device),
+    model_repository: location.modelPath,
+    model_version: String(location.version),
+    model_name: config.name,
+  };
+}
+
+/**
  * A config parameter that must be a whole number (`execute_timeout_ms`, ...), or undefined
  * when the config does not set it. @throws Error naming the parameter and the model otherwise.
  */

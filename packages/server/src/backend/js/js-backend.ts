@@ -6,7 +6,7 @@ import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
 import { workerTransport } from "../host/worker-transport.js";
-import { instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
+import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import type { InferencePath } from "./bls-calls.js";
 import { JS_WORKER_URL, JsInstance } from "./js-instance.js";
 import type { FromWorker, ToWorker } from "./js-messages.js";
@@ -82,15 +82,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
               file,
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
               outputs: config.output.map((o) => o.name),
-              args: {
-                model_config: modelConfig,
-                model_instance_kind: `KIND_${spec.kind}`,
-                model_instance_name: spec.name,
-                model_instance_device_id: String(spec.device),
-                model_repository: context.modelPath,
-                model_version: String(context.version),
-                model_name: config.name,
-              },
+              args: initializeArgs(config, spec, modelConfig, context),
             },
             outputRules: rules,
             ...(memoryLimitMb ? { memoryLimitMb } : {}),

@@ -7,7 +7,7 @@ import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
 import { processTransport } from "../host/process-transport.js";
-import { instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
+import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import type { InferencePath } from "../js/bls-calls.js";
 import { CustomMetrics } from "./custom-metrics.js";
 import { PythonInstance } from "./python-instance.js";
@@ -92,15 +92,7 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
               file,
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
               outputs: config.output.map((o) => o.name),
-              args: {
-                model_config: modelConfig,
-                model_instance_kind: `KIND_${spec.kind}`,
-                model_instance_name: spec.name,
-                model_instance_device_id: String(spec.device),
-                model_repository: context.modelPath,
-                model_version: String(context.version),
-                model_name: config.name,
-              },
+              args: initializeArgs(config, spec, modelConfig, context),
             },
             outputRules: rules,
             mapper,
