@@ -52,7 +52,7 @@ echo "build: $([ $ok = 1 ] && echo ok || echo FAILED) in $(($(date +%s) - start)
 g++ -O2 -std=c++17 -fPIC -fexceptions -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
   -DNODE_GYP_MODULE_NAME=galley_native -DBUILDING_NODE_EXTENSION \
   -I"$carry/node-include" -I"$carry/node-addon-api" -shared -o build/Release/galley_native.node \
-  native/addon.cc native/cuda_probe.cc native/shared_memory.cc -ldl >>"$out/build.log" 2>&1 &&
+  $(ls native/*.cc | grep -v '/torch_') -ldl >>"$out/build.log" 2>&1 &&
   echo "galley_native: ok" | tee -a "$out/build.log" || echo "galley_native: FAILED" | tee -a "$out/build.log"
 
 timeout "${GALLEY_GPU_TEST_TIMEOUT:-240}" node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
