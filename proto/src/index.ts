@@ -11,8 +11,9 @@
  * Beside the generated code, a few hand-written modules shared by every Galley package: the
  * datatype table (`datatypes.ts`, also importable alone as `@galley/proto/datatypes`), the
  * mapping to the config's `DataType` enum (`config-datatype.ts`), the BYTES codec
- * (`bytes-codec.ts`, alone as `@galley/proto/bytes-codec`) and `InferParameter` conversion
- * (`infer-parameters.ts`).
+ * (`bytes-codec.ts`, alone as `@galley/proto/bytes-codec`), `InferParameter` conversion
+ * (`infer-parameters.ts`) and the ModelInfer codec that keeps tensor bytes out of the encoded
+ * message (`model-infer-codec.ts`).
  *
  * Importing this package makes protobuf-es keep a leading U+FEFF in strings (see
  * `text-encoding.ts`); without it such a character is silently dropped.
@@ -46,3 +47,11 @@ export {
   toInferParameter,
   toInferParameters,
 } from "./infer-parameters.js";
+export {
+  decodeModelInferResponse,
+  type EncodedPieces,
+  encodeModelInferRequest,
+  encodeModelInferResponse,
+  RAW_INPUT_CONTENTS_TAG,
+  RAW_OUTPUT_CONTENTS_TAG,
+} from "./model-infer-codec.js";
