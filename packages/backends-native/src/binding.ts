@@ -18,10 +18,58 @@ export interface Binding {
     offset: number,
     create: boolean,
   ): { buffer: ArrayBuffer; unmap(buffer: ArrayBuffer): void };
+  /**
+   * One NVML reading of every GPU (libnvidia-ml.so.1 loaded at run time, off the JS thread).
+   * Never rejects for a missing driver or GPU: `available` false and `error` say why. Each
+   * reading is `{ value }` or `{ error }` on its own (a card without power readings).
+   */
+  sampleGpus(): Promise<NvmlRawSample>;
+  /**
+   * cuIpcOpenMemHandle of a 64-byte `cudaIpcMemHandle_t` in `device`'s primary context, off the JS
+   * thread. Rejects with the driver's error (`cuIpcOpenMemHandle failed: CUDA_ERROR_... (...)`) or
+   * why the driver is unavailable; throws a TypeError/RangeError for malformed arguments.
+   */
+  cudaIpcOpen(handle: Uint8Array, device: number): Promise<RawCudaMemory>;
+  /** cuMemAlloc of `byteSize` (> 0) bytes on `device`, with its IPC handle; rejects as cudaIpcOpen. */
+  cudaAlloc(byteSize: number, device: number): Promise<RawCudaMemory>;
+}
+
+/** Device memory as `cudaIpcOpen`/`cudaAlloc` resolve it (see native/cuda_memory.h). */
+export interface RawCudaMemory {
+  device: number;
+  pointerDevice: number;
+  byteSize: number;
+  pointer: bigint;
+  /** The 64-byte handle of an allocation; null for memory opened from a handle. */
+  ipcHandle: Uint8Array | null;
+  read(offset: number, length: number): Promise<Uint8Array>;
+  write(offset: number, data: Uint8Array): Promise<void>;
+  close(): void;
+}
+
+/** A reading as the addon returns it: a value, or why NVML could not give one. */
+export type NvmlRawReading = { value: number; error?: undefined } | { error: string; value?: undefined };
+
+/** What `sampleGpus()` resolves with. */
+export interface NvmlRawSample {
+  available: boolean;
+  error: string;
+  driverVersion: string;
+  gpus: {
+    index: number;
+    uuid: string;
+    name: string;
+    utilizationPercent: NvmlRawReading;
+    memoryTotalBytes: NvmlRawReading;
+    memoryUsedBytes: NvmlRawReading;
+    powerUsageMilliwatts: NvmlRawReading;
+    powerLimitMilliwatts: NvmlRawReading;
+    energyMillijoules: NvmlRawReading;
+  }[];
 }
 
 /** The ABI these wrappers were written against. */
-export const BINDING_ABI_VERSION = 2;
+export const BINDING_ABI_VERSION = 4;
 
 /** Where the addon may be: an explicit override first, then node-gyp's build folders. */
 export function bindingCandidates(): string[] {

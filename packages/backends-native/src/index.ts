@@ -1,7 +1,7 @@
 /**
  * Galley's native addon (node-addon-api). It is loaded lazily, on first use, and the server runs
- * without it. It finds the CUDA driver at run time and maps POSIX shared memory without copies;
- * CUDA execution and TensorRT build on the same loader.
+ * without it. It finds the CUDA driver at run time, maps POSIX shared memory without copies and
+ * reads GPU metrics through NVML; CUDA execution and TensorRT build on the same loader.
  *
  * @packageDocumentation
  */
@@ -9,6 +9,8 @@
 // For other Galley packages.
 export { type Binding, loadBinding } from "./binding.js";
 export { type CudaProbe, probeCuda } from "./cuda.js";
+export { allocateCudaMemory, CUDA_IPC_HANDLE_BYTES, type CudaMemory, openCudaIpcHandle } from "./cuda-memory.js";
+export { type GpuField, type GpuReadings, type GpuSample, sampleGpus } from "./gpu-metrics.js";
 export {
   type MapSharedMemoryOptions,
   mapSharedMemory,

@@ -1,0 +1,75 @@
+// CUDA device memory through the addon. Here (no GPU) every call must reject with the driver's
+// absence, never crash; on a GPU machine the same file checks a round trip through real memory.
+import { existsSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { allocateCudaMemory, CUDA_IPC_HANDLE_BYTES, loadBinding, openCudaIpcHandle } from "../src/index.js";
+
+const gpuMachine = existsSync("/dev/nvidiactl") && existsSync("/dev/nvidia0");
+
+describe("CUDA memory: argument checks (before the driver is touched)", () => {
+  it("refuses a handle that is not 64 bytes, and bad devices", async () => {
+    expect(CUDA_IPC_HANDLE_BYTES).toBe(64);
+    await expect(openCudaIpcHandle(new Uint8Array(63), 0)).rejects.toThrow(
+      "Unable to open CUDA IPC handle on device 0: the handle must be 64 bytes, got 63",
+    );
+    for (const device of [-1, 1.5, Number.NaN, 2 ** 31]) {
+      await expect(openCudaIpcHandle(new Uint8Array(64), device)).rejects.toThrow(
+        /the device must be a non-negative integer/,
+      );
+    }
+  });
+
+  it("refuses sizes that are not positive integers", async () => {
+    for (const size of [0, -1, 0.5, 2 ** 53, Number.POSITIVE_INFINITY]) {
+      await expect(allocateCudaMemory(size, 0)).rejects.toThrow(
+        `Unable to allocate ${size} bytes on CUDA device 0: the size must be a positive integer`,
+      );
+    }
+  });
+
+  it("the raw addon checks its arguments again (TypeError/RangeError, no crash)", () => {
+    const binding = loadBinding();
+    expect(() => binding.cudaIpcOpen(undefined as unknown as Uint8Array, 0)).toThrow(TypeError);
+    expect(() => binding.cudaIpcOpen(new Uint8Array(65), 0)).toThrow("a CUDA IPC handle is 64 bytes, got 65");
+    expect(() => binding.cudaIpcOpen(new Uint8Array(64), -1)).toThrow(RangeError);
+    expect(() => binding.cudaAlloc(0, 0)).toThrow("byteSize must be positive");
+    expect(() => binding.cudaAlloc(2 ** 60, 0)).toThrow(RangeError);
+  });
+});
+
+describe.skipIf(gpuMachine)("CUDA memory without a CUDA driver", () => {
+  it("rejects open and allocate with the driver's absence", async () => {
+    await expect(openCudaIpcHandle(new Uint8Array(64), 0)).rejects.toThrow(
+      /^Unable to open CUDA IPC handle on device 0: the CUDA driver is unavailable: libcuda\.so\.1/,
+    );
+    await expect(allocateCudaMemory(16, 0)).rejects.toThrow(
+      /^Unable to allocate 16 bytes on CUDA device 0: the CUDA driver is unavailable: libcuda\.so\.1/,
+    );
+  });
+
+  it("answers concurrent calls the same way (the driver is looked for once)", async () => {
+    const all = await Promise.allSettled([allocateCudaMemory(8, 0), allocateCudaMemory(8, 1)]);
+    expect(all.map((r) => r.status)).toEqual(["rejected", "rejected"]);
+  });
+});
+
+describe.runIf(gpuMachine)("CUDA memory on a GPU", () => {
+  it("allocates, writes, reads back, and refuses a range past the end", async () => {
+    const memory = await allocateCudaMemory(64, 0);
+    expect(memory.byteSize).toBeGreaterThanOrEqual(64);
+    expect(memory.ipcHandle?.byteLength).toBe(64);
+    await memory.write(8, new Int32Array([1, 2, 3, 4]));
+    expect(new Int32Array((await memory.read(8, 16)).slice().buffer)).toEqual(new Int32Array([1, 2, 3, 4]));
+    await expect(memory.read(memory.byteSize, 1)).rejects.toThrow(RangeError);
+    memory.close();
+    memory.close();
+    await expect(memory.read(0, 1)).rejects.toThrow("the CUDA memory is closed");
+  });
+
+  it("refuses to open a handle made in this process (CUDA's rule), and a device that does not exist", async () => {
+    const memory = await allocateCudaMemory(64, 0);
+    await expect(openCudaIpcHandle(memory.ipcHandle as Uint8Array, 0)).rejects.toThrow(/cuIpcOpenMemHandle failed/);
+    await expect(openCudaIpcHandle(memory.ipcHandle as Uint8Array, 4096)).rejects.toThrow(/does not exist/);
+    memory.close();
+  });
+});
