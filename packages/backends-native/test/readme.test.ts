@@ -26,6 +26,7 @@ describe("README.md samples", () => {
       "probeCuda()",
       "mapSharedMemory()",
       "sharedMemoryMapping()",
+      "sampleGpus()",
       "torchSupport()",
       "loadTorchModel()",
     ]);

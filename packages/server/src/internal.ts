@@ -18,6 +18,7 @@ export {
   type SharedMemoryRegionStatus,
 } from "./core/shared-memory.js";
 export type { Duration, ModelStatistics } from "./core/statistics.js";
+export type { GpuMetricsSource } from "./frontend/metrics/gpu-metrics.js";
 export type { LoadedModel } from "./repository/loaded-model.js";
 export type {
   ControlMode,

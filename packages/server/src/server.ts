@@ -17,7 +17,9 @@ import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grp
 import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
 import { createHttpHandler, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
 import { type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
+import { type GpuMetrics, startGpuMetrics } from "./frontend/metrics/gpu-metrics.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
+import { nvmlGpuSource } from "./frontend/metrics/nvml-gpu-source.js";
 import { gpuFinder } from "./gpus.js";
 import { createLogger, type Logger } from "./log.js";
 import { type ControlMode, ModelManager } from "./repository/model-manager.js";
@@ -156,6 +158,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
   const graceMs = (options.exitTimeoutSecs ?? 30) * 1000;
   const listeners: Listener[] = [];
   let poller: NodeJS.Timeout | undefined;
+  let gpuMetrics: GpuMetrics | undefined;
   /** Set by close(): a listen() still starting up stops where it is. */
   let closing = false;
 
@@ -191,13 +194,21 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       }
       if (metrics) {
         const host = metrics.host ?? (http ? http.host : undefined) ?? "0.0.0.0";
-        const handler = createMetricsHandler(core, { extra: () => customMetrics.render(), ...metrics });
+        if (metrics.allowGpuMetrics ?? true) {
+          gpuMetrics = await startGpuMetrics({
+            source: metrics.gpuSource ?? nvmlGpuSource(),
+            ...(metrics.intervalMs ? { intervalMs: metrics.intervalMs } : {}),
+            log,
+          });
+        }
+        const handler = createMetricsHandler(core, { extra: () => customMetrics.render(), ...metrics }, gpuMetrics);
         const listener = await listenHttp1(handler, host, metrics.port);
         listeners.push(listener);
         addresses.metrics = listener.address;
       }
       if (closing) {
         // close() came while the listeners were binding: it may have missed the late ones.
+        gpuMetrics?.close();
         await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
         return { ...addresses, failedModels: [] };
       }
@@ -224,6 +235,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       models.stopLoading();
       if (poller) clearTimeout(poller);
       poller = undefined;
+      gpuMetrics?.close();
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
       await models.stop();
       await core.sharedMemory.close();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseServeArgs, UsageError } from "./serve-options.js";
+import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 
 describe("galley serve flags (tritonserver's names and defaults)", () => {
   it("defaults to Triton's ports, id, modes and timeouts", () => {
@@ -125,5 +125,22 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
 
   it("answers --help", () => {
     expect(parseServeArgs(["--help"])).toBe("help");
+  });
+
+  it("reads --allow-gpu-metrics and --metrics-interval-ms (Triton's defaults: true, 2000) and lists them in --help", () => {
+    const defaults = parseServeArgs(["--model-repository=/m"]);
+    expect(defaults !== "help" && defaults.server.metrics).toMatchObject({ allowGpuMetrics: true, intervalMs: 2000 });
+    const set = parseServeArgs(["--model-repository=/m", "--allow-gpu-metrics=false", "--metrics-interval-ms", "500"]);
+    expect(set !== "help" && set.server.metrics).toMatchObject({ allowGpuMetrics: false, intervalMs: 500 });
+    expect(() => parseServeArgs(["--model-repository=/m", "--allow-gpu-metrics=sometimes"])).toThrow(
+      /--allow-gpu-metrics: 'sometimes'/,
+    );
+    for (const bad of ["0", "-5", "1.5", "soon"]) {
+      expect(() => parseServeArgs(["--model-repository=/m", `--metrics-interval-ms=${bad}`])).toThrow(
+        new RegExp(`--metrics-interval-ms: '${bad}'`),
+      );
+    }
+    expect(SERVE_USAGE).toMatch(/--allow-gpu-metrics <bool> .*\(default: true\)/);
+    expect(SERVE_USAGE).toMatch(/--metrics-interval-ms <ms> .*\(default: 2000\)/);
   });
 });

@@ -65,6 +65,8 @@ Metrics
   --allow-metrics <bool>         (default: true)
   --metrics-address <host>       (default: the HTTP address)
   --metrics-port <port>          (default: 8002)
+  --allow-gpu-metrics <bool>     per-GPU nv_gpu_* metrics through NVML where there is one (default: true)
+  --metrics-interval-ms <ms>     how often GPU metrics are sampled (default: 2000)
   --metrics-config counter_latencies=<bool>   repeatable; also batch_size_histogram=<bool> (Galley's, off)
 Logging
   --log-verbose <level>          (default: 0)
@@ -153,6 +155,8 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     port: port("--metrics-port", v["metrics-port"], 8002),
     counterLatencies,
     batchSizeHistogram,
+    allowGpuMetrics: bool("--allow-gpu-metrics", v["allow-gpu-metrics"], true),
+    intervalMs: int("--metrics-interval-ms", v["metrics-interval-ms"], 2000, 1, MAX_TIMEOUT_SECS * 1000),
   };
   let onnxDefaultMaxBatchSize: number | undefined;
   let pythonExecutable: string | undefined;
@@ -268,6 +272,8 @@ function parse(args: string[]) {
       "metrics-address": text,
       "metrics-port": text,
       "metrics-config": many,
+      "allow-gpu-metrics": text,
+      "metrics-interval-ms": text,
       "log-verbose": text,
       "log-info": text,
       "log-warning": text,

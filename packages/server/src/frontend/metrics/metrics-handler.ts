@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { cpus, freemem, totalmem } from "node:os";
 import { Counter, Gauge, Registry } from "prom-client";
 import type { InferenceServer, ModelView } from "../../core/inference-server.js";
+import type { GpuMetrics, GpuMetricsSource } from "./gpu-metrics.js";
 
 /** Metrics options (tritonserver's `--metrics-config`). */
 export interface MetricsOptions {
@@ -15,6 +16,19 @@ export interface MetricsOptions {
   batchSizeHistogram?: boolean;
   /** Text in Prometheus' format appended after Galley's own metrics (Python models' custom metric families). */
   extra?: () => string;
+  /**
+   * `--allow-gpu-metrics` (default true): `nv_gpu_*` and `nv_energy_consumption` per GPU, read
+   * through NVML. Absent where there is no NVML or no GPU.
+   */
+  allowGpuMetrics?: boolean;
+  /** `--metrics-interval-ms` (default 2000): how often the GPU metrics are sampled. */
+  intervalMs?: number;
+  /**
+   * Where GPU readings come from instead of NVML (tests inject a fixed source here).
+   *
+   * @internal
+   */
+  gpuSource?: GpuMetricsSource;
 }
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
@@ -74,6 +88,7 @@ const LATENCY_COUNTERS: [string, string, (m: ModelView) => bigint][] = [
 export function createMetricsHandler(
   server: InferenceServer,
   options: MetricsOptions = {},
+  gpu?: GpuMetrics,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const cpu = new CpuSampler();
   return (req, res) => {
@@ -83,7 +98,7 @@ export function createMetricsHandler(
       res.end();
       return;
     }
-    render(server, options, cpu).then(
+    render(server, options, cpu, gpu).then(
       (text) => {
         res.writeHead(200, { "Content-Type": "text/plain; charset=utf-8", "Content-Length": Buffer.byteLength(text) });
         res.end(text);
@@ -96,7 +111,12 @@ export function createMetricsHandler(
   };
 }
 
-async function render(server: InferenceServer, options: MetricsOptions, cpu: CpuSampler): Promise<string> {
+async function render(
+  server: InferenceServer,
+  options: MetricsOptions,
+  cpu: CpuSampler,
+  gpu: GpuMetrics | undefined,
+): Promise<string> {
   const models = server.readyModels();
   // Labels: model, version, and one `_<tag>` per metric_tags entry of any model.
   const tagNames = [...new Set(models.flatMap((m) => Object.keys(m.config.metricTags).map((t) => `_${t}`)))];
@@ -151,6 +171,11 @@ async function render(server: InferenceServer, options: MetricsOptions, cpu: Cpu
   new Gauge({ name: "nv_cpu_memory_used_bytes", help: "CPU used memory (RAM), in bytes", registers: [registry] }).set(
     memory.used,
   );
+  try {
+    gpu?.register(registry);
+  } catch {
+    // A bad GPU reading must not cost the scrape its other metrics.
+  }
   if (server.cache) {
     const cacheMetrics: [string, string, (m: ModelView) => number][] = [
       ["nv_cache_num_hits_per_model", "Number of cache hits per model", (m) => m.stats.cacheHit.count],
