@@ -1,4 +1,4 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   type Client,
   type CallOptions as ConnectCallOptions,
@@ -11,6 +11,7 @@ import {
   createConnectTransport,
   createGrpcTransport,
   createGrpcWebTransport,
+  Http2SessionManager,
 } from "@connectrpc/connect-node";
 import {
   fromInferParameters,
@@ -18,7 +19,7 @@ import {
   Health,
   HealthCheckResponse_ServingStatus,
   type InferParameter,
-  type ModelInferRequestSchema,
+  ModelInferRequestSchema,
   type ModelInferResponse,
   type ModelRepositoryParameterSchema,
   toInferParameter,
@@ -33,6 +34,7 @@ import type {
   ParameterValue,
   ServerMetadata,
 } from "./client-types.js";
+import { createModelInferCall, type ModelInferCall } from "./grpc-model-infer.js";
 import {
   callSignal,
   inferResult,
@@ -79,7 +81,10 @@ export interface GrpcClientOptions {
   restrictedProtocol?: { key: string; value: string };
   /** Compress requests with gzip (responses are accepted compressed either way). */
   compression?: "gzip" | "none";
-  /** More interceptors, run after the built-in ones. */
+  /**
+   * More interceptors, run after the built-in ones. With any, `infer` goes through Connect too
+   * (so that they see it), instead of the lean `ModelInfer` path.
+   */
   interceptors?: Interceptor[];
 }
 
@@ -181,9 +186,12 @@ export function grpcInferResult(response: ModelInferResponse): InferResult {
   );
 }
 
+/** A call's signal and deadline, as Connect takes them (a deadline fails with DEADLINE_EXCEEDED). */
 function connectOptions(options: CallOptions = {}): ConnectCallOptions {
-  const signal = callSignal(options);
-  return signal ? { signal } : {};
+  return {
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+  };
 }
 
 /**
@@ -198,10 +206,23 @@ function connectOptions(options: CallOptions = {}): ConnectCallOptions {
  * result.output("OUTPUT0").int32(); // Int32Array
  */
 export function createGrpcClient(options: GrpcClientOptions): GrpcClient {
-  const transport = createTransport(options);
+  const { transport, sessionManager } = createTransport(options);
   const service = createClient(GRPCInferenceService, transport);
   const health = createClient(Health, transport);
   const opts = connectOptions;
+  // ModelInfer carries the tensors: over plain gRPC it skips Connect's machinery (same errors,
+  // deadlines, cancellation, headers, compression; see grpc-model-infer.ts). User interceptors
+  // only see calls made through Connect, so with any the client keeps to Connect.
+  const lean: ModelInferCall | undefined =
+    sessionManager && (options.interceptors ?? []).length === 0
+      ? createModelInferCall({
+          sessionManager,
+          baseUrl: options.baseUrl,
+          headers: callHeaders(options),
+          compression: options.compression ?? "none",
+          ...(options.defaultTimeoutMs !== undefined ? { defaultTimeoutMs: options.defaultTimeoutMs } : {}),
+        })
+      : undefined;
 
   const client: GrpcClient = {
     service,
@@ -236,7 +257,11 @@ export function createGrpcClient(options: GrpcClientOptions): GrpcClient {
     },
     statistics: (name = "", version = "", o) => service.modelStatistics({ name, version }, opts(o)),
     infer: async (model, request) =>
-      grpcInferResult(await service.modelInfer(grpcInferRequest(model, request), opts(request))),
+      grpcInferResult(
+        lean
+          ? await lean(create(ModelInferRequestSchema, grpcInferRequest(model, request)), request)
+          : await service.modelInfer(grpcInferRequest(model, request), opts(request)),
+      ),
     index: async (o = {}) =>
       (await service.repositoryIndex({ ready: o.ready ?? false }, opts(o))).models.map((m) => ({
         name: m.name,
@@ -397,15 +422,25 @@ function openStream(
   };
 }
 
-function createTransport(options: GrpcClientOptions): Transport {
-  const keepalive = options.keepalive ?? {};
-  const interceptors: Interceptor[] = [];
-  const headers = {
+/** The headers every call carries: the client's own and the restricted-protocol one. */
+function callHeaders(options: GrpcClientOptions): Record<string, string> {
+  return {
     ...(options.headers ?? {}),
     ...(options.restrictedProtocol
       ? { [`triton-grpc-protocol-${options.restrictedProtocol.key}`]: options.restrictedProtocol.value }
       : {}),
   };
+}
+
+/**
+ * The Connect transport of a client; over plain gRPC also its HTTP/2 session manager (keepalive
+ * pings, idle close, a new connection after GOAWAY), which the lean ModelInfer path shares, so a
+ * client holds one connection.
+ */
+function createTransport(options: GrpcClientOptions): { transport: Transport; sessionManager?: Http2SessionManager } {
+  const keepalive = options.keepalive ?? {};
+  const interceptors: Interceptor[] = [];
+  const headers = callHeaders(options);
   if (Object.keys(headers).length > 0) {
     interceptors.push((next) => (request) => {
       for (const [key, value] of Object.entries(headers)) request.header.set(key, value);
@@ -414,13 +449,16 @@ function createTransport(options: GrpcClientOptions): Transport {
   }
   if (options.retry !== false) interceptors.push(retryInterceptor(options.retry ?? {}));
   interceptors.push(...(options.interceptors ?? []));
-  const common = {
-    baseUrl: options.baseUrl,
-    interceptors,
+  const session = {
     pingIntervalMs: keepalive.intervalMs ?? 30_000,
     pingTimeoutMs: keepalive.timeoutMs ?? 5_000,
     pingIdleConnection: keepalive.idle ?? true,
     idleConnectionTimeoutMs: keepalive.idleConnectionTimeoutMs ?? 15 * 60_000,
+  };
+  const common = {
+    baseUrl: options.baseUrl,
+    interceptors,
+    ...session,
     acceptCompression: [compressionGzip],
     // Triton has no message size limit below 2 GiB; neither does this client.
     readMaxBytes: 0x7fffffff,
@@ -429,12 +467,14 @@ function createTransport(options: GrpcClientOptions): Transport {
     ...(options.defaultTimeoutMs !== undefined ? { defaultTimeoutMs: options.defaultTimeoutMs } : {}),
   };
   switch (options.protocol ?? "grpc") {
-    case "grpc":
-      return createGrpcTransport(common);
+    case "grpc": {
+      const sessionManager = new Http2SessionManager(options.baseUrl, session);
+      return { transport: createGrpcTransport({ ...common, sessionManager }), sessionManager };
+    }
     case "connect":
-      return createConnectTransport({ ...common, httpVersion: "2" });
+      return { transport: createConnectTransport({ ...common, httpVersion: "2" }) };
     case "grpc-web":
-      return createGrpcWebTransport({ ...common, httpVersion: "2" });
+      return { transport: createGrpcWebTransport({ ...common, httpVersion: "2" }) };
     default:
       throw new TypeError(`unknown protocol '${String(options.protocol)}': expected grpc, connect or grpc-web`);
   }
