@@ -1,0 +1,195 @@
+// text_to_video: the pipeline, as a decoupled scripted model that drives the other models with
+// BLS calls. For each request, in the background:
+//
+//   preflight -> encode_prompt (tokenizer -> text_encoder) -> STEPS x denoiser, DDIM updates here
+//   (a preview through vae_decoder every PREVIEW_EVERY steps) -> vae_decoder -> upscale_video
+//   (super_resolution -> frame_interpolation)
+//
+// streaming one response per step and a final one with the video. Every user's denoiser call is a
+// separate request, so the denoiser's dynamic batcher batches concurrent users' steps. A cancelled
+// request stops its loop at the next step and cancels the BLS call in flight.
+import type { BlsResponse, InputTensor, Model, ModelContext, OutputTensor, Request, ResponseSender } from "@galley/server/model";
+
+const TRAIN_STEPS = 1000;
+const LATENT_CHANNELS = 4;
+/** Output pixels per latent pixel: 8 (VAE) × 4 (super-resolution). */
+const LATENT_FACTOR = 32;
+
+/** Stable Diffusion's "scaled linear" schedule: alpha-bar for each of the 1000 training steps. */
+const ALPHA_BAR = (() => {
+  const out = new Float64Array(TRAIN_STEPS);
+  let product = 1;
+  for (let i = 0; i < TRAIN_STEPS; i++) {
+    const beta = (Math.sqrt(0.00085) + (i / (TRAIN_STEPS - 1)) * (Math.sqrt(0.012) - Math.sqrt(0.00085))) ** 2;
+    product *= 1 - beta;
+    out[i] = product;
+  }
+  return out;
+})();
+
+function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function noise(seed: number, count: number): Float32Array {
+  const random = mulberry32(seed);
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) {
+    const u = Math.max(random(), 1e-12);
+    out[i] = Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random());
+  }
+  return out;
+}
+
+/** FNV-1a of the prompt: the default seed, so one prompt always gives one video. */
+function hash(text: string): number {
+  let h = 0x811c9dc5;
+  for (const b of new TextEncoder().encode(text)) h = Math.imul(h ^ b, 0x01000193);
+  return h >>> 0;
+}
+
+const int32 = (name: string, shape: number[], values: number[]): OutputTensor => ({
+  name,
+  datatype: "INT32",
+  shape,
+  data: Int32Array.from(values),
+});
+const fp32 = (name: string, shape: number[], data: Float32Array): OutputTensor => ({ name, datatype: "FP32", shape, data });
+const empty = (name: string): OutputTensor => ({ name, datatype: "UINT8", shape: [0, 0, 0, 3], data: new Uint8Array(0) });
+const asInput = (tensor: InputTensor, name: string): OutputTensor => ({
+  name,
+  datatype: tensor.datatype,
+  shape: tensor.shape,
+  data: tensor.data,
+});
+
+function output(response: BlsResponse, name: string): InputTensor {
+  const tensor = response.output(name);
+  if (!tensor) throw new Error(`${response.modelName} returned no ${name}`);
+  return tensor;
+}
+
+/** Planar [n, 3, h, w] floats in [0, 1] -> interleaved [n, h, w, 3] bytes. */
+function toBytes(image: Float32Array, n: number, h: number, w: number): Uint8Array {
+  const plane = h * w;
+  const out = new Uint8Array(n * plane * 3);
+  for (let f = 0; f < n; f++)
+    for (let p = 0; p < plane; p++)
+      for (let c = 0; c < 3; c++)
+        out[(f * plane + p) * 3 + c] = Math.round(Math.min(1, Math.max(0, image[(f * 3 + c) * plane + p] ?? 0)) * 255);
+  return out;
+}
+
+export default class TextToVideo implements Model {
+  execute(requests: readonly Request[], context: ModelContext): void {
+    for (const request of requests) {
+      const sender = request.responseSender();
+      void this.#run(request, sender, context).catch((error: unknown) => {
+        if (!request.isCancelled()) sender.send({ error: error as Error }, { final: true });
+        else sender.send(undefined, { final: true });
+      });
+    }
+  }
+
+  async #run(request: Request, sender: ResponseSender, context: ModelContext): Promise<void> {
+    const signal = request.signal;
+    const optional = (name: string) => (request.input(name) ? [request.input(name) as InputTensor] : []);
+    const checked = await context.infer({
+      model: "preflight",
+      inputs: [request.input("PROMPT") as InputTensor, ...optional("RESOLUTION"), ...optional("FRAMES"), ...optional("STEPS")],
+      signal,
+    });
+    const value = (name: string) => output(checked, name).typed()[0] as number;
+    const [height, width, frames, keyframes, steps] = ["HEIGHT", "WIDTH", "FRAMES", "KEYFRAMES", "STEPS"].map(value);
+    const total = (steps as number) + 2;
+    const send = (stage: string, step: number, extra: Partial<Record<"PREVIEW" | "VIDEO", OutputTensor>> = {}, final = false) =>
+      sender.send(
+        {
+          outputs: [
+            { name: "STAGE", datatype: "BYTES", shape: [1], data: [stage] },
+            int32("STEP", [2], [step, total]),
+            extra.PREVIEW ?? empty("PREVIEW"),
+            extra.VIDEO ?? empty("VIDEO"),
+          ],
+        },
+        { final },
+      );
+    if (value("BLOCKED")) {
+      // The pre-check's other answer: a default frame (mid grey) instead of a generated video.
+      const frame = new Uint8Array((height as number) * (width as number) * 3).fill(128);
+      send("blocked", total, { VIDEO: { name: "VIDEO", datatype: "UINT8", shape: [1, height as number, width as number, 3], data: frame } }, true);
+      return;
+    }
+
+    const prompt = request.input("PROMPT")?.strings()[0] ?? "";
+    const encoded = await context.infer({
+      model: "encode_prompt",
+      inputs: [{ name: "PROMPT", datatype: "BYTES", shape: [1, 1], data: [prompt] }],
+      signal,
+    });
+    const embedding = asInput(output(encoded, "EMBEDDING"), "TEXT_EMBEDDING");
+
+    const h = (height as number) / LATENT_FACTOR;
+    const w = (width as number) / LATENT_FACTOR;
+    const k = keyframes as number;
+    const shape = [k, LATENT_CHANNELS, h, w];
+    const seed = (request.input("SEED")?.typed()[0] as number | undefined) ?? hash(prompt);
+    let latent = noise(seed, k * LATENT_CHANNELS * h * w);
+    let x0 = new Float32Array(latent.length);
+    const previewEvery = (request.input("PREVIEW_EVERY")?.typed()[0] as number | undefined) ?? 0;
+    const n = steps as number;
+    for (let step = 0; step < n; step++) {
+      if (signal.aborted) return;
+      const t = Math.floor(((n - 1 - step) * TRAIN_STEPS) / n);
+      const prev = step + 1 < n ? Math.floor(((n - 2 - step) * TRAIN_STEPS) / n) : -1;
+      const reply = await context.infer({
+        model: "denoiser",
+        inputs: [fp32("LATENT", [1, ...shape], latent), fp32("TIMESTEP", [1, 1], Float32Array.of(t)), embedding],
+        signal,
+      });
+      const eps = output(reply, "NOISE_PRED").typed() as Float32Array;
+      // DDIM (eta = 0): predict the clean latent, then step to the previous timestep.
+      const a = ALPHA_BAR[t] as number;
+      const aPrev = prev >= 0 ? (ALPHA_BAR[prev] as number) : 1;
+      const next = new Float32Array(latent.length);
+      x0 = new Float32Array(latent.length);
+      for (let i = 0; i < latent.length; i++) {
+        const e = eps[i] ?? 0;
+        const clean = Math.min(1.5, Math.max(-1.5, ((latent[i] ?? 0) - Math.sqrt(1 - a) * e) / Math.sqrt(a)));
+        x0[i] = clean;
+        next[i] = Math.sqrt(aPrev) * clean + Math.sqrt(1 - aPrev) * e;
+      }
+      latent = next;
+      if (previewEvery > 0 && ((step + 1) % previewEvery === 0 || step + 1 === n)) {
+        // The middle keyframe as the model currently sees it, at keyframe resolution.
+        const middle = Math.floor(k / 2) * LATENT_CHANNELS * h * w;
+        const decoded = await context.infer({
+          model: "vae_decoder",
+          inputs: [fp32("LATENT", [1, LATENT_CHANNELS, h, w], x0.slice(middle, middle + LATENT_CHANNELS * h * w))],
+          signal,
+        });
+        const [, , ph = 0, pw = 0] = output(decoded, "IMAGE").shape;
+        const preview = toBytes(output(decoded, "IMAGE").typed() as Float32Array, 1, ph, pw);
+        send("denoise", step + 1, { PREVIEW: { name: "PREVIEW", datatype: "UINT8", shape: [1, ph, pw, 3], data: preview } });
+      } else {
+        send("denoise", step + 1);
+      }
+    }
+    if (signal.aborted) return;
+    const decoded = await context.infer({ model: "vae_decoder", inputs: [fp32("LATENT", shape, x0)], signal });
+    send("decode", n + 1);
+    const video = await context.infer({
+      model: "upscale_video",
+      inputs: [asInput(output(decoded, "IMAGE"), "FRAMES"), int32("FRAME_COUNT", [1], [frames as number])],
+      signal,
+    });
+    send("done", total, { VIDEO: asInput(output(video, "VIDEO"), "VIDEO") }, true);
+  }
+}

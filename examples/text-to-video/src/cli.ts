@@ -1,0 +1,145 @@
+// galley-video: make a video from a prompt with the text_to_video pipeline, or upscale and
+// interpolate real frames (--input) with upscale_video. Exit codes: 0 done, 1 failed (server
+// missing, request rejected), 2 bad arguments, 130 cancelled (Ctrl-C).
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { createGrpcClient } from "@galley/client";
+import { readFrames, writePng } from "./frames.js";
+import { encodeGif } from "./gif.js";
+import { createProgress, type ProgressOutput } from "./progress.js";
+import { generateVideo, upscaleVideo } from "./video.js";
+
+export const USAGE = `Usage: galley-video "<prompt>" [options]
+       galley-video --input <file.gif | folder of .png> [options]
+
+  -u, --url <host:port>      the server's gRPC address (default localhost:8001)
+  --frames <n>               frames in the video (default 16; with --input: 2n - 1)
+  --steps <n>                denoising steps (default 20)
+  --resolution <HxW>         output size, one the server supports (default 128x128)
+  --seed <n>                 noise seed (default: from the prompt)
+  --preview-dir <dir>        save a preview PNG every --preview-every steps there
+  --preview-every <k>        (default 5)
+  --fps <n>                  GIF frame rate (default 8)
+  -o, --out <file.gif>       where to write the video (default video.gif)
+  -h, --help
+`;
+
+export interface CliIo {
+  stdout: ProgressOutput;
+  stderr: { write(text: string): unknown };
+  signal?: AbortSignal;
+}
+
+class UsageError extends Error {}
+
+function integer(name: string, text: string | undefined, min: number): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min) throw new UsageError(`--${name} must be a whole number >= ${min}, not '${text}'`);
+  return value;
+}
+
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        url: { type: "string", short: "u", default: "localhost:8001" },
+        frames: { type: "string" },
+        steps: { type: "string" },
+        resolution: { type: "string" },
+        seed: { type: "string" },
+        "preview-dir": { type: "string" },
+        "preview-every": { type: "string" },
+        fps: { type: "string" },
+        out: { type: "string", short: "o", default: "video.gif" },
+        input: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (error) {
+    io.stderr.write(`galley-video: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    io.stdout.write(USAGE);
+    return 0;
+  }
+  const url = String(values.url);
+  const address = /^https?:\/\//.test(url) ? url : `http://${url}`;
+  const out = String(values.out);
+  try {
+    const frames = integer("frames", values.frames as string | undefined, 1);
+    const steps = integer("steps", values.steps as string | undefined, 1);
+    const seed = integer("seed", values.seed as string | undefined, 0);
+    const fps = integer("fps", values.fps as string | undefined, 1) ?? 8;
+    const previewDir = values["preview-dir"] as string | undefined;
+    const previewEvery = integer("preview-every", values["preview-every"] as string | undefined, 1) ?? 5;
+    const input = values.input as string | undefined;
+    if (!input && positionals.length !== 1) throw new UsageError("give one prompt (in quotes), or --input <frames>");
+    if (input && positionals.length > 0) throw new UsageError("give a prompt or --input, not both");
+    if (values.resolution !== undefined && !/^\d+x\d+$/.test(String(values.resolution)))
+      throw new UsageError(`--resolution must look like 128x128, not '${values.resolution}'`);
+    const client = createGrpcClient({ baseUrl: address });
+    const started = performance.now();
+    if (input) {
+      const source = readFrames(input);
+      if (source.height * source.width > 160 * 160)
+        throw new UsageError(
+          `${input} is ${source.width}x${source.height}; frames up to 160x160 pixels are upscaled (4x) in reasonable time on a CPU`,
+        );
+      const count = frames ?? Math.max(1, 2 * source.count - 1);
+      io.stdout.write(`upscaling ${source.count} frames of ${source.width}x${source.height} to ${count} frames of ${source.width * 4}x${source.height * 4}\n`);
+      const video = await upscaleVideo(client, source, count, io.signal);
+      writeFileSync(out, encodeGif(video, fps));
+      io.stdout.write(`wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`);
+      return 0;
+    }
+    const progress = createProgress(io.stdout);
+    const video = await generateVideo(
+      client,
+      {
+        prompt: positionals[0] as string,
+        ...(frames !== undefined ? { frames } : {}),
+        ...(steps !== undefined ? { steps } : {}),
+        ...(values.resolution !== undefined ? { resolution: String(values.resolution) } : {}),
+        ...(seed !== undefined ? { seed } : {}),
+        ...(previewDir ? { previewEvery } : {}),
+        ...(io.signal ? { signal: io.signal } : {}),
+      },
+      (p) => {
+        progress.update(p.stage, p.step, p.total);
+        if (p.preview && previewDir) writePng(join(previewDir, `preview-${String(p.step).padStart(4, "0")}.png`), p.preview);
+      },
+    );
+    progress.done();
+    if (video.blocked) io.stderr.write("galley-video: the server blocked this prompt and answered a default frame\n");
+    writeFileSync(out, encodeGif(video, fps));
+    io.stdout.write(`wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`);
+    return 0;
+  } catch (error) {
+    if (io.signal?.aborted) {
+      io.stderr.write("\ngalley-video: cancelled; the server stopped the request\n");
+      return 130;
+    }
+    if (error instanceof UsageError) {
+      io.stderr.write(`galley-video: ${error.message}\n\n${USAGE}`);
+      return 2;
+    }
+    const e = ConnectError.from(error);
+    if (e.code === Code.Unavailable)
+      io.stderr.write(
+        `galley-video: cannot reach a server at ${url} (${e.rawMessage}); start one with\n  npx galley serve --model-repository examples/text-to-video/models\n`,
+      );
+    else if (e.code === Code.InvalidArgument) io.stderr.write(`galley-video: the server rejected the request: ${e.rawMessage}\n`);
+    else if (e.code === Code.NotFound || e.code === Code.Unimplemented)
+      io.stderr.write(`galley-video: the server at ${url} has no text-to-video pipeline: ${e.rawMessage}\n`);
+    else io.stderr.write(`galley-video: ${e.rawMessage}\n`);
+    return 1;
+  }
+}

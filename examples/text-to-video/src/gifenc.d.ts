@@ -1,0 +1,20 @@
+// Types for gifenc (the package ships none): the part of its API this example uses.
+declare module "gifenc" {
+  export type Palette = number[][];
+  export interface Encoder {
+    writeFrame(
+      index: Uint8Array,
+      width: number,
+      height: number,
+      options?: { palette?: Palette; delay?: number; repeat?: number; transparent?: boolean },
+    ): void;
+    finish(): void;
+    bytes(): Uint8Array;
+  }
+  const gifenc: {
+    GIFEncoder(): Encoder;
+    quantize(rgba: Uint8Array, maxColors: number): Palette;
+    applyPalette(rgba: Uint8Array, palette: Palette): Uint8Array;
+  };
+  export default gifenc;
+}
