@@ -32,6 +32,12 @@ describe("Galley's exported metrics", () => {
       "nv_inference_pending_request_count",
       "nv_cache_num_hits_per_model",
       "nv_cpu_utilization",
+      "nv_gpu_utilization",
+      "nv_gpu_memory_total_bytes",
+      "nv_gpu_memory_used_bytes",
+      "nv_gpu_power_usage",
+      "nv_gpu_power_limit",
+      "nv_energy_consumption",
     ]) {
       expect(exported).toContain(name);
     }
@@ -126,6 +132,29 @@ describe("Grafana dashboard", () => {
     expect(batch).toMatch(
       /rate\(nv_inference_count\{.*\}\[.*\]\)\) \/ sum by \(model\) \(rate\(nv_inference_exec_count/,
     );
+  });
+});
+
+describe("Grafana dashboard: GPU panels", () => {
+  const dashboard = JSON.parse(readFileSync(join(deployDir, "grafana/galley-dashboard.json"), "utf8")) as Dashboard;
+  const graphs = dashboard.panels.flatMap((p) => [p, ...(p.panels ?? [])]).filter((p) => p.type !== "row");
+  const uses = (title: string) => (graphs.find((p) => p.title === title)?.targets ?? []).map((t) => t.expr);
+
+  it("show utilisation, memory used against total, power against limit and the energy rate, per gpu_uuid", () => {
+    const expected: [string, RegExp[]][] = [
+      ["GPU utilization", [/nv_gpu_utilization/]],
+      ["GPU memory", [/nv_gpu_memory_used_bytes/, /nv_gpu_memory_total_bytes/]],
+      ["GPU power vs limit", [/nv_gpu_power_usage/, /nv_gpu_power_limit/]],
+      ["GPU energy rate", [/rate\(nv_energy_consumption\{.*\}\[\$__rate_interval\]\)/]],
+    ];
+    for (const [title, patterns] of expected) {
+      const exprs = uses(title);
+      expect(exprs.length, title).toBe(patterns.length);
+      patterns.forEach((pattern, i) => {
+        expect(exprs[i], title).toMatch(pattern);
+        expect(exprs[i], title).toMatch(/by \(instance, gpu_uuid\)/);
+      });
+    }
   });
 });
 
