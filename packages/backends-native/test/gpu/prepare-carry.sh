@@ -21,5 +21,10 @@ node_modules/.bin/esbuild bench/pytorch-backend.ts --bundle --platform=node --fo
   --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
   --outfile="$carry/pytorch-backend.mjs"
+# The server itself, for test/gpu/nvml-gpu.mjs to scrape a real /metrics (createServer, createLogger).
+node_modules/.bin/esbuild packages/server/src/index.ts --bundle --platform=node --format=esm --target=node20 \
+  --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
+  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
+  --outfile="$carry/galley-server.mjs"
 du -sh "$carry" packages/backends-native/dist
 echo "carry: [\"$carry\", \"packages/backends-native/dist\"]"
