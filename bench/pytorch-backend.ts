@@ -6,19 +6,20 @@
 //   npx tsx bench/pytorch-backend.ts [--device=cuda] [--batches=1,8,32] [--seconds=3] [--python=python3]
 //   npx tsx bench/pytorch-backend.ts --device=cpu --small --seconds=1 --python=/usr/bin/python3   # a check here
 //
-// Two ways to serve batch B: one request carrying B rows (`request`), and B clients each sending
-// one row, batched by the dynamic batcher (`batched`). Each is reported as rows per second and as
-// a ratio to Python's rows per second (target: >= 0.9 at batch 8 and 32). Where nvidia-smi is
-// found, the GPU's mean utilisation during each measurement is reported too.
+// Each request carries B rows. `--concurrency` (1,4,16,64) requests are kept in flight by load
+// worker threads (bench/lib/grpc-load.ts; for ESPCN's 6 MiB-a-row responses, no more than about
+// 1.5 GiB in flight) and the dynamic batcher merges them. Reported per point: rows per second and
+// its ratio to Python's rows per second at the same B (target: the best concurrency's >= 0.9 at
+// B = 8 and 32), p50 latency, the server process's CPU (percent of one core, and microseconds per
+// request) and, where nvidia-smi is found, the GPU's mean utilisation. `--instances` (2) per GPU,
+// `--delay-us` (100) of queue delay, `--threads` (4) load threads.
 import { type ChildProcess, execFileSync, fork, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { GRPCInferenceService } from "@galley/proto";
-import { median, table } from "./lib/stats.js";
+import { type LoadRequest, runLoad, runLoadWorker } from "./lib/grpc-load.js";
+import { median, percentile, table } from "./lib/stats.js";
 
 const arg = (name: string, fallback: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ??
@@ -31,7 +32,9 @@ interface ModelInfo {
   datatype: "FP16" | "FP32";
 }
 
-if (process.argv[2] === "--serve") {
+if (await runLoadWorker()) {
+  // A load worker thread: its job is done.
+} else if (process.argv[2] === "--serve") {
   // The server process: Galley over the repository in argv[3], its gRPC port sent to the parent.
   const { createServer, createLogger } = await import("@galley/server");
   const server = createServer({
@@ -54,6 +57,9 @@ async function main(): Promise<void> {
   const python = arg("python", "python3");
   const seconds = Number(arg("seconds", "3"));
   const batches = arg("batches", "1,8,32").split(",").map(Number);
+  const concurrencies = arg("concurrency", "1,4,16,64").split(",").map(Number);
+  const instances = Number(arg("instances", "2"));
+  const delayUs = Number(arg("delay-us", "100"));
   const out = arg("out", mkdtempSync(join(tmpdir(), "galley-bench-torch-")));
   const script = arg(
     "script",
@@ -68,9 +74,7 @@ async function main(): Promise<void> {
     execFileSync(
       python,
       [script, "time", out, "--device", device, "--batches", batches.join(","), "--seconds", String(seconds)],
-      {
-        encoding: "utf8",
-      },
+      { encoding: "utf8" },
     ),
   ) as { torch: string; results: Record<string, Record<string, { e2e: number; kernel: number }>> };
 
@@ -79,15 +83,17 @@ async function main(): Promise<void> {
   for (const [name, info] of Object.entries(models)) {
     mkdirSync(join(repo, name, "1"), { recursive: true });
     writeFileSync(join(repo, name, "1", "model.pt"), readFileSync(join(out, `${name}.pt`)));
+    // Room to merge several requests of the largest batch (ESPCN's outputs are 6 MiB a row at full size).
+    const mergeUpTo = name === "espcn" && !small ? maxBatch * 2 : maxBatch * 4;
     writeFileSync(
       join(repo, name, "config.pbtxt"),
       `name: "${name}"
 platform: "pytorch_libtorch"
-max_batch_size: ${maxBatch}
+max_batch_size: ${mergeUpTo}
 input [ { name: "INPUT__0" data_type: TYPE_${info.datatype} dims: [ ${info.input.join(", ")} ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_${info.datatype} dims: [ ${info.output.join(", ")} ] } ]
-dynamic_batching { max_queue_delay_microseconds: 500 }
-instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU")} count: 1 } ]
+dynamic_batching { max_queue_delay_microseconds: ${delayUs} }
+instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU")} count: ${instances} } ]
 `,
     );
   }
@@ -97,7 +103,9 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
     server.once("exit", (code) => reject(new Error(`the server exited (${code})`)));
   });
   if (ready.failed && (ready.failed as unknown[]).length > 0) console.log("failed models:", ready.failed);
-  const client = createClient(GRPCInferenceService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${ready.port}` }));
+  const url = `http://127.0.0.1:${ready.port}`;
+  const self = fileURLToPath(import.meta.url);
+  const threads = Number(arg("threads", "4"));
 
   const rows: string[][] = [];
   const summary: unknown[] = [];
@@ -105,87 +113,98 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
     for (const batch of batches) {
       const py = pythonTimes.results[name]?.[String(batch)];
       const pyRows = py ? (batch / py.e2e) * 1000 : Number.NaN;
-      const call = (rowsPerRequest: number) => {
-        const data = rowsOf(info, rowsPerRequest);
-        return () =>
-          client.modelInfer({
-            modelName: name,
-            inputs: [
-              { name: "INPUT__0", datatype: info.datatype, shape: [BigInt(rowsPerRequest), ...info.input.map(BigInt)] },
-            ],
-            rawInputContents: [data],
-          });
+      const request: LoadRequest = {
+        model: name,
+        inputs: [
+          { name: "INPUT__0", datatype: info.datatype, shape: [batch, ...info.input], data: rowsOf(info, batch) },
+        ],
       };
-      let request: Awaited<ReturnType<typeof measure>>;
-      let batched: Awaited<ReturnType<typeof measure>>;
-      try {
-        request = await measure(call(batch), 1, seconds);
-        batched = await measure(call(1), batch, seconds);
-      } catch (error) {
-        // The served side failed (the model did not load): Python's numbers are still reported.
-        const why = (error as Error).message.split("\n")[0] ?? "";
-        rows.push([
-          name,
-          String(batch),
-          "failed",
-          py?.e2e.toFixed(3) ?? "-",
-          py?.kernel.toFixed(3) ?? "-",
-          pyRows.toFixed(0),
-          "-",
-          "-",
-          "-",
-          "-",
-        ]);
-        summary.push({ model: name, batch, python: py, pythonRowsPerS: pyRows, galleyError: why });
-        console.log(`${name} batch ${batch}: ${why}`);
-        continue;
-      }
-      for (const [mode, m, rowsPerCall] of [
-        ["request", request, batch],
-        ["batched", batched, 1],
-      ] as const) {
-        const galleyRows = (m.calls * rowsPerCall) / m.seconds;
-        rows.push([
-          name,
-          String(batch),
-          mode,
-          py ? py.e2e.toFixed(3) : "-",
-          py ? py.kernel.toFixed(3) : "-",
-          pyRows.toFixed(0),
-          galleyRows.toFixed(0),
-          (galleyRows / pyRows).toFixed(2),
-          m.p50.toFixed(3),
-          m.gpu === undefined ? "-" : `${m.gpu.toFixed(0)}%`,
-        ]);
-        summary.push({
+      // ESPCN's responses are 6 MiB a row: what is in flight stays within about 1.5 GiB.
+      const limit = name === "espcn" && !small ? Math.max(2, Math.floor(1536 / (6 * batch))) : Number.POSITIVE_INFINITY;
+      const points = concurrencies.filter((c, i) => c <= limit || i === 0);
+      for (const concurrency of points) {
+        const gpu = gpuSampler();
+        const cpu = processCpu(server.pid);
+        const m = await runLoad(url, request, {
+          concurrency,
+          threads,
+          seconds,
+          warmMs: Math.min(1000, seconds * 300),
+          script: self,
+        });
+        const cpuSeconds = processCpu(server.pid) - cpu;
+        const util = await gpu.stop();
+        if (m.calls === 0) {
+          const why = m.firstFailure ?? "no call finished";
+          rows.push([
+            name,
+            String(batch),
+            String(concurrency),
+            py?.e2e.toFixed(3) ?? "-",
+            pyRows.toFixed(0),
+            "failed",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+          ]);
+          summary.push({ model: name, batch, concurrency, python: py, pythonRowsPerS: pyRows, galleyError: why });
+          console.log(`${name} batch ${batch} c=${concurrency}: ${why}`);
+          continue;
+        }
+        const galleyRows = (m.calls * batch) / m.seconds;
+        const point = {
           model: name,
           batch,
-          mode,
+          concurrency,
           python: py,
           pythonRowsPerS: pyRows,
           galleyRowsPerS: galleyRows,
           ratio: galleyRows / pyRows,
-          p50Ms: m.p50,
-          gpuUtil: m.gpu,
-        });
+          p50Ms: median(m.latencies),
+          p95Ms: percentile(m.latencies, 95),
+          serverCpuPercent: (100 * cpuSeconds) / m.seconds,
+          serverCpuUsPerRequest: (1e6 * cpuSeconds) / m.calls,
+          failures: m.failures,
+          gpuUtil: util,
+        };
+        summary.push(point);
+        rows.push([
+          name,
+          String(batch),
+          String(concurrency),
+          py ? py.e2e.toFixed(3) : "-",
+          pyRows.toFixed(0),
+          galleyRows.toFixed(0),
+          point.ratio.toFixed(2),
+          point.p50Ms.toFixed(3),
+          `${point.serverCpuPercent.toFixed(0)}%`,
+          point.serverCpuUsPerRequest.toFixed(0),
+          util === undefined ? "-" : `${util.toFixed(0)}%`,
+        ]);
+        console.log(rows[rows.length - 1]?.join("  "));
       }
     }
   }
   server.disconnect();
   await new Promise((resolve) => server.once("exit", resolve));
-  console.log(`\nPython torch ${pythonTimes.torch} on ${device}; Galley gRPC, dynamic batching, one instance\n`);
+  console.log(
+    `\nPython torch ${pythonTimes.torch} on ${device}; Galley gRPC, dynamic batching (${delayUs} µs), ${instances} instance(s), ${threads} load threads\n`,
+  );
   console.log(
     table(
       [
         "model",
         "batch",
-        "served as",
+        "in flight",
         "py e2e ms",
-        "py kernel ms",
         "py rows/s",
         "galley rows/s",
         "ratio",
-        "galley p50 ms",
+        "p50 ms",
+        "server CPU",
+        "CPU µs/req",
         "GPU util",
       ],
       rows,
@@ -195,35 +214,15 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
   console.log(`\nresults: ${join(out, "pytorch-backend.json")}`);
 }
 
-/** `concurrency` callers calling back to back for `seconds` (after a short warm-up): calls, p50 latency, GPU utilisation. */
-async function measure(
-  call: () => Promise<unknown>,
-  concurrency: number,
-  seconds: number,
-): Promise<{ calls: number; seconds: number; p50: number; gpu: number | undefined }> {
-  const warm = performance.now() + Math.min(1000, seconds * 300);
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < warm) await call();
-    }),
-  );
-  const gpu = gpuSampler();
-  const latencies: number[] = [];
-  let calls = 0;
-  const start = performance.now();
-  const end = start + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < end) {
-        const t = performance.now();
-        await call();
-        latencies.push(performance.now() - t);
-        calls++;
-      }
-    }),
-  );
-  const elapsed = (performance.now() - start) / 1000;
-  return { calls, seconds: elapsed, p50: median(latencies), gpu: await gpu.stop() };
+/** A process's user + system CPU time so far, seconds (from /proc; 0 where there is none). */
+function processCpu(pid: number | undefined): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
 }
 
 /** nvidia-smi's utilisation every 100 ms while measuring; undefined where there is none. */
@@ -234,9 +233,7 @@ function gpuSampler(): { stop(): Promise<number | undefined> } {
     child = spawn(
       "nvidia-smi",
       ["--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100", "-i", "0"],
-      {
-        stdio: ["ignore", "pipe", "ignore"],
-      },
+      { stdio: ["ignore", "pipe", "ignore"] },
     );
     child.on("error", () => undefined);
     child.stdout?.on("data", (chunk: Buffer) => {

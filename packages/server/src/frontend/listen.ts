@@ -124,6 +124,22 @@ export async function listenHttp1(
   };
 }
 
+/**
+ * HTTP/2 flow control and memory for big tensors. Node's defaults (64 KiB windows, 10 MB of
+ * session memory) hold a 48 MiB message to a few hundred MB/s on loopback and make nghttp2 refuse
+ * new streams (ENHANCE_YOUR_CALM) while a large response is queued. A peer can push at most a
+ * window of unread bytes, and every message is read whole anyway (up to Triton's INT32_MAX), so
+ * these bound buffering without limiting what can be sent.
+ */
+export const HTTP2_LIMITS = {
+  /** Per stream: how much a client may send before the server has read it. */
+  streamWindowBytes: 16 * 1024 * 1024,
+  /** Per connection, across its streams. */
+  connectionWindowBytes: 128 * 1024 * 1024,
+  /** Per connection: frames queued in and out before new streams are refused (MiB, as Node counts it). */
+  sessionMemoryMiB: 4096,
+} as const;
+
 /** A cleartext HTTP/2 listener (gRPC, gRPC-Web and Connect on one port). */
 export async function listenHttp2(
   handler: (req: Http2ServerRequest, res: Http2ServerResponse) => void,
@@ -131,12 +147,19 @@ export async function listenHttp2(
   port: number,
   keepalive: { keepaliveTimeMs?: number; keepaliveTimeoutMs?: number } = {},
 ): Promise<Listener> {
-  const server = createHttp2Server((req, res) => handler(req, withTritonParseFailure(req, withSpecGrpcMessage(res))));
+  const server = createHttp2Server(
+    {
+      maxSessionMemory: HTTP2_LIMITS.sessionMemoryMiB,
+      settings: { initialWindowSize: HTTP2_LIMITS.streamWindowBytes },
+    },
+    (req, res) => handler(req, withTritonParseFailure(req, withSpecGrpcMessage(res))),
+  );
   const sessions = new Set<Http2Session>();
   const pingEvery = keepalive.keepaliveTimeMs ?? 7_200_000;
   const pingTimeout = keepalive.keepaliveTimeoutMs ?? 20_000;
   server.on("session", (session) => {
     sessions.add(session);
+    session.setLocalWindowSize(HTTP2_LIMITS.connectionWindowBytes);
     // gRPC keepalive: ping the client; a connection that does not answer in time is closed.
     const timer = setInterval(() => {
       const deadline = setTimeout(() => session.destroy(), pingTimeout);
