@@ -1,6 +1,7 @@
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { openCudaIpcHandle } from "@galley/backends-native";
 import { GRPCInferenceService, Health } from "@galley/proto";
 import { createJsBackend } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
@@ -64,8 +65,14 @@ export interface ServerOptions {
   modelConfigName?: string;
   /** `--cache-config local,size=N` / `--response-cache-byte-size`: the response cache's capacity in bytes. */
   responseCacheBytes?: number;
-  /** `--allow-client-shm` (default false, as in Triton): clients may register system shared memory. */
+  /** `--allow-client-shm` (default false, as in Triton): clients may register system and CUDA shared memory. */
   allowClientShm?: boolean;
+  /**
+   * The GPU ids this server may use (KIND_GPU instances, CUDA shared-memory regions). Default:
+   * every device the CUDA driver reports (none where there is no driver). An id the driver does
+   * not have fails where it is used, with the driver's error.
+   */
+  gpus?: readonly number[];
   /** `--rate-limit`: `off` (default) or `execution_count`. */
   rateLimit?: "off" | "execution_count";
   /** `--rate-limit-resource <name>:<count>[:<device>]`. */
@@ -112,6 +119,8 @@ export interface GalleyServer {
  */
 export function createServer(options: ServerOptions = {}): GalleyServer {
   const log = options.log ?? createLogger();
+  const configuredGpus = options.gpus;
+  const gpus = configuredGpus ? async () => configuredGpus : gpuFinder(log);
   /** This server's models' own metric families (`pb_utils.MetricFamily`), after Galley's on /metrics. */
   const customMetrics = new CustomMetrics();
   const backends = new BackendRegistry([
@@ -135,7 +144,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     controlMode: options.controlMode ?? "none",
     startupModels: options.loadModels ?? [],
     autoComplete: options.autoComplete ?? true,
-    gpus: gpuFinder(log),
+    gpus,
     ...(options.modelLoadThreads ? { loadThreads: options.modelLoadThreads } : {}),
     ...(options.modelConfigName ? { configName: options.modelConfigName } : {}),
     ...(options.rateLimit === "execution_count"
@@ -150,7 +159,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     log,
     strictReadiness: options.strictReadiness ?? true,
     ...(options.responseCacheBytes ? { responseCache: new ResponseCache(options.responseCacheBytes) } : {}),
-    sharedMemory: new SharedMemoryManager(options.allowClientShm ?? false),
+    sharedMemory: new SharedMemoryManager(options.allowClientShm ?? false, { gpus, open: openCudaIpcHandle, log }),
   });
   const http = options.http === undefined ? { port: 8000 } : options.http;
   const grpc = options.grpc === undefined ? { port: 8001 } : options.grpc;

@@ -1,6 +1,7 @@
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { join } from "node:path";
+import type { Logger } from "../log.js";
 import { InferenceError } from "./errors.js";
 
 /** A registered system shared-memory region, as the status APIs report it. */
@@ -11,6 +12,50 @@ export interface SharedMemoryRegionStatus {
   byteSize: number;
 }
 
+/** A registered CUDA shared-memory region, as the status APIs report it. */
+export interface CudaSharedMemoryRegionStatus {
+  name: string;
+  deviceId: number;
+  byteSize: number;
+}
+
+/** Which kind of memory holds a region (Triton's `TRITONSERVER_MEMORY_CPU` / `_GPU`). */
+export type SharedMemoryKind = "system" | "cuda";
+
+/**
+ * Device memory opened from a client's CUDA IPC handle (the native addon's `CudaMemory`): copies
+ * to and from host buffers, and the device address for code that runs on it in place.
+ */
+export interface CudaRegionMemory {
+  /** Bytes from `pointer` to the end of the client's allocation. */
+  readonly byteSize: number;
+  readonly pointer: bigint;
+  read(offset: number, length: number): Promise<Uint8Array>;
+  write(offset: number, data: Uint8Array): Promise<void>;
+  close(): void;
+}
+
+/** How the manager reaches CUDA (the server passes the GPU probe and the addon's IPC open). */
+export interface CudaIpc {
+  /** The GPU ids this process may use; none means Triton's answers of a build without GPUs. */
+  gpus(): Promise<readonly number[]>;
+  /** Open a 64-byte `cudaIpcMemHandle_t` on `device` (`cuIpcOpenMemHandle`). */
+  open(handle: Uint8Array, device: number): Promise<CudaRegionMemory>;
+  /** Where the driver's detailed errors go (clients get Triton's generic text). */
+  log?: Logger;
+}
+
+/** Where a CUDA region's tensor lives on its device, for a backend that reads or writes it in place. */
+export interface DeviceLocation {
+  deviceId: number;
+  /** The device address of the tensor's first byte in this process. */
+  pointer: bigint;
+  byteSize: number;
+}
+
+/** `sizeof(cudaIpcMemHandle_t)`. */
+export const CUDA_IPC_HANDLE_BYTES = 64;
+
 /** Where a tensor lives in a registered region (the `shared_memory_*` parameters). */
 export interface SharedMemoryRef {
   region: string;
@@ -18,11 +63,80 @@ export interface SharedMemoryRef {
   byteSize: number;
 }
 
-interface Region extends SharedMemoryRegionStatus {
-  handle: FileHandle;
+/**
+ * A registered region of either kind. Positions are relative to the region's start; the range is
+ * checked before they are called.
+ */
+interface Region {
+  readonly kind: SharedMemoryKind;
+  readonly name: string;
+  readonly byteSize: number;
   /** Requests reading or writing it right now: unregistering waits for them. */
   users: number;
   idle?: () => void;
+  read(position: number, length: number): Promise<Uint8Array>;
+  write(position: number, data: Uint8Array): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A POSIX shared-memory object, read and written through its file (one copy each, off the event loop). */
+class SystemRegion implements Region {
+  readonly kind = "system";
+  users = 0;
+  idle?: () => void;
+
+  constructor(
+    readonly name: string,
+    readonly key: string,
+    readonly offset: number,
+    readonly byteSize: number,
+    readonly handle: FileHandle,
+  ) {}
+
+  async read(position: number, length: number): Promise<Uint8Array> {
+    const out = new Uint8Array(length);
+    const { bytesRead } = await this.handle.read(out, 0, length, this.offset + position);
+    if (bytesRead !== length) throw new InferenceError("SHM_BAD_RANGE", { name: this.name });
+    return out;
+  }
+
+  async write(position: number, data: Uint8Array): Promise<void> {
+    await this.handle.write(data, 0, data.byteLength, this.offset + position);
+  }
+
+  close(): Promise<void> {
+    return this.handle.close();
+  }
+}
+
+/** Device memory a client shared with a CUDA IPC handle: one device↔host copy per tensor. */
+class CudaRegion implements Region {
+  readonly kind = "cuda";
+  users = 0;
+  idle?: () => void;
+
+  constructor(
+    readonly name: string,
+    readonly deviceId: number,
+    readonly byteSize: number,
+    readonly memory: CudaRegionMemory,
+  ) {}
+
+  read(position: number, length: number): Promise<Uint8Array> {
+    return this.memory.read(position, length);
+  }
+
+  write(position: number, data: Uint8Array): Promise<void> {
+    return this.memory.write(position, data);
+  }
+
+  async close(): Promise<void> {
+    try {
+      this.memory.close();
+    } catch (error) {
+      throw new InferenceError("CUDA_SHM_CLOSE_FAILED", { detail: (error as Error).message });
+    }
+  }
 }
 
 /** POSIX shared-memory objects are files here (`shm_open("/key")` opens `/dev/shm/key`). */
@@ -55,16 +169,34 @@ function checkRange(ref: SharedMemoryRef, regionSize: number): void {
 }
 
 /**
- * Triton's system shared-memory extension: regions clients register by name, that inputs are
- * read from and outputs written into. Off unless `--allow-client-shm=true`, as in Triton.
+ * Triton's system and CUDA shared-memory extensions: regions clients register by name (one
+ * namespace for both kinds, as in Triton), that inputs are read from and outputs written into.
+ * Off unless `--allow-client-shm=true`, as in Triton.
  *
- * Reads and writes go through the region's file (one copy each, off the event loop, into a buffer
- * the request owns); the native addon's mmap can replace this with views of the mapping.
+ * A system region is read and written through its file (one copy each, off the event loop, into a
+ * buffer the request owns); the native addon's mmap can replace this with views of the mapping. A
+ * CUDA region is device memory opened from the client's IPC handle: inputs are copied to the host
+ * once (so every backend can use them) and outputs copied to the device once;
+ * {@link SharedMemoryManager.deviceLocation} gives a backend the device address instead.
+ *
+ * Without `cuda`, or where it finds no GPU, the CUDA endpoints answer as a tritonserver built
+ * without GPUs: no regions, registration refused, unregistration a no-op.
  */
 export class SharedMemoryManager {
   readonly #regions = new Map<string, Region>();
+  readonly #cuda: CudaIpc | undefined;
 
-  constructor(readonly allowed: boolean) {}
+  constructor(
+    readonly allowed: boolean,
+    cuda?: CudaIpc,
+  ) {
+    this.#cuda = cuda;
+  }
+
+  /** Whether CUDA regions can be registered here: a GPU was found (false without `cuda`). */
+  async cudaAvailable(): Promise<boolean> {
+    return ((await this.#cuda?.gpus())?.length ?? 0) > 0;
+  }
 
   #check(): void {
     if (!this.allowed) throw new InferenceError("SHM_DISABLED");
@@ -107,31 +239,113 @@ export class SharedMemoryManager {
       await handle.close();
       throw new InferenceError("SHM_EXISTS", { name });
     }
-    this.#regions.set(name, { name, key, offset, byteSize, handle, users: 0 });
+    this.#regions.set(name, new SystemRegion(name, key, offset, byteSize, handle));
   }
 
-  /** Unregister one region, or all of them when `name` is empty. */
-  async unregister(name: string): Promise<void> {
+  /**
+   * Register the device memory behind a client's CUDA IPC handle as region `name`, in Triton's
+   * order: the name, the handle opened on `deviceId`, then `byteSize` within the client's
+   * allocation. `deviceId` and `byteSize` are taken as sent (uint64 on HTTP, int64/uint64 on gRPC).
+   *
+   * @throws {@link InferenceError} with Triton's message: no GPU here (`GPUs not supported`),
+   * client shared memory disabled, a name already registered, a handle that does not open on that
+   * device (`failed to register shared memory region: invalid args`, the driver's reason logged),
+   * a byte size past the allocation.
+   */
+  async registerCuda(name: string, handle: Uint8Array, deviceId: bigint, byteSize: bigint): Promise<void> {
+    const gpus = (await this.#cuda?.gpus()) ?? [];
+    if (!this.#cuda || gpus.length === 0) throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name });
+    this.#check();
+    if (name === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: "cuda" });
+    if (this.#regions.has(name)) throw new InferenceError("SHM_EXISTS", { name });
+    const log = this.#cuda.log;
+    const refuse = (why: string) => {
+      log?.error(`failed to open CUDA IPC handle for region '${name}': ${why}`);
+      return new InferenceError("CUDA_SHM_OPEN_FAILED");
+    };
+    if (handle.byteLength !== CUDA_IPC_HANDLE_BYTES) {
+      throw refuse(`the handle is ${handle.byteLength} bytes, not ${CUDA_IPC_HANDLE_BYTES}`);
+    }
+    if (!gpus.includes(Number(deviceId))) throw refuse(`device ${deviceId} is not one of this server's GPUs`);
+    let memory: CudaRegionMemory;
+    try {
+      memory = await this.#cuda.open(handle, Number(deviceId));
+    } catch (error) {
+      throw refuse((error as Error).message);
+    }
+    const fail = (id: "SHM_REGISTER_INVALID" | "SHM_EXISTS") => {
+      try {
+        memory.close();
+      } catch (error) {
+        log?.error(`failed to close CUDA IPC handle for region '${name}': ${(error as Error).message}`);
+      }
+      return new InferenceError(id, { name });
+    };
+    if (byteSize < 0n || byteSize > BigInt(memory.byteSize)) throw fail("SHM_REGISTER_INVALID");
+    // A concurrent registration of the same name may have won while the handle was opening.
+    if (this.#regions.has(name)) throw fail("SHM_EXISTS");
+    this.#regions.set(name, new CudaRegion(name, Number(deviceId), Number(byteSize), memory));
+  }
+
+  /**
+   * Unregister one region of `kind`, or all of that kind when `name` is empty (a region of the
+   * other kind is left alone, as in Triton). CUDA unregistration without a GPU succeeds.
+   */
+  async unregister(name: string, kind: SharedMemoryKind = "system"): Promise<void> {
+    if (kind === "cuda" && !(await this.cudaAvailable())) return;
     this.#check();
     const names = name === "" ? [...this.#regions.keys()] : [name];
     await Promise.all(
       names.map(async (n) => {
         const region = this.#regions.get(n);
         // Triton succeeds on an unknown name.
-        if (!region) return;
+        if (!region || region.kind !== kind) return;
         this.#regions.delete(n);
         if (region.users > 0) await new Promise<void>((resolve) => (region.idle = resolve));
-        await region.handle.close();
+        await region.close();
       }),
     );
   }
 
-  /** The registered regions (all of them, or the one named). */
-  status(name: string): SharedMemoryRegionStatus[] {
+  #named(name: string, kind: SharedMemoryKind): Region[] {
+    if (name === "") return [...this.#regions.values()].filter((r) => r.kind === kind);
     const named = this.#regions.get(name);
-    if (name !== "" && !named) throw new InferenceError("SHM_STATUS_NOT_FOUND", { name });
-    const pick = named ? [named] : [...this.#regions.values()];
-    return pick.map(({ name: n, key, offset, byteSize }) => ({ name: n, key, offset, byteSize }));
+    if (!named)
+      throw new InferenceError(kind === "cuda" ? "CUDA_SHM_STATUS_NOT_FOUND" : "SHM_STATUS_NOT_FOUND", { name });
+    if (named.kind !== kind) {
+      throw new InferenceError(named.kind === "cuda" ? "SHM_REGISTERED_AS_CUDA" : "SHM_REGISTERED_AS_SYSTEM", { name });
+    }
+    return [named];
+  }
+
+  /** The registered system regions (all of them, or the one named). */
+  status(name: string): SharedMemoryRegionStatus[] {
+    return this.#named(name, "system").map((r) => {
+      const { key, offset, byteSize } = r as SystemRegion;
+      return { name: r.name, key, offset, byteSize };
+    });
+  }
+
+  /** The registered CUDA regions (all of them, or the one named). */
+  cudaStatus(name: string): CudaSharedMemoryRegionStatus[] {
+    return this.#named(name, "cuda").map((r) => ({
+      name: r.name,
+      deviceId: (r as CudaRegion).deviceId,
+      byteSize: r.byteSize,
+    }));
+  }
+
+  /**
+   * Where a tensor in a CUDA region lives on its device (checked as a read is), or undefined for
+   * a system region: lets a backend run on the client's memory without a host copy. The address
+   * stays valid while the region is registered.
+   */
+  deviceLocation(ref: SharedMemoryRef): DeviceLocation | undefined {
+    this.#check();
+    const region = this.#region(ref.region);
+    checkRange(ref, region.byteSize);
+    if (!(region instanceof CudaRegion)) return undefined;
+    return { deviceId: region.deviceId, pointer: region.memory.pointer + BigInt(ref.offset), byteSize: ref.byteSize };
   }
 
   #region(name: string): Region {
@@ -146,34 +360,27 @@ export class SharedMemoryManager {
     checkRange(ref, region.byteSize);
     region.users++;
     try {
-      return await work(region, region.offset + ref.offset);
+      return await work(region, ref.offset);
     } finally {
       region.users--;
       if (region.users === 0) region.idle?.();
     }
   }
 
-  /** A tensor's bytes from a region, into a buffer of their own. */
+  /** A tensor's bytes from a region, into a buffer of their own (from a CUDA region: one device-to-host copy). */
   read(ref: SharedMemoryRef): Promise<Uint8Array> {
-    return this.#use(ref, async (region, position) => {
-      const out = new Uint8Array(ref.byteSize);
-      const { bytesRead } = await region.handle.read(out, 0, ref.byteSize, position);
-      if (bytesRead !== ref.byteSize) throw new InferenceError("SHM_BAD_RANGE", { name: ref.region });
-      return out;
-    });
+    return this.#use(ref, (region, position) => region.read(position, ref.byteSize));
   }
 
-  /** Write an output's bytes into a region. */
+  /** Write an output's bytes into a region (into a CUDA region: one host-to-device copy). */
   write(ref: SharedMemoryRef, data: Uint8Array): Promise<void> {
-    return this.#use(ref, async (region, position) => {
-      await region.handle.write(data, 0, data.byteLength, position);
-    });
+    return this.#use(ref, (region, position) => region.write(position, data));
   }
 
-  /** Close every region (at shutdown). */
+  /** Close every region of both kinds (at shutdown). */
   async close(): Promise<void> {
     const regions = [...this.#regions.values()];
     this.#regions.clear();
-    await Promise.all(regions.map((r) => r.handle.close().catch(() => undefined)));
+    await Promise.all(regions.map((r) => r.close().catch(() => undefined)));
   }
 }

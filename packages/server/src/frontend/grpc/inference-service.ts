@@ -113,11 +113,21 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
       await server.sharedMemory.unregister(req.name);
       return {};
     },
-    cudaSharedMemoryStatus: () => ({ regions: {} }),
-    cudaSharedMemoryRegister: (req) => {
-      throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: req.name });
+    cudaSharedMemoryStatus: (req) => ({
+      regions: Object.fromEntries(
+        server.sharedMemory
+          .cudaStatus(req.name)
+          .map((r) => [r.name, { name: r.name, deviceId: BigInt(r.deviceId), byteSize: BigInt(r.byteSize) }]),
+      ),
+    }),
+    cudaSharedMemoryRegister: async (req) => {
+      await server.sharedMemory.registerCuda(req.name, req.rawHandle, req.deviceId, req.byteSize);
+      return {};
     },
-    cudaSharedMemoryUnregister: () => ({}),
+    cudaSharedMemoryUnregister: async (req) => {
+      await server.sharedMemory.unregister(req.name, "cuda");
+      return {};
+    },
     traceSetting: () => server.traceSettings(),
     logSettings: (req) => {
       const changes: Record<string, LogSettingValue> = {};

@@ -1,7 +1,8 @@
 import { InferenceError } from "../../core/errors.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
+import { CUDA_IPC_HANDLE_BYTES } from "../../core/shared-memory.js";
 import { type Context, requiredJsonBody } from "./context.js";
-import { asBool, asString, asUint, internal, member } from "./json-access.js";
+import { asBool, asString, asUint, internal, member, required } from "./json-access.js";
 
 /** `GET /v2/health/live|ready`: 200 or 400, empty body, no content type. */
 export function handleHealth(ctx: Context, which: "live" | "ready"): void {
@@ -55,9 +56,9 @@ export function handleTrace(): void {
 }
 
 /**
- * System shared memory (`--allow-client-shm`, off by default as in Triton) and CUDA shared memory,
- * answered as a tritonserver without GPUs: no CUDA regions; registering one is refused; CUDA
- * unregister succeeds.
+ * System and CUDA shared memory (`--allow-client-shm`, off by default as in Triton). Where no GPU
+ * is found the CUDA endpoints answer as a tritonserver without GPUs: no CUDA regions; registering
+ * one is refused; CUDA unregister succeeds.
  */
 export async function handleSharedMemory(
   ctx: Context,
@@ -65,16 +66,7 @@ export async function handleSharedMemory(
   region: string,
   action: "status" | "register" | "unregister",
 ): Promise<void> {
-  if (memory === "cuda") {
-    if (action === "status") {
-      if (region !== "") throw new InferenceError("NOT_FOUND_ROUTE");
-      ctx.reply.json(200, []);
-    } else if (action === "register") {
-      if (region === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: memory });
-      throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: region });
-    } else ctx.reply.empty(200);
-    return;
-  }
+  if (memory === "cuda") return handleCudaSharedMemory(ctx, region, action);
   const shm = ctx.server.sharedMemory;
   switch (action) {
     case "status":
@@ -97,6 +89,47 @@ export async function handleSharedMemory(
     }
     case "unregister":
       await shm.unregister(region);
+      ctx.reply.empty(200);
+  }
+}
+
+/**
+ * `/v2/cudasharedmemory/...` (PROTOCOL.md §1.2), in the order of Triton's `HandleCudaSharedMemory`:
+ * the region name, then the body's `raw_handle.b64`, `byte_size` and `device_id` (accessor
+ * failures are INTERNAL, unprefixed), then the handle's decoded size, then the registration.
+ */
+async function handleCudaSharedMemory(
+  ctx: Context,
+  region: string,
+  action: "status" | "register" | "unregister",
+): Promise<void> {
+  const shm = ctx.server.sharedMemory;
+  switch (action) {
+    case "status":
+      ctx.reply.json(
+        200,
+        shm.cudaStatus(region).map((r) => ({ name: r.name, device_id: r.deviceId, byte_size: r.byteSize })),
+      );
+      return;
+    case "register": {
+      if (region === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: "cuda" });
+      if (!(await shm.cudaAvailable())) throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: region });
+      if (!shm.allowed) throw new InferenceError("SHM_DISABLED");
+      const json = await requiredJsonBody(ctx);
+      const rawHandle = member(json, "raw_handle");
+      if (rawHandle === undefined) throw new InferenceError("CUDA_SHM_NO_RAW_HANDLE");
+      const b64 = internal("", () => asString(required(rawHandle, "b64")));
+      const byteSize = internal("", () => asUint(required(json, "byte_size")));
+      const deviceId = internal("", () => asUint(required(json, "device_id")));
+      // Lenient, as Triton's decoder: characters outside the alphabet are skipped.
+      const handle = new Uint8Array(Buffer.from(b64, "base64"));
+      if (handle.byteLength !== CUDA_IPC_HANDLE_BYTES) throw new InferenceError("CUDA_SHM_BAD_HANDLE");
+      await shm.registerCuda(region, handle, deviceId, byteSize);
+      ctx.reply.empty(200);
+      return;
+    }
+    case "unregister":
+      await shm.unregister(region, "cuda");
       ctx.reply.empty(200);
   }
 }
