@@ -12,9 +12,10 @@
 // its ratio to Python's rows per second at the same B (target: the best concurrency's >= 0.9 at
 // B = 8 and 32), p50 latency, the server process's CPU (percent of one core, and microseconds per
 // request) and, where nvidia-smi is found, the GPU's mean utilisation. `--instances` (2) per GPU,
-// `--delay-us` (100) of queue delay, `--threads` (4) load threads.
+// `--delay-us` (100) of queue delay, `--threads` (4) load processes; `--profile` also prints where
+// the server's main thread spent its time (a --cpu-prof of the whole run).
 import { type ChildProcess, execFileSync, fork, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -97,7 +98,10 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
 `,
     );
   }
-  const server = fork(fileURLToPath(import.meta.url), ["--serve", repo], { execArgv: process.execArgv });
+  const profileDir = process.argv.includes("--profile") ? join(out, "server-profile") : undefined;
+  const server = fork(fileURLToPath(import.meta.url), ["--serve", repo], {
+    execArgv: [...process.execArgv, ...(profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [])],
+  });
   const ready = await new Promise<{ port: number; failed?: unknown }>((resolve, reject) => {
     server.once("message", (m) => resolve(m as { port: number }));
     server.once("exit", (code) => reject(new Error(`the server exited (${code})`)));
@@ -210,8 +214,32 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
       rows,
     ),
   );
+  if (profileDir) console.log(`\nserver main thread, self time:\n${topFunctions(profileDir)}`);
   writeFileSync(join(out, "pytorch-backend.json"), JSON.stringify(summary, null, 2));
   console.log(`\nresults: ${join(out, "pytorch-backend.json")}`);
+}
+
+/** The 25 functions with the most self time in the main thread's CPU profile in `dir`. */
+function topFunctions(dir: string): string {
+  const main = readdirSync(dir).find((f) => /\.0\.\d+\.cpuprofile$/.test(f));
+  if (!main) return "(no profile)";
+  const profile = JSON.parse(readFileSync(join(dir, main), "utf8")) as {
+    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+    samples: number[];
+    timeDeltas: number[];
+  };
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  profile.samples.forEach((id, i) => {
+    const frame = nodes.get(id)?.callFrame;
+    const key = `${frame?.functionName || "(anonymous)"} ${frame?.url.split("/").slice(-2).join("/")}:${frame?.lineNumber}`;
+    self.set(key, (self.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  });
+  return [...self]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 25)
+    .map(([key, us]) => `${(us / 1000).toFixed(0).padStart(8)} ms  ${key}`)
+    .join("\n");
 }
 
 /** A process's user + system CPU time so far, seconds (from /proc; 0 where there is none). */
