@@ -58,6 +58,14 @@ g++ -O2 -std=c++17 -fPIC -fexceptions -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIO
 timeout "${GALLEY_GPU_TEST_TIMEOUT:-240}" node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
 test_status=${PIPESTATUS[0]}
 
+# The other GPU checks (NVML metrics, CUDA shared memory), each where it exists.
+check_status=0
+for check in nvml-gpu cuda-shm-gpu; do
+  [ -f "test/gpu/$check.mjs" ] || continue
+  timeout "${GALLEY_GPU_CHECK_TIMEOUT:-150}" node "test/gpu/$check.mjs" --python="$python" --out="$out/$check" 2>&1 | tee "$out/$check.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || check_status=1
+done
+
 cd "$root"
 mkdir -p "$carry/node_modules/@galley"
 ln -sfn "$root/packages/backends-native" "$carry/node_modules/@galley/backends-native"
@@ -65,5 +73,5 @@ timeout "${GALLEY_GPU_BENCH_TIMEOUT:-300}" node "$carry/pytorch-backend.mjs" --d
   --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" ${GALLEY_BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
 bench_status=${PIPESTATUS[0]}
 cp "$out/bench/pytorch-backend.json" "$out/test-gpu/torch-gpu.json" "$out/" 2>/dev/null
-echo "test:gpu exit $test_status, bench exit $bench_status"
-exit $((test_status || bench_status))
+echo "test:gpu exit $test_status, other checks $check_status, bench exit $bench_status"
+exit $((test_status || check_status || bench_status))
