@@ -283,6 +283,12 @@ class Exchange {
   private async onEnd(): Promise<void> {
     this.ended = true;
     if (this.settled) return;
+    // A reset stream ends its readable side too; the reset is the error.
+    const reset = connectErrorFromResetCode(this.stream?.rstCode);
+    if (reset) {
+      this.fail(reset);
+      return;
+    }
     const trailers = this.trailers;
     if (trailers?.["grpc-status"] !== "0" || trailers["grpc-status-details-bin"] !== undefined) {
       // An error status, or none: Connect's validation raises the same error it would.
