@@ -31,6 +31,14 @@ describe("startGpuMetrics", () => {
     expect(await startGpuMetrics({ source: failing, log: quiet })).toBeUndefined();
   });
 
+  it("gives up on a source that never answers at start, after firstSampleTimeoutMs", async () => {
+    const lines: string[] = [];
+    const log = createLogger({ write: (line) => lines.push(line) });
+    const hung: GpuMetricsSource = { sample: () => new Promise(() => {}) };
+    expect(await startGpuMetrics({ source: hung, log, firstSampleTimeoutMs: 20 })).toBeUndefined();
+    expect(lines.join("")).toMatch(/GPU metrics unavailable: no GPU reading within 0.02 s/);
+  });
+
   it("never keeps the process alive: a process that only samples exits by itself", () => {
     const module = fileURLToPath(new URL("./gpu-metrics.ts", import.meta.url));
     const script = `

@@ -18,6 +18,8 @@ export interface GpuMetricsOptions {
   source: GpuMetricsSource;
   /** `--metrics-interval-ms`: time between samples (default 2000). */
   intervalMs?: number;
+  /** How long startup waits for the first sample (default 10 s; NVML can hang on a GPU in a bad state). */
+  firstSampleTimeoutMs?: number;
   log: Logger;
 }
 
@@ -54,7 +56,19 @@ export async function startGpuMetrics(options: GpuMetricsOptions): Promise<GpuMe
   const intervalMs = Math.max(1, options.intervalMs ?? 2000);
   const sample = () =>
     source.sample().catch((error: unknown): GpuSample => ({ available: false, reason: String(error) }));
-  const first = await sample();
+  const timeoutMs = options.firstSampleTimeoutMs ?? 10_000;
+  let timeout: NodeJS.Timeout | undefined;
+  const first = await Promise.race([
+    sample(),
+    new Promise<GpuSample>((resolve) => {
+      timeout = setTimeout(
+        () => resolve({ available: false, reason: `no GPU reading within ${timeoutMs / 1000} s` }),
+        timeoutMs,
+      );
+      timeout.unref();
+    }),
+  ]);
+  clearTimeout(timeout);
   if (!first.available) {
     log.info(`GPU metrics unavailable: ${first.reason}`);
     return undefined;
