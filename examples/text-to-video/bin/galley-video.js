@@ -20,7 +20,9 @@ if (!built) {
   const npm = process.platform === "win32" ? "npm.cmd" : "npm";
   const build = spawnSync(npm, ["run", "build", "--silent"], { cwd: root, stdio: ["ignore", 2, 2] });
   if (build.status !== 0) {
-    process.stderr.write(`galley-video: the build failed (exit ${build.status ?? build.signal}); run 'npm run build' to see why\n`);
+    process.stderr.write(
+      `galley-video: the build failed (exit ${build.status ?? build.signal}); run 'npm run build' to see why\n`,
+    );
     process.exit(1);
   }
 }

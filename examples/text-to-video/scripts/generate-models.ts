@@ -27,7 +27,15 @@ function weights(seed: number) {
   return {
     /** He-style initialisation: std = gain / sqrt(fanIn). */
     he: (name: string, dims: number[], fanIn: number, gain = Math.SQRT2) =>
-      floats(name, dims, gaussian(random, dims.reduce((a, d) => a * d, 1), gain / Math.sqrt(fanIn))),
+      floats(
+        name,
+        dims,
+        gaussian(
+          random,
+          dims.reduce((a, d) => a * d, 1),
+          gain / Math.sqrt(fanIn),
+        ),
+      ),
     constant: (name: string, dims: number[], value: number) =>
       floats(name, dims, new Float32Array(dims.reduce((a, d) => a * d, 1)).fill(value)),
     values: (name: string, dims: number[], values: number[]) => floats(name, dims, Float32Array.from(values)),
@@ -187,7 +195,10 @@ function vaeDecoder(): Uint8Array {
     nodes.push(
       node("Conv", [x, `conv${i}.weight`, `conv${i}.bias`], [`c${i}`], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }),
       ...silu(`c${i}`, `a${i}`),
-      node("Resize", [`a${i}`, "", "scales"], [`u${i}`], { mode: "linear", coordinate_transformation_mode: "half_pixel" }),
+      node("Resize", [`a${i}`, "", "scales"], [`u${i}`], {
+        mode: "linear",
+        coordinate_transformation_mode: "half_pixel",
+      }),
     );
     x = `u${i}`;
   }

@@ -25,7 +25,10 @@ const SUPPORTED = new Set(["Input", "Split", "Convolution", "PReLU", "PixelShuff
 const TAG_FLOAT16 = 0x01306b47;
 
 export function parseParam(text: string): NcnnLayer[] {
-  const lines = text.split("\n").map((l) => l.trim()).filter((l) => l !== "");
+  const lines = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "");
   if (lines[0] !== "7767517") throw new Error(`not an ncnn .param file (magic '${lines[0]}')`);
   const [layerCount] = (lines[1] ?? "").split(/\s+/).map(Number);
   const layers = lines.slice(2).map((line) => {

@@ -37,7 +37,8 @@ class UsageError extends Error {}
 function integer(name: string, text: string | undefined, min: number): number | undefined {
   if (text === undefined) return undefined;
   const value = Number(text);
-  if (!Number.isInteger(value) || value < min) throw new UsageError(`--${name} must be a whole number >= ${min}, not '${text}'`);
+  if (!Number.isInteger(value) || value < min)
+    throw new UsageError(`--${name} must be a whole number >= ${min}, not '${text}'`);
   return value;
 }
 
@@ -94,10 +95,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
           `${input} is ${source.width}x${source.height}; frames up to 160x160 pixels are upscaled (4x) in reasonable time on a CPU`,
         );
       const count = frames ?? Math.max(1, 2 * source.count - 1);
-      io.stdout.write(`upscaling ${source.count} frames of ${source.width}x${source.height} to ${count} frames of ${source.width * 4}x${source.height * 4}\n`);
+      io.stdout.write(
+        `upscaling ${source.count} frames of ${source.width}x${source.height} to ${count} frames of ${source.width * 4}x${source.height * 4}\n`,
+      );
       const video = await upscaleVideo(client, source, count, io.signal);
       writeFileSync(out, encodeGif(video, fps));
-      io.stdout.write(`wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`);
+      io.stdout.write(
+        `wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`,
+      );
       return 0;
     }
     const progress = createProgress(io.stdout);
@@ -114,13 +119,16 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       },
       (p) => {
         progress.update(p.stage, p.step, p.total);
-        if (p.preview && previewDir) writePng(join(previewDir, `preview-${String(p.step).padStart(4, "0")}.png`), p.preview);
+        if (p.preview && previewDir)
+          writePng(join(previewDir, `preview-${String(p.step).padStart(4, "0")}.png`), p.preview);
       },
     );
     progress.done();
     if (video.blocked) io.stderr.write("galley-video: the server blocked this prompt and answered a default frame\n");
     writeFileSync(out, encodeGif(video, fps));
-    io.stdout.write(`wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`);
+    io.stdout.write(
+      `wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`,
+    );
     return 0;
   } catch (error) {
     if (io.signal?.aborted) {
@@ -136,10 +144,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       io.stderr.write(
         `galley-video: cannot reach a server at ${url} (${e.rawMessage}); start one with\n  npx galley serve --model-repository examples/text-to-video/models\n`,
       );
-    else if (e.code === Code.InvalidArgument) io.stderr.write(`galley-video: the server rejected the request: ${e.rawMessage}\n`);
     else if (e.code === Code.NotFound || e.code === Code.Unimplemented)
       io.stderr.write(`galley-video: the server at ${url} has no text-to-video pipeline: ${e.rawMessage}\n`);
-    else io.stderr.write(`galley-video: ${e.rawMessage}\n`);
+    // A streamed response's error carries only a message (ModelStreamInferResponse.error_message).
+    else io.stderr.write(`galley-video: the server rejected the request: ${e.rawMessage}\n`);
     return 1;
   }
 }

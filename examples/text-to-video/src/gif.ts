@@ -1,10 +1,12 @@
 // Animated GIFs: written with gifenc (a palette per frame, quantised from the frame itself), read
 // with omggif (the input of galley-video --input).
-import gifenc from "gifenc";
+import * as gifencModule from "gifenc";
 import { GifReader } from "omggif";
 import type { Video } from "./video.js";
 
-// gifenc is CommonJS: its functions hang off the default export.
+// gifenc's CommonJS build (Node) has its functions on the default export, its ES build (vitest) as named exports.
+const gifenc: typeof gifencModule.default =
+  "GIFEncoder" in gifencModule ? (gifencModule as typeof gifencModule.default) : gifencModule.default;
 const { applyPalette, GIFEncoder, quantize } = gifenc;
 
 /** Encode frames as an animated GIF that loops forever, `fps` frames per second. */

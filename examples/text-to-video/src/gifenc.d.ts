@@ -11,10 +11,9 @@ declare module "gifenc" {
     finish(): void;
     bytes(): Uint8Array;
   }
-  const gifenc: {
-    GIFEncoder(): Encoder;
-    quantize(rgba: Uint8Array, maxColors: number): Palette;
-    applyPalette(rgba: Uint8Array, palette: Palette): Uint8Array;
-  };
+  export function GIFEncoder(): Encoder;
+  export function quantize(rgba: Uint8Array, maxColors: number): Palette;
+  export function applyPalette(rgba: Uint8Array, palette: Palette): Uint8Array;
+  const gifenc: { GIFEncoder: typeof GIFEncoder; quantize: typeof quantize; applyPalette: typeof applyPalette };
   export default gifenc;
 }

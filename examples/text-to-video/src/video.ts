@@ -59,7 +59,8 @@ export async function generateVideo(
     const [step = 0, total = 0] = response.output("STEP").int32();
     const preview = response.output("PREVIEW");
     onProgress({ stage, step, total, ...(preview.shape[0] ? { preview: video(preview) } : {}) });
-    if (stage === "done" || stage === "blocked") return { ...video(response.output("VIDEO")), blocked: stage === "blocked" };
+    if (stage === "done" || stage === "blocked")
+      return { ...video(response.output("VIDEO")), blocked: stage === "blocked" };
   }
   throw new Error("the server ended the stream without a video");
 }

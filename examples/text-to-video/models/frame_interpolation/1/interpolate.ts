@@ -27,7 +27,9 @@ function luma(frames: Float32Array, index: number, h: number, w: number): Float3
   const out = new Float32Array(plane);
   for (let i = 0; i < plane; i++)
     out[i] =
-      0.299 * (frames[base + i] ?? 0) + 0.587 * (frames[base + plane + i] ?? 0) + 0.114 * (frames[base + 2 * plane + i] ?? 0);
+      0.299 * (frames[base + i] ?? 0) +
+      0.587 * (frames[base + plane + i] ?? 0) +
+      0.114 * (frames[base + 2 * plane + i] ?? 0);
   return out;
 }
 
@@ -55,14 +57,14 @@ export function estimateMotion(a: Float32Array, b: Float32Array, h: number, w: n
   const rows = Math.ceil(h / BLOCK);
   const dx = new Float32Array(cols * rows);
   const dy = new Float32Array(cols * rows);
-  const sad = (x0: number, y0: number, vx: number, vy: number) => {
+  // Sum of absolute differences between a's block at (x0, y0) and b's displaced by (vx, vy); the
+  // caller keeps the displaced block inside the frame, so no pixel needs clamping.
+  const sad = (x0: number, y0: number, x1: number, y1: number, vx: number, vy: number) => {
     let sum = 0;
-    for (let y = y0; y < Math.min(y0 + BLOCK, h); y++) {
-      const sy = Math.min(h - 1, Math.max(0, y + vy));
-      for (let x = x0; x < Math.min(x0 + BLOCK, w); x++) {
-        const sx = Math.min(w - 1, Math.max(0, x + vx));
-        sum += Math.abs((a[y * w + x] ?? 0) - (b[sy * w + sx] ?? 0));
-      }
+    for (let y = y0; y < y1; y++) {
+      let ia = y * w + x0;
+      let ib = (y + vy) * w + x0 + vx;
+      for (let x = x0; x < x1; x++, ia++, ib++) sum += Math.abs((a[ia] as number) - (b[ib] as number));
     }
     return sum;
   };
@@ -70,15 +72,17 @@ export function estimateMotion(a: Float32Array, b: Float32Array, h: number, w: n
     for (let c = 0; c < cols; c++) {
       const x0 = c * BLOCK;
       const y0 = r * BLOCK;
-      const still = sad(x0, y0, 0, 0);
+      const x1 = Math.min(x0 + BLOCK, w);
+      const y1 = Math.min(y0 + BLOCK, h);
+      const still = sad(x0, y0, x1, y1, 0, 0);
       let best = still;
       let bestCost = still;
       let bx = 0;
       let by = 0;
-      for (let vy = -radius; vy <= radius; vy++)
-        for (let vx = -radius; vx <= radius; vx++) {
+      for (let vy = Math.max(-radius, -y0); vy <= Math.min(radius, h - y1); vy++)
+        for (let vx = Math.max(-radius, -x0); vx <= Math.min(radius, w - x1); vx++) {
           if (vx === 0 && vy === 0) continue;
-          const s = sad(x0, y0, vx, vy);
+          const s = sad(x0, y0, x1, y1, vx, vy);
           const cost = s + 0.002 * BLOCK * BLOCK * (Math.abs(vx) + Math.abs(vy));
           if (cost < bestCost) {
             bestCost = cost;
@@ -106,21 +110,28 @@ function sampleField(field: Field, values: Float32Array, x: number, y: number): 
   const r1 = Math.min(field.rows - 1, r0 + 1);
   const tx = fx - c0;
   const ty = fy - r0;
-  const at = (r: number, c: number) => values[r * field.cols + c] ?? 0;
-  return (at(r0, c0) * (1 - tx) + at(r0, c1) * tx) * (1 - ty) + (at(r1, c0) * (1 - tx) + at(r1, c1) * tx) * ty;
+  const a = r0 * field.cols;
+  const b = r1 * field.cols;
+  const top = (values[a + c0] as number) * (1 - tx) + (values[a + c1] as number) * tx;
+  const bottom = (values[b + c0] as number) * (1 - tx) + (values[b + c1] as number) * tx;
+  return top * (1 - ty) + bottom * ty;
 }
 
+/** Bilinear sample of one plane (starting at `offset`) at (x, y), clamped to the frame. */
 function bilinear(plane: Float32Array, offset: number, h: number, w: number, x: number, y: number): number {
-  const cx = Math.min(w - 1, Math.max(0, x));
-  const cy = Math.min(h - 1, Math.max(0, y));
-  const x0 = Math.floor(cx);
-  const y0 = Math.floor(cy);
-  const x1 = Math.min(w - 1, x0 + 1);
-  const y1 = Math.min(h - 1, y0 + 1);
+  const cx = x < 0 ? 0 : x > w - 1 ? w - 1 : x;
+  const cy = y < 0 ? 0 : y > h - 1 ? h - 1 : y;
+  const x0 = cx | 0;
+  const y0 = cy | 0;
+  const x1 = x0 + 1 < w ? x0 + 1 : x0;
+  const y1 = y0 + 1 < h ? y0 + 1 : y0;
   const tx = cx - x0;
   const ty = cy - y0;
-  const at = (yy: number, xx: number) => plane[offset + yy * w + xx] ?? 0;
-  return (at(y0, x0) * (1 - tx) + at(y0, x1) * tx) * (1 - ty) + (at(y1, x0) * (1 - tx) + at(y1, x1) * tx) * ty;
+  const r0 = offset + y0 * w;
+  const r1 = offset + y1 * w;
+  const top = (plane[r0 + x0] as number) * (1 - tx) + (plane[r0 + x1] as number) * tx;
+  const bottom = (plane[r1 + x0] as number) * (1 - tx) + (plane[r1 + x1] as number) * tx;
+  return top * (1 - ty) + bottom * ty;
 }
 
 const toByte = (v: number) => Math.round(Math.min(1, Math.max(0, v)) * 255);
@@ -131,14 +142,21 @@ export function interpolateFrames(frames: Float32Array, n: number, h: number, w:
   const out = new Uint8Array(count * plane * 3);
   const radius = Math.max(2, Math.round(Math.min(h, w) / 32));
   const lumas = Array.from({ length: n }, (_, i) => luma(frames, i, h, w));
-  const fields = new Map<number, Field>();
+  // Per pair of frames: the motion field, interpolated to every pixel once.
+  const fields = new Map<number, { vx: Float32Array; vy: Float32Array }>();
   const fieldFor = (i: number) => {
-    let field = fields.get(i);
-    if (!field) {
-      field = estimateMotion(lumas[i] as Float32Array, lumas[i + 1] as Float32Array, h, w, radius);
-      fields.set(i, field);
+    let dense = fields.get(i);
+    if (!dense) {
+      const field = estimateMotion(lumas[i] as Float32Array, lumas[i + 1] as Float32Array, h, w, radius);
+      dense = { vx: new Float32Array(plane), vy: new Float32Array(plane) };
+      for (let y = 0; y < h; y++)
+        for (let x = 0; x < w; x++) {
+          dense.vx[y * w + x] = sampleField(field, field.dx, x, y);
+          dense.vy[y * w + x] = sampleField(field, field.dy, x, y);
+        }
+      fields.set(i, dense);
     }
-    return field;
+    return dense;
   };
   for (let j = 0; j < count; j++) {
     const t = count === 1 || n === 1 ? 0 : (j * (n - 1)) / (count - 1);
@@ -153,8 +171,8 @@ export function interpolateFrames(frames: Float32Array, n: number, h: number, w:
     const field = fieldFor(i);
     for (let y = 0; y < h; y++)
       for (let x = 0; x < w; x++) {
-        const vx = sampleField(field, field.dx, x, y);
-        const vy = sampleField(field, field.dy, x, y);
+        const vx = field.vx[y * w + x] as number;
+        const vy = field.vy[y * w + x] as number;
         for (let c = 0; c < 3; c++) {
           const a = bilinear(frames, (i * 3 + c) * plane, h, w, x - f * vx, y - f * vy);
           const b = bilinear(frames, ((i + 1) * 3 + c) * plane, h, w, x + (1 - f) * vx, y + (1 - f) * vy);

@@ -10,7 +10,9 @@ export default class FrameInterpolation implements Model {
       const count = (request.input("FRAME_COUNT")?.typed()[0] as number | undefined) ?? 0;
       const [n = 0, , h = 0, w = 0] = frames?.shape ?? [];
       if (!frames || n < 1 || count < 1 || count > 256)
-        return { error: Object.assign(new Error("FRAMES needs a frame and FRAME_COUNT 1 to 256"), { code: "INVALID_ARG" }) };
+        return {
+          error: Object.assign(new Error("FRAMES needs a frame and FRAME_COUNT 1 to 256"), { code: "INVALID_ARG" }),
+        };
       const video = interpolateFrames(frames.typed() as Float32Array, n, h, w, count);
       return { outputs: [{ name: "VIDEO", datatype: "UINT8", shape: [count, h, w, 3], data: video }] };
     });

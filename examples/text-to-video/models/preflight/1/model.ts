@@ -72,7 +72,12 @@ export default class Preflight implements Model {
     const blocked = limits.blocked.some((term) => lower.includes(term));
     // Keyframes are generated, the rest interpolated: about every second frame is a keyframe.
     const keyframes = frames === 1 ? 1 : Math.max(2, Math.ceil(frames / 2));
-    const int = (name: string, value: number) => ({ name, datatype: "INT32" as const, shape: [1], data: Int32Array.of(value) });
+    const int = (name: string, value: number) => ({
+      name,
+      datatype: "INT32" as const,
+      shape: [1],
+      data: Int32Array.of(value),
+    });
     return {
       outputs: [
         int("HEIGHT", size[0]),

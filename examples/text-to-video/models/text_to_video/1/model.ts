@@ -8,7 +8,15 @@
 // streaming one response per step and a final one with the video. Every user's denoiser call is a
 // separate request, so the denoiser's dynamic batcher batches concurrent users' steps. A cancelled
 // request stops its loop at the next step and cancels the BLS call in flight.
-import type { BlsResponse, InputTensor, Model, ModelContext, OutputTensor, Request, ResponseSender } from "@galley/server/model";
+import type {
+  BlsResponse,
+  InputTensor,
+  Model,
+  ModelContext,
+  OutputTensor,
+  Request,
+  ResponseSender,
+} from "@galley/server/model";
 
 const TRAIN_STEPS = 1000;
 const LATENT_CHANNELS = 4;
@@ -61,8 +69,18 @@ const int32 = (name: string, shape: number[], values: number[]): OutputTensor =>
   shape,
   data: Int32Array.from(values),
 });
-const fp32 = (name: string, shape: number[], data: Float32Array): OutputTensor => ({ name, datatype: "FP32", shape, data });
-const empty = (name: string): OutputTensor => ({ name, datatype: "UINT8", shape: [0, 0, 0, 3], data: new Uint8Array(0) });
+const fp32 = (name: string, shape: number[], data: Float32Array): OutputTensor => ({
+  name,
+  datatype: "FP32",
+  shape,
+  data,
+});
+const empty = (name: string): OutputTensor => ({
+  name,
+  datatype: "UINT8",
+  shape: [0, 0, 0, 3],
+  data: new Uint8Array(0),
+});
 const asInput = (tensor: InputTensor, name: string): OutputTensor => ({
   name,
   datatype: tensor.datatype,
@@ -92,7 +110,10 @@ export default class TextToVideo implements Model {
     for (const request of requests) {
       const sender = request.responseSender();
       void this.#run(request, sender, context).catch((error: unknown) => {
-        if (!request.isCancelled()) sender.send({ error: error as Error }, { final: true });
+        // Pass the failing model's message and Triton code (INVALID_ARG from preflight) on.
+        const { message, code } = error as { message: string; code?: string };
+        if (!request.isCancelled())
+          sender.send({ error: Object.assign(new Error(message), { code }) }, { final: true });
         else sender.send(undefined, { final: true });
       });
     }
@@ -103,13 +124,23 @@ export default class TextToVideo implements Model {
     const optional = (name: string) => (request.input(name) ? [request.input(name) as InputTensor] : []);
     const checked = await context.infer({
       model: "preflight",
-      inputs: [request.input("PROMPT") as InputTensor, ...optional("RESOLUTION"), ...optional("FRAMES"), ...optional("STEPS")],
+      inputs: [
+        request.input("PROMPT") as InputTensor,
+        ...optional("RESOLUTION"),
+        ...optional("FRAMES"),
+        ...optional("STEPS"),
+      ],
       signal,
     });
     const value = (name: string) => output(checked, name).typed()[0] as number;
     const [height, width, frames, keyframes, steps] = ["HEIGHT", "WIDTH", "FRAMES", "KEYFRAMES", "STEPS"].map(value);
     const total = (steps as number) + 2;
-    const send = (stage: string, step: number, extra: Partial<Record<"PREVIEW" | "VIDEO", OutputTensor>> = {}, final = false) =>
+    const send = (
+      stage: string,
+      step: number,
+      extra: Partial<Record<"PREVIEW" | "VIDEO", OutputTensor>> = {},
+      final = false,
+    ) =>
       sender.send(
         {
           outputs: [
@@ -124,7 +155,12 @@ export default class TextToVideo implements Model {
     if (value("BLOCKED")) {
       // The pre-check's other answer: a default frame (mid grey) instead of a generated video.
       const frame = new Uint8Array((height as number) * (width as number) * 3).fill(128);
-      send("blocked", total, { VIDEO: { name: "VIDEO", datatype: "UINT8", shape: [1, height as number, width as number, 3], data: frame } }, true);
+      send(
+        "blocked",
+        total,
+        { VIDEO: { name: "VIDEO", datatype: "UINT8", shape: [1, height as number, width as number, 3], data: frame } },
+        true,
+      );
       return;
     }
 
@@ -177,7 +213,9 @@ export default class TextToVideo implements Model {
         });
         const [, , ph = 0, pw = 0] = output(decoded, "IMAGE").shape;
         const preview = toBytes(output(decoded, "IMAGE").typed() as Float32Array, 1, ph, pw);
-        send("denoise", step + 1, { PREVIEW: { name: "PREVIEW", datatype: "UINT8", shape: [1, ph, pw, 3], data: preview } });
+        send("denoise", step + 1, {
+          PREVIEW: { name: "PREVIEW", datatype: "UINT8", shape: [1, ph, pw, 3], data: preview },
+        });
       } else {
         send("denoise", step + 1);
       }

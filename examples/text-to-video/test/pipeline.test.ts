@@ -1,0 +1,189 @@
+// The pipeline end to end on a real server (port 0) over models/: the tiny resolution (64x64),
+// shapes and frame counts, the progress and preview stream, the GIF (decoded with omggif, a
+// library independent of the encoder), preflight's refusals, cancellation stopping the denoising
+// loop (seen in the denoiser's statistics), the real-frames entry point, and the CLI's errors.
+import { fileURLToPath } from "node:url";
+import { ConnectError } from "@connectrpc/connect";
+import { createGrpcClient, type GrpcClient } from "@galley/client";
+import { createLogger, createServer, type GalleyServer } from "@galley/server";
+import { GifReader } from "omggif";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cartoonImage } from "../scripts/test-image.js";
+import { runCli } from "../src/cli.js";
+import { encodeGif } from "../src/gif.js";
+import { generateVideo, type Progress, upscaleVideo } from "../src/video.js";
+
+let server: GalleyServer;
+let client: GrpcClient;
+let address: string;
+
+beforeAll(async () => {
+  server = createServer({
+    modelRepositories: [fileURLToPath(new URL("../models", import.meta.url))],
+    http: false,
+    grpc: { host: "127.0.0.1", port: 0 },
+    metrics: false,
+    log: createLogger({ write: () => {} }),
+  });
+  const { grpc } = await server.listen();
+  address = `127.0.0.1:${grpc?.port}`;
+  client = createGrpcClient({ baseUrl: `http://${address}` });
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+async function denoiserRequests(): Promise<number> {
+  const stats = await client.statistics("denoiser");
+  return Number(stats.modelStats[0]?.inferenceCount ?? 0n);
+}
+
+function capture() {
+  let text = "";
+  return {
+    write: (t: string) => (text += t),
+    get text() {
+      return text;
+    },
+  };
+}
+
+describe("text_to_video", () => {
+  it("streams every step with previews and answers frames x 64 x 64 x 3", async () => {
+    const seen: Progress[] = [];
+    const video = await generateVideo(
+      client,
+      { prompt: "a red fox running in snow", frames: 5, steps: 4, resolution: "64x64", previewEvery: 2 },
+      (p) => seen.push(p),
+    );
+    expect(seen.map((p) => `${p.stage} ${p.step}/${p.total}`)).toEqual([
+      "denoise 1/6",
+      "denoise 2/6",
+      "denoise 3/6",
+      "denoise 4/6",
+      "decode 5/6",
+      "done 6/6",
+    ]);
+    expect(
+      seen.filter((p) => p.preview).map((p) => [p.step, p.preview?.count, p.preview?.height, p.preview?.width]),
+    ).toEqual([
+      [2, 1, 16, 16],
+      [4, 1, 16, 16],
+    ]);
+    expect([video.count, video.height, video.width, video.rgb.length]).toEqual([5, 64, 64, 5 * 64 * 64 * 3]);
+    expect(video.blocked).toBe(false);
+
+    const gif = new GifReader(encodeGif(video));
+    expect([gif.numFrames(), gif.width, gif.height]).toEqual([5, 64, 64]);
+    const rgba = new Uint8Array(64 * 64 * 4);
+    gif.decodeAndBlitFrameRGBA(4, rgba);
+    let error = 0;
+    for (let p = 0; p < 64 * 64; p++)
+      for (let c = 0; c < 3; c++)
+        error += Math.abs((rgba[p * 4 + c] ?? 0) - (video.rgb[(4 * 64 * 64 + p) * 3 + c] ?? 0));
+    expect(error / (64 * 64 * 3)).toBeLessThan(8); // a 256-colour palette per frame
+  });
+
+  it("makes the same video from the same prompt and seed", async () => {
+    const options = { prompt: "waves", frames: 3, steps: 2, resolution: "64x64", seed: 7 };
+    const a = await generateVideo(client, options);
+    const b = await generateVideo(client, options);
+    expect(Buffer.from(a.rgb).equals(Buffer.from(b.rgb))).toBe(true);
+  });
+
+  it("refuses what preflight refuses, before any model runs", async () => {
+    const before = await denoiserRequests();
+    const refusal = (options: Parameters<typeof generateVideo>[1]) =>
+      generateVideo(client, options).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    // A streamed error has a message and no code (ModelStreamInferResponse.error_message).
+    const empty = await refusal({ prompt: "  " });
+    expect(empty?.rawMessage).toMatch(/the prompt is empty/);
+    const resolution = await refusal({ prompt: "a cat", resolution: "100x100" });
+    expect(resolution?.rawMessage).toMatch(/resolution '100x100' is not supported; use one of 64x64, 128x128, 256x256/);
+    const frames = await refusal({ prompt: "a cat", frames: 99 });
+    expect(frames?.rawMessage).toMatch(/frames must be between 1 and 32/);
+    expect(await denoiserRequests()).toBe(before);
+  });
+
+  it("answers a default frame for a blocked prompt", async () => {
+    const video = await generateVideo(client, { prompt: "a blocked-example-term", resolution: "64x64" });
+    expect([video.blocked, video.count, video.height, video.width, video.rgb[0]]).toEqual([true, 1, 64, 64, 128]);
+  });
+
+  it("stops the denoising loop when the client cancels", async () => {
+    const controller = new AbortController();
+    const cancelled = generateVideo(
+      client,
+      { prompt: "a long one", frames: 3, steps: 1000, resolution: "64x64", signal: controller.signal },
+      (p) => {
+        if (p.step === 3) controller.abort();
+      },
+    );
+    await expect(cancelled).rejects.toThrow();
+    const afterCancel = await denoiserRequests();
+    // A 3-step video now: had the cancelled loop gone on, its steps would be counted here too
+    // (one step that was already in flight when the cancel arrived may still finish).
+    await generateVideo(client, { prompt: "short", frames: 3, steps: 3, resolution: "64x64" });
+    const added = (await denoiserRequests()) - afterCancel;
+    expect(added).toBeGreaterThanOrEqual(3);
+    expect(added).toBeLessThanOrEqual(4);
+  });
+});
+
+describe("upscale_video (real frames)", () => {
+  it("upscales 4x and interpolates between frames", async () => {
+    const size = 16;
+    const image = cartoonImage(size);
+    const rgb = new Uint8Array(2 * size * size * 3);
+    for (let f = 0; f < 2; f++)
+      for (let y = 0; y < size; y++)
+        for (let x = 0; x < size; x++)
+          for (let c = 0; c < 3; c++) {
+            const sx = Math.min(size - 1, x + f * 2); // the second frame: the scene moved 2 pixels left
+            rgb[((f * size + y) * size + x) * 3 + c] = Math.round((image[(c * size + y) * size + sx] ?? 0) * 255);
+          }
+    const video = await upscaleVideo(client, { count: 2, height: size, width: size, rgb }, 3);
+    expect([video.count, video.height, video.width]).toEqual([3, 64, 64]);
+  });
+});
+
+describe("galley-video", () => {
+  it("says what is wrong with its arguments (exit 2)", async () => {
+    const stderr = capture();
+    expect(await runCli(["--frames", "two", "a fox"], { stdout: capture(), stderr })).toBe(2);
+    expect(stderr.text).toMatch(/--frames must be a whole number >= 1, not 'two'/);
+    expect(await runCli([], { stdout: capture(), stderr })).toBe(2);
+  });
+
+  it("reports a rejected prompt and a missing server (exit 1)", async () => {
+    const stderr = capture();
+    expect(await runCli(["", "-u", address], { stdout: capture(), stderr })).toBe(1);
+    expect(stderr.text).toMatch(/the server rejected the request: the prompt is empty/);
+    const missing = capture();
+    expect(await runCli(["a fox", "-u", "127.0.0.1:9"], { stdout: capture(), stderr: missing })).toBe(1);
+    expect(missing.text).toMatch(/cannot reach a server at 127.0.0.1:9/);
+  });
+
+  it("prints plain progress lines when stdout is not a terminal", async () => {
+    const stdout = capture();
+    const out = fileURLToPath(new URL(`./.out-${process.pid}.gif`, import.meta.url));
+    try {
+      const code = await runCli(
+        ["a fox", "-u", address, "--frames", "3", "--steps", "2", "--resolution", "64x64", "-o", out],
+        {
+          stdout,
+          stderr: capture(),
+        },
+      );
+      expect(code).toBe(0);
+      expect(stdout.text).toMatch(/^step 1\/4 denoise .*ETA/m);
+      expect(stdout.text).toMatch(/wrote .*: 3 frames, 64x64/);
+    } finally {
+      (await import("node:fs")).rmSync(out, { force: true });
+    }
+  });
+});
