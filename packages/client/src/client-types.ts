@@ -100,6 +100,13 @@ export interface SharedMemoryStatus {
   byteSize: number;
 }
 
+/** A registered CUDA shared-memory region, as the server reports it. */
+export interface CudaSharedMemoryStatus {
+  name: string;
+  deviceId: number;
+  byteSize: number;
+}
+
 /** Per-call options of the non-inference calls. */
 export interface CallOptions {
   signal?: AbortSignal;
@@ -140,6 +147,20 @@ export interface InferenceClient {
   /** Unregister one region, or every region when `name` is absent. */
   unregisterSystemSharedMemory(name?: string, options?: CallOptions): Promise<void>;
   systemSharedMemoryStatus(name?: string, options?: CallOptions): Promise<SharedMemoryStatus[]>;
+  /**
+   * Register CUDA device memory by its IPC handle: the 64 raw bytes of a `cudaIpcMemHandle_t`
+   * (sent raw on gRPC, base64 on REST, as Triton's clients do).
+   */
+  registerCudaSharedMemory(
+    name: string,
+    rawHandle: Uint8Array,
+    deviceId: number,
+    byteSize: number,
+    options?: CallOptions,
+  ): Promise<void>;
+  /** Unregister one CUDA region, or every CUDA region when `name` is absent. */
+  unregisterCudaSharedMemory(name?: string, options?: CallOptions): Promise<void>;
+  cudaSharedMemoryStatus(name?: string, options?: CallOptions): Promise<CudaSharedMemoryStatus[]>;
   /** Close connections. */
   close(): void;
 }

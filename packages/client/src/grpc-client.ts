@@ -328,6 +328,21 @@ export function createGrpcClient(options: GrpcClientOptions): GrpcClient {
         offset: Number(r.offset),
         byteSize: Number(r.byteSize),
       })),
+    registerCudaSharedMemory: async (name, rawHandle, deviceId, byteSize, o) => {
+      await service.cudaSharedMemoryRegister(
+        { name, rawHandle, deviceId: BigInt(deviceId), byteSize: BigInt(byteSize) },
+        opts(o),
+      );
+    },
+    unregisterCudaSharedMemory: async (name = "", o) => {
+      await service.cudaSharedMemoryUnregister({ name }, opts(o));
+    },
+    cudaSharedMemoryStatus: async (name = "", o) =>
+      Object.values((await service.cudaSharedMemoryStatus({ name }, opts(o))).regions).map((r) => ({
+        name: r.name,
+        deviceId: Number(r.deviceId),
+        byteSize: Number(r.byteSize),
+      })),
     stream: (o = {}) => openStream(service, o),
     streamInfer: (model, request) => ({
       async *[Symbol.asyncIterator]() {

@@ -1,13 +1,14 @@
 /**
  * A typed TypeScript client for Triton-compatible inference servers (Galley and Triton itself):
- * gRPC, gRPC-Web or Connect over HTTP/2, and KServe v2 REST, with typed tensors, streaming and
- * system shared memory.
+ * gRPC, gRPC-Web or Connect over HTTP/2, and KServe v2 REST, with typed tensors, streaming, and
+ * system and CUDA shared memory.
  *
  * @packageDocumentation
  */
 
 export type {
   CallOptions,
+  CudaSharedMemoryStatus,
   InferenceClient,
   InferInput,
   InferOptions,
@@ -21,6 +22,13 @@ export type {
   SharedMemoryStatus,
   TensorMetadata,
 } from "./client-types.js";
+export {
+  CUDA_IPC_HANDLE_BYTES,
+  type CudaAllocator,
+  type CudaDeviceMemory,
+  CudaSharedMemory,
+  type CudaSharedMemoryOptions,
+} from "./cuda-shared-memory.js";
 export {
   createGrpcClient,
   type GrpcClient,

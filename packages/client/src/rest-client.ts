@@ -337,6 +337,26 @@ export function createRestClient(options: RestClientOptions): RestClient {
           o,
         )) as { name: string; key: string; offset: number; byte_size: number }[]
       ).map((r) => ({ name: r.name, key: r.key, offset: r.offset, byteSize: r.byte_size })),
+    registerCudaSharedMemory: async (name, rawHandle, deviceId, byteSize, o) => {
+      await json(
+        "POST",
+        `/v2/cudasharedmemory/region/${encodeURIComponent(name)}/register`,
+        { raw_handle: { b64: Buffer.from(rawHandle).toString("base64") }, device_id: deviceId, byte_size: byteSize },
+        o,
+      );
+    },
+    unregisterCudaSharedMemory: async (name, o) => {
+      await json("POST", `/v2/cudasharedmemory${name ? `/region/${encodeURIComponent(name)}` : ""}/unregister`, {}, o);
+    },
+    cudaSharedMemoryStatus: async (name, o) =>
+      (
+        (await json(
+          "GET",
+          `/v2/cudasharedmemory${name ? `/region/${encodeURIComponent(name)}` : ""}/status`,
+          undefined,
+          o,
+        )) as { name: string; device_id: number; byte_size: number }[]
+      ).map((r) => ({ name: r.name, deviceId: r.device_id, byteSize: r.byte_size })),
     close: () => {},
   };
 }
