@@ -32,7 +32,8 @@ class Channel:
         self._fd = fd
         self._lock = threading.Lock()
         self._buffer = b""
-        # Called before each frame goes out (pending releases go first).
+        # Called as each frame goes out: pending releases follow it in the same write (after it,
+        # so that a block the frame lends to the server is held there before we let it go).
         self.before_send = None
 
     def send(self, message):

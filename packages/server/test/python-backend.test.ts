@@ -172,6 +172,30 @@ describe("a Python model", () => {
     }
   });
 
+  it("keeps large outputs it lends to responses intact while later requests reuse the shared memory", async () => {
+    const { server } = await pythonServer(["identity_inverse"]);
+    const inputs = Array.from({ length: 6 }, () => new Uint8Array(randomBytes(1024 * 1024)));
+    const responses = [];
+    for (const data of inputs) {
+      responses.push(
+        await server.core.infer({
+          modelName: "identity_inverse",
+          modelVersion: "",
+          id: "",
+          parameters: {},
+          inputs: [{ name: "INPUT0", datatype: "UINT8", shape: [data.byteLength], data, parameters: {} }],
+          outputs: [],
+        }),
+      );
+    }
+    // Every response is still held here, so none of their blocks may have been written again.
+    for (const [i, data] of inputs.entries()) {
+      const [same, inverse] = responses[i]?.outputs ?? [];
+      expect(Buffer.compare(Buffer.from(same?.data ?? []), Buffer.from(data))).toBe(0);
+      expect(Buffer.compare(Buffer.from(inverse?.data ?? []), Buffer.from(data.map((b) => 255 - b)))).toBe(0);
+    }
+  });
+
   it("completes a config with the model's static auto_complete_config", async () => {
     const { client } = await pythonServer(["autocomplete"]);
     const config = (await client.modelConfig({ name: "autocomplete" })).config;

@@ -63,6 +63,13 @@ export class PythonInstance implements BackendInstance {
   /** The stub's blocks read and not yet given back. */
   #release: [number, number][] = [];
   #releaseScheduled = false;
+  /** Batches sent and not yet answered here (their answer is read a microtask after it arrives). */
+  #executing = 0;
+  /**
+   * Our blocks the stub released while a batch was executing: applied once its answer is read,
+   * since the release of an input that an output views follows that answer in the same write.
+   */
+  #releasedMeanwhile: [number, number][] = [];
 
   private constructor(options: PythonInstanceOptions) {
     this.name = options.name;
@@ -90,6 +97,7 @@ export class PythonInstance implements BackendInstance {
         this.#pool?.close();
         this.#pool = undefined;
         this.#release = [];
+        this.#releasedMeanwhile = [];
         this.#options.metrics.dropOwner(this.#prefix);
       },
     });
@@ -165,16 +173,29 @@ export class PythonInstance implements BackendInstance {
     }
     const inputNs = now() - start;
     let result: PyResult;
+    this.#executing++;
     try {
       const release = this.#release;
       this.#release = [];
       result = await this.#host.execute({ requests: wires, release });
     } catch (error) {
+      this.#doneExecuting();
       const failure = toInferenceError(error);
       for (const [i, key] of keys.entries()) if (this.#host.end(key)) requests[i]?.responder?.(failure, true);
       return failAll(requests, failure, start);
     }
-    return this.#executed(requests, keys, result, start, inputNs);
+    try {
+      return this.#executed(requests, keys, result, start, inputNs);
+    } finally {
+      this.#doneExecuting();
+    }
+  }
+
+  #doneExecuting(): void {
+    if (--this.#executing > 0 || this.#releasedMeanwhile.length === 0) return;
+    const blocks = this.#releasedMeanwhile;
+    this.#releasedMeanwhile = [];
+    this.#pool?.release(blocks);
   }
 
   /** Run `finalize` (for at most `graceMs`), then stop the process and remove its shared memory. */
@@ -186,14 +207,22 @@ export class PythonInstance implements BackendInstance {
   }
 
   #shm(): ShmPool {
-    this.#pool ??= new ShmPool(this.#prefix, this.#options.mapper);
+    if (!this.#pool) {
+      const pool = new ShmPool(this.#prefix, this.#options.mapper, (s, o) => {
+        if (this.#pool !== pool) return;
+        this.#release.push([s, o]);
+        this.#scheduleRelease();
+      });
+      this.#pool = pool;
+    }
     return this.#pool;
   }
 
   #onMessage(message: PyProtocol["fromInstance"]): void {
     switch (message.kind) {
       case "release":
-        this.#pool?.release(message.blocks);
+        if (this.#executing > 0) this.#releasedMeanwhile.push(...message.blocks);
+        else this.#pool?.release(message.blocks);
         return;
       case "bls": {
         let wire: WireBlsRequest;
@@ -233,22 +262,22 @@ export class PythonInstance implements BackendInstance {
     }
   }
 
-  /** Copies of tensors in the stub's segments, whose blocks go back to the stub. */
+  /** Tensors in the stub's segments: copies, or views lent until collected (see `ShmPool`). */
   #take(refs: readonly ShmTensor[]): Tensor[] {
     const pool = this.#shm();
-    const tensors = refs.map((ref) => {
-      const data = pool.take(ref);
-      if (ref.s >= 0 && ref.r !== 1) this.#release.push([ref.s, ref.o]);
+    const tensors = refs.map((ref): Tensor => {
+      const { data, lent } = pool.take(ref);
       return {
         name: ref.name,
         datatype: ref.datatype as Tensor["datatype"],
         shape: ref.shape,
         data,
         parameters: {},
-        movable: true,
+        // A lent view must stay here: moved to a worker, its mapping could be collected here
+        // while the worker still reads it.
+        movable: !lent,
       };
     });
-    this.#scheduleRelease();
     return tensors;
   }
 

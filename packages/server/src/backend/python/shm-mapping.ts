@@ -11,6 +11,13 @@ export interface MappedSegment {
   write(offset: number, data: Uint8Array): void;
   /** A fresh copy of `length` bytes at `offset` (the owner reuses the space afterwards). */
   read(offset: number, length: number): Uint8Array;
+  /**
+   * The `length` bytes at `offset`, without a copy, over a mapping of their own (so that every
+   * view derived from them holds that mapping's ArrayBuffer, and nothing else does); undefined
+   * where this segment cannot do that (no addon). The caller keeps the bytes unchanged until that
+   * ArrayBuffer is garbage-collected.
+   */
+  lend?(offset: number, length: number): Uint8Array | undefined;
   close(): void;
 }
 
@@ -81,6 +88,13 @@ function nativeMapper(native: NativeShm): SegmentMapper {
     const mapping = native.mapSharedMemory(path, byteLength, { create });
     const bytes = new Uint8Array(mapping.buffer, 0, byteLength);
     let open = true;
+    // Kept open so that blocks can be lent after the file is unlinked (/proc/self/fd reopens it).
+    let fd = -1;
+    try {
+      fd = openSync(path, "r");
+    } catch {
+      // no lending from this segment
+    }
     return {
       byteLength,
       write(offset, data) {
@@ -90,8 +104,21 @@ function nativeMapper(native: NativeShm): SegmentMapper {
         // slice: one allocation and copy (faster than allocating and then setting).
         return bytes.slice(offset, offset + length);
       },
+      lend(offset, length) {
+        if (!open || fd < 0) return undefined;
+        try {
+          const lent = native.mapSharedMemory(`/proc/self/fd/${fd}`, length, { offset });
+          return new Uint8Array(lent.buffer, 0, length);
+        } catch {
+          closeSync(fd);
+          fd = -1;
+          return undefined;
+        }
+      },
       close() {
         if (open) mapping.close();
+        if (fd >= 0) closeSync(fd);
+        fd = -1;
         open = false;
       },
     };
