@@ -5,8 +5,9 @@ import { GifReader } from "omggif";
 import type { Video } from "./video.js";
 
 // gifenc's CommonJS build (Node) has its functions on the default export, its ES build (vitest) as named exports.
-const gifenc: typeof gifencModule.default =
-  "GIFEncoder" in gifencModule ? (gifencModule as typeof gifencModule.default) : gifencModule.default;
+type Gifenc = typeof gifencModule.default;
+const loaded = gifencModule as unknown as Gifenc & { default?: Gifenc };
+const gifenc: Gifenc = typeof loaded.GIFEncoder === "function" ? loaded : (loaded.default as Gifenc);
 const { applyPalette, GIFEncoder, quantize } = gifenc;
 
 /** Encode frames as an animated GIF that loops forever, `fps` frames per second. */
