@@ -2,7 +2,8 @@
 # Here, before the H200 run: stage in packages/backends-native/build/gpu-carry (ignored by git,
 # well under the 64 MiB a run may carry) what device-run.sh needs and git does not track: a Node
 # binary (xz), Node-API and node-addon-api headers (the addon is built there with g++, no
-# node-gyp), and the benchmark bundled with the server (no node_modules, no onnxruntime-node).
+# node-gyp), and the benchmark and the CUDA shared-memory check bundled with the server (no
+# node_modules, no onnxruntime-node).
 # Also builds packages/backends-native/dist, which the run carries too.
 #   bash packages/backends-native/test/gpu/prepare-carry.sh    # NODE_MAJOR=22 by default
 set -euo pipefail
@@ -11,6 +12,7 @@ carry=packages/backends-native/build/gpu-carry
 # Built first: a node-gyp rebuild would empty build/, the carry folder with it.
 (cd packages/backends-native && npx tsc -p tsconfig.build.json)
 (cd packages/server && npx tsc -p tsconfig.build.json) || echo "warning: the server's build reported errors (it emitted anyway)" >&2
+(cd packages/client && npx tsc -p tsconfig.build.json)
 rm -rf "$carry"
 mkdir -p "$carry/node-include" "$carry/node-addon-api"
 node_dir=$(.ci/fetch-node.sh "${NODE_MAJOR:-22}")
@@ -21,6 +23,17 @@ node_modules/.bin/esbuild bench/pytorch-backend.ts --bundle --platform=node --fo
   --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
   --outfile="$carry/pytorch-backend.mjs"
+# The CUDA shared-memory check (cuda-shm-run.sh runs it), with the server and the client inside.
+node_modules/.bin/esbuild packages/backends-native/test/gpu/cuda-shm-gpu.mjs --bundle --platform=node --format=esm \
+  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
+  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
+  --outfile="$carry/cuda-shm-gpu.mjs"
+# Its identity model is a scripted JS model: the js backend's worker entry, found beside the bundle.
+node_modules/.bin/esbuild packages/server/src/backend/js/js-worker.ts --bundle --platform=node --format=esm \
+  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
+  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
+  --outfile="$carry/js-worker.js"
+echo '{"type":"module"}' >"$carry/package.json"
 # The server itself, for test/gpu/nvml-gpu.mjs to scrape a real /metrics (createServer, createLogger).
 node_modules/.bin/esbuild packages/server/src/index.ts --bundle --platform=node --format=esm --target=node20 \
   --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
