@@ -1,0 +1,198 @@
+// The text-to-video example (examples/text-to-video) under 1, 4 and 8 concurrent users on the CPU:
+// - pipeline: each user streams text_to_video (the denoising loop runs inside the server, BLS);
+// - step by step: each user drives the same models itself over gRPC, as a team without a pipeline
+//   server would: encode_prompt, then one denoiser call per step with the DDIM update in the
+//   client, then vae_decoder and upscale_video.
+// Per mode and user count: videos per minute, p50/p95 latency per video, and the average batch
+// size text_encoder and denoiser executed (inference_count / execution_count from the statistics
+// API). Modes alternate within each repetition; medians and min-max spreads over the repetitions.
+// Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8]
+import { createServer as createNetServer } from "node:net";
+import { fileURLToPath } from "node:url";
+import { createGrpcClient, type GrpcClient, tensor } from "@galley/client";
+import { generateVideo } from "@galley/example-text-to-video";
+import { createLogger, createServer } from "@galley/server";
+
+const option = (name: string, fallback: number) => {
+  const found = process.argv.find((a) => a.startsWith(`--${name}=`));
+  return found ? Number(found.split("=")[1]) : fallback;
+};
+const REPS = option("reps", 3);
+const VIDEOS = option("videos", 3);
+const STEPS = option("steps", 20);
+const FRAMES = option("frames", 8);
+const RESOLUTION = "64x64";
+const USERS = [1, 4, 8];
+
+/** The pipeline's schedule and DDIM update, as a client has to write them (same as text_to_video's model.ts). */
+const ALPHA_BAR = (() => {
+  const out = new Float64Array(1000);
+  let product = 1;
+  for (let i = 0; i < 1000; i++) {
+    product *= 1 - (Math.sqrt(0.00085) + (i / 999) * (Math.sqrt(0.012) - Math.sqrt(0.00085))) ** 2;
+    out[i] = product;
+  }
+  return out;
+})();
+
+async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
+  const keyframes = Math.max(2, Math.ceil(FRAMES / 2));
+  const side = 64 / 32;
+  const encoded = await client.infer("encode_prompt", { inputs: { PROMPT: tensor.bytes([1, 1], [prompt]) } });
+  const embedding = encoded.output("EMBEDDING").fp32();
+  const shape = [keyframes, 4, side, side];
+  let latent = Float32Array.from({ length: keyframes * 4 * side * side }, (_, i) => Math.sin(i * 12.9898) % 1);
+  let x0 = new Float32Array(latent.length);
+  for (let step = 0; step < STEPS; step++) {
+    const t = Math.floor(((STEPS - 1 - step) * 1000) / STEPS);
+    const prev = step + 1 < STEPS ? Math.floor(((STEPS - 2 - step) * 1000) / STEPS) : -1;
+    const reply = await client.infer("denoiser", {
+      inputs: {
+        LATENT: tensor.fp32([1, ...shape], latent),
+        TIMESTEP: tensor.fp32([1, 1], [t]),
+        TEXT_EMBEDDING: tensor.fp32([1, 32, 64], embedding),
+      },
+    });
+    const eps = reply.output("NOISE_PRED").fp32();
+    const a = ALPHA_BAR[t] as number;
+    const aPrev = prev >= 0 ? (ALPHA_BAR[prev] as number) : 1;
+    const next = new Float32Array(latent.length);
+    x0 = new Float32Array(latent.length);
+    for (let i = 0; i < latent.length; i++) {
+      const e = eps[i] ?? 0;
+      const clean = Math.min(1.5, Math.max(-1.5, ((latent[i] ?? 0) - Math.sqrt(1 - a) * e) / Math.sqrt(a)));
+      x0[i] = clean;
+      next[i] = Math.sqrt(aPrev) * clean + Math.sqrt(1 - aPrev) * e;
+    }
+    latent = next;
+  }
+  const decoded = await client.infer("vae_decoder", { inputs: { LATENT: tensor.fp32(shape, x0) } });
+  const image = decoded.output("IMAGE");
+  await client.infer("upscale_video", {
+    inputs: { FRAMES: tensor.fp32(image.shape, image.fp32()), FRAME_COUNT: tensor.int32([1], [FRAMES]) },
+  });
+}
+
+async function counts(client: GrpcClient, model: string): Promise<[number, number]> {
+  const s = (await client.statistics(model)).modelStats[0];
+  return [Number(s?.inferenceCount ?? 0n), Number(s?.executionCount ?? 0n)];
+}
+
+interface Run {
+  videosPerMinute: number;
+  p50: number;
+  p95: number;
+  textBatch: number;
+  denoiserBatch: number;
+}
+
+async function run(url: string, mode: "pipeline" | "step by step", users: number): Promise<Run> {
+  const clients = Array.from({ length: users }, () => createGrpcClient({ baseUrl: url }));
+  const probe = clients[0] as GrpcClient;
+  const before = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
+  const latencies: number[] = [];
+  const started = performance.now();
+  await Promise.all(
+    clients.map(async (client, u) => {
+      for (let v = 0; v < VIDEOS; v++) {
+        const t0 = performance.now();
+        const prompt = `user ${u} video ${v}: a red fox running in snow`;
+        if (mode === "pipeline")
+          await generateVideo(client, { prompt, frames: FRAMES, steps: STEPS, resolution: RESOLUTION });
+        else await stepByStep(client, prompt);
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  const wall = performance.now() - started;
+  const after = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
+  const batch = (i: number) =>
+    ((after[i]?.[0] ?? 0) - (before[i]?.[0] ?? 0)) / ((after[i]?.[1] ?? 0) - (before[i]?.[1] ?? 0) || 1);
+  latencies.sort((a, b) => a - b);
+  const pick = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
+  return {
+    videosPerMinute: (users * VIDEOS * 60_000) / wall,
+    p50: pick(0.5),
+    p95: pick(0.95),
+    textBatch: batch(0),
+    denoiserBatch: batch(1),
+  };
+}
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createNetServer().listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+
+const median = (values: number[]) => {
+  const s = [...values].sort((a, b) => a - b);
+  return s.length % 2 ? (s[s.length >> 1] ?? 0) : ((s[s.length / 2 - 1] ?? 0) + (s[s.length / 2] ?? 0)) / 2;
+};
+const spread = (values: number[], digits: number) =>
+  `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
+
+const server = createServer({
+  modelRepositories: [fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url))],
+  http: false,
+  grpc: { host: "127.0.0.1", port: await freePort() },
+  metrics: false,
+  log: createLogger({ write: () => {} }),
+});
+const { grpc } = await server.listen();
+const url = `http://127.0.0.1:${grpc?.port}`;
+await run(url, "pipeline", 2); // warm-up: sessions, workers, code paths
+await run(url, "step by step", 2);
+const results = new Map<string, Run[]>();
+for (let rep = 0; rep < REPS; rep++)
+  for (const users of USERS)
+    for (const mode of ["pipeline", "step by step"] as const) {
+      const key = `${mode}|${users}`;
+      results.set(key, [...(results.get(key) ?? []), await run(url, mode, users)]);
+      process.stderr.write(".");
+    }
+process.stderr.write("\n");
+await server.close();
+
+const lines = [
+  `text-to-video at ${RESOLUTION}, ${FRAMES} frames, ${STEPS} steps, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max)`,
+  "",
+  "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch |",
+  "| --- | --- | --- | --- | --- | --- | --- |",
+];
+for (const users of USERS)
+  for (const mode of ["pipeline", "step by step"]) {
+    const runs = results.get(`${mode}|${users}`) ?? [];
+    lines.push(
+      `| ${users} | ${mode} | ${spread(
+        runs.map((r) => r.videosPerMinute),
+        0,
+      )} | ${spread(
+        runs.map((r) => r.p50),
+        0,
+      )} | ${spread(
+        runs.map((r) => r.p95),
+        0,
+      )} | ${spread(
+        runs.map((r) => r.textBatch),
+        2,
+      )} | ${spread(
+        runs.map((r) => r.denoiserBatch),
+        2,
+      )} |`,
+    );
+  }
+const ratios = Array.from({ length: REPS }, (_, i) => {
+  const p = results.get("pipeline|8")?.[i]?.videosPerMinute ?? 0;
+  const s = results.get("step by step|8")?.[i]?.videosPerMinute ?? 1;
+  return p / s;
+});
+const denoiser8 = median((results.get("pipeline|8") ?? []).map((r) => r.denoiserBatch));
+lines.push(
+  "",
+  `8 users, pipeline / step by step throughput: ${spread(ratios, 2)} (target >= 2: ${median(ratios) >= 2 ? "met" : "NOT met"})`,
+  `8 users, pipeline's average denoiser batch: ${denoiser8.toFixed(2)} (target >= 3: ${denoiser8 >= 3 ? "met" : "NOT met"})`,
+);
+process.stdout.write(`${lines.join("\n")}\n`);
