@@ -1,3 +1,4 @@
+/// <reference path="./gifenc.d.ts" />
 // Animated GIFs: written with gifenc (a palette per frame, quantised from the frame itself), read
 // with omggif (the input of galley-video --input).
 import * as gifencModule from "gifenc";
