@@ -1,10 +1,13 @@
 // Client CPU per gRPC `ModelInfer` call at concurrency 1: the lean path of `client.infer` against
 // the Connect path it replaced (`client.service.modelInfer` + `grpcInferResult`, which is what
 // `infer` did before), both against one real Galley server serving `simple` in another process.
+// A third row is the floor: a minimal client on node:http2 alone that sends one pre-encoded message
+// and decodes the reply (bench/lib/callers.ts `grpc-raw`), i.e. what any client on node:http2 pays.
 // CPU is this process's `process.cpuUsage()` (user + system, all threads) over `--calls` calls,
 // divided by the calls; repetitions interleave the two paths, so drift spreads over both.
 //
 //   npx tsx packages/client/bench/infer-cpu.ts [--calls=3000] [--reps=5] [--warmup=500]
+import { createCaller } from "../../../bench/lib/callers.js";
 import { startChild } from "../../../bench/lib/ipc.js";
 import { option } from "../../../bench/lib/setup.js";
 import { formatSpread, pairedRatios, spread, table } from "../../../bench/lib/stats.js";
@@ -30,10 +33,12 @@ const request: InferOptions = {
     ),
   },
 };
+const floor = await createCaller({ kind: "grpc-raw", port: server.ready.grpc });
 const paths: Record<string, () => Promise<unknown>> = {
   "Connect (before)": async () =>
     grpcInferResult(await client.service.modelInfer(grpcInferRequest("simple", request))).output("OUTPUT0"),
   "lean client.infer (after)": async () => (await client.infer("simple", request)).output("OUTPUT0"),
+  "floor: bare node:http2, pre-encoded": () => floor.infer(),
 };
 
 const cpu: Record<string, number[]> = {};
@@ -54,6 +59,7 @@ for (let rep = 0; rep < reps; rep++) {
   }
 }
 client.close();
+await floor.close();
 await server.stop();
 
 const names = Object.keys(paths);

@@ -61,7 +61,7 @@ export function createModelInferCall(options: ModelInferCallOptions): ModelInfer
   const sm = options.sessionManager;
   const path = `${new URL(options.baseUrl).pathname.replace(/\/+$/, "")}/inference.GRPCInferenceService/ModelInfer`;
   const base: OutgoingHttpHeaders = {
-    "user-agent": "grpc-node-galley/0.1.0",
+    "user-agent": "grpc-node-galley",
     ...Object.fromEntries(Object.entries(options.headers).map(([k, v]) => [k.toLowerCase(), v])),
     "content-type": "application/grpc+proto",
     te: "trailers",
