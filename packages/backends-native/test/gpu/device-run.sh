@@ -58,17 +58,20 @@ g++ -O2 -std=c++17 -fPIC -fexceptions -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIO
 timeout "${GALLEY_GPU_TEST_TIMEOUT:-240}" node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
 test_status=${PIPESTATUS[0]}
 
+# The bundles in the carry find the addon package through this link.
+mkdir -p "$carry/node_modules/@galley"
+ln -sfn "$root/packages/backends-native" "$carry/node_modules/@galley/backends-native"
 # The other GPU checks (NVML metrics, CUDA shared memory), each where it exists.
 check_status=0
-for check in nvml-gpu cuda-shm-gpu; do
-  [ -f "test/gpu/$check.mjs" ] || continue
-  timeout "${GALLEY_GPU_CHECK_TIMEOUT:-150}" node "test/gpu/$check.mjs" --python="$python" --out="$out/$check" 2>&1 | tee "$out/$check.log"
+# cuda-shm-gpu imports the client and the server: prepare-carry.sh bundles it into the carry.
+for check in test/gpu/nvml-gpu.mjs "$carry/cuda-shm-gpu.mjs"; do
+  [ -f "$check" ] || continue
+  name=$(basename "$check" .mjs)
+  timeout "${GALLEY_GPU_CHECK_TIMEOUT:-150}" node "$check" --python="$python" --out="$out/$name" 2>&1 | tee "$out/$name.log"
   [ "${PIPESTATUS[0]}" = 0 ] || check_status=1
 done
 
 cd "$root"
-mkdir -p "$carry/node_modules/@galley"
-ln -sfn "$root/packages/backends-native" "$carry/node_modules/@galley/backends-native"
 timeout "${GALLEY_GPU_BENCH_TIMEOUT:-300}" node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench" \
   --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" ${GALLEY_BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
 bench_status=${PIPESTATUS[0]}

@@ -23,7 +23,7 @@ node_modules/.bin/esbuild bench/pytorch-backend.ts --bundle --platform=node --fo
   --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
   --outfile="$carry/pytorch-backend.mjs"
-# The CUDA shared-memory check (cuda-shm-run.sh runs it), with the server and the client inside.
+# The CUDA shared-memory check (device-run.sh runs it), with the server and the client inside.
 node_modules/.bin/esbuild packages/backends-native/test/gpu/cuda-shm-gpu.mjs --bundle --platform=node --format=esm \
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
