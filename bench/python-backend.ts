@@ -154,7 +154,17 @@ await latency(simple, 20);
 await throughput("identity_py", 2);
 await throughput("identity_js", 2);
 
-console.log(`node ${process.version}, ${PYTHON}, load average ${loadavg()[0]?.toFixed(2)}; ${REPS} repetitions`);
+// Whether the server maps the shared memory (large outputs lent, not copied) or goes through file
+// descriptors (one copy each way): the identity's numbers mean different things.
+const addon = "@galley/backends-native";
+const mapping = await import(addon).then(
+  (m: { sharedMemoryMapping?: () => { available: boolean } }) => m.sharedMemoryMapping?.().available === true,
+  () => false,
+);
+console.log(
+  `node ${process.version}, ${PYTHON}, load average ${loadavg()[0]?.toFixed(2)}; ${REPS} repetitions; ` +
+    `shared memory ${mapping ? "mapped (the addon)" : "through file descriptors (no addon)"}`,
+);
 const py: number[] = [];
 const js: number[] = [];
 const onnx: number[] = [];

@@ -22,6 +22,8 @@ ALIGN = 64
 MIB = 1024 * 1024
 FIRST_SEGMENT = 4 * MIB
 _LEN = struct.Struct("<I")
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+_DECODE = json.JSONDecoder().decode
 
 
 class Channel:
@@ -37,12 +39,12 @@ class Channel:
         self.before_send = None
 
     def send(self, message):
-        body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+        body = _ENCODE(message).encode("utf-8")
         hook = self.before_send
         extra = hook() if hook is not None else None
         data = _LEN.pack(len(body)) + body
         if extra is not None:
-            extra_body = json.dumps(extra, separators=(",", ":")).encode("utf-8")
+            extra_body = _ENCODE(extra).encode("utf-8")
             data += _LEN.pack(len(extra_body)) + extra_body
         with self._lock:
             view = memoryview(data)
@@ -62,7 +64,7 @@ class Channel:
                 if len(self._buffer) >= 4 + length:
                     body = self._buffer[4 : 4 + length]
                     self._buffer = self._buffer[4 + length :]
-                    return json.loads(body)
+                    return _DECODE(body.decode("utf-8"))
             chunk = os.read(self._fd, 1 << 20)
             if not chunk:
                 return None
@@ -153,18 +155,17 @@ class SharedMemory:
         block is released once no array made from this one is left."""
         if ref["s"] < 0 or ref["n"] == 0:
             return np.empty(0, dtype=np.uint8)
-        segment = self._peer_segment(ref["s"], ref["z"])
+        s = ref["s"]
+        segment = self._peer.get(s) or self._peer_segment(s, ref["z"])
         base = np.frombuffer(segment, dtype=np.uint8, count=ref["n"], offset=ref["o"])
-        block = (ref["s"], ref["o"])
-        watchers = self._watchers
-
-        def released(watcher, block=block):
-            watchers.pop(id(watcher), None)
-            self._released.append(block)
-
-        watcher = weakref.ref(base, released)
-        watchers[id(watcher)] = watcher
+        watcher = weakref.ref(base, self._dead)
+        self._watchers[id(watcher)] = (watcher, s, ref["o"])
         return base
+
+    def _dead(self, watcher):
+        entry = self._watchers.pop(id(watcher), None)
+        if entry is not None:
+            self._released.append((entry[1], entry[2]))
 
     def take_released(self):
         """The server's blocks to give back, as a release message, or None."""

@@ -148,10 +148,10 @@ export function encodeFrame(message: unknown): Buffer {
     // case pays for no replacer.
     text = JSON.stringify(message, jsonBigInt);
   }
-  const body = Buffer.from(text, "utf8");
-  const frame = Buffer.allocUnsafe(4 + body.byteLength);
-  frame.writeUInt32LE(body.byteLength, 0);
-  body.copy(frame, 4);
+  const length = Buffer.byteLength(text, "utf8");
+  const frame = Buffer.allocUnsafe(4 + length);
+  frame.writeUInt32LE(length, 0);
+  frame.write(text, 4, length, "utf8");
   return frame;
 }
 

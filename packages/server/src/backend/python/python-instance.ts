@@ -355,9 +355,11 @@ function toPyRequest(
 ): PyRequest {
   const sequenceId = request.parameters.sequence_id;
   const timeout = request.parameters.timeout;
-  const parameters: Parameters = {};
-  for (const [name, value] of Object.entries(request.parameters)) {
-    if (!RESERVED_PARAMETERS.has(name)) parameters[name] = value;
+  let parameters: Parameters | undefined;
+  for (const name in request.parameters) {
+    if (RESERVED_PARAMETERS.has(name)) continue;
+    parameters ??= {};
+    parameters[name] = request.parameters[name] as Parameters[string];
   }
   return {
     key,
@@ -369,7 +371,9 @@ function toPyRequest(
           ? Number(sequenceId)
           : ((sequenceId ?? 0) as number),
     flags: (request.parameters.sequence_start === true ? 1 : 0) | (request.parameters.sequence_end === true ? 2 : 0),
-    parameters: JSON.stringify(parameters, (_k, v: unknown) => (typeof v === "bigint" ? Number(v) : v)),
+    parameters: parameters
+      ? JSON.stringify(parameters, (_k, v: unknown) => (typeof v === "bigint" ? Number(v) : v))
+      : "{}",
     timeout: typeof timeout === "number" || typeof timeout === "bigint" ? Number(timeout) : 0,
     inputs: request.inputs.map((t) => pool.put(t)),
     outputs: request.outputs.length > 0 ? request.outputs.map((o) => o.name) : [...modelOutputs],

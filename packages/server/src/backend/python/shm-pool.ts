@@ -39,11 +39,16 @@ export class Arena {
   /** The offset of `length` free bytes, or -1. */
   alloc(length: number): number {
     const need = Math.max(ALIGN, Math.ceil(length / ALIGN) * ALIGN);
-    for (const [i, range] of this.#free.entries()) {
+    const free = this.#free;
+    for (let i = 0; i < free.length; i++) {
+      const range = free[i] as [number, number];
       if (range[1] < need) continue;
       const offset = range[0];
-      if (range[1] === need) this.#free.splice(i, 1);
-      else this.#free[i] = [offset + need, range[1] - need];
+      if (range[1] === need) free.splice(i, 1);
+      else {
+        range[0] = offset + need;
+        range[1] -= need;
+      }
       this.#used.set(offset, need);
       return offset;
     }
@@ -121,13 +126,13 @@ export class ShmPool {
 
   /** Copy a tensor's bytes into a block of the server's segments. */
   put(tensor: { name: string; datatype: string; shape: number[]; data: Uint8Array }): ShmTensor {
-    const { data } = tensor;
-    const ref = { name: tensor.name, datatype: tensor.datatype, shape: tensor.shape };
-    if (data.byteLength === 0) return { ...ref, s: -1, z: 0, o: 0, n: 0 };
-    const [s, o] = this.#alloc(data.byteLength);
+    const { name, datatype, shape, data } = tensor;
+    const n = data.byteLength;
+    if (n === 0) return { name, datatype, shape, s: -1, z: 0, o: 0, n };
+    const [s, o] = this.#alloc(n);
     const { segment } = this.#own[s] as { segment: MappedSegment };
     segment.write(o, data);
-    return { ...ref, s, z: segment.byteLength, o, n: data.byteLength };
+    return { name, datatype, shape, s, z: segment.byteLength, o, n };
   }
 
   /** The stub released blocks of the server's segments. */
@@ -210,8 +215,8 @@ export class ShmPool {
   }
 
   #alloc(length: number): [number, number] {
-    for (const [s, { arena }] of this.#own.entries()) {
-      const o = arena.alloc(length);
+    for (let s = 0; s < this.#own.length; s++) {
+      const o = (this.#own[s] as { arena: Arena }).arena.alloc(length);
       if (o >= 0) return [s, o];
     }
     const largest = this.#own.reduce((n, { arena }) => Math.max(n, arena.size), 0);
