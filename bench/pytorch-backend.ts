@@ -13,7 +13,8 @@
 // B = 8 and 32), p50 latency, the server process's CPU (percent of one core, and microseconds per
 // request) and, where nvidia-smi is found, the GPU's mean utilisation. `--instances` (2) per GPU,
 // `--delay-us` (100) of queue delay, `--threads` (4) load processes; `--profile` also prints where
-// the server's main thread spent its time (a --cpu-prof of the whole run).
+// the server's main thread spent its time (a --cpu-prof of the whole run); `--parameters=K=V,...`
+// sets Triton's PyTorch backend parameters (e.g. DISABLE_OPTIMIZED_EXECUTION=true) on both models.
 import { type ChildProcess, execFileSync, fork, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,7 +24,7 @@ import { type LoadRequest, runLoad, runLoadWorker } from "./lib/grpc-load.js";
 import { median, percentile, table } from "./lib/stats.js";
 
 const arg = (name: string, fallback: string) =>
-  process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ??
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ??
   process.env[`BENCH_${name.toUpperCase()}`] ??
   fallback;
 
@@ -79,6 +80,12 @@ async function main(): Promise<void> {
     ),
   ) as { torch: string; results: Record<string, Record<string, { e2e: number; kernel: number }>> };
 
+  // `--parameters=NAME=value,...`: Triton's PyTorch backend parameters for both models.
+  const parameters = arg("parameters", "")
+    .split(",")
+    .filter((p) => p.includes("="))
+    .map((p) => `parameters { key: "${p.split("=")[0]}" value: { string_value: "${p.split("=")[1]}" } }`)
+    .join("\n");
   const repo = join(out, "repository");
   const maxBatch = Math.max(...batches);
   for (const [name, info] of Object.entries(models)) {
@@ -94,6 +101,7 @@ max_batch_size: ${mergeUpTo}
 input [ { name: "INPUT__0" data_type: TYPE_${info.datatype} dims: [ ${info.input.join(", ")} ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_${info.datatype} dims: [ ${info.output.join(", ")} ] } ]
 dynamic_batching { max_queue_delay_microseconds: ${delayUs} }
+${parameters}
 instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU")} count: ${instances} } ]
 `,
     );
@@ -129,6 +137,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
       for (const concurrency of points) {
         const gpu = gpuSampler();
         const cpu = processCpu(server.pid);
+        const threadsBefore = threadCpu(server.pid);
         const m = await runLoad(url, request, {
           concurrency,
           threads,
@@ -137,6 +146,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
           script: self,
         });
         const cpuSeconds = processCpu(server.pid) - cpu;
+        const byThread = threadCpuSince(threadsBefore, threadCpu(server.pid), m.calls);
         const util = await gpu.stop();
         if (m.calls === 0) {
           const why = m.firstFailure ?? "no call finished";
@@ -170,6 +180,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
           p95Ms: percentile(m.latencies, 95),
           serverCpuPercent: (100 * cpuSeconds) / m.seconds,
           serverCpuUsPerRequest: (1e6 * cpuSeconds) / m.calls,
+          serverCpuUsPerRequestByThread: byThread,
           failures: m.failures,
           gpuUtil: util,
         };
@@ -187,7 +198,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
           point.serverCpuUsPerRequest.toFixed(0),
           util === undefined ? "-" : `${util.toFixed(0)}%`,
         ]);
-        console.log(rows[rows.length - 1]?.join("  "));
+        console.log(rows[rows.length - 1]?.join("  "), JSON.stringify(byThread));
       }
     }
   }
@@ -240,6 +251,37 @@ function topFunctions(dir: string): string {
     .slice(0, 25)
     .map(([key, us]) => `${(us / 1000).toFixed(0).padStart(8)} ms  ${key}`)
     .join("\n");
+}
+
+/** CPU seconds so far of each of a process's threads, summed by thread name (from /proc). */
+function threadCpu(pid: number | undefined): Map<string, number> {
+  const byName = new Map<string, number>();
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).replace(/[0-9]+$/, "");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      byName.set(name, (byName.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) / 100);
+    }
+  } catch {
+    // A thread that ended while being read: the others still count.
+  }
+  return byName;
+}
+
+/** Microseconds of CPU per request by thread name between two {@link threadCpu} readings (names over 2%). */
+function threadCpuSince(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  calls: number,
+): Record<string, number> {
+  const total = [...after].reduce((a, [name, s]) => a + s - (before.get(name) ?? 0), 0);
+  const out: Record<string, number> = {};
+  for (const [name, seconds] of after) {
+    const used = seconds - (before.get(name) ?? 0);
+    if (used > 0.02 * total) out[name] = Math.round((1e6 * used) / Math.max(1, calls));
+  }
+  return out;
 }
 
 /** A process's user + system CPU time so far, seconds (from /proc; 0 where there is none). */

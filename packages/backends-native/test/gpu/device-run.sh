@@ -32,7 +32,7 @@ start=$(date +%s)
 for std in ${GALLEY_CXX_STD:-c++17 c++20}; do
   echo "compiling with -std=$std" >>"$out/build.log"
   pids=()
-  for src in torch_addon torch_instance torch_tensors; do
+  for src in torch_addon torch_instance torch_tensors torch_device_tensor; do
     # shellcheck disable=SC2046
     g++ -O2 -std="$std" -fPIC -fexceptions -frtti -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
       -DNODE_GYP_MODULE_NAME=galley_torch -DBUILDING_NODE_EXTENSION $cuda_define \
@@ -75,6 +75,11 @@ cd "$root"
 timeout "${GALLEY_GPU_BENCH_TIMEOUT:-300}" node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench" \
   --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" ${GALLEY_BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
 bench_status=${PIPESTATUS[0]}
+# GALLEY_BENCH_ARGS2: the benchmark once more with other options (an A/B in the same run).
+if [ -n "${GALLEY_BENCH_ARGS2:-}" ]; then
+  timeout "${GALLEY_GPU_BENCH_TIMEOUT:-300}" node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench2" \
+    --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" $GALLEY_BENCH_ARGS2 2>&1 | tee "$out/bench2.log"
+fi
 cp "$out/bench/pytorch-backend.json" "$out/test-gpu/torch-gpu.json" "$out/" 2>/dev/null
 echo "test:gpu exit $test_status, other checks $check_status, bench exit $bench_status"
 exit $((test_status || check_status || bench_status))
