@@ -1,0 +1,148 @@
+// The GPU variant (configs/gpu.pbtxt: TorchScript on the PyTorch backend, KIND_GPU) checked on the
+// CPU. There is no GPU here, so the test serves a copy of models/ in which each gpu.pbtxt has its
+// one `kind: KIND_GPU` replaced by `kind: KIND_CPU` and nothing else, with --model-config-name gpu
+// (the selection the real command makes). Each heavy model's TorchScript output is compared with
+// the ONNX model's on the same input (served by a second server over models/ itself, which loads
+// only those four), the super-resolution one also with the golden from the ncnn weights, and the
+// whole pipeline makes a video on the TorchScript models. Needs the PyTorch backend (libtorch, see
+// docs/guides/pytorch-backend.md), as the server's own PyTorch tests do.
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createGrpcClient, type GrpcClient, type InputTensor, tensor } from "@galley/client";
+import { createLogger, createServer, type GalleyServer } from "@galley/server";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateVideo } from "../src/video.js";
+
+const MODELS = fileURLToPath(new URL("../models", import.meta.url));
+const HEAVY = ["text_encoder", "denoiser", "vae_decoder", "super_resolution"];
+
+let copy: string;
+let onnx: GalleyServer;
+let torch: GalleyServer;
+let onnxClient: GrpcClient;
+let torchClient: GrpcClient;
+const failedToLoad: string[] = [];
+const torchLog: string[] = [];
+
+async function start(server: GalleyServer): Promise<GrpcClient> {
+  const { grpc, failedModels } = await server.listen();
+  failedToLoad.push(...failedModels);
+  return createGrpcClient({ baseUrl: `http://127.0.0.1:${grpc?.port}` });
+}
+
+beforeAll(async () => {
+  copy = mkdtempSync(join(tmpdir(), "galley-t2v-torch-"));
+  cpSync(MODELS, copy, { recursive: true });
+  for (const name of HEAVY) {
+    const file = join(copy, name, "configs", "gpu.pbtxt");
+    const text = readFileSync(file, "utf8");
+    const cpu = text.replace("kind: KIND_GPU", "kind: KIND_CPU");
+    if (cpu === text || cpu.includes("KIND_GPU")) throw new Error(`${name}: expected exactly one 'kind: KIND_GPU'`);
+    writeFileSync(file, cpu);
+  }
+  torch = createServer({
+    modelRepositories: [copy],
+    modelConfigName: "gpu",
+    http: false,
+    grpc: { host: "127.0.0.1", port: 0 },
+    metrics: false,
+    log: createLogger({ write: (line: string) => torchLog.push(line) }),
+  });
+  onnx = createServer({
+    modelRepositories: [MODELS],
+    controlMode: "explicit",
+    loadModels: HEAVY,
+    http: false,
+    grpc: { host: "127.0.0.1", port: 0 },
+    metrics: false,
+    log: createLogger({ write: () => {} }),
+  });
+  [torchClient, onnxClient] = await Promise.all([start(torch), start(onnx)]);
+});
+
+afterAll(async () => {
+  await Promise.all([torch?.close(), onnx?.close()]);
+  if (copy) rmSync(copy, { recursive: true, force: true });
+});
+
+/** A fixed pseudo-random input in [-scale, scale]. */
+function values(count: number, scale = 1, seed = 1): Float32Array {
+  let state = seed;
+  return Float32Array.from({ length: count }, () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return (state / 2 ** 32 - 0.5) * 2 * scale;
+  });
+}
+
+async function both(model: string, inputs: Record<string, InputTensor>, output: string) {
+  const [a, b] = await Promise.all([onnxClient.infer(model, { inputs }), torchClient.infer(model, { inputs })]);
+  expect(b.output(output).shape).toEqual(a.output(output).shape);
+  return { onnx: a.output(output).fp32(), torch: b.output(output).fp32() };
+}
+
+function worst(a: Float32Array, b: Float32Array): number {
+  let max = 0;
+  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs((a[i] ?? 0) - (b[i] ?? 0)));
+  return max;
+}
+
+describe("the GPU variant's TorchScript models (run on the CPU)", () => {
+  it("load from configs/gpu.pbtxt on the PyTorch backend", async () => {
+    // A failure here with "PyTorch backend ... libtorch": build @galley/backends-native with libtorch.
+    expect(failedToLoad, torchLog.filter((l) => /^E/.test(l)).join("\n")).toEqual([]);
+    for (const name of HEAVY) {
+      const config = await torchClient.modelConfig(name);
+      expect([config.platform, config.defaultModelFilename, config.instanceGroup[0]?.kind]).toEqual([
+        "pytorch_libtorch",
+        "model.pt",
+        2, // KIND_CPU here (KIND_GPU, 1, in the file as shipped)
+      ]);
+      expect((await onnxClient.modelConfig(name)).platform).toBe("onnxruntime_onnx");
+    }
+  });
+
+  it("text_encoder: the ONNX model's embedding", async () => {
+    const tokens = BigInt64Array.from({ length: 2 * 32 }, (_, i) => BigInt(i % 32 < 12 ? 3 + ((i * 37) % 256) : 0));
+    const out = await both("text_encoder", { TOKENS: tensor.int64([2, 32], tokens) }, "EMBEDDING");
+    expect(worst(out.torch, out.onnx)).toBeLessThan(1e-4);
+  });
+
+  it("denoiser: the ONNX model's noise prediction, batched", async () => {
+    const out = await both(
+      "denoiser",
+      {
+        LATENT: tensor.fp32([2, 3, 4, 2, 2], values(2 * 3 * 4 * 2 * 2, 2)),
+        TIMESTEP: tensor.fp32([2, 1], [999, 451]),
+        TEXT_EMBEDDING: tensor.fp32([2, 32, 64], values(2 * 32 * 64, 1, 2)),
+      },
+      "NOISE_PRED",
+    );
+    expect(worst(out.torch, out.onnx)).toBeLessThan(1e-4);
+  });
+
+  it("vae_decoder: the ONNX model's frames", async () => {
+    const out = await both("vae_decoder", { LATENT: tensor.fp32([3, 4, 2, 2], values(3 * 4 * 2 * 2, 1.5)) }, "IMAGE");
+    expect(worst(out.torch, out.onnx)).toBeLessThan(1e-5);
+  });
+
+  it("super_resolution: the ONNX model's output and the golden from the ncnn weights", async () => {
+    const golden = new Float32Array(
+      new Uint8Array(readFileSync(new URL("./fixtures/sr-golden.bin", import.meta.url))).buffer,
+    );
+    const input = golden.slice(0, 3 * 16 * 16);
+    const out = await both("super_resolution", { input: tensor.fp32([1, 3, 16, 16], input) }, "output");
+    expect(worst(out.torch, out.onnx)).toBeLessThan(1e-4);
+    expect(worst(out.torch, golden.subarray(input.length))).toBeLessThan(1e-3);
+  });
+
+  it("make a video through the whole pipeline", async () => {
+    const options = { prompt: "a red fox running in snow", frames: 5, steps: 4, resolution: "64x64", seed: 3 };
+    const video = await generateVideo(torchClient, options);
+    expect([video.count, video.height, video.width, video.rgb.length]).toEqual([5, 64, 64, 5 * 64 * 64 * 3]);
+    expect(new Set(video.rgb).size).toBeGreaterThan(16); // pictures, not a constant
+    const again = await generateVideo(torchClient, options);
+    expect(Buffer.from(again.rgb).equals(Buffer.from(video.rgb))).toBe(true);
+  });
+});
