@@ -5,6 +5,7 @@
 #include <torch/script.h>
 #include <torch/version.h>
 
+#include "torch_device_tensor.h"
 #include "torch_instance.h"
 
 namespace {
@@ -20,7 +21,7 @@ Napi::Value CudaDeviceCount(const Napi::CallbackInfo& info) {
 }  // namespace
 
 static Napi::Object InitGalleyTorch(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 1));
+  exports.Set("abiVersion", Napi::Number::New(env, 2));
   exports.Set("torchVersion", Napi::String::New(env, TORCH_VERSION));
 #ifdef GALLEY_TORCH_CUDA
   exports.Set("cudaCompiled", Napi::Boolean::New(env, true));
@@ -28,6 +29,8 @@ static Napi::Object InitGalleyTorch(Napi::Env env, Napi::Object exports) {
   exports.Set("cudaCompiled", Napi::Boolean::New(env, false));
 #endif
   exports.Set("cudaDeviceCount", Napi::Function::New(env, CudaDeviceCount, "cudaDeviceCount"));
+  // Defined for the handles execute() returns; not constructible from JavaScript.
+  galley::TorchDeviceTensor::Define(env);
   exports.Set("TorchInstance", galley::TorchInstance::Define(env));
   return exports;
 }

@@ -4,7 +4,10 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
+
+#include "torch_device_tensor.h"
 
 #ifdef GALLEY_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -32,6 +35,13 @@ struct TorchJob {
   std::string returns;
   std::vector<torch::Tensor> outputs;
   int64_t infer_ns = 0;
+  /** Outputs (by position) to keep where the model made them, as TorchDeviceTensor handles. */
+  std::vector<bool> resident;
+  /** Memory the job borrows (Node's bytes, client device memory): an output inside it is copied. */
+  std::vector<std::pair<uintptr_t, size_t>> borrowed;
+  /** Bytes copied host→device (inputs staged) and device→host (outputs returned), for accounting. */
+  int64_t host_to_device = 0;
+  int64_t device_to_host = 0;
 };
 
 namespace {
@@ -71,15 +81,26 @@ std::vector<torch::Tensor> Flatten(const c10::IValue& result) {
   return outputs;
 }
 
-/** Whether the tensor's bytes lie in one of the inputs' (a model that returns an input as it is). */
-bool Overlaps(const torch::Tensor& tensor, const std::vector<InputView>& inputs) {
-  auto begin = static_cast<const uint8_t*>(tensor.data_ptr());
+/**
+ * Whether the tensor's bytes lie in memory the job borrowed (a model that returns an input as it
+ * is). Host and device addresses do not collide: CUDA's unified addressing keeps them apart.
+ */
+bool Overlaps(const torch::Tensor& tensor, const std::vector<std::pair<uintptr_t, size_t>>& borrowed) {
+  auto begin = reinterpret_cast<uintptr_t>(tensor.data_ptr());
   auto end = begin + tensor.nbytes();
-  for (const InputView& input : inputs) {
-    auto from = static_cast<const uint8_t*>(input.data);
-    if (begin < from + input.byte_length && from < end) return true;
+  for (const auto& [from, length] : borrowed) {
+    if (begin < from + length && from < end) return true;
   }
   return false;
+}
+
+/** A non-negative integer that a double holds exactly (a dimension, a length, an id). */
+bool Whole(const Napi::Value& value, double* out) {
+  if (!value.IsNumber()) return false;
+  double v = value.As<Napi::Number>().DoubleValue();
+  if (!(v >= 0) || v > 9007199254740991.0 || std::floor(v) != v) return false;
+  *out = v;
+  return true;
 }
 
 }  // namespace
@@ -144,33 +165,130 @@ Napi::Value TorchInstance::Execute(const Napi::CallbackInfo& info) {
   Napi::Array inputs = info[0].As<Napi::Array>();
   auto job = std::make_unique<TorchJob>(JobKind::kExecute, Napi::Promise::Deferred::New(env));
   for (uint32_t i = 0; i < inputs.Length(); i++) {
-    Napi::Object input = inputs.Get(i).As<Napi::Object>();
-    std::string datatype = input.Get("datatype").As<Napi::String>().Utf8Value();
-    auto type = TorchType(datatype);
-    if (!type) throw Napi::TypeError::New(env, "input " + std::to_string(i) + ": libtorch has no " + datatype + " type");
-    Napi::Array shape = input.Get("shape").As<Napi::Array>();
-    InputView view{*type, {}, nullptr, 0};
-    int64_t count = 1;
-    for (uint32_t d = 0; d < shape.Length(); d++) {
-      int64_t dim = shape.Get(d).As<Napi::Number>().Int64Value();
-      view.shape.push_back(dim);
-      count *= dim;
+    job->inputs.push_back(ParseInput(env, inputs.Get(i), "input " + std::to_string(i), *job, true));
+  }
+  if (info[1].IsObject()) {
+    Napi::Value resident = info[1].As<Napi::Object>().Get("resident");
+    if (resident.IsArray()) {
+      Napi::Array positions = resident.As<Napi::Array>();
+      for (uint32_t k = 0; k < positions.Length(); k++) {
+        double position = 0;
+        // Past what forward returns is harmless: such positions are never looked at.
+        if (!Whole(positions.Get(k), &position) || position > 65535) {
+          throw Napi::RangeError::New(env, "execute: resident output positions must be small non-negative integers");
+        }
+        if (job->resident.size() <= position) job->resident.resize(static_cast<size_t>(position) + 1, false);
+        job->resident[static_cast<size_t>(position)] = true;
+      }
     }
-    Napi::Value data = input.Get("data");
-    if (!data.IsTypedArray() || data.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-      throw Napi::TypeError::New(env, "input " + std::to_string(i) + ": data must be a Uint8Array");
-    }
-    Napi::Uint8Array bytes = data.As<Napi::Uint8Array>();
-    view.data = bytes.Data();
-    view.byte_length = bytes.ByteLength();
-    if (view.byte_length != static_cast<size_t>(count) * c10::elementSize(*type)) {
-      throw Napi::RangeError::New(env, "input " + std::to_string(i) + ": " + std::to_string(view.byte_length) +
-                                           " bytes do not fit its shape and datatype");
-    }
-    job->inputs.push_back(std::move(view));
-    job->keep.push_back(Napi::Persistent(bytes));
   }
   return Enqueue(env, std::move(job));
+}
+
+InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, const std::string& where, TorchJob& job,
+                                    bool top) {
+  if (!value.IsObject()) throw Napi::TypeError::New(env, where + ": must be an object");
+  Napi::Object input = value.As<Napi::Object>();
+  Napi::Value datatype_value = input.Get("datatype");
+  if (!datatype_value.IsString()) throw Napi::TypeError::New(env, where + ": datatype must be a string");
+  std::string datatype = datatype_value.As<Napi::String>().Utf8Value();
+  auto type = TorchType(datatype);
+  if (!type) throw Napi::TypeError::New(env, where + ": libtorch has no " + datatype + " type");
+  Napi::Value shape_value = input.Get("shape");
+  if (!shape_value.IsArray()) throw Napi::TypeError::New(env, where + ": shape must be an array");
+  Napi::Array shape = shape_value.As<Napi::Array>();
+  InputView view;
+  view.type = *type;
+  double count = 1;
+  for (uint32_t d = 0; d < shape.Length(); d++) {
+    double dim = 0;
+    if (!Whole(shape.Get(d), &dim)) throw Napi::RangeError::New(env, where + ": dimensions must be non-negative integers");
+    view.shape.push_back(static_cast<int64_t>(dim));
+    count *= dim;
+  }
+  double element = static_cast<double>(c10::elementSize(*type));
+  if (count * element > 9007199254740991.0) throw Napi::RangeError::New(env, where + ": the shape is too large");
+  size_t expected = static_cast<size_t>(count * element);
+  auto size_error = [&](size_t got) {
+    return Napi::RangeError::New(env, where + ": " + std::to_string(got) + " bytes do not fit its shape and datatype");
+  };
+
+  Napi::Value parts = input.Get("parts");
+  if (parts.IsArray()) {
+    if (!top || view.shape.empty()) throw Napi::TypeError::New(env, where + ": parts only make a batched input");
+    Napi::Array list = parts.As<Napi::Array>();
+    int64_t rows = 0;
+    for (uint32_t k = 0; k < list.Length(); k++) {
+      InputView part = ParseInput(env, list.Get(k), where + " part " + std::to_string(k), job, false);
+      bool same = part.type == view.type && part.shape.size() == view.shape.size();
+      for (size_t d = 1; same && d < view.shape.size(); d++) same = part.shape[d] == view.shape[d];
+      if (!same) throw Napi::RangeError::New(env, where + " part " + std::to_string(k) + ": not a slice of the batch");
+      rows += part.shape[0];
+      view.parts.push_back(std::move(part));
+    }
+    if (rows != view.shape[0]) throw Napi::RangeError::New(env, where + ": the parts do not add up to the batch");
+    return view;
+  }
+
+  Napi::Value tensor = input.Get("tensor");
+  if (!tensor.IsUndefined()) {
+    std::string why;
+    auto held = TorchDeviceTensor::From(env, tensor, &why);
+    if (!held) throw Napi::TypeError::New(env, where + ": the tensor " + why);
+    if (held->device() != device_) {
+      throw Napi::TypeError::New(env, where + ": the tensor is on " + held->device().str() +
+                                          ", this instance runs on " + device_.str());
+    }
+    if (held->scalar_type() != view.type) {
+      throw Napi::TypeError::New(env, where + ": the tensor is " + ProtocolType(held->scalar_type()) + ", not " + datatype);
+    }
+    if (held->nbytes() != expected) throw size_error(held->nbytes());
+    view.resident = std::move(*held);
+    return view;
+  }
+
+  Napi::Value pointer = input.Get("pointer");
+  if (!pointer.IsUndefined()) {
+    // Client device memory (a CUDA shared-memory region), read in place: the TypeScript side
+    // checked the range against the region; here the device, the address and the size.
+    if (!pointer.IsBigInt()) throw Napi::TypeError::New(env, where + ": pointer must be a bigint");
+    double device = -1;
+    if (!Whole(input.Get("deviceId"), &device)) throw Napi::TypeError::New(env, where + ": deviceId must be a GPU id");
+    if (!settings_.cuda) {
+      throw Napi::TypeError::New(env, where + ": device memory on GPU " + std::to_string(static_cast<int64_t>(device)) +
+                                          " needs a GPU instance, this one runs on the CPU");
+    }
+    if (static_cast<int>(device) != settings_.device_id) {
+      throw Napi::TypeError::New(env, where + ": the memory is on GPU " + std::to_string(static_cast<int64_t>(device)) +
+                                          ", this instance runs on GPU " + std::to_string(settings_.device_id));
+    }
+    bool lossless = false;
+    uint64_t address = pointer.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless || address == 0) throw Napi::RangeError::New(env, where + ": not a device address");
+    if (address % c10::elementSize(*type) != 0) {
+      throw Napi::RangeError::New(env, where + ": the device address is not aligned for " + datatype);
+    }
+    double length = -1;
+    if (!Whole(input.Get("byteLength"), &length)) throw Napi::TypeError::New(env, where + ": byteLength must be a number");
+    if (static_cast<size_t>(length) != expected) throw size_error(static_cast<size_t>(length));
+    view.device_pointer = static_cast<uintptr_t>(address);
+    view.device_id = static_cast<int>(device);
+    view.byte_length = expected;
+    job.borrowed.emplace_back(view.device_pointer, view.byte_length);
+    return view;
+  }
+
+  Napi::Value data = input.Get("data");
+  if (!data.IsTypedArray() || data.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    throw Napi::TypeError::New(env, where + ": data must be a Uint8Array");
+  }
+  Napi::Uint8Array bytes = data.As<Napi::Uint8Array>();
+  view.data = bytes.Data();
+  view.byte_length = bytes.ByteLength();
+  if (view.byte_length != expected) throw size_error(view.byte_length);
+  job.borrowed.emplace_back(reinterpret_cast<uintptr_t>(view.data), view.byte_length);
+  job.keep.push_back(Napi::Persistent(bytes));
+  return view;
 }
 
 Napi::Value TorchInstance::Close(const Napi::CallbackInfo& info) {
@@ -246,6 +364,12 @@ void TorchInstance::Settle(Napi::Env env, TorchJob& job) {
       Napi::Array shape = Napi::Array::New(env, tensor.dim());
       for (int64_t d = 0; d < tensor.dim(); d++) shape.Set(d, Napi::Number::New(env, tensor.size(d)));
       output.Set("shape", shape);
+      if (i < job.resident.size() && job.resident[i]) {
+        // Kept where the model made it: a handle, no bytes for Node.
+        output.Set("tensor", TorchDeviceTensor::Wrap(env, tensor));
+        outputs.Set(i, output);
+        continue;
+      }
       size_t bytes = tensor.nbytes();
       Napi::ArrayBuffer buffer;
       if (bytes == 0) {
@@ -267,6 +391,8 @@ void TorchInstance::Settle(Napi::Env env, TorchJob& job) {
     }
     out.Set("outputs", outputs);
     out.Set("inferNs", Napi::Number::New(env, static_cast<double>(job.infer_ns)));
+    out.Set("hostToDeviceBytes", Napi::Number::New(env, static_cast<double>(job.host_to_device)));
+    out.Set("deviceToHostBytes", Napi::Number::New(env, static_cast<double>(job.device_to_host)));
     deferred.Resolve(out);
   } else {
     deferred.Resolve(env.Undefined());
@@ -359,27 +485,27 @@ void TorchInstance::RunExecute(TorchJob& job) {
     // The inputs, held until the outputs are checked for sharing their bytes.
     std::vector<torch::Tensor> held;
     std::vector<c10::IValue> arguments;
-    for (const InputView& input : job.inputs) {
-      torch::Tensor tensor = WrapInput(input);
-      held.push_back(tensor);
-      if (device_.is_cuda()) {
-        // Staged through pinned memory: one host copy, one asynchronous copy to the device.
-        torch::Tensor pinned =
-            torch::empty(input.shape, torch::TensorOptions().dtype(input.type).pinned_memory(true));
-        pinned.copy_(tensor);
-        held.push_back(pinned);
-        tensor = pinned.to(device_, /*non_blocking=*/true);
-      }
-      arguments.emplace_back(std::move(tensor));
-    }
+    for (const InputView& input : job.inputs) arguments.emplace_back(Place(input, job, held));
     auto start = std::chrono::steady_clock::now();
     c10::IValue result = module_->forward(std::move(arguments));
     std::vector<torch::Tensor> outputs = Flatten(result);
     result = c10::IValue();
+    for (size_t i = 0; i < outputs.size() && i < job.resident.size(); i++) {
+      torch::Tensor& output = outputs[i];
+      if (!job.resident[i] || !output.defined()) continue;
+      // Kept by a handle: contiguous, and never over memory the job only borrowed (a client's
+      // region may be unregistered once the request ends). Sharing a parameter's or an earlier
+      // handle's storage is fine: libtorch's reference counting keeps it. Queued on the stream
+      // before the synchronisation below, so the handle's bytes are complete when it is handed out.
+      if (Overlaps(output, job.borrowed)) output = output.clone(at::MemoryFormat::Contiguous);
+      else output = output.contiguous();
+    }
 #ifdef GALLEY_TORCH_CUDA
     if (device_.is_cuda()) {
-      for (auto& output : outputs) {
-        if (!output.is_cuda()) continue;
+      for (size_t i = 0; i < outputs.size(); i++) {
+        torch::Tensor& output = outputs[i];
+        if (!output.defined() || !output.is_cuda() || (i < job.resident.size() && job.resident[i])) continue;
+        job.device_to_host += static_cast<int64_t>(output.nbytes());
         torch::Tensor host = torch::empty(output.sizes(), output.options().device(torch::kCPU).pinned_memory(true));
         host.copy_(output, /*non_blocking=*/true);
         output = host;
@@ -397,11 +523,12 @@ void TorchInstance::RunExecute(TorchJob& job) {
                                     std::string(c10::toString(output.scalar_type())) +
                                     ", which has no protocol datatype");
       }
+      if (i < job.resident.size() && job.resident[i]) continue;
       if (!output.device().is_cpu()) output = output.to(torch::kCPU);
       // Node gets bytes no one else holds: an output sharing an input's bytes, a parameter's, or
       // another output's, or a view of a larger tensor, is copied once.
       if (!output.is_contiguous() || output.storage().use_count() > 1 || output.storage_offset() != 0 ||
-          output.storage().nbytes() != output.nbytes() || Overlaps(output, job.inputs)) {
+          output.storage().nbytes() != output.nbytes() || Overlaps(output, job.borrowed)) {
         output = output.clone(at::MemoryFormat::Contiguous);
       }
     }
@@ -419,6 +546,45 @@ void TorchInstance::RunExecute(TorchJob& job) {
     job.outputs.clear();
     job.error = "unknown error while running the TorchScript module";
   }
+}
+
+torch::Tensor TorchInstance::Place(const InputView& input, TorchJob& job, std::vector<torch::Tensor>& held) {
+  if (!input.parts.empty()) {
+    // A batch gathered on the instance's device: each part placed there, then one concatenation.
+    std::vector<torch::Tensor> parts;
+    for (const InputView& part : input.parts) parts.push_back(Place(part, job, held));
+    torch::Tensor batch = torch::cat(parts, 0);
+    held.push_back(batch);
+    return batch;
+  }
+  if (input.resident) {
+    // An earlier output left on this device (checked on the main thread); the shape may differ
+    // by a batch dimension of 1 (an ensemble between batching and non-batching models).
+    held.push_back(*input.resident);
+    return input.resident->reshape(input.shape);
+  }
+  if (input.device_pointer != 0) {
+#ifdef GALLEY_TORCH_CUDA
+    // The client's memory, used in place: no copy at all.
+    torch::Tensor tensor = torch::from_blob(reinterpret_cast<void*>(input.device_pointer), input.shape,
+                                            torch::TensorOptions().dtype(input.type).device(device_));
+    held.push_back(tensor);
+    return tensor;
+#else
+    throw std::runtime_error("this galley_torch was built against a libtorch without CUDA");
+#endif
+  }
+  torch::Tensor tensor = WrapInput(input);
+  held.push_back(tensor);
+  if (device_.is_cuda()) {
+    // Staged through pinned memory: one host copy, one asynchronous copy to the device.
+    torch::Tensor pinned = torch::empty(input.shape, torch::TensorOptions().dtype(input.type).pinned_memory(true));
+    pinned.copy_(tensor);
+    held.push_back(pinned);
+    job.host_to_device += static_cast<int64_t>(input.byte_length);
+    tensor = pinned.to(device_, /*non_blocking=*/true);
+  }
+  return tensor;
 }
 
 void TorchInstance::RunStop() {

@@ -65,6 +65,8 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
   Napi::Value Execute(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value Enqueue(Napi::Env env, std::unique_ptr<TorchJob> job);
+  /** One input of execute(), checked here on the main thread (`top`: parts are allowed). */
+  InputView ParseInput(Napi::Env env, const Napi::Value& value, const std::string& where, TorchJob& job, bool top);
   void Settle(Napi::Env env, TorchJob& job);
 
   // The instance's thread.
@@ -72,6 +74,8 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
   void RunLoad(TorchJob& job);
   void RunExecute(TorchJob& job);
   void RunStop();
+  /** An input as a tensor on the instance's device (staged, in place, or concatenated). */
+  torch::Tensor Place(const InputView& input, TorchJob& job, std::vector<torch::Tensor>& held);
 
   TorchSettings settings_;
   torch::Device device_{torch::kCPU};

@@ -16,12 +16,21 @@ std::optional<c10::ScalarType> TorchType(const std::string& datatype);
 /** The protocol datatype of a libtorch type; empty when the protocol has none. */
 std::string ProtocolType(c10::ScalarType type);
 
-/** One input of a batch: bytes owned by Node (kept alive by the caller until the batch ends). */
+/**
+ * One input of a batch, from one of: bytes owned by Node (kept alive by the caller until the batch
+ * ends); device memory at `device_pointer` on GPU `device_id` (a CUDA shared-memory region, used in
+ * place); a tensor the addon kept (`resident`, an earlier output); or `parts` to concatenate along
+ * the first dimension (a batch of requests, on the instance's device).
+ */
 struct InputView {
   c10::ScalarType type;
   std::vector<int64_t> shape;
-  void* data;
-  size_t byte_length;
+  void* data = nullptr;
+  size_t byte_length = 0;
+  uintptr_t device_pointer = 0;
+  int device_id = -1;
+  std::optional<torch::Tensor> resident;
+  std::vector<InputView> parts;
 };
 
 /** A CPU tensor over the input's bytes (no copy), or a copy when they are not aligned for the type. */

@@ -8,6 +8,53 @@ export interface RawTorchTensor {
   data: Uint8Array;
 }
 
+/**
+ * A libtorch tensor the addon keeps (`native/torch_device_tensor.cc`): an output left where the
+ * model made it (on its GPU), to be given to another instance on that device without copies.
+ * Made only by {@link RawTorchInstance.execute}; not constructible.
+ */
+export interface RawDeviceTensor {
+  /** The CUDA ordinal, or -1 for a CPU tensor (and once disposed). */
+  readonly deviceId: number;
+  readonly byteSize: number;
+  readonly datatype: string;
+  readonly shape: number[];
+  readonly disposed: boolean;
+  /** Rows `[start, start + length)` of the first dimension: a view sharing the storage. */
+  narrow(start: number, length: number): RawDeviceTensor;
+  /** One device-to-host copy (pinned), off the event loop. */
+  toHost(): Promise<Uint8Array>;
+  /** One device-to-device copy to `pointer` on the tensor's GPU; `byteLength` is the room there. */
+  copyTo(pointer: bigint, byteLength: number): Promise<void>;
+  /** Drop this handle's reference now (the memory is freed when no handle or job holds it). */
+  dispose(): void;
+}
+
+/**
+ * One input of {@link RawTorchInstance.execute}: host bytes; device memory used in place (a CUDA
+ * shared-memory region, `deviceId` must be the instance's GPU); a kept tensor (on the instance's
+ * device); or parts (each one of those, with its own shape) concatenated along the first dimension.
+ */
+export type RawTorchInput =
+  | RawTorchTensor
+  | { datatype: string; shape: number[]; pointer: bigint; deviceId: number; byteLength: number }
+  | { datatype: string; shape: number[]; tensor: RawDeviceTensor }
+  | { datatype: string; shape: number[]; parts: RawTorchInput[] };
+
+/** One output of {@link RawTorchInstance.execute}: bytes, or a kept tensor when asked (`resident`). */
+export type RawTorchOutput =
+  | RawTorchTensor
+  | { datatype: string; shape: number[]; tensor: RawDeviceTensor; data?: undefined };
+
+/** What one {@link RawTorchInstance.execute} returns. */
+export interface RawTorchResult {
+  outputs: RawTorchOutput[];
+  inferNs: number;
+  /** Bytes staged host→device for the inputs and copied device→host for the outputs. */
+  hostToDeviceBytes: number;
+  deviceToHostBytes: number;
+}
+
 /** One TorchScript module on its own native thread (`native/torch_instance.cc`). */
 export interface RawTorchInstance {
   /** Load the module on the instance's thread; rejects with libtorch's message. */
@@ -15,8 +62,9 @@ export interface RawTorchInstance {
   /**
    * Run forward on the instance's thread with the inputs as positional arguments. The inputs'
    * bytes are used in place (copied only when misaligned) and must stay attached until it settles.
+   * Outputs at the `resident` positions stay where the model made them, as handles.
    */
-  execute(inputs: RawTorchTensor[]): Promise<{ outputs: RawTorchTensor[]; inferNs: number }>;
+  execute(inputs: RawTorchInput[], options?: { resident?: number[] }): Promise<RawTorchResult>;
   /** Release the module (and cached device memory), end the thread; later calls reject. */
   close(): Promise<void>;
 }
@@ -45,7 +93,7 @@ export interface TorchBinding {
 }
 
 /** The ABI these wrappers were written against. */
-export const TORCH_BINDING_ABI_VERSION = 1;
+export const TORCH_BINDING_ABI_VERSION = 2;
 
 /** Where the torch addon may be: an explicit override first, then node-gyp's build folders. */
 export function torchBindingCandidates(): string[] {

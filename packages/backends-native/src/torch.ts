@@ -1,7 +1,36 @@
-import { loadTorchBinding, type RawTorchInstance, type RawTorchTensor } from "./torch-binding.js";
+import {
+  loadTorchBinding,
+  type RawDeviceTensor,
+  type RawTorchInput,
+  type RawTorchInstance,
+  type RawTorchOutput,
+  type RawTorchResult,
+  type RawTorchTensor,
+} from "./torch-binding.js";
 
 /** A tensor for {@link TorchModel.execute}: a protocol datatype, a shape and little-endian bytes. */
 export type TorchTensor = RawTorchTensor;
+
+/**
+ * A tensor the addon keeps where a model made it (on its GPU): see {@link TorchModel.execute}'s
+ * `resident` option. Give it to another model on the same device as `{ tensor }`, read it with
+ * `toHost()`, copy it into device memory with `copyTo()`, and `dispose()` it when done.
+ */
+export type TorchDeviceTensor = RawDeviceTensor;
+
+/**
+ * An input of {@link TorchModel.execute}: bytes (`data`), device memory used in place (`pointer`,
+ * `deviceId`, `byteLength`: a CUDA shared-memory region on the model's GPU; the caller checks the
+ * range), a kept tensor (`tensor`, on the model's device), or `parts` of a batch concatenated on
+ * the model's device.
+ */
+export type TorchInput = RawTorchInput;
+
+/** An output of {@link TorchModel.execute}: bytes, or a kept tensor at a `resident` position. */
+export type TorchOutput = RawTorchOutput;
+
+/** What {@link TorchModel.execute} returns, with the bytes it copied across the host. */
+export type TorchResult = RawTorchResult;
 
 /** The datatypes the torch addon takes and gives (UINT16-64 and BYTES have no libtorch type here). */
 export const TORCH_DATATYPES: readonly string[] = [
@@ -50,8 +79,12 @@ export interface TorchModel {
    * returned tensor, or the tuple's / list's tensors in order. Each output's bytes belong to it
    * alone (an output sharing an input's or the model's memory is copied). Rejects with libtorch's
    * message when the model fails. The inputs' buffers must not be detached until it settles.
+   * Outputs at the positions in `resident` are kept where the model made them (its GPU) and come
+   * back as {@link TorchDeviceTensor} handles instead of bytes. Throws a TypeError / RangeError
+   * synchronously for an input that cannot be taken: device memory on another GPU or given to a
+   * CPU model, a kept tensor of another device or datatype, sizes that do not fit the shape.
    */
-  execute(inputs: readonly TorchTensor[]): Promise<{ outputs: TorchTensor[]; inferNs: number }>;
+  execute(inputs: readonly TorchInput[], options?: { resident?: readonly number[] }): Promise<TorchResult>;
   /** Release the module and end its thread. */
   close(): Promise<void>;
 }
@@ -114,7 +147,8 @@ export async function loadTorchModel(path: string, options: TorchModelOptions = 
   return {
     arguments: info.arguments,
     returns: info.returns,
-    execute: (inputs) => instance.execute([...inputs]),
+    execute: (inputs, options) =>
+      instance.execute([...inputs], options?.resident ? { resident: [...options.resident] } : undefined),
     close: () => instance.close(),
   };
 }

@@ -1,0 +1,261 @@
+#include "torch_device_tensor.h"
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "torch_tensors.h"
+
+#ifdef GALLEY_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace galley {
+
+namespace {
+
+std::string Describe(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
+  return error.what();
+}
+
+/**
+ * Runs `work` on libuv's pool with the tensor's device current and a stream of the pool, waits for
+ * that stream, and settles a promise. The tensor was made on an instance's stream that the
+ * instance synchronised before handing it out, so any stream may read it. No exception leaves
+ * Execute: libtorch's become the rejection's message.
+ */
+class TensorWorker : public Napi::AsyncWorker {
+ public:
+  TensorWorker(Napi::Env env, torch::Tensor tensor)
+      : Napi::AsyncWorker(env, "galley:torch-tensor"), tensor_(std::move(tensor)), deferred_(env) {}
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  virtual void Work() = 0;
+
+  void Execute() override {
+    try {
+#ifdef GALLEY_TORCH_CUDA
+      std::optional<c10::cuda::CUDAStreamGuard> on_stream;
+      std::optional<c10::cuda::CUDAStream> stream;
+      if (tensor_.is_cuda()) {
+        stream = c10::cuda::getStreamFromPool(false, tensor_.device().index());
+        on_stream.emplace(*stream);
+      }
+#endif
+      Work();
+#ifdef GALLEY_TORCH_CUDA
+      if (stream) stream->synchronize();
+#endif
+    } catch (const std::exception& error) {
+      SetError(Describe(error));
+    } catch (...) {
+      SetError("unknown error in libtorch");
+    }
+  }
+
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+  torch::Tensor tensor_;
+  Napi::Promise::Deferred deferred_;
+};
+
+/** toHost(): one device-to-host copy into pinned memory that becomes the ArrayBuffer's. */
+class ToHostWorker : public TensorWorker {
+ public:
+  using TensorWorker::TensorWorker;
+
+ protected:
+  void Work() override {
+    torch::Tensor source = tensor_.contiguous();
+    host_ = torch::empty(source.sizes(),
+                         source.options().device(torch::kCPU).pinned_memory(source.is_cuda()));
+    host_.copy_(source, /*non_blocking=*/true);
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    size_t bytes = host_.nbytes();
+    if (bytes == 0) {
+      deferred_.Resolve(Napi::Uint8Array::New(env, 0));
+      return;
+    }
+    auto* holder = new torch::Tensor(host_);
+    Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
+        env, holder->data_ptr(), bytes,
+        [](Napi::Env env, void*, torch::Tensor* held) {
+          Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(held->nbytes()));
+          delete held;
+        },
+        holder);
+    Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
+    deferred_.Resolve(Napi::Uint8Array::New(env, bytes, buffer, 0));
+  }
+
+ private:
+  torch::Tensor host_;
+};
+
+/** copyTo(pointer, byteLength): one device-to-device copy into memory at `pointer` on the tensor's GPU. */
+class CopyToWorker : public TensorWorker {
+ public:
+  CopyToWorker(Napi::Env env, torch::Tensor tensor, uintptr_t pointer)
+      : TensorWorker(env, std::move(tensor)), pointer_(pointer) {}
+
+ protected:
+  void Work() override {
+    torch::Tensor source = tensor_.contiguous().view({-1}).view(torch::kUInt8);
+    torch::Tensor target = torch::from_blob(reinterpret_cast<void*>(pointer_), {source.numel()},
+                                            source.options().dtype(torch::kUInt8));
+    target.copy_(source, /*non_blocking=*/true);
+  }
+
+  void OnOK() override { deferred_.Resolve(Env().Undefined()); }
+
+ private:
+  uintptr_t pointer_;
+};
+
+}  // namespace
+
+Napi::Function TorchDeviceTensor::Define(Napi::Env env) {
+  Napi::Function cls = DefineClass(env, "TorchDeviceTensor",
+                                   {
+                                       InstanceAccessor<&TorchDeviceTensor::DeviceId>("deviceId"),
+                                       InstanceAccessor<&TorchDeviceTensor::ByteSize>("byteSize"),
+                                       InstanceAccessor<&TorchDeviceTensor::Datatype>("datatype"),
+                                       InstanceAccessor<&TorchDeviceTensor::Shape>("shape"),
+                                       InstanceAccessor<&TorchDeviceTensor::Disposed>("disposed"),
+                                       InstanceMethod<&TorchDeviceTensor::Narrow>("narrow"),
+                                       InstanceMethod<&TorchDeviceTensor::ToHost>("toHost"),
+                                       InstanceMethod<&TorchDeviceTensor::CopyTo>("copyTo"),
+                                       InstanceMethod<&TorchDeviceTensor::Dispose>("dispose"),
+                                   });
+  auto* data = env.GetInstanceData<TorchAddonData>();
+  if (data == nullptr) {
+    data = new TorchAddonData();
+    env.SetInstanceData(data);
+  }
+  data->device_tensor = Napi::Persistent(cls);
+  return cls;
+}
+
+Napi::Object TorchDeviceTensor::Wrap(Napi::Env env, const torch::Tensor& tensor) {
+  auto* data = env.GetInstanceData<TorchAddonData>();
+  auto* held = new torch::Tensor(tensor);
+  Napi::External<torch::Tensor> external = Napi::External<torch::Tensor>::New(env, held);
+  try {
+    return data->device_tensor.New({external});
+  } catch (...) {
+    delete held;
+    throw;
+  }
+}
+
+std::optional<torch::Tensor> TorchDeviceTensor::From(Napi::Env env, const Napi::Value& value, std::string* why) {
+  auto* data = env.GetInstanceData<TorchAddonData>();
+  if (!value.IsObject() || data == nullptr || !value.As<Napi::Object>().InstanceOf(data->device_tensor.Value())) {
+    *why = "is not a device tensor of this addon";
+    return std::nullopt;
+  }
+  TorchDeviceTensor* self = Unwrap(value.As<Napi::Object>());
+  if (self == nullptr || !self->tensor_.defined()) {
+    *why = "is a disposed device tensor";
+    return std::nullopt;
+  }
+  return self->tensor_;
+}
+
+TorchDeviceTensor::TorchDeviceTensor(const Napi::CallbackInfo& info) : Napi::ObjectWrap<TorchDeviceTensor>(info) {
+  // Only Wrap makes these: JavaScript cannot construct one over memory of its choosing.
+  if (info.Length() != 1 || !info[0].IsExternal()) {
+    throw Napi::TypeError::New(info.Env(), "TorchDeviceTensor is made by the addon, not constructed");
+  }
+  torch::Tensor* held = info[0].As<Napi::External<torch::Tensor>>().Data();
+  tensor_ = std::move(*held);
+  delete held;
+}
+
+const torch::Tensor& TorchDeviceTensor::Live(Napi::Env env) const {
+  if (!tensor_.defined()) throw Napi::Error::New(env, "the device tensor was disposed");
+  return tensor_;
+}
+
+Napi::Value TorchDeviceTensor::DeviceId(const Napi::CallbackInfo& info) {
+  if (!tensor_.defined()) return Napi::Number::New(info.Env(), -1);
+  return Napi::Number::New(info.Env(), tensor_.is_cuda() ? tensor_.device().index() : -1);
+}
+
+Napi::Value TorchDeviceTensor::ByteSize(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), tensor_.defined() ? static_cast<double>(tensor_.nbytes()) : 0);
+}
+
+Napi::Value TorchDeviceTensor::Datatype(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), tensor_.defined() ? ProtocolType(tensor_.scalar_type()) : "");
+}
+
+Napi::Value TorchDeviceTensor::Shape(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!tensor_.defined()) return Napi::Array::New(env, 0);
+  Napi::Array shape = Napi::Array::New(env, tensor_.dim());
+  for (int64_t d = 0; d < tensor_.dim(); d++) shape.Set(d, Napi::Number::New(env, tensor_.size(d)));
+  return shape;
+}
+
+Napi::Value TorchDeviceTensor::Disposed(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), !tensor_.defined());
+}
+
+Napi::Value TorchDeviceTensor::Narrow(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const torch::Tensor& tensor = Live(env);
+  if (!info[0].IsNumber() || !info[1].IsNumber()) throw Napi::TypeError::New(env, "narrow(start, length): numbers");
+  double start = info[0].As<Napi::Number>().DoubleValue();
+  double length = info[1].As<Napi::Number>().DoubleValue();
+  double rows = tensor.dim() > 0 ? static_cast<double>(tensor.size(0)) : 0;
+  if (tensor.dim() == 0 || !(start >= 0) || !(length >= 0) || start != static_cast<int64_t>(start) ||
+      length != static_cast<int64_t>(length) || start + length > rows) {
+    throw Napi::RangeError::New(env, "narrow(start, length): rows out of range");
+  }
+  // A view of the rows: it shares (and keeps) the storage; no copy.
+  return Wrap(env, tensor.narrow(0, static_cast<int64_t>(start), static_cast<int64_t>(length)));
+}
+
+Napi::Value TorchDeviceTensor::ToHost(const Napi::CallbackInfo& info) {
+  auto* worker = new ToHostWorker(info.Env(), Live(info.Env()));
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+Napi::Value TorchDeviceTensor::CopyTo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const torch::Tensor& tensor = Live(env);
+  if (!tensor.is_cuda()) throw Napi::TypeError::New(env, "copyTo: the tensor is not on a GPU");
+  if (!info[0].IsBigInt() || !info[1].IsNumber()) {
+    throw Napi::TypeError::New(env, "copyTo(pointer, byteLength): a bigint address and a number");
+  }
+  bool lossless = false;
+  uint64_t pointer = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
+  double length = info[1].As<Napi::Number>().DoubleValue();
+  if (!lossless || pointer == 0) throw Napi::RangeError::New(env, "copyTo: not a device address");
+  // The caller checked the range against its region; the tensor must fit in it.
+  if (!(length >= static_cast<double>(tensor.nbytes()))) {
+    throw Napi::RangeError::New(env, "copyTo: " + std::to_string(tensor.nbytes()) + " bytes do not fit in " +
+                                         std::to_string(static_cast<int64_t>(length)));
+  }
+  auto* worker = new CopyToWorker(env, tensor, static_cast<uintptr_t>(pointer));
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+Napi::Value TorchDeviceTensor::Dispose(const Napi::CallbackInfo& info) {
+  // Copies still running hold their own reference; the memory is freed when the last one ends.
+  tensor_ = torch::Tensor();
+  return info.Env().Undefined();
+}
+
+}  // namespace galley
