@@ -9,7 +9,7 @@ import type { InferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import { ModelStatistics } from "../core/statistics.js";
 import { createLogger } from "../log.js";
-import { type BatchEvent, DynamicBatcher } from "./dynamic-batcher.js";
+import { type BatchEvent, DynamicBatcher, WAIT_HISTORY } from "./dynamic-batcher.js";
 import { InstancePool } from "./instance-pool.js";
 
 class ManualClock implements Clock {
@@ -322,5 +322,45 @@ describe("DynamicBatcher", () => {
     held[0]?.batches[0]?.finish();
     await Promise.all([kept, draining]);
     expect(drained).toBe(true);
+  });
+
+  it("stops waiting out the delay when waits gain nothing (one client at a time), and resumes once requests meet", async () => {
+    const { held, send, clock, events } = setup("preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 500");
+    const batches = () => held[0]?.batches ?? [];
+    // One request at a time: each waits the whole delay and nobody joins it.
+    for (let i = 0; i < WAIT_HISTORY; i++) {
+      const pending = send(`w${i}`);
+      expect(batches()).toHaveLength(i);
+      clock.advanceUs(500);
+      batches()[i]?.finish();
+      await pending;
+    }
+    expect(events.every((e) => e.reason === "delay expired")).toBe(true);
+    // Now requests go at once, except one wait in every WAIT_HISTORY.
+    const reasons: string[] = [];
+    for (let i = 0; i < WAIT_HISTORY - 1; i++) {
+      const pending = send(`s${i}`);
+      expect(batches()).toHaveLength(WAIT_HISTORY + i + 1);
+      reasons.push(events.at(-1)?.reason ?? "");
+      batches().at(-1)?.finish();
+      await pending;
+    }
+    expect(new Set(reasons)).toEqual(new Set(["waiting has not paid off"]));
+    // The probe waits, and this time a second request joins it: waiting is back.
+    const probe = [send("p0")];
+    const before = batches().length;
+    expect(batches()).toHaveLength(before);
+    probe.push(send("p1"));
+    clock.advanceUs(500);
+    expect(batches().at(-1)?.ids).toEqual(["p0", "p1"]);
+    batches().at(-1)?.finish();
+    await Promise.all(probe);
+    const next = send("n0");
+    expect(batches()).toHaveLength(before + 1);
+    clock.advanceUs(500);
+    expect(batches().at(-1)?.ids).toEqual(["n0"]);
+    expect(events.at(-1)?.reason).toBe("delay expired");
+    batches().at(-1)?.finish();
+    await next;
   });
 });

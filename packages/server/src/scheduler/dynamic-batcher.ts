@@ -10,7 +10,16 @@ import { PriorityQueue, type Queued } from "./priority-queue.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "./scheduler.js";
 
 /** Why a batch was sent, as the verbose log line says. */
-export type BatchReason = "filled" | "preferred size reached" | "delay expired" | "no delay" | "shape boundary";
+export type BatchReason =
+  | "filled"
+  | "preferred size reached"
+  | "delay expired"
+  | "no delay"
+  | "shape boundary"
+  | "waiting has not paid off";
+
+/** Waits remembered to judge whether waiting pays off, and how often a wait is tried anyway. */
+export const WAIT_HISTORY = 8;
 
 /** One batch the batcher sent (for logs, metrics and tests). */
 export interface BatchEvent {
@@ -63,6 +72,11 @@ export class DynamicBatcher implements Scheduler {
   #timerAt?: bigint;
   #running = 0;
   #sequence = 0;
+  /** The batch now waiting out the delay: its oldest request and how many requests it had then. */
+  #waiting: { oldest: Pending; requests: number } | undefined;
+  /** Of the last waits, whether any request joined the batch while it waited. */
+  readonly #waits: boolean[] = [];
+  #skipped = 0;
   #draining = false;
   #drained?: () => void;
   // preserve_ordering: results wait here until every earlier request has been answered.
@@ -169,6 +183,7 @@ export class DynamicBatcher implements Scheduler {
     }
     const oldest = items[0];
     if (!oldest) return undefined;
+    this.#judgeWait(oldest, items.length);
     if (size === max) return { items, reason: "filled" };
     if (this.#preferred.includes(size) && size === this.#largestPreferred())
       return { items, reason: "preferred size reached" };
@@ -187,7 +202,42 @@ export class DynamicBatcher implements Scheduler {
       }
       return { items: items.slice(0, prefix), reason: this.#delayNs === 0n ? "no delay" : "delay expired" };
     }
+    if (this.#waiting?.oldest !== oldest && this.#waitingPointless()) {
+      return { items, reason: "waiting has not paid off" };
+    }
+    this.#waiting ??= { oldest, requests: items.length };
     return undefined;
+  }
+
+  /**
+   * A batch that waited is being looked at again: once it goes (or its oldest request is gone),
+   * remember whether anyone joined it meanwhile.
+   */
+  #judgeWait(oldest: Pending, requests: number): void {
+    const waiting = this.#waiting;
+    if (!waiting) return;
+    if (
+      waiting.oldest === oldest &&
+      requests === waiting.requests &&
+      this.#clock.now() - oldest.enqueuedNs < this.#delayNs
+    )
+      return; // still waiting, nobody new yet
+    this.#waiting = undefined;
+    this.#waits.push(waiting.oldest !== oldest || requests > waiting.requests);
+    if (this.#waits.length > WAIT_HISTORY) this.#waits.shift();
+  }
+
+  /**
+   * Whether to send at once instead of waiting out \`max_queue_delay_microseconds\`: when none of
+   * the last {@link WAIT_HISTORY} waits gained a request (one client at a time, say), waiting only
+   * adds the delay to every request. The delay is a maximum, so sending earlier keeps its meaning;
+   * one wait in every {@link WAIT_HISTORY} is still made, so that batching resumes as soon as
+   * requests start to meet again.
+   */
+  #waitingPointless(): boolean {
+    if (this.#waits.length < WAIT_HISTORY || this.#waits.some((joined) => joined)) return false;
+    this.#skipped++;
+    return this.#skipped % WAIT_HISTORY !== 0;
   }
 
   #largestPreferred(): number | undefined {

@@ -1,11 +1,13 @@
+import { stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { autoCompleteOnnx, findOnnxModelFile, type ModelIO, missingOnnxModelMessage } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
-import { instanceSpecs } from "../instance-specs.js";
-import { OrtInstance } from "./ort-instance.js";
-import type { OrtSessionSettings, ValueInfo } from "./ort-messages.js";
+import { instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
+import { inlineSessionsAvailable, openInlineSession } from "./inline-session.js";
+import { INLINE_MAX_FILE_BYTES, OrtInstance } from "./ort-instance.js";
+import type { OrtSessionSettings, SessionIO, ValueInfo } from "./ort-messages.js";
 import { FROM_ORT } from "./ort-tensors.js";
 
 /** Options for {@link createOnnxRuntimeBackend}. */
@@ -17,8 +19,9 @@ export interface OnnxRuntimeBackendOptions {
 
 /**
  * Triton's ONNX Runtime backend on onnxruntime-node: `platform: "onnxruntime_onnx"` /
- * `backend: "onnxruntime"`. Each instance is a session in its own worker thread (session.run is
- * a blocking native call), so instances run in parallel and the event loop never waits.
+ * `backend: "onnxruntime"`. onnxruntime-node's `run` is a blocking native call, so each instance
+ * runs a batch on the event loop only when its measured run time is within `inline_max_run_us`
+ * (100 µs by default), and otherwise in a worker thread of its own (see `OrtInstance`).
  */
 export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Backend {
   return {
@@ -34,15 +37,9 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
           notes: [],
         };
       const path = await findOnnxModelFile(modelPath, version, config);
-      let session: OrtInstance;
+      let io: SessionIO;
       try {
-        session = await OrtInstance.start({
-          name: `${config.name}_autocomplete`,
-          config,
-          path,
-          settings: { intraOpNumThreads: 1 },
-          log: options.log,
-        });
+        io = await readSessionIO(path, config, options.log);
       } catch (error) {
         const missing =
           (error as Error).message.includes("No such file") || (error as Error).message.includes("ENOENT");
@@ -51,8 +48,6 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
           : `unable to load model '${config.name}', ${(error as Error).message}`;
         return { config, diagnostics: [{ path: "", message }], notes: [] };
       }
-      const io = session.io;
-      await session.close();
       try {
         return autoCompleteOnnx(config, toModelIO(io), { defaultMaxBatchSize: options.defaultMaxBatchSize ?? 4 });
       } catch (error) {
@@ -69,6 +64,7 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
       if (missing) throw new Error(`unable to load model '${context.config.name}', ${missing}`);
       const path = await findOnnxModelFile(context.modelPath, context.version, context.config);
       const settings = sessionSettings(context.config);
+      const inlineMaxRunUs = wholeNumberParameter(context.config, "inline_max_run_us");
       const names = instanceSpecs(context.config);
       const started = await Promise.allSettled(
         names.map((n) =>
@@ -80,6 +76,7 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
             log: context.log,
             rateLimiter: n.rateLimiter,
             signal: context.signal,
+            inlineMaxRunUs,
           }),
         ),
       );
@@ -111,6 +108,30 @@ function onnxRuntimeMissing(): string | undefined {
   } catch {
     return "the ONNX Runtime backend needs onnxruntime-node, which is not installed: npm install onnxruntime-node";
   }
+}
+
+/**
+ * The model's inputs and outputs, for auto-complete: from a session loaded on this thread when
+ * the file is small (a few milliseconds, no thread), else from one in a worker thread.
+ */
+async function readSessionIO(path: string, config: ModelConfig, log: Logger): Promise<SessionIO> {
+  if (inlineSessionsAvailable() && (await stat(path)).size <= INLINE_MAX_FILE_BYTES) {
+    const session = openInlineSession(path, { intraOpNumThreads: 1 });
+    const { io } = session;
+    session.release();
+    return io;
+  }
+  const instance = await OrtInstance.start({
+    name: `${config.name}_autocomplete`,
+    config,
+    path,
+    settings: { intraOpNumThreads: 1 },
+    log,
+    inlineMaxRunUs: 0,
+  });
+  const { io } = instance;
+  await instance.close();
+  return io;
 }
 
 function toModelIO(io: { inputs: ValueInfo[]; outputs: ValueInfo[] }): ModelIO {

@@ -103,3 +103,112 @@ describe("OrtInstance", () => {
     }
   });
 });
+
+describe("where an OrtInstance runs its batches", () => {
+  const simpleConfig = async () => {
+    const { fromModelConfigJson } = await import("@galley/config");
+    return fromModelConfigJson({
+      name: "simple",
+      max_batch_size: 8,
+      input: [
+        { name: "INPUT0", data_type: "TYPE_INT32", dims: [16] },
+        { name: "INPUT1", data_type: "TYPE_INT32", dims: [16] },
+      ],
+      output: [
+        { name: "OUTPUT0", data_type: "TYPE_INT32", dims: [16] },
+        { name: "OUTPUT1", data_type: "TYPE_INT32", dims: [16] },
+      ],
+    });
+  };
+  const request = (a: number, b: number, rows = 1): InferenceRequest => ({
+    modelName: "simple",
+    modelVersion: "",
+    id: "",
+    parameters: {},
+    inputs: [
+      { name: "INPUT0", datatype: "INT32", shape: [rows, 16], data: bytes(a, rows), parameters: {} },
+      { name: "INPUT1", datatype: "INT32", shape: [rows, 16], data: bytes(b, rows), parameters: {} },
+    ],
+    outputs: [],
+  });
+  const bytes = (v: number, rows: number) => new Uint8Array(new Int32Array(16 * rows).fill(v).buffer);
+  const values = (result: Awaited<ReturnType<OrtInstance["execute"]>>, i = 0) =>
+    (result.responses[i] as { name: string; data: Uint8Array }[]).map((t) => [
+      t.name,
+      Array.from(new Int32Array(t.data.slice().buffer)),
+    ]);
+
+  it("runs a model as small as simple on the event loop, without a worker thread", async () => {
+    const instance = await OrtInstance.start({
+      name: "simple_0",
+      config: await simpleConfig(),
+      path: SIMPLE,
+      settings: { intraOpNumThreads: 1 },
+      log: createLogger({ write: () => undefined }),
+      // simple runs in about 20 µs; a budget this wide keeps the test independent of the machine's load.
+      inlineMaxRunUs: 5000,
+    });
+    try {
+      expect(instance.placement).toBe("inline");
+      expect(instance.io.inputs.map((i) => [i.name, i.type])).toEqual([
+        ["INPUT0", "int32"],
+        ["INPUT1", "int32"],
+      ]);
+      const result = await instance.execute([request(5, 3), request(1, 1, 2)]);
+      expect(values(result, 0)).toEqual([
+        ["OUTPUT0", new Array(16).fill(8)],
+        ["OUTPUT1", new Array(16).fill(2)],
+      ]);
+      expect(values(result, 1)).toEqual([
+        ["OUTPUT0", new Array(32).fill(2)],
+        ["OUTPUT1", new Array(32).fill(0)],
+      ]);
+      expect(result.computeInferNs).toBeGreaterThan(0n);
+      expect(instance.hasWorker).toBe(false);
+    } finally {
+      await instance.close();
+    }
+  });
+
+  it("runs every batch in a worker thread with inline_max_run_us 0", async () => {
+    const instance = await OrtInstance.start({
+      name: "simple_0",
+      config: await simpleConfig(),
+      path: SIMPLE,
+      settings: { intraOpNumThreads: 1 },
+      log: createLogger({ write: () => undefined }),
+      inlineMaxRunUs: 0,
+    });
+    try {
+      expect(instance.placement).toBe("worker");
+      expect(instance.hasWorker).toBe(true);
+      const result = await instance.execute([request(7, 2)]);
+      expect(values(result)).toEqual([
+        ["OUTPUT0", new Array(16).fill(9)],
+        ["OUTPUT1", new Array(16).fill(5)],
+      ]);
+    } finally {
+      await instance.close();
+    }
+  });
+
+  it("fails the start with onnxruntime's message for a file that is not a model", async () => {
+    const { mkdtemp, writeFile, rm } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const dir = await mkdtemp(join(tmpdir(), "galley-ort-"));
+    try {
+      await writeFile(join(dir, "model.onnx"), "not a model");
+      const start = OrtInstance.start({
+        name: "broken_0",
+        config: await simpleConfig(),
+        path: join(dir, "model.onnx"),
+        settings: { intraOpNumThreads: 1 },
+        log: createLogger({ write: () => undefined }),
+      });
+      await expect(start).rejects.toThrow(/protobuf|parse|model/i);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

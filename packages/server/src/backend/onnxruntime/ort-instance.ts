@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import type { ModelConfig, ModelOutput, ModelRateLimiter } from "@galley/proto";
 import { now } from "../../clock/clock.js";
 import { InferenceError } from "../../core/errors.js";
@@ -10,8 +11,26 @@ import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { workerEntry } from "../host/worker-entry.js";
 import { workerTransport } from "../host/worker-transport.js";
+import { type InlineSession, inlineSessionsAvailable, openInlineSession } from "./inline-session.js";
 import type { OrtProtocol, OrtSessionSettings, SessionIO, WireTensor } from "./ort-messages.js";
-import { fromOrtTensor, toOrtTensor } from "./ort-tensors.js";
+import { fromOrtTensor, toOrtTensor, warmupFeeds } from "./ort-tensors.js";
+import { RunCost, WINDOW } from "./run-cost.js";
+
+/**
+ * Default for `inline_max_run_us`: a batch runs on the event loop only when its expected run is
+ * at most this long (the server's rule: nothing longer than about 100 µs on the loop).
+ */
+export const DEFAULT_INLINE_MAX_RUN_US = 100;
+
+/**
+ * Model files larger than this are never loaded on the event loop: loading takes longer, and a
+ * model whose weights alone are this large cannot run within the budget (reading them takes longer).
+ */
+export const INLINE_MAX_FILE_BYTES = 4 * 1024 * 1024;
+
+/** Warm-up runs of a session loaded on the event loop, and the most time they may take. */
+const WARMUP_RUNS = 24;
+const WARMUP_MS = 50;
 
 /** The ONNX Runtime worker's entry. */
 export const ORT_WORKER_URL = workerEntry("./ort-worker.js", import.meta.url);
@@ -48,52 +67,167 @@ export interface OrtInstanceOptions extends Omit<OrtHostOptions, "model"> {
   rateLimiter?: ModelRateLimiter | undefined;
   /** Aborting it while the session loads stops the worker and fails the start. */
   signal?: AbortSignal | undefined;
+  /**
+   * `inline_max_run_us`: run a batch on the event loop when its expected run time is at most this
+   * many µs (default {@link DEFAULT_INLINE_MAX_RUN_US}); 0 runs every batch in a worker thread.
+   */
+  inlineMaxRunUs?: number | undefined;
 }
 
-/** One instance: gathers the batch, runs it in the session's worker, and splits the outputs per request. */
+/**
+ * One instance: gathers the batch, runs it, and splits the outputs per request. Where a batch
+ * runs is decided per batch: on the event loop, in a session loaded in the server's own isolate,
+ * when its expected run time (from the instance's own runs of that size, see `RunCost`) is within
+ * `inline_max_run_us`; otherwise in a worker thread holding its own session, started the first
+ * time it is needed. A small model thus costs no thread hop and no isolate; a model whose runs
+ * are long never blocks the loop. Models whose file exceeds {@link INLINE_MAX_FILE_BYTES}, or
+ * whose warm-up runs exceed the budget, run only in their worker.
+ */
 export class OrtInstance implements BackendInstance {
   readonly name: string;
   readonly rateLimiter?: ModelRateLimiter;
-  readonly #host: InstanceHost<OrtProtocol>;
+  readonly #options: OrtInstanceOptions;
+  #inline: InlineSession | undefined;
+  #host: InstanceHost<OrtProtocol> | undefined;
+  #hostStarting: Promise<InstanceHost<OrtProtocol>> | undefined;
+  readonly #cost = new RunCost();
+  readonly #budgetNs: number;
   readonly #config: ModelConfig;
   readonly #batching: boolean;
   readonly #outputs: Map<string, ModelOutput>;
   readonly #inputs: Map<string, ModelConfig["input"][number]>;
   readonly #rules: OutputRules;
+  #closed = false;
 
-  private constructor(host: InstanceHost<OrtProtocol>, config: ModelConfig, rateLimiter?: ModelRateLimiter) {
-    this.name = host.name;
-    if (rateLimiter) this.rateLimiter = rateLimiter;
-    this.#host = host;
-    this.#config = config;
-    this.#batching = config.maxBatchSize > 0;
-    this.#outputs = new Map(config.output.map((o) => [o.name, o]));
-    this.#inputs = new Map(config.input.map((i) => [i.name, i]));
-    this.#rules = outputRules(config);
+  private constructor(options: OrtInstanceOptions) {
+    this.name = options.name;
+    if (options.rateLimiter) this.rateLimiter = options.rateLimiter;
+    this.#options = options;
+    this.#config = options.config;
+    this.#budgetNs = (options.inlineMaxRunUs ?? DEFAULT_INLINE_MAX_RUN_US) * 1000;
+    this.#batching = options.config.maxBatchSize > 0;
+    this.#outputs = new Map(options.config.output.map((o) => [o.name, o]));
+    this.#inputs = new Map(options.config.input.map((i) => [i.name, i]));
+    this.#rules = outputRules(options.config);
   }
 
-  /** Start a worker and load the model in it; rejects with onnxruntime's message when it does not load. */
+  /**
+   * Load the model: on the event loop when it may run there (then warmed up and measured),
+   * otherwise in a worker thread. Rejects with onnxruntime's message when it does not load.
+   */
   static async start(options: OrtInstanceOptions): Promise<OrtInstance> {
-    const host = createOrtHost({ ...options, model: options.config.name });
-    await host.start(options.signal);
-    return new OrtInstance(host, options.config, options.rateLimiter);
+    const instance = new OrtInstance(options);
+    await instance.#start();
+    return instance;
+  }
+
+  async #start(): Promise<void> {
+    const { path, settings, signal } = this.#options;
+    if (this.#budgetNs > 0 && inlineSessionsAvailable() && fileSize(path) <= INLINE_MAX_FILE_BYTES) {
+      try {
+        this.#inline = openInlineSession(path, settings);
+      } catch {
+        // The worker loads it again and reports onnxruntime's own message.
+      }
+      if (this.#inline && !this.#warmUp(this.#inline)) {
+        this.#inline.release();
+        this.#inline = undefined;
+      }
+    }
+    if (signal?.aborted) {
+      this.#inline?.release();
+      this.#inline = undefined;
+      throw new Error(`model instance '${this.name}' was unloaded while it was initializing`);
+    }
+    if (!this.#inline) await this.#worker();
+  }
+
+  /**
+   * A few runs of zeros (every variable dimension 1) to measure the session: false when they take
+   * longer than the budget. A model that cannot run on zeros is measured by its first real runs,
+   * made in the worker.
+   */
+  #warmUp(session: InlineSession): boolean {
+    let feeds: WireTensor[];
+    try {
+      feeds = warmupFeeds(session.io.inputs);
+    } catch {
+      return true;
+    }
+    const fetches = session.io.outputs.map((o) => o.name);
+    const elements = countElements(feeds);
+    // The first runs are slow (cold code and memory: tens of ms for the very first on `simple`,
+    // which then runs in about 20 µs), so only the last runs of the warm-up count. It stops early
+    // once it has spent WARMUP_MS: a model that slow does not belong on the event loop anyway.
+    const began = now();
+    for (let i = 0; i < WARMUP_RUNS; i++) {
+      const start = now();
+      try {
+        session.run(feeds, fetches);
+      } catch {
+        return true;
+      }
+      const end = now();
+      if (i >= WARMUP_RUNS - WINDOW) this.#cost.observe(elements, Number(end - start));
+      if (i >= 2 && Number(end - began) > WARMUP_MS * 1e6) return false;
+    }
+    return (this.#cost.estimate(elements) ?? 0) <= this.#budgetNs;
+  }
+
+  /** The worker-thread host, started on first use. */
+  #worker(): Promise<InstanceHost<OrtProtocol>> {
+    if (this.#host) return Promise.resolve(this.#host);
+    this.#hostStarting ??= (async () => {
+      const host = createOrtHost({ ...this.#options, model: this.#config.name });
+      await host.start(this.#options.signal);
+      if (this.#closed) {
+        await host.close();
+        throw new InferenceError("BACKEND_FAILED", { message: `model instance '${this.name}' was unloaded` });
+      }
+      this.#host = host;
+      return host;
+    })();
+    this.#hostStarting.catch(() => {
+      this.#hostStarting = undefined;
+    });
+    return this.#hostStarting;
   }
 
   /** The model's inputs and outputs, as the session reports them. */
   get io(): SessionIO {
-    return this.#host.info ?? { inputs: [], outputs: [] };
+    return this.#inline?.io ?? this.#host?.info ?? { inputs: [], outputs: [] };
+  }
+
+  /** Where the next small batch runs: `inline` (event loop) or `worker`. */
+  get placement(): "inline" | "worker" {
+    return this.#inline ? "inline" : "worker";
+  }
+
+  /** Whether this instance has a worker thread (started the first time a batch needed one). */
+  get hasWorker(): boolean {
+    return this.#host !== undefined;
   }
 
   /** False while the session's worker is down: restarting after a failure, or waiting to. */
   get healthy(): boolean {
-    return this.#host.health === "up";
+    return !this.#host || this.#host.health === "up";
+  }
+
+  /** Whether a batch of `elements` input elements runs on the event loop. */
+  #runsInline(elements: number): boolean {
+    if (!this.#inline) return false;
+    const estimate = this.#cost.estimate(elements);
+    if (estimate === undefined) return false;
+    // A size not seen yet is extrapolated pessimistically: try it here once if that stays within
+    // twice the budget, so that the estimate is learnt without starting a worker for it.
+    return estimate <= (this.#cost.seen(elements) ? this.#budgetNs : 2 * this.#budgetNs);
   }
 
   async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
     const start = now();
     const batchSizes = requests.map((r) => (this.#batching ? (r.inputs[0]?.shape[0] ?? 1) : 1));
-    const feeds: WireTensor[] = [];
-    const transfer = new Set<ArrayBuffer>();
+    const tensors: { tensor: Tensor; dims: number[] }[] = [];
+    let elements = 0;
     try {
       // Config inputs, then what a scheduler added (sequence controls, implicit state).
       const names = new Set([
@@ -105,7 +239,8 @@ export class OrtInstance implements BackendInstance {
         if (!tensor) continue;
         const reshape = this.#inputs.get(name)?.reshape?.shape.map(Number);
         const dims = reshape ? (this.#batching ? [tensor.shape[0] ?? 1, ...reshape] : reshape) : tensor.shape;
-        feeds.push(toOrtTensor(tensor, dims, transfer));
+        tensors.push({ tensor, dims });
+        elements += dims.reduce((a, b) => a * b, 1);
       }
     } catch (error) {
       return failed(requests, error as Error, now() - start);
@@ -115,12 +250,32 @@ export class OrtInstance implements BackendInstance {
       if (request.outputs.length === 0) for (const name of this.#outputs.keys()) wanted.add(name);
       else for (const o of request.outputs) wanted.add(o.name);
     }
+    const fetches = [...wanted];
+    const inline = this.#runsInline(elements);
+    const feeds: WireTensor[] = [];
+    const transfer = inline ? undefined : new Set<ArrayBuffer>();
+    try {
+      for (const { tensor, dims } of tensors) feeds.push(toOrtTensor(tensor, dims, transfer));
+    } catch (error) {
+      return failed(requests, error as Error, now() - start);
+    }
     const inputDone = now();
     let outputs: WireTensor[];
     try {
-      const result = await this.#host.execute({ feeds, fetches: [...wanted] }, [...transfer]);
-      if ("error" in result) throw new InferenceError("BACKEND_FAILED", { message: result.error });
-      outputs = result.outputs;
+      if (inline && this.#inline) {
+        try {
+          outputs = this.#inline.run(feeds, fetches);
+        } catch (error) {
+          throw new InferenceError("BACKEND_FAILED", { message: (error as Error).message });
+        }
+        this.#cost.observe(elements, Number(now() - inputDone));
+      } else {
+        const host = await this.#worker();
+        const result = await host.execute({ feeds, fetches }, [...(transfer ?? [])]);
+        if ("error" in result) throw new InferenceError("BACKEND_FAILED", { message: result.error });
+        if (this.#inline) this.#cost.observe(elements, Number(result.inferNs));
+        outputs = result.outputs;
+      }
     } catch (error) {
       return failed(requests, error as Error, inputDone - start);
     }
@@ -150,9 +305,25 @@ export class OrtInstance implements BackendInstance {
     };
   }
 
-  /** Release the session (waiting up to `graceMs` for it), then stop the worker. */
-  close(graceMs?: number): Promise<void> {
-    return this.#host.close(graceMs);
+  /** Release the session (waiting up to `graceMs` for a worker's), then stop the worker. */
+  async close(graceMs?: number): Promise<void> {
+    this.#closed = true;
+    this.#inline?.release();
+    this.#inline = undefined;
+    const host = this.#host ?? (await this.#hostStarting?.catch(() => undefined));
+    await host?.close(graceMs);
+  }
+}
+
+function countElements(feeds: readonly WireTensor[]): number {
+  return feeds.reduce((n, f) => n + f.dims.reduce((a, b) => a * b, 1), 0);
+}
+
+function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return Number.POSITIVE_INFINITY;
   }
 }
 

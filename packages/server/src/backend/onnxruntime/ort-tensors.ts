@@ -11,7 +11,7 @@ import { datatype } from "../../core/datatype.js";
 import { InferenceError } from "../../core/errors.js";
 import type { Tensor } from "../../core/tensor.js";
 import { workerView } from "../batch-io.js";
-import type { OrtType, WireTensor } from "./ort-messages.js";
+import type { OrtType, ValueInfo, WireTensor } from "./ort-messages.js";
 
 /** onnxruntime-node's type name per protocol datatype. */
 export const ORT_TYPES: Readonly<Record<string, OrtType>> = {
@@ -37,11 +37,16 @@ export const FROM_ORT: Readonly<Record<string, DataType>> = Object.fromEntries(
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-/** An input for the worker with the session's `dims`, adding the buffer it moves with to `transfer`. */
-export function toOrtTensor(tensor: Tensor, dims: number[], transfer: Set<ArrayBuffer>): WireTensor {
+/**
+ * An input with the session's `dims`. For a worker (`transfer` given), the buffer it moves with is
+ * added to `transfer`; for a run on this thread (no `transfer`), the tensor's own bytes are viewed
+ * where they are aligned and not shared memory (which onnxruntime-node refuses), else copied once.
+ */
+export function toOrtTensor(tensor: Tensor, dims: number[], transfer?: Set<ArrayBuffer>): WireTensor {
   const type = ORT_TYPES[tensor.datatype];
   if (!type) throw new InferenceError("ORT_UNSUPPORTED_DATATYPE", { datatype: tensor.datatype, input: tensor.name });
   if (type !== "string") {
+    if (!transfer) return { name: tensor.name, type, dims, data: localView(tensor) };
     const { view, transfer: buffer } = workerView(tensor);
     transfer.add(buffer);
     return { name: tensor.name, type, dims, data: view };
@@ -52,6 +57,35 @@ export function toOrtTensor(tensor: Tensor, dims: number[], transfer: Set<ArrayB
   } catch (error) {
     throw new InferenceError("ORT_BYTES_NOT_UTF8", { input: tensor.name }, { cause: error });
   }
+}
+
+function localView(tensor: Tensor): ArrayBufferView {
+  const info = datatype(tensor.datatype);
+  const ArrayType = info?.array;
+  if (!info || !ArrayType) throw new InferenceError("TENSOR_NO_TYPED_ARRAY", { datatype: tensor.datatype });
+  const data = tensor.data;
+  const count = data.byteLength / info.byteSize;
+  if (data.buffer instanceof ArrayBuffer && data.byteOffset % info.byteSize === 0) {
+    return new ArrayType(data.buffer, data.byteOffset, count);
+  }
+  const own = new Uint8Array(data.byteLength);
+  own.set(data);
+  return new ArrayType(own.buffer, 0, count);
+}
+
+/** Zero-filled inputs for warm-up runs: each variable dimension 1; throws for a type it cannot make. */
+export function warmupFeeds(inputs: readonly ValueInfo[]): WireTensor[] {
+  return inputs.map((input) => {
+    const type = input.type as OrtType | undefined;
+    const protocol = Object.entries(ORT_TYPES).find(([, t]) => t === type)?.[0];
+    if (!type || !protocol) throw new Error(`no warm-up value for '${input.name}'`);
+    const dims = input.shape.map((d) => (typeof d === "number" && d > 0 ? d : 1));
+    const count = dims.reduce((a, b) => a * b, 1);
+    if (type === "string") return { name: input.name, type, dims, data: new Array<string>(count).fill("") };
+    const ArrayType = datatype(protocol)?.array;
+    if (!ArrayType) throw new Error(`no warm-up value for '${input.name}'`);
+    return { name: input.name, type, dims, data: new ArrayType(count) };
+  });
 }
 
 /** An output from the worker, with the config's shape where the output is reshaped. */

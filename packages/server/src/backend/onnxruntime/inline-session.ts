@@ -1,0 +1,135 @@
+// An ONNX Runtime session in the server's own isolate, for models whose runs are short enough to
+// make on the event loop (see `RunCost`). onnxruntime-node's `run` is a synchronous native call
+// (its promise only defers it by one `setImmediate`), so a run here holds the loop for exactly
+// the model's time: the instance only runs a batch here when that time is known to be small.
+import { createRequire } from "node:module";
+import type ort from "onnxruntime-node";
+import type { OrtSessionSettings, OrtType, SessionIO, ValueInfo, WireTensor } from "./ort-messages.js";
+
+/** A session run synchronously on the calling thread. */
+export interface InlineSession {
+  readonly io: SessionIO;
+  /** Run once; throws onnxruntime's error. Outputs come in the order of `fetches`. */
+  run(feeds: readonly WireTensor[], fetches: readonly string[]): WireTensor[];
+  release(): void;
+}
+
+/** onnxruntime-node's raw binding (`dist/binding.js`): a synchronous session object. */
+interface RawSession {
+  loadModel(path: string, options: OrtSessionSettings): void;
+  readonly inputMetadata: RawMetadata[];
+  readonly outputMetadata: RawMetadata[];
+  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, null>, options: object): Record<string, ort.Tensor>;
+  dispose(): void;
+}
+interface RawMetadata {
+  name: string;
+  isTensor: boolean;
+  symbolicDimensions: string[];
+  shape: number[];
+  type: number;
+}
+interface RawBinding {
+  binding: { InferenceSession: new () => RawSession };
+  initOrt(): void;
+}
+
+/** ONNX's TensorProto element types, as onnxruntime-node's backend names them. */
+const RAW_TYPES: (OrtType | undefined)[] = [
+  undefined,
+  "float32",
+  "uint8",
+  "int8",
+  "uint16",
+  "int16",
+  "int32",
+  "int64",
+  "string",
+  "bool",
+  "float16",
+  "float64",
+  "uint32",
+  "uint64",
+];
+
+const require = createRequire(import.meta.url);
+let ortModule: typeof ort | undefined;
+let raw: RawBinding | null | undefined;
+
+function onnxruntime(): typeof ort {
+  ortModule ??= require("onnxruntime-node") as typeof ort;
+  return ortModule;
+}
+
+/**
+ * The raw binding, or null when this onnxruntime-node does not have it where 1.x keeps it (every
+ * run then goes to a worker thread). The binding is used rather than the public API because the
+ * public `run` defers the same synchronous call by one `setImmediate` and checks its arguments
+ * again: about 20 µs of CPU per run on `simple`.
+ */
+function rawBinding(): RawBinding | null {
+  if (raw === undefined) {
+    try {
+      const loaded = require("onnxruntime-node/dist/binding") as RawBinding;
+      raw =
+        typeof loaded.binding?.InferenceSession === "function" && typeof loaded.initOrt === "function" ? loaded : null;
+    } catch {
+      raw = null;
+    }
+  }
+  return raw;
+}
+
+/**
+ * Load a session in this isolate. Synchronous: the event loop waits for the load (a few
+ * milliseconds for the small files this is used for). @throws onnxruntime's error.
+ */
+export function openInlineSession(path: string, settings: OrtSessionSettings): InlineSession {
+  const Tensor = onnxruntime().Tensor;
+  const binding = rawBinding();
+  if (binding) {
+    binding.initOrt();
+    const session = new binding.binding.InferenceSession();
+    session.loadModel(path, settings);
+    const io = { inputs: session.inputMetadata.map(rawInfo), outputs: session.outputMetadata.map(rawInfo) };
+    return {
+      io,
+      run(feeds, fetches) {
+        const inputs: Record<string, ort.Tensor> = {};
+        for (const t of feeds) inputs[t.name] = new Tensor(t.type, t.data as ort.Tensor.DataType, t.dims);
+        const wanted: Record<string, null> = {};
+        for (const name of fetches) wanted[name] = null;
+        return outputsOf(session.run(inputs, wanted, {}), fetches);
+      },
+      release: () => session.dispose(),
+    };
+  }
+  throw new Error("onnxruntime-node's binding was not found");
+}
+
+/** Whether runs can be made on this thread (onnxruntime-node's raw binding is there). */
+export function inlineSessionsAvailable(): boolean {
+  try {
+    onnxruntime();
+  } catch {
+    return false;
+  }
+  return rawBinding() !== null;
+}
+
+function outputsOf(results: Record<string, ort.Tensor>, fetches: readonly string[]): WireTensor[] {
+  const outputs: WireTensor[] = [];
+  for (const name of fetches) {
+    const tensor = results[name];
+    if (!tensor) continue;
+    outputs.push({ name, type: tensor.type as OrtType, dims: [...tensor.dims], data: tensor.data as ArrayBufferView });
+  }
+  return outputs;
+}
+
+function rawInfo(m: RawMetadata): ValueInfo {
+  if (!m.isTensor) return { name: m.name, shape: [] };
+  const type = RAW_TYPES[m.type];
+  const shape = m.shape.map((d, i) => (d === -1 ? (m.symbolicDimensions[i] ?? "") : d));
+  return type ? { name: m.name, type, shape } : { name: m.name, type: `unsupported(${m.type})`, shape };
+}
