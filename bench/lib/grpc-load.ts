@@ -34,7 +34,7 @@ interface WorkerJob {
 }
 
 /** Flow-control settings as large as the server's, so big tensors are not held to 64 KiB windows. */
-const SESSION = { settings: { initialWindowSize: 16 << 20 }, maxSessionMemory: 4096 };
+const SESSION = { settings: { initialWindowSize: 16 << 20, maxFrameSize: (1 << 24) - 1 }, maxSessionMemory: 4096 };
 /** `raw_input_contents` is field 7 of ModelInferRequest, length-delimited: (7 << 3) | 2. */
 const RAW_INPUT_TAG = 0x3a;
 /** Set in a load process's environment. */

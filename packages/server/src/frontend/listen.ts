@@ -138,6 +138,8 @@ export const HTTP2_LIMITS = {
   connectionWindowBytes: 128 * 1024 * 1024,
   /** Per connection: frames queued in and out before new streams are refused (MiB, as Node counts it). */
   sessionMemoryMiB: 4096,
+  /** The largest DATA frame a client may send (HTTP/2's maximum): fewer, larger reads for big tensors. */
+  maxFrameBytes: 16 * 1024 * 1024 - 1,
 } as const;
 
 /** A cleartext HTTP/2 listener (gRPC, gRPC-Web and Connect on one port). */
@@ -150,7 +152,7 @@ export async function listenHttp2(
   const server = createHttp2Server(
     {
       maxSessionMemory: HTTP2_LIMITS.sessionMemoryMiB,
-      settings: { initialWindowSize: HTTP2_LIMITS.streamWindowBytes },
+      settings: { initialWindowSize: HTTP2_LIMITS.streamWindowBytes, maxFrameSize: HTTP2_LIMITS.maxFrameBytes },
     },
     (req, res) => handler(req, withTritonParseFailure(req, withSpecGrpcMessage(res))),
   );
