@@ -8,37 +8,44 @@
 // while the others are measured; repetitions interleave the variants.
 //
 // How the split is made, from outside the server (no instrumentation in Galley's code): the same
-// Galley, started as `galley serve` would, with one method of a live object replaced per variant.
+// Galley, started as `galley serve` would, with one method of a live object replaced per variant
+// (lib/cpu-variant-process.ts), each under the same REST JSON load:
 //
-//   N(proto)   the full server over the network: REST JSON, REST binary, gRPC
-//   N(canned)  REST JSON with `core.infer` answering a precomputed response (the frontend alone;
-//              printed as a cross-check of the frontend row)
-//   I(full)    core.infer called inside the server process, `concurrency` at a time, real model
-//   I(inline)  the same with the model instances' `execute` computing the outputs on the event loop
-//              (no worker-thread hop, no ONNX Runtime)
-//   I(sched)   the same with the model's `scheduler.enqueue` answering at once (no scheduler)
-//   H          the same with `core.infer` itself answering at once: the cost of the in-process
-//              loop that issues the calls, subtracted from every I
-//   M          onnxruntime-node's session.run on `simple` (intraOpNumThreads 1, as Galley's) in
-//              a process of its own: the model's own cost
+//   N(full)    the whole server
+//   N(inline)  the model instances' `execute` computes the outputs on the event loop (no
+//              worker-thread hop, no ONNX Runtime)
+//   N(sched)   the model's `scheduler.enqueue` answers at once (no scheduler either)
+//   N(canned)  `core.infer` answers a precomputed response (the frontend alone: HTTP parsing,
+//              JSON decoding and encoding, the socket)
+//   M          onnxruntime-node's session.run on `simple` (intraOpNumThreads 1, as Galley's), in a
+//              process of its own, `concurrency` calls at a time: the model's own cost
 //
-//   frontend(proto) = N(proto) − (I(full) − H)      core        = I(sched) − H
-//   scheduler       = I(inline) − I(sched)          backend hop = I(full) − I(inline) − M
-//   model           = M
+//   frontend  = N(canned)                 core        = N(sched) − N(canned)
+//   scheduler = N(inline) − N(sched)      backend hop = N(full) − N(inline) − M      model = M
+//
+// For REST binary and gRPC (loaded by the Connect client, and by @galley/client's lean `infer`,
+// which costs the load process far less CPU) only the full server is run; their frontend row is
+// N(full, proto) − (N(full, JSON) − N(canned, JSON)), i.e. what is left once the parts behind the
+// frontend, as measured under JSON, are taken away.
+//
+// Context rows: `core.infer` called inside the server process (I: full, inline backend, scheduler
+// canned, and H: `core.infer` itself canned, the cost of the loop that issues the calls). Under
+// that load the pipeline is always full; over the network fewer requests are in flight at once
+// and each one wakes sleeping threads (the event loop, the instance's worker, ONNX Runtime's), so
+// the backend hop costs more per request there than in-process: the split uses the network runs.
 //
 // Each part is a difference of CPU per request between two runs of the same load, computed per
 // repetition (paired) and reported as median [min–max]. Differences of noisy measurements can
 // come out slightly negative for a part that costs almost nothing. "core" includes building the
-// response and the statistics; "backend hop" is everything between the scheduler handing a batch
-// to an ONNX instance and getting its outputs back, minus the model's own run (the worker-thread
-// message each way, copying tensors, the instance's bookkeeping). The machine's other work shows
-// up in every number: with 2 cores shared with other engineers, read the spreads.
+// response and the statistics; "backend hop" is everything between the scheduler handing a
+// request to an ONNX instance and getting its outputs back, minus the model's own run (the
+// worker-thread message each way, thread wake-ups, the instance's bookkeeping). The machine's
+// other work shows up in every number: with 2 cores shared with other engineers, read the spreads.
 //
 //   npx tsx bench/server-cpu.ts [--requests=10000] [--reps=3] [--concurrency=16]
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import type { Target } from "./lib/callers.js";
-import type { CountLoadJob, CountLoadResult } from "./lib/count-load-process.js";
+import type { CountLoadJob, CountLoadResult, CountLoadTarget } from "./lib/count-load-process.js";
 import type { CpuVariant, CpuVariantJob } from "./lib/cpu-variant-process.js";
 import { type Child, startChild } from "./lib/ipc.js";
 import { machineLine, option, verdict } from "./lib/setup.js";
@@ -83,10 +90,10 @@ interface Measurement {
   run(n: number): Promise<number>;
 }
 
-function network(key: string, label: string, variant: CpuVariant, kind: Target["kind"]): Measurement {
+function network(key: string, label: string, variant: CpuVariant, kind: CountLoadTarget["kind"]): Measurement {
   const ports = child(variant).ready;
-  const port = kind === "grpc" || kind === "grpc-raw" ? ports.grpc : ports.http;
-  const target = { kind, port } as Target;
+  const port = kind.startsWith("grpc") ? ports.grpc : ports.http;
+  const target = { kind, port } as CountLoadTarget;
   return {
     key,
     label,
@@ -113,8 +120,11 @@ const measurements: Measurement[] = [
   network("hw", "hand-written node:http JSON", "hand-written", "http-json"),
   network("json", "galley REST JSON", "galley", "http-json"),
   network("binary", "galley REST binary", "galley", "http-binary"),
-  network("grpc", "galley gRPC", "galley", "grpc"),
+  network("grpc", "galley gRPC (Connect client)", "galley", "grpc"),
+  network("grpc-galley", "galley gRPC (@galley/client)", "galley", "grpc-galley"),
   network("canned", "galley REST JSON, core.infer canned", "galley-canned-core", "http-json"),
+  network("net-sched", "galley REST JSON, scheduler canned", "galley-canned-scheduler", "http-json"),
+  network("net-inline", "galley REST JSON, inline backend", "galley-inline-backend", "http-json"),
   inProcess("full", "in-process core.infer", "galley"),
   inProcess("inline", "in-process core.infer, inline backend", "galley-inline-backend"),
   inProcess("sched", "in-process core.infer, scheduler canned", "galley-canned-scheduler"),
@@ -159,25 +169,33 @@ console.log(
   ),
 );
 
-const core = per((at) => at("sched") - at("harness"));
-const scheduler = per((at) => at("inline") - at("sched"));
-const hop = per((at) => at("full") - at("inline") - at("model"));
+const frontend = of("canned");
+const core = per((at) => at("net-sched") - at("canned"));
+const scheduler = per((at) => at("net-inline") - at("net-sched"));
+const hop = per((at) => at("json") - at("net-inline") - at("model"));
 const model = of("model");
-const frontend = (key: string) => per((at) => at(key) - (at("full") - at("harness")));
-console.log(`\nwhere Galley's CPU per request goes (µs, median [min–max] of per-rep differences)\n`);
+const behind = per((at) => at("json") - at("canned"));
+const frontendOf = (key: string) => per((at) => at(key) - (at("json") - at("canned")));
+console.log("\nwhere Galley's CPU per request goes (µs, median [min–max] of per-rep differences)\n");
 console.log(
   table(
-    ["part", "REST JSON", "REST binary", "gRPC"],
+    ["part", "REST JSON", "REST binary", "gRPC", "gRPC (@galley/client)"],
     [
-      ["frontend", fmt(frontend("json")), fmt(frontend("binary")), fmt(frontend("grpc"))],
-      ["core", fmt(core), "same", "same"],
-      ["scheduler", fmt(scheduler), "same", "same"],
-      ["backend hop", fmt(hop), "same", "same"],
-      ["model (session.run)", fmt(model), "same", "same"],
-      ["total (measured)", fmt(of("json")), fmt(of("binary")), fmt(of("grpc"))],
-      ["frontend alone (core.infer canned)", fmt(of("canned")), "", ""],
+      ["frontend", fmt(frontend), fmt(frontendOf("binary")), fmt(frontendOf("grpc")), fmt(frontendOf("grpc-galley"))],
+      ["core", fmt(core), "same", "same", "same"],
+      ["scheduler", fmt(scheduler), "same", "same", "same"],
+      ["backend hop", fmt(hop), "same", "same", "same"],
+      ["model (session.run)", fmt(model), "same", "same", "same"],
+      ["behind the frontend (sum of the four)", fmt(behind), "same", "same", "same"],
+      ["total (measured)", fmt(of("json")), fmt(of("binary")), fmt(of("grpc")), fmt(of("grpc-galley"))],
     ],
   ),
+);
+const inProcessHop = per((at) => at("full") - at("inline") - at("model"));
+console.log(
+  `\nin-process context: core ${fmt(per((at) => at("sched") - at("harness")))}, scheduler ` +
+    `${fmt(per((at) => at("inline") - at("sched")))}, backend hop ${fmt(inProcessHop)} µs/req ` +
+    "(core.infer called in the server process, so the pipeline is always full)",
 );
 const ratio = pairedRatios(of("json"), of("hw"));
 const ratioSpread = spread(ratio);
