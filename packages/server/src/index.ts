@@ -14,6 +14,12 @@
 
 // Errors: Triton's codes and texts.
 export { ERRORS, type ErrorId, InferenceError, type TritonCode } from "./core/errors.js";
+export {
+  type HostTransferCounts,
+  type HostTransferSnapshot,
+  type HostTransfers,
+  hostTransfers,
+} from "./core/host-transfers.js";
 export type {
   DecoupledResponse,
   InferenceRequest,
@@ -35,7 +41,7 @@ export {
   type TensorMetadata,
 } from "./core/inference-server.js";
 export type { LogSettingValue } from "./core/log-settings.js";
-export type { Parameters, ParameterValue, Tensor } from "./core/tensor.js";
+export type { DeviceTensor, Parameters, ParameterValue, Tensor } from "./core/tensor.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";

@@ -10,7 +10,7 @@ import { createPythonBackend } from "./backend/python/python-backend.js";
 import { createPyTorchBackend } from "./backend/pytorch/pytorch-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
 import { ResponseCache } from "./cache/response-cache.js";
-import type { InferenceResponse } from "./core/inference-request.js";
+import type { InferenceRequest, InferenceResponse } from "./core/inference-request.js";
 import { InferenceServer } from "./core/inference-server.js";
 import { SharedMemoryManager } from "./core/shared-memory.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
@@ -151,7 +151,10 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       ? { rateLimiter: new RateLimiter(options.rateLimitResources ?? []) }
       : {}),
     // Ensembles run their steps through the core, so each step is validated, scheduled and counted.
-    infer: (request): Promise<InferenceResponse> => core.infer(request),
+    // and learn where each step's model runs, to hand tensors over on a GPU between such steps.
+    infer: Object.assign((request: InferenceRequest): Promise<InferenceResponse> => core.infer(request), {
+      placement: (model: string, version: string) => core.devicePlacement(model, version),
+    }),
   });
   const core = new InferenceServer({
     id: options.id ?? "triton",

@@ -38,9 +38,26 @@ export interface BackendInstance {
   execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult>;
 }
 
+/**
+ * Where a model's instances run when they take tensors on a GPU as they are (`Tensor.device`):
+ * client memory in a CUDA region there, and tensors kept there by the same backend.
+ */
+export interface DevicePlacement {
+  /** Every instance runs on this GPU. */
+  readonly deviceId: number;
+  /** Whose kept tensors it takes (a backend's name; see `DeviceTensor.kind`). */
+  readonly kind: "pytorch";
+}
+
 /** A loaded model version: its instances, and how to release them. */
 export interface BackendModel {
   readonly instances: readonly BackendInstance[];
+  /**
+   * Set when every instance runs on one GPU and takes device tensors there: the core then leaves
+   * CUDA-region inputs in place for it and may ask it to keep outputs on the device
+   * (`InferenceRequest.deviceOutputs`). Absent: the model gets host bytes only.
+   */
+  readonly deviceTensors?: DevicePlacement;
   /** The model's own readiness (a scripted model's `isReady()`); ready when absent. */
   isReady?(): Promise<boolean>;
   /**

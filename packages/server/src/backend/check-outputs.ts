@@ -104,5 +104,5 @@ function sizeFits(output: Tensor): boolean {
   if (!info) return false;
   const count = elementCount(output.shape);
   if (info.byteSize === 0) return countBytesElements(output.data) === count;
-  return output.data.byteLength === count * info.byteSize;
+  return (output.device ? output.device.byteSize : output.data.byteLength) === count * info.byteSize;
 }

@@ -35,6 +35,13 @@ export interface InferenceRequest {
    * a step's batch dimension here, as Triton's does between batching and non-batching models.
    */
   adapt?: (config: ModelConfig) => void;
+  /**
+   * Outputs whose consumer takes them on a GPU (output name → CUDA ordinal): the next ensemble
+   * step on that device, or a CUDA shared-memory region there. A backend whose instance runs on
+   * that GPU may return them as device tensors (`Tensor.device`) instead of bytes. Set by the core
+   * (see `InferenceServer.infer`) only for models with `BackendModel.deviceTensors`.
+   */
+  deviceOutputs?: ReadonlyMap<string, number>;
 }
 
 /** One response of a decoupled model: outputs (possibly none), an error, or nothing but the final flag. */

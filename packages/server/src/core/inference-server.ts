@@ -1,5 +1,6 @@
 import { dataTypeToProtocol } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
+import type { DevicePlacement } from "../backend/backend.js";
 import type { ResponseCache } from "../cache/response-cache.js";
 import { now } from "../clock/clock.js";
 import type { Logger, LogSettings } from "../log.js";
@@ -9,6 +10,7 @@ import type { IndexEntry, LoadOverrides, ModelManager } from "../repository/mode
 export type { LoadOverrides };
 
 import { classify } from "./classification.js";
+import { finishOutputs, placeInputs, planDeviceOutputs } from "./device-placement.js";
 import { InferenceError, toInferenceError } from "./errors.js";
 import type {
   DecoupledResponse,
@@ -122,36 +124,28 @@ export class InferenceServer {
   /** Registered system shared-memory regions. */
   readonly sharedMemory: SharedMemoryManager;
 
-  /** Read inputs that live in shared memory into buffers of their own (before validation). */
-  async #readSharedInputs(request: InferenceRequest): Promise<void> {
-    for (const [i, input] of request.inputs.entries()) {
-      if (!input.sharedMemory) continue;
-      const data = await this.sharedMemory.read(input.sharedMemory);
-      request.inputs[i] = { ...input, data, movable: true, sharedMemory: undefined };
+  /**
+   * Bring a request's tensors where the model reads them (before validation): shared-memory
+   * inputs read into buffers of their own, or left in place on the GPU of a model that takes
+   * device tensors there (`BackendModel.deviceTensors`, without a response cache, which reads the
+   * bytes); which outputs the backend may keep on the device. Returns the region holds to release.
+   */
+  async #placeTensors(request: InferenceRequest, model: LoadedModel, cached: boolean): Promise<(() => void)[]> {
+    const placement = cached ? undefined : model.backend.deviceTensors;
+    const holds: (() => void)[] = [];
+    try {
+      await placeInputs(request, this.sharedMemory, model.name, placement, holds);
+      planDeviceOutputs(request, this.sharedMemory, placement);
+    } catch (error) {
+      for (const release of holds) release();
+      throw error;
     }
+    return holds;
   }
 
   /** Write outputs that asked for shared memory into their regions; they leave the response empty. */
-  async #writeSharedOutputs(request: InferenceRequest, response: InferenceResponse): Promise<void> {
-    for (const [i, output] of response.outputs.entries()) {
-      const asked = request.outputs.find((o) => o.name === output.name)?.parameters;
-      const region = asked?.shared_memory_region;
-      if (typeof region !== "string") continue;
-      const ref = {
-        region,
-        offset: Number(asked?.shared_memory_offset ?? 0),
-        byteSize: Number(asked?.shared_memory_byte_size ?? 0),
-      };
-      if (ref.byteSize < output.data.byteLength) {
-        throw new InferenceError("SHM_OUTPUT_TOO_SMALL", {
-          output: output.name,
-          given: ref.byteSize,
-          needed: output.data.byteLength,
-        });
-      }
-      await this.sharedMemory.write(ref, output.data);
-      response.outputs[i] = { ...output, data: new Uint8Array(0), parameters: {}, sharedMemory: ref };
-    }
+  #writeSharedOutputs(request: InferenceRequest, response: InferenceResponse): Promise<void> {
+    return finishOutputs(request, response, this.sharedMemory, response.modelName);
   }
 
   /** The process is up and able to answer; false only once shutdown has finished. */
@@ -305,6 +299,18 @@ export class InferenceServer {
     throw new InferenceError("TRACE_NOT_SUPPORTED");
   }
 
+  /**
+   * Where a READY model version runs when it takes and keeps tensors on a GPU
+   * (`BackendModel.deviceTensors`); undefined for host-only models and unknown names.
+   */
+  devicePlacement(name: string, version: string): DevicePlacement | undefined {
+    try {
+      return this.models.resolve(name, version).backend.deviceTensors;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** READY versions for the statistics extension. */
   statistics(name: string, version: string): LoadedModel[] {
     if (name === "") return this.models.readyVersions();
@@ -325,7 +331,21 @@ export class InferenceServer {
     const model = this.#loaded(request, resolved);
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
     request.adapt?.(model.config);
-    await this.#readSharedInputs(request);
+    const cache = model.config.responseCache?.enable ? this.cache : undefined;
+    const holds = await this.#placeTensors(request, model, cache !== undefined);
+    try {
+      return await this.#infer(request, model, cache, start);
+    } finally {
+      for (const release of holds) release();
+    }
+  }
+
+  async #infer(
+    request: InferenceRequest,
+    model: LoadedModel,
+    cache: ResponseCache | undefined,
+    start: bigint,
+  ): Promise<InferenceResponse> {
     let batchSize: number;
     try {
       batchSize = validateRequest(request, model.config);
@@ -333,7 +353,6 @@ export class InferenceServer {
       model.stats.recordFailure(now() - start, "OTHER");
       throw error;
     }
-    const cache = model.config.responseCache?.enable ? this.cache : undefined;
     let key: string | undefined;
     if (cache) {
       const lookup = now();
@@ -384,7 +403,9 @@ export class InferenceServer {
     }
     const start = now();
     request.adapt?.(model.config);
-    await this.#readSharedInputs(request);
+    // Decoupled models get host bytes only.
+    await placeInputs(request, this.sharedMemory, model.name, undefined, []);
+    delete request.deviceOutputs;
     let batchSize: number;
     try {
       batchSize = validateRequest(request, model.config);

@@ -3,6 +3,7 @@ import { type FileHandle, open } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../log.js";
 import { InferenceError } from "./errors.js";
+import { hostTransfers } from "./host-transfers.js";
 
 /** A registered system shared-memory region, as the status APIs report it. */
 export interface SharedMemoryRegionStatus {
@@ -348,6 +349,28 @@ export class SharedMemoryManager {
     return { deviceId: region.deviceId, pointer: region.memory.pointer + BigInt(ref.offset), byteSize: ref.byteSize };
   }
 
+  /**
+   * A tensor in a CUDA region, held for a backend that runs on it in place: the region stays
+   * registered (an unregister waits) until `release()`. Checked as a read is; undefined for a
+   * system region. `release` is idempotent.
+   */
+  holdDevice(ref: SharedMemoryRef): { location: DeviceLocation; release: () => void } | undefined {
+    const location = this.deviceLocation(ref);
+    if (!location) return undefined;
+    const region = this.#region(ref.region);
+    region.users++;
+    let held = true;
+    return {
+      location,
+      release: () => {
+        if (!held) return;
+        held = false;
+        region.users--;
+        if (region.users === 0) region.idle?.();
+      },
+    };
+  }
+
   #region(name: string): Region {
     const region = this.#regions.get(name);
     if (!region) throw new InferenceError("SHM_NOT_FOUND", { name });
@@ -367,14 +390,24 @@ export class SharedMemoryManager {
     }
   }
 
-  /** A tensor's bytes from a region, into a buffer of their own (from a CUDA region: one device-to-host copy). */
-  read(ref: SharedMemoryRef): Promise<Uint8Array> {
-    return this.#use(ref, (region, position) => region.read(position, ref.byteSize));
+  /**
+   * A tensor's bytes from a region, into a buffer of their own (from a CUDA region: one
+   * device-to-host copy, counted for `model` in `hostTransfers`).
+   */
+  read(ref: SharedMemoryRef, model = ""): Promise<Uint8Array> {
+    return this.#use(ref, async (region, position) => {
+      const data = await region.read(position, ref.byteSize);
+      if (region.kind === "cuda") hostTransfers.record(model, { deviceToHost: data.byteLength });
+      return data;
+    });
   }
 
-  /** Write an output's bytes into a region (into a CUDA region: one host-to-device copy). */
-  write(ref: SharedMemoryRef, data: Uint8Array): Promise<void> {
-    return this.#use(ref, (region, position) => region.write(position, data));
+  /** Write an output's bytes into a region (into a CUDA region: one host-to-device copy, counted for `model`). */
+  write(ref: SharedMemoryRef, data: Uint8Array, model = ""): Promise<void> {
+    return this.#use(ref, async (region, position) => {
+      await region.write(position, data);
+      if (region.kind === "cuda") hostTransfers.record(model, { hostToDevice: data.byteLength });
+    });
   }
 
   /** Close every region of both kinds (at shutdown). */

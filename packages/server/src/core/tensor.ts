@@ -28,6 +28,57 @@ export interface Tensor {
    * then empty and frontends send no contents for it).
    */
   sharedMemory?: import("./shared-memory.js").SharedMemoryRef;
+  /**
+   * The tensor's bytes are on a GPU, not in `data` (which is then empty): a client's CUDA
+   * shared-memory region read in place, or a model's output kept on its device for the next model
+   * there (an ensemble step). Only a backend that said it takes such tensors on that device
+   * (`BackendModel.deviceTensors`) is given one; everywhere else the core copies it to the host
+   * first (see {@link hostTensor}).
+   */
+  device?: DeviceTensor;
+}
+
+/**
+ * A tensor's bytes in GPU memory. Reference-counted by its holder: whoever made it (the core for
+ * a region, a backend for a kept output) hands it to one owner, which calls `release()` when the
+ * last consumer is done; host copies are counted in `hostTransfers`.
+ */
+export interface DeviceTensor {
+  /** The CUDA ordinal of the GPU that holds the bytes. */
+  readonly deviceId: number;
+  readonly byteSize: number;
+  /** Which code can run on it in place: `region` (client memory at `pointer`) or a backend's name (`pytorch`). */
+  readonly kind: "region" | "pytorch";
+  /** The device address (client memory, valid while the request runs). */
+  readonly pointer?: bigint;
+  /** The backend's own handle (the torch addon's kept tensor). */
+  readonly handle?: unknown;
+  /** The bytes on the host: one device-to-host copy, made once (later calls share it). */
+  toHost(): Promise<Uint8Array>;
+  /** One device-to-device copy to `pointer` on the same GPU, `byteSize` bytes of room there; absent: only through the host. */
+  copyTo?(pointer: bigint, byteSize: number): Promise<void>;
+  /** Rows `[start, start + count)` of the first dimension, as a view on the device (a batch split per request). */
+  rows?(start: number, count: number): DeviceTensor;
+  /** Let the memory go now (a kept output); a no-op for client memory. Idempotent. */
+  release(): void;
+}
+
+/** An empty `data` for tensors whose bytes are elsewhere (a device, a region). */
+export const NO_BYTES: Uint8Array = new Uint8Array(0);
+
+/** The tensor with its bytes on the host (one device-to-host copy when they are on a GPU); releases the device copy. */
+export async function hostTensor(tensor: Tensor): Promise<Tensor> {
+  const device = tensor.device;
+  if (!device) return tensor;
+  const data = await device.toHost();
+  device.release();
+  const { device: _, ...rest } = tensor;
+  return { ...rest, data, movable: false };
+}
+
+/** The tensor's size in bytes, wherever its bytes are. */
+export function byteSize(tensor: Tensor): number {
+  return tensor.device ? tensor.device.byteSize : tensor.data.byteLength;
 }
 
 /** Product of the dimensions (1 for a scalar shape). */

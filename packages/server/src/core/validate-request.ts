@@ -85,13 +85,15 @@ export function validateRequest(request: InferenceRequest, config: ModelConfig):
     }
     const count = elementCount(input.shape);
     if (info.byteSize > 0) {
-      if (input.data.byteLength !== count * info.byteSize) {
+      // A tensor on a GPU (a CUDA region read in place, a kept output) has no host bytes here.
+      const bytes = input.device ? input.device.byteSize : input.data.byteLength;
+      if (bytes !== count * info.byteSize) {
         throw new InferenceError("BYTE_SIZE_MISMATCH", {
           id,
           input: input.name,
           model,
           expected: count * info.byteSize,
-          got: input.data.byteLength,
+          got: bytes,
         });
       }
     } else {

@@ -2,11 +2,19 @@ import type { ModelConfig, ModelEnsembling_Step } from "@galley/proto";
 import { now } from "../clock/clock.js";
 import { InferenceError, toInferenceError } from "../core/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../core/inference-request.js";
-import type { Parameters, ParameterValue, Tensor } from "../core/tensor.js";
+import { hostTensor, type Parameters, type ParameterValue, type Tensor } from "../core/tensor.js";
+import { type DevicePlan, planDeviceHandoff, type StepPlacement } from "./ensemble-device-plan.js";
 import type { ScheduledResult, Scheduler } from "./scheduler.js";
 
-/** Runs one request on a composing model, through the server's own path (validation, scheduling, statistics). */
-export type ComposingInfer = (request: InferenceRequest) => Promise<InferenceResponse>;
+/**
+ * Runs one request on a composing model, through the server's own path (validation, scheduling,
+ * statistics). `placement`, when given, says where a model version runs when it keeps tensors on
+ * a GPU (`BackendModel.deviceTensors`): the scheduler then hands tensors between such steps on the
+ * device (see {@link planDeviceHandoff}).
+ */
+export type ComposingInfer = ((request: InferenceRequest) => Promise<InferenceResponse>) & {
+  placement?: (model: string, version: string) => StepPlacement | undefined;
+};
 
 /** A counting semaphore: `max_inflight_requests` per step, 0 for no bound. */
 class Slots {
@@ -142,13 +150,45 @@ export class EnsembleScheduler implements Scheduler {
     return live;
   }
 
+  /**
+   * Which tensors stay on a GPU between steps for a request asking for `wanted` outputs (all by
+   * default), with the reason for each: where the composing models run now decides.
+   */
+  devicePlan(wanted: readonly string[] = this.config.output.map((o) => o.name)): DevicePlan {
+    return this.#plan(new Set(wanted), this.#live(new Set(wanted)));
+  }
+
+  #plan(wanted: ReadonlySet<string>, live: ReadonlySet<number>): DevicePlan {
+    const placement = this.infer.placement;
+    return planDeviceHandoff(this.#steps, live, wanted, (index) => {
+      const step = this.#steps[index];
+      if (!placement || !step) return undefined;
+      return placement(step.modelName, step.modelVersion === -1n ? "" : String(step.modelVersion));
+    });
+  }
+
   async #run(request: InferenceRequest, batch: number): Promise<{ outputs: Tensor[]; parameters: Parameters }> {
+    const values = new Map<string, Value>();
+    try {
+      return await this.#runSteps(request, batch, values);
+    } finally {
+      // Tensors kept on a GPU between steps are let go once every step has run (the outputs
+      // returned are host copies).
+      for (const value of values.values()) value.tensor.device?.release();
+    }
+  }
+
+  async #runSteps(
+    request: InferenceRequest,
+    batch: number,
+    values: Map<string, Value>,
+  ): Promise<{ outputs: Tensor[]; parameters: Parameters }> {
     const wanted =
       request.outputs.length > 0 ? request.outputs.map((o) => o.name) : this.config.output.map((o) => o.name);
-    const values = new Map<string, Value>();
     for (const input of request.inputs) values.set(input.name, { tensor: this.#share(input), batch });
     const ensembleSequence = sequenceOf(request.parameters);
     const pending = this.#live(new Set(wanted));
+    const keep = this.infer.placement ? this.#plan(new Set(wanted), pending).keep : undefined;
     const running = new Map<number, Promise<void>>();
     let failure: unknown;
 
@@ -172,6 +212,7 @@ export class EnsembleScheduler implements Scheduler {
         inputs: sources.map((s) => s.input),
         outputs: Object.keys(step.outputMap).map((name) => ({ name, parameters: {} })),
         ...(request.signal ? { signal: request.signal } : {}),
+        ...(keep?.has(index) ? { deviceOutputs: keep.get(index) } : {}),
         adapt: (config) => {
           const batching = config.maxBatchSize > 0;
           stepRequest.inputs = stepRequest.inputs.map((input, k) => {
@@ -224,14 +265,17 @@ export class EnsembleScheduler implements Scheduler {
       throw failure;
     }
     const parameters: Parameters = {};
-    const outputs = wanted.flatMap((name) => {
+    const outputs: Tensor[] = [];
+    for (const name of wanted) {
       const value = values.get(name);
-      if (!value) return [];
+      if (!value) continue;
       if (value.sequence) Object.assign(parameters, sequenceParameters(value.sequence, request.parameters.sequence_id));
       const spec = this.config.output.find((o) => o.name === name);
       const dims = (spec?.reshape ? spec.reshape.shape : (spec?.dims ?? [])).map(Number);
-      return [{ ...value.tensor, name, shape: reshapeDims(dims, batch !== 0, value.batch, value.tensor.shape) }];
-    });
+      // The planner never keeps a returned tensor on a GPU; should a model have, its bytes come over.
+      const tensor = value.tensor.device ? await hostTensor(value.tensor) : value.tensor;
+      outputs.push({ ...tensor, name, shape: reshapeDims(dims, batch !== 0, value.batch, value.tensor.shape) });
+    }
     return { outputs, parameters };
   }
 

@@ -133,8 +133,17 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
         await Promise.all(opened.map((i) => i.close()));
         throw fail((failed.reason as Error).message);
       }
+      // Every instance on one GPU: the core may hand this model tensors on that device (CUDA-region
+      // inputs in place, outputs kept for the next model there) — see BackendModel.deviceTensors.
+      const devices = new Set(planned.map((p) => (p.settings.device === "cuda" ? p.settings.deviceId : -1)));
+      const [only] = devices;
+      const deviceTensors =
+        devices.size === 1 && only !== undefined && only >= 0
+          ? { deviceId: only, kind: "pytorch" as const }
+          : undefined;
       return {
         instances: opened.filter((_, i) => !planned[i]?.passive),
+        ...(deviceTensors ? { deviceTensors } : {}),
         healthy: () => opened.every((i) => i.healthy),
         unload: async () => {
           await Promise.all(opened.map((i) => i.close()));

@@ -1,8 +1,9 @@
 import type { ModelConfig, ModelOutput, ModelRateLimiter } from "@galley/proto";
 import { now } from "../../clock/clock.js";
 import { InferenceError } from "../../core/errors.js";
+import { hostTransfers } from "../../core/host-transfers.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
-import type { Tensor } from "../../core/tensor.js";
+import { type DeviceTensor, NO_BYTES, type Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { gatherInput, scatterOutput } from "../batch-io.js";
@@ -10,7 +11,14 @@ import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { type NativeInstance, nativeTransport } from "../host/native-transport.js";
 import { outputIndexMessage, TORCH_PROTOCOL_TYPES, type TorchIO } from "./pytorch-io.js";
-import type { TorchInstanceSettings, TorchProtocol, TorchWireTensor } from "./pytorch-messages.js";
+import type {
+  TorchExecution,
+  TorchInstanceSettings,
+  TorchKeptTensor,
+  TorchProtocol,
+  TorchWireInput,
+  TorchWireOutput,
+} from "./pytorch-messages.js";
 
 /** What the backend needs of `@galley/backends-native/torch`. */
 export interface TorchAddon {
@@ -20,7 +28,7 @@ export interface TorchAddon {
   ): Promise<{
     arguments: readonly { name: string; type: string }[];
     returns: string;
-    execute(inputs: readonly TorchWireTensor[]): Promise<{ outputs: TorchWireTensor[]; inferNs: number }>;
+    execute(inputs: readonly TorchWireInput[], options?: { resident?: readonly number[] }): Promise<TorchExecution>;
     close(): Promise<void>;
   }>;
 }
@@ -56,7 +64,7 @@ function torchNative(torch: TorchAddon): NativeInstance<TorchProtocol> {
     async execute(batch) {
       if (!model) return { error: "the model is not loaded" };
       try {
-        return await model.execute(batch.inputs);
+        return await model.execute(batch.inputs, batch.resident ? { resident: batch.resident } : undefined);
       } catch (error) {
         return { error: (error as Error).message };
       }
@@ -84,13 +92,20 @@ export class PyTorchInstance implements BackendInstance {
   readonly #inputs: Map<string, ModelConfig["input"][number]>;
   readonly #outputs: Map<string, ModelOutput>;
   readonly #rules: OutputRules;
+  /** The GPU this instance runs on; undefined on the CPU. */
+  readonly #device: number | undefined;
+  readonly #log: Logger;
 
   private constructor(
     host: InstanceHost<TorchProtocol>,
     config: ModelConfig,
     io: TorchIO,
+    settings: TorchInstanceSettings,
+    log: Logger,
     rateLimiter?: ModelRateLimiter,
   ) {
+    this.#device = settings.device === "cuda" ? settings.deviceId : undefined;
+    this.#log = log;
     this.name = host.name;
     if (rateLimiter) this.rateLimiter = rateLimiter;
     this.#host = host;
@@ -125,7 +140,7 @@ export class PyTorchInstance implements BackendInstance {
       await host.close(0);
       throw error;
     }
-    return new PyTorchInstance(host, options.config, io, options.rateLimiter);
+    return new PyTorchInstance(host, options.config, io, options.settings, options.log, options.rateLimiter);
   }
 
   /** False while the instance is down (restarting after a failure). */
@@ -136,17 +151,27 @@ export class PyTorchInstance implements BackendInstance {
   async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
     const start = now();
     const batchSizes = requests.map((r) => (this.#batching ? (r.inputs[0]?.shape[0] ?? 1) : 1));
-    const args: (TorchWireTensor | undefined)[] = new Array(this.#io.arguments.length);
+    const args: (TorchWireInput | undefined)[] = new Array(this.#io.arguments.length);
+    let onDevice = 0;
     try {
       for (const [name, position] of this.#io.inputs) {
+        const reshape = this.#inputs.get(name)?.reshape?.shape.map(Number);
+        const shaped = (shape: number[]) =>
+          reshape ? (this.#batching ? [shape[0] ?? 1, ...reshape] : reshape) : shape;
+        const parts = requests.map((r) => r.inputs.find((i) => i.name === name));
+        if (parts.some((p) => p?.device)) {
+          // Some of the batch is on the device: the addon places every part there and concatenates.
+          const wire = deviceArgument(name, parts, this.#batching, shaped);
+          onDevice += parts.reduce((n, p) => n + (p?.device?.byteSize ?? 0), 0);
+          args[position] = wire;
+          continue;
+        }
         const tensor = gatherInput(requests, name, this.#batching);
         if (!tensor) continue;
         if (!TORCH_PROTOCOL_TYPES.has(tensor.datatype)) {
           throw new InferenceError("TORCH_UNSUPPORTED_DATATYPE", { datatype: tensor.datatype, input: name });
         }
-        const reshape = this.#inputs.get(name)?.reshape?.shape.map(Number);
-        const shape = reshape ? (this.#batching ? [tensor.shape[0] ?? 1, ...reshape] : reshape) : tensor.shape;
-        args[position] = { datatype: tensor.datatype, shape, data: tensor.data };
+        args[position] = { datatype: tensor.datatype, shape: shaped(tensor.shape), data: tensor.data };
       }
       const missing = this.#io.arguments.findIndex((_, i) => args[i] === undefined);
       if (missing >= 0) {
@@ -159,16 +184,22 @@ export class PyTorchInstance implements BackendInstance {
     } catch (error) {
       return failed(requests, error as Error, now() - start);
     }
+    const resident = this.#resident(requests);
     const inputDone = now();
-    let returned: TorchWireTensor[];
+    let result: TorchExecution;
     try {
-      const result = await this.#host.execute({ inputs: args as TorchWireTensor[] });
-      if ("error" in result) throw new InferenceError("TORCH_EXECUTE_FAILED", { message: result.error });
-      returned = result.outputs;
+      const answer = await this.#host.execute({
+        inputs: args as TorchWireInput[],
+        ...(resident.length > 0 ? { resident } : {}),
+      });
+      if ("error" in answer) throw new InferenceError("TORCH_EXECUTE_FAILED", { message: answer.error });
+      result = answer;
     } catch (error) {
       return failed(requests, error as Error, inputDone - start);
     }
+    const returned = result.outputs;
     const inferDone = now();
+    const model = this.#config.name;
     const perRequest: Tensor[][] = requests.map(() => []);
     try {
       for (const [name, index] of this.#io.outputs) {
@@ -176,12 +207,24 @@ export class PyTorchInstance implements BackendInstance {
         if (!wire) {
           throw new InferenceError("TORCH_OUTPUT_INDEX", { message: outputIndexMessage(name, returned.length) });
         }
-        const tensor = outputTensor(name, wire, this.#outputs.get(name), this.#batching);
-        for (const [i, part] of scatterOutput(tensor, batchSizes).entries()) perRequest[i]?.push(part);
+        const tensor = outputTensor(name, wire, this.#outputs.get(name), this.#batching, model);
+        if (tensor.device) onDevice += tensor.device.byteSize;
+        for (const [i, part] of scatterKept(tensor, batchSizes).entries()) perRequest[i]?.push(part);
       }
     } catch (error) {
+      releaseKept(returned);
       return failed(requests, error as Error, inputDone - start);
     }
+    // Kept outputs no mapped output took (a position the config does not name) are let go now.
+    const taken = new Set(this.#io.outputs.values());
+    releaseKept(returned.filter((_, i) => !taken.has(i)));
+    const hostToDevice = result.hostToDeviceBytes ?? 0;
+    const deviceToHost = result.deviceToHostBytes ?? 0;
+    hostTransfers.record(model, { hostToDevice, deviceToHost, onDevice });
+    this.#log.verbose(
+      1,
+      `${this.name}: ${requests.length} request(s): ${hostToDevice} bytes host→device, ${deviceToHost} bytes device→host, ${onDevice} bytes on the device`,
+    );
     const responses = requests.map((request, i) => {
       let outputs = perRequest[i] ?? [];
       if (request.outputs.length > 0) {
@@ -190,7 +233,11 @@ export class PyTorchInstance implements BackendInstance {
       } else {
         outputs = outputs.filter((o) => this.#outputs.has(o.name));
       }
-      return checkOutputs(this.#rules, request, outputs) ?? outputs;
+      const unused = (perRequest[i] ?? []).filter((o) => o.device && !outputs.includes(o));
+      for (const o of unused) o.device?.release();
+      const problem = checkOutputs(this.#rules, request, outputs);
+      if (problem) for (const o of outputs) o.device?.release();
+      return problem ?? outputs;
     });
     return {
       responses,
@@ -200,6 +247,20 @@ export class PyTorchInstance implements BackendInstance {
     };
   }
 
+  /**
+   * The returned positions to keep on this instance's GPU: outputs every request of the batch
+   * wants on this device (`deviceOutputs`). None on the CPU.
+   */
+  #resident(requests: readonly InferenceRequest[]): number[] {
+    if (this.#device === undefined) return [];
+    const device = this.#device;
+    const positions: number[] = [];
+    for (const [name, index] of this.#io.outputs) {
+      if (requests.every((r) => r.deviceOutputs?.get(name) === device)) positions.push(index);
+    }
+    return positions;
+  }
+
   /** Release the module and end its thread (after the batch it runs, if any). */
   close(graceMs?: number): Promise<void> {
     return this.#host.close(graceMs);
@@ -207,7 +268,13 @@ export class PyTorchInstance implements BackendInstance {
 }
 
 /** A returned tensor as an output, with the config's shape where the output is reshaped. */
-function outputTensor(name: string, wire: TorchWireTensor, spec: ModelOutput | undefined, batching: boolean): Tensor {
+function outputTensor(
+  name: string,
+  wire: TorchWireOutput,
+  spec: ModelOutput | undefined,
+  batching: boolean,
+  model: string,
+): Tensor {
   let shape = wire.shape;
   if (spec?.reshape) {
     const dims = spec.dims.map(Number);
@@ -216,15 +283,94 @@ function outputTensor(name: string, wire: TorchWireTensor, spec: ModelOutput | u
     const known = dims.filter((d) => d !== -1).reduce((a, b) => a * b, 1);
     shape = [...batch, ...dims.map((d) => (d === -1 ? total / known : d))];
   }
+  const base = { name, datatype: wire.datatype as Tensor["datatype"], shape, parameters: {} };
+  if (wire.data === undefined)
+    return { ...base, data: NO_BYTES, movable: false, device: keptTensor(wire.tensor, model) };
+  // The bytes belong to libtorch's tensor until collected: copied, not moved, to a worker.
+  return { ...base, data: wire.data, movable: false };
+}
+
+/**
+ * A tensor the addon kept on a GPU as the core's device tensor. Its one host copy (when a host
+ * consumer needs it) is counted for `model`, which made it.
+ */
+function keptTensor(handle: TorchKeptTensor, model: string): DeviceTensor {
+  let host: Promise<Uint8Array> | undefined;
   return {
-    name,
-    datatype: wire.datatype as Tensor["datatype"],
-    shape,
-    data: wire.data,
-    parameters: {},
-    // The bytes belong to libtorch's tensor until collected: copied, not moved, to a worker.
-    movable: false,
+    kind: "pytorch",
+    deviceId: handle.deviceId,
+    byteSize: handle.byteSize,
+    handle,
+    toHost() {
+      host ??= handle.toHost().then((data) => {
+        hostTransfers.record(model, { deviceToHost: data.byteLength });
+        return data;
+      });
+      return host;
+    },
+    copyTo: (pointer, byteSize) => handle.copyTo(pointer, byteSize),
+    rows: (start, count) => keptTensor(handle.narrow(start, count), model),
+    release: () => handle.dispose(),
   };
+}
+
+/** A batch's output per request: host bytes split as views, a kept tensor as views of its rows on the device. */
+function scatterKept(tensor: Tensor, batchSizes: readonly number[]): Tensor[] {
+  const device = tensor.device;
+  if (!device?.rows || batchSizes.length === 1) return scatterOutput(tensor, batchSizes);
+  const parts: Tensor[] = [];
+  let at = 0;
+  for (const size of batchSizes) {
+    parts.push({ ...tensor, shape: [size, ...tensor.shape.slice(1)], device: device.rows(at, size) });
+    at += size;
+  }
+  // The views hold the storage; the batch's own handle is not needed any more.
+  device.release();
+  return parts;
+}
+
+/** Let go of the kept tensors among returned outputs. */
+function releaseKept(outputs: readonly TorchWireOutput[]): void {
+  for (const output of outputs) if (output.data === undefined) output.tensor.dispose();
+}
+
+/**
+ * One argument from a batch's tensors, some on a GPU: client memory (`pointer`), kept tensors
+ * (`tensor`) and host bytes, as one tensor or the parts the addon concatenates on the device.
+ */
+function deviceArgument(
+  name: string,
+  parts: readonly (Tensor | undefined)[],
+  batching: boolean,
+  shaped: (shape: number[]) => number[],
+): TorchWireInput {
+  if (parts.length > 1 && (!batching || parts.some((p) => !p))) {
+    throw new InferenceError("BATCH_INPUT_UNBATCHABLE", { input: name });
+  }
+  const wires = (parts as Tensor[]).map((tensor): TorchWireInput => {
+    if (!TORCH_PROTOCOL_TYPES.has(tensor.datatype)) {
+      throw new InferenceError("TORCH_UNSUPPORTED_DATATYPE", { datatype: tensor.datatype, input: name });
+    }
+    const shape = shaped(tensor.shape);
+    const device = tensor.device;
+    if (device?.kind === "region" && device.pointer !== undefined) {
+      return {
+        datatype: tensor.datatype,
+        shape,
+        pointer: device.pointer,
+        deviceId: device.deviceId,
+        byteLength: device.byteSize,
+      };
+    }
+    if (device?.kind === "pytorch") {
+      return { datatype: tensor.datatype, shape, tensor: device.handle as TorchKeptTensor };
+    }
+    return { datatype: tensor.datatype, shape, data: tensor.data };
+  });
+  const first = wires[0] as TorchWireInput;
+  if (wires.length === 1) return first;
+  const rows = (parts as Tensor[]).reduce((n, t) => n + (t.shape[0] ?? 0), 0);
+  return { datatype: first.datatype, shape: shaped([rows, ...first.shape.slice(1)]), parts: wires };
 }
 
 function failed(requests: readonly InferenceRequest[], error: Error, inputNs: bigint): ExecuteResult {

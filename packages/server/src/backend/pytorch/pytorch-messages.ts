@@ -9,6 +9,44 @@ export interface TorchWireTensor {
   data: Uint8Array;
 }
 
+/** A tensor the torch addon kept on the instance's device (`TorchDeviceTensor` of backends-native). */
+export interface TorchKeptTensor {
+  /** The CUDA ordinal, -1 on the CPU or once disposed. */
+  readonly deviceId: number;
+  readonly byteSize: number;
+  readonly datatype: string;
+  readonly shape: number[];
+  readonly disposed: boolean;
+  narrow(start: number, length: number): TorchKeptTensor;
+  toHost(): Promise<Uint8Array>;
+  copyTo(pointer: bigint, byteLength: number): Promise<void>;
+  dispose(): void;
+}
+
+/**
+ * An argument for libtorch: bytes, client device memory used in place, a kept tensor, or the
+ * parts of a batch the addon concatenates on the instance's device.
+ */
+export type TorchWireInput =
+  | TorchWireTensor
+  | { datatype: string; shape: number[]; pointer: bigint; deviceId: number; byteLength: number }
+  | { datatype: string; shape: number[]; tensor: TorchKeptTensor }
+  | { datatype: string; shape: number[]; parts: TorchWireInput[] };
+
+/** A returned tensor: bytes, or a kept tensor at a position the batch asked to keep (`resident`). */
+export type TorchWireOutput =
+  | TorchWireTensor
+  | { datatype: string; shape: number[]; tensor: TorchKeptTensor; data?: undefined };
+
+/** What one execution returns. */
+export interface TorchExecution {
+  outputs: TorchWireOutput[];
+  inferNs: number;
+  /** Bytes staged host→device and copied device→host (0 on the CPU). */
+  hostToDeviceBytes?: number;
+  deviceToHostBytes?: number;
+}
+
 /** Where and how an instance runs its module (the config's parameters and instance group). */
 export interface TorchInstanceSettings {
   device: "cpu" | "cuda";
@@ -23,10 +61,10 @@ export interface TorchInstanceSettings {
 export interface TorchProtocol {
   init: { path: string; settings: TorchInstanceSettings };
   info: ForwardSignature;
-  /** forward's arguments, in order. */
-  batch: { inputs: TorchWireTensor[] };
+  /** forward's arguments, in order, and the returned positions to keep on the device. */
+  batch: { inputs: TorchWireInput[]; resident?: number[] };
   /** The returned tensors in order, or libtorch's error. */
-  result: { outputs: TorchWireTensor[]; inferNs: number } | { error: string };
+  result: TorchExecution | { error: string };
   response: never;
   toInstance: never;
   fromInstance: never;

@@ -1,0 +1,162 @@
+// Where a request's tensors live for the model that runs it (issue 19): CUDA shared-memory inputs
+// left in place for a model that runs on their GPU, tensors kept on a GPU copied to the host for
+// any other model, outputs the consumer takes on the device asked of the backend, and outputs
+// written into CUDA regions device to device.
+import type { DevicePlacement } from "../backend/backend.js";
+import { InferenceError } from "./errors.js";
+import type { InferenceRequest, InferenceResponse } from "./inference-request.js";
+import type { DeviceLocation, SharedMemoryManager, SharedMemoryRef } from "./shared-memory.js";
+import { type DeviceTensor, hostTensor, NO_BYTES } from "./tensor.js";
+
+/** Client memory in a CUDA region as a device tensor; its host copy (one read, counted) is made once. */
+function regionTensor(location: DeviceLocation, read: () => Promise<Uint8Array>): DeviceTensor {
+  let host: Promise<Uint8Array> | undefined;
+  return {
+    kind: "region",
+    deviceId: location.deviceId,
+    byteSize: location.byteSize,
+    pointer: location.pointer,
+    toHost: () => {
+      host ??= read();
+      return host;
+    },
+    release: () => {},
+  };
+}
+
+/** Whether a model placed at `placement` takes `device` as it is. */
+export function takesOnDevice(placement: DevicePlacement | undefined, device: DeviceTensor): boolean {
+  return (
+    placement !== undefined &&
+    device.deviceId === placement.deviceId &&
+    (device.kind === "region" || device.kind === placement.kind)
+  );
+}
+
+/**
+ * Bring each input where the model reads it: a shared-memory input is read into host memory,
+ * except a CUDA region on the GPU of a model that takes device tensors (left in place, held
+ * until `holds` run); an input already on a GPU is copied to the host unless the model takes it
+ * there. Throws the region errors a read throws.
+ */
+export async function placeInputs(
+  request: InferenceRequest,
+  shm: SharedMemoryManager,
+  model: string,
+  placement: DevicePlacement | undefined,
+  holds: (() => void)[],
+): Promise<void> {
+  for (const [i, input] of request.inputs.entries()) {
+    const ref = input.sharedMemory;
+    if (ref) {
+      if (placement && input.datatype !== "BYTES") {
+        const held = shm.holdDevice(ref);
+        if (held && held.location.deviceId === placement.deviceId) {
+          holds.push(held.release);
+          const device = regionTensor(held.location, () => shm.read(ref, model));
+          request.inputs[i] = { ...input, data: NO_BYTES, movable: false, sharedMemory: undefined, device };
+          continue;
+        }
+        held?.release();
+      }
+      const data = await shm.read(ref, model);
+      request.inputs[i] = { ...input, data, movable: true, sharedMemory: undefined };
+    } else if (input.device && !takesOnDevice(placement, input.device)) {
+      // The owner (an ensemble) releases the device copy; this request only reads it.
+      request.inputs[i] = await hostTensor(input);
+    }
+  }
+}
+
+/** An output's place in a region, as the request asked for it. */
+function outputRef(parameters: InferenceRequest["outputs"][number]["parameters"]): SharedMemoryRef | undefined {
+  const region = parameters.shared_memory_region;
+  if (typeof region !== "string") return undefined;
+  return {
+    region,
+    offset: Number(parameters.shared_memory_offset ?? 0),
+    byteSize: Number(parameters.shared_memory_byte_size ?? 0),
+  };
+}
+
+/**
+ * Which outputs the backend may keep on its GPU: those the request's consumer takes there (an
+ * ensemble step, already in `deviceOutputs`) and those asked into a CUDA region on that GPU.
+ * Cleared for a model without `placement` (and where a cache or classification reads the bytes).
+ */
+export function planDeviceOutputs(
+  request: InferenceRequest,
+  shm: SharedMemoryManager,
+  placement: DevicePlacement | undefined,
+): void {
+  if (!placement) {
+    delete request.deviceOutputs;
+    return;
+  }
+  const outputs = new Map(request.deviceOutputs ?? []);
+  for (const output of request.outputs) {
+    const ref = outputRef(output.parameters);
+    if (!ref || output.parameters.classification !== undefined) continue;
+    try {
+      const location = shm.deviceLocation(ref);
+      if (location?.deviceId === placement.deviceId) outputs.set(output.name, location.deviceId);
+    } catch {
+      // A bad region or range: the write after inference reports it, as for any output.
+    }
+  }
+  if (outputs.size > 0) request.deviceOutputs = outputs;
+  else delete request.deviceOutputs;
+}
+
+/**
+ * Write outputs that asked for shared memory into their regions (a device output into a CUDA
+ * region on its GPU: one device-to-device copy; otherwise through the host), leaving them empty in
+ * the response; then copy to the host any other device output its consumer does not take on the
+ * device. Device outputs are released once written or copied.
+ */
+export async function finishOutputs(
+  request: InferenceRequest,
+  response: InferenceResponse,
+  shm: SharedMemoryManager,
+  model: string,
+): Promise<void> {
+  for (const [i, output] of response.outputs.entries()) {
+    const asked = request.outputs.find((o) => o.name === output.name)?.parameters;
+    const ref = asked ? outputRef(asked) : undefined;
+    const device = output.device;
+    if (!ref) {
+      if (device && !request.deviceOutputs?.has(output.name)) {
+        response.outputs[i] = await hostTensor(output);
+        device.release();
+      }
+      continue;
+    }
+    const size = device ? device.byteSize : output.data.byteLength;
+    if (ref.byteSize < size) {
+      device?.release();
+      throw new InferenceError("SHM_OUTPUT_TOO_SMALL", { output: output.name, given: ref.byteSize, needed: size });
+    }
+    if (device) {
+      try {
+        const held = device.copyTo ? shm.holdDevice(ref) : undefined;
+        if (held && device.copyTo && held.location.deviceId === device.deviceId) {
+          // The backend counted the kept output; this copy stays on the device.
+          try {
+            await device.copyTo(held.location.pointer, ref.byteSize);
+          } finally {
+            held.release();
+          }
+        } else {
+          held?.release();
+          await shm.write(ref, await device.toHost(), model);
+        }
+      } finally {
+        device.release();
+      }
+    } else {
+      await shm.write(ref, output.data, model);
+    }
+    const { device: _, ...rest } = output;
+    response.outputs[i] = { ...rest, data: NO_BYTES, parameters: {}, sharedMemory: ref };
+  }
+}

@@ -1,0 +1,98 @@
+// Which tensors of an ensemble may stay on a GPU between steps (issue 19): the planner behind
+// EnsembleScheduler's device hand-off, a pure function of the steps and where their models run.
+import type { ModelEnsembling_Step } from "@galley/proto";
+
+/** Where a step's model runs when it takes and keeps tensors on a GPU (`BackendModel.deviceTensors`). */
+export interface StepPlacement {
+  readonly deviceId: number;
+  /** Whose kept tensors it takes (a backend's name): producer and consumers must agree. */
+  readonly kind: string;
+}
+
+/** The decision for one tensor a step makes. */
+export interface DeviceDecision {
+  /** The ensemble's name for the tensor. */
+  tensor: string;
+  /** The step that makes it (its index in `ensemble_scheduling.step`). */
+  step: number;
+  /** The GPU it stays on between steps; undefined when it goes through host memory. */
+  deviceId?: number;
+  /** Why, in words (for logs and tests). */
+  reason: string;
+}
+
+/** A plan: a decision per tensor, and per step the outputs (model names) it may keep on a GPU. */
+export interface DevicePlan {
+  decisions: DeviceDecision[];
+  /** Step index → that model's output name → the GPU its consumers take it on. */
+  keep: Map<number, Map<string, number>>;
+}
+
+/**
+ * Plan the device hand-off of one request's steps. A tensor made by a live step stays on the GPU
+ * only when the step's model runs there (keeps tensors) and every live step that reads it takes
+ * tensors of the same kind on the same GPU, and the ensemble does not return it (the client gets
+ * host bytes, or a region the core writes). Everything else goes through host memory as before.
+ */
+export function planDeviceHandoff(
+  steps: readonly ModelEnsembling_Step[],
+  live: ReadonlySet<number>,
+  returned: ReadonlySet<string>,
+  placement: (step: number) => StepPlacement | undefined,
+): DevicePlan {
+  const decisions: DeviceDecision[] = [];
+  const keep = new Map<number, Map<string, number>>();
+  const placements = new Map<number, StepPlacement | undefined>();
+  const where = (index: number) => {
+    if (!placements.has(index)) placements.set(index, placement(index));
+    return placements.get(index);
+  };
+  const readers = new Map<string, number[]>();
+  for (const index of live) {
+    for (const tensor of new Set(Object.values(steps[index]?.inputMap ?? {}))) {
+      readers.set(tensor, [...(readers.get(tensor) ?? []), index]);
+    }
+  }
+  const name = (index: number) => `step ${index} ('${steps[index]?.modelName ?? ""}')`;
+  for (const index of [...live].sort((a, b) => a - b)) {
+    const step = steps[index];
+    if (!step) continue;
+    const made = where(index);
+    for (const [output, tensor] of Object.entries(step.outputMap)) {
+      const decide = (reason: string, deviceId?: number) => {
+        decisions.push({ tensor, step: index, ...(deviceId !== undefined ? { deviceId } : {}), reason });
+        if (deviceId === undefined) return;
+        const outputs = keep.get(index) ?? new Map<string, number>();
+        keep.set(index, outputs.set(output, deviceId));
+      };
+      if (!made) {
+        decide(`${name(index)} does not run on a GPU that keeps tensors`);
+        continue;
+      }
+      if (returned.has(tensor)) {
+        decide("the ensemble returns it");
+        continue;
+      }
+      const consumers = readers.get(tensor) ?? [];
+      if (consumers.length === 0) {
+        decide("no step reads it");
+        continue;
+      }
+      const other = consumers.find((c) => {
+        const at = where(c);
+        return !at || at.deviceId !== made.deviceId || at.kind !== made.kind;
+      });
+      if (other !== undefined) {
+        const at = where(other);
+        decide(
+          at
+            ? `${name(other)} reads it on GPU ${at.deviceId} (${at.kind}), it is made on GPU ${made.deviceId} (${made.kind})`
+            : `${name(other)} reads it on the host`,
+        );
+        continue;
+      }
+      decide(`every reader runs on GPU ${made.deviceId}`, made.deviceId);
+    }
+  }
+  return { decisions, keep };
+}
