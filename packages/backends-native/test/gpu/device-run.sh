@@ -64,10 +64,13 @@ ln -sfn "$root/packages/backends-native" "$carry/node_modules/@galley/backends-n
 # The other GPU checks (NVML metrics, CUDA shared memory), each where it exists.
 check_status=0
 # cuda-shm-gpu imports the client and the server: prepare-carry.sh bundles it into the carry.
-for check in test/gpu/nvml-gpu.mjs "$carry/cuda-shm-gpu.mjs"; do
+# device-tensors-gpu: CUDA shm in place for libtorch, the GPU ensemble's device hand-off, 256 MiB.
+for check in test/gpu/nvml-gpu.mjs "$carry/cuda-shm-gpu.mjs" "$carry/device-tensors-gpu.mjs"; do
   [ -f "$check" ] || continue
   name=$(basename "$check" .mjs)
-  timeout "${GALLEY_GPU_CHECK_TIMEOUT:-150}" node "$check" --python="$python" --out="$out/$name" 2>&1 | tee "$out/$name.log"
+  limit=${GALLEY_GPU_CHECK_TIMEOUT:-150}
+  [ "$name" = device-tensors-gpu ] && limit=${GALLEY_GPU_DEVICE_TENSORS_TIMEOUT:-240}
+  timeout "$limit" node "$check" --python="$python" --out="$out/$name" 2>&1 | tee "$out/$name.log"
   [ "${PIPESTATUS[0]}" = 0 ] || check_status=1
 done
 

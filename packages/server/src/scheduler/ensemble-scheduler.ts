@@ -75,6 +75,7 @@ export class EnsembleScheduler implements Scheduler {
   readonly #consumers = new Map<string, Set<number>>();
   readonly #producer = new Map<string, number>();
   readonly #outputs: Set<string>;
+  readonly #handoff: boolean;
   #inFlight = 0;
   #draining = false;
   #drained?: () => void;
@@ -89,6 +90,9 @@ export class EnsembleScheduler implements Scheduler {
     const bound = ensembling?.maxInflightRequests ?? 0;
     this.#slots = this.#steps.map(() => new Slots(bound));
     this.#outputs = new Set(config.output.map((o) => o.name));
+    // `parameters { key: "DEVICE_HANDOFF" value: { string_value: "false" } }` sends every tensor
+    // through host memory (the comparison the GPU benchmark makes).
+    this.#handoff = config.parameters.DEVICE_HANDOFF?.stringValue?.trim().toLowerCase() !== "false";
     for (const [index, step] of this.#steps.entries()) {
       for (const tensor of Object.values(step.inputMap)) {
         const readers = this.#consumers.get(tensor) ?? new Set();
@@ -155,6 +159,7 @@ export class EnsembleScheduler implements Scheduler {
    * default), with the reason for each: where the composing models run now decides.
    */
   devicePlan(wanted: readonly string[] = this.config.output.map((o) => o.name)): DevicePlan {
+    if (!this.#handoff) return { decisions: [], keep: new Map() };
     return this.#plan(new Set(wanted), this.#live(new Set(wanted)));
   }
 
@@ -188,7 +193,7 @@ export class EnsembleScheduler implements Scheduler {
     for (const input of request.inputs) values.set(input.name, { tensor: this.#share(input), batch });
     const ensembleSequence = sequenceOf(request.parameters);
     const pending = this.#live(new Set(wanted));
-    const keep = this.infer.placement ? this.#plan(new Set(wanted), pending).keep : undefined;
+    const keep = this.infer.placement && this.#handoff ? this.#plan(new Set(wanted), pending).keep : undefined;
     const running = new Map<number, Promise<void>>();
     let failure: unknown;
 
