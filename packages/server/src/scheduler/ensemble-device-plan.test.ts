@@ -1,0 +1,58 @@
+import { create } from "@bufbuild/protobuf";
+import { ModelEnsembling_StepSchema } from "@galley/proto";
+import { describe, expect, it } from "vitest";
+import { planDeviceHandoff, type StepPlacement } from "./ensemble-device-plan.js";
+
+const step = (model: string, inputs: Record<string, string>, outputs: Record<string, string>) =>
+  create(ModelEnsembling_StepSchema, { modelName: model, modelVersion: -1n, inputMap: inputs, outputMap: outputs });
+
+// a → [0 upscale] → big → [1 filter] → smooth → [2 downscale] → OUT; big also read by [3 probe].
+const steps = [
+  step("upscale", { INPUT__0: "FRAME" }, { OUTPUT__0: "big" }),
+  step("filter", { INPUT__0: "big" }, { OUTPUT__0: "smooth" }),
+  step("downscale", { INPUT__0: "smooth" }, { OUTPUT__0: "OUT" }),
+  step("probe", { INPUT__0: "big" }, { OUTPUT__0: "STATS" }),
+];
+const gpu = (deviceId: number, kind = "pytorch"): StepPlacement => ({ deviceId, kind });
+const plan = (live: number[], returned: string[], where: (StepPlacement | undefined)[]) =>
+  planDeviceHandoff(steps, new Set(live), new Set(returned), (i) => where[i]);
+const decided = (p: ReturnType<typeof plan>) =>
+  Object.fromEntries(p.decisions.map((d) => [d.tensor, d.deviceId ?? "host"]));
+
+describe("planDeviceHandoff", () => {
+  it("keeps a tensor on the GPU when its maker and every reader run there", () => {
+    const p = plan([0, 1, 2], ["OUT"], [gpu(0), gpu(0), gpu(0), undefined]);
+    expect(decided(p)).toEqual({ big: 0, smooth: 0, OUT: "host" });
+    expect(p.keep).toEqual(
+      new Map([
+        [0, new Map([["OUTPUT__0", 0]])],
+        [1, new Map([["OUTPUT__0", 0]])],
+      ]),
+    );
+    expect(p.decisions.find((d) => d.tensor === "OUT")?.reason).toBe("the ensemble returns it");
+  });
+
+  it("sends through the host a tensor any reader takes on the host, on another GPU or of another kind", () => {
+    expect(decided(plan([0, 1, 2, 3], ["OUT", "STATS"], [gpu(0), gpu(0), gpu(0), undefined]))).toMatchObject({
+      big: "host",
+      smooth: 0,
+    });
+    const other = plan([0, 1, 2, 3], ["OUT", "STATS"], [gpu(0), gpu(0), gpu(0), gpu(1)]);
+    expect(other.decisions.find((d) => d.tensor === "big")?.reason).toBe(
+      "step 3 ('probe') reads it on GPU 1 (pytorch), it is made on GPU 0 (pytorch)",
+    );
+    expect(decided(plan([0, 1, 2], ["OUT"], [gpu(0), gpu(0, "tensorrt"), gpu(0), undefined]))).toMatchObject({
+      big: "host",
+      smooth: "host",
+    });
+  });
+
+  it("decides host for CPU makers, and only counts the readers that run", () => {
+    const cpu = plan([0, 1, 2], ["OUT"], [undefined, gpu(0), gpu(0), undefined]);
+    expect(decided(cpu)).toEqual({ big: "host", smooth: 0, OUT: "host" });
+    expect(cpu.decisions[0]?.reason).toBe("step 0 ('upscale') does not run on a GPU that keeps tensors");
+    // The CPU probe is pruned (its output not wanted): big may stay on the GPU.
+    expect(decided(plan([0, 1, 2], ["OUT"], [gpu(0), gpu(0), gpu(0), undefined])).big).toBe(0);
+    expect(plan([0], [], [gpu(0)]).decisions[0]?.reason).toBe("no step reads it");
+  });
+});
