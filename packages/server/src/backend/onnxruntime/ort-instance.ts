@@ -28,9 +28,8 @@ export const DEFAULT_INLINE_MAX_RUN_US = 100;
  */
 export const INLINE_MAX_FILE_BYTES = 4 * 1024 * 1024;
 
-/** Warm-up runs of a session loaded on the event loop, and the most time they may take. */
+/** Warm-up runs of a session loaded on the event loop. */
 const WARMUP_RUNS = 24;
-const WARMUP_MS = 50;
 
 /** The ONNX Runtime worker's entry. */
 export const ORT_WORKER_URL = workerEntry("./ort-worker.js", import.meta.url);
@@ -158,8 +157,9 @@ export class OrtInstance implements BackendInstance {
     const elements = countElements(feeds);
     // The first runs are slow (cold code and memory: tens of ms for the very first on `simple`,
     // which then runs in about 20 µs), so only the last runs of the warm-up count. It stops early
-    // once it has spent WARMUP_MS: a model that slow does not belong on the event loop anyway.
-    const began = now();
+    // when even the fastest run after the first is ten times over the budget: such a model does
+    // not belong on the event loop, and the warm-up would only hold the loop longer.
+    let fastest = Number.POSITIVE_INFINITY;
     for (let i = 0; i < WARMUP_RUNS; i++) {
       const start = now();
       try {
@@ -167,9 +167,10 @@ export class OrtInstance implements BackendInstance {
       } catch {
         return true;
       }
-      const end = now();
-      if (i >= WARMUP_RUNS - WINDOW) this.#cost.observe(elements, Number(end - start));
-      if (i >= 2 && Number(end - began) > WARMUP_MS * 1e6) return false;
+      const ns = Number(now() - start);
+      if (i >= WARMUP_RUNS - WINDOW) this.#cost.observe(elements, ns);
+      if (i > 0) fastest = Math.min(fastest, ns);
+      if (i >= 3 && fastest > 10 * this.#budgetNs) return false;
     }
     return (this.#cost.estimate(elements) ?? 0) <= this.#budgetNs;
   }
