@@ -33,7 +33,7 @@ describe("galley_torch", () => {
       { datatype: "FP32", shape: [2, 2], data: f32([10, 20, 30, 40]) },
     ]);
     expect(inferNs).toBeGreaterThan(0);
-    expect(outputs.map((o) => [o.datatype, o.shape, readF32(o.data)])).toEqual([
+    expect(outputs.map((o) => [o.datatype, o.shape, readF32(o.data ?? new Uint8Array())])).toEqual([
       ["FP32", [2, 2], [11, 22, 33, 44]],
       ["FP32", [2, 2], [-9, -18, -27, -36]],
     ]);

@@ -6,9 +6,10 @@ import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { hostTransfers } from "../src/core/host-transfers.js";
+import { createLogger } from "../src/log.js";
 import type { EnsembleScheduler } from "../src/scheduler/ensemble-scheduler.js";
 import { f32, readF32, tensors, torchModel } from "./pytorch-support.js";
-import { cleanup, recordingLog, startServer, tempRepository } from "./support/harness.js";
+import { cleanup, startServer, tempRepository } from "./support/harness.js";
 
 afterEach(cleanup);
 
@@ -48,8 +49,8 @@ const counts = (model: string) => hostTransfers.snapshot().models[model] ?? { ..
 
 describe("tensors on the GPU, without a GPU", () => {
   it("counts 0 host↔device bytes for CPU libtorch models, with a verbose line per execution", async () => {
-    const { log, lines } = recordingLog();
-    log.settings.log_verbose_level = 1;
+    const lines: string[] = [];
+    const log = createLogger({ write: (line) => lines.push(line), verboseLevel: 1 });
     const { client } = await startServer({ modelRepositories: [repository()], log });
     const before = counts("dev_add_sub");
     const response = await client.modelInfer({
