@@ -139,15 +139,35 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       io.stderr.write(`galley-video: ${error.message}\n\n${USAGE}`);
       return 2;
     }
-    const e = ConnectError.from(error);
-    if (e.code === Code.Unavailable)
-      io.stderr.write(
-        `galley-video: cannot reach a server at ${url} (${e.rawMessage}); start one with\n  npx galley serve --model-repository examples/text-to-video/models\n`,
-      );
-    else if (e.code === Code.NotFound || e.code === Code.Unimplemented)
-      io.stderr.write(`galley-video: the server at ${url} has no text-to-video pipeline: ${e.rawMessage}\n`);
-    // A streamed response's error carries only a message (ModelStreamInferResponse.error_message).
-    else io.stderr.write(`galley-video: the server rejected the request: ${e.rawMessage}\n`);
+    io.stderr.write(`galley-video: ${explain(ConnectError.from(error), url)}\n`);
     return 1;
   }
+}
+
+/**
+ * One line for a failed call. A unary call's error has a gRPC code; an error on the stream of a
+ * decoupled model has only a message (Triton's ModelStreamInferResponse.error_message: the code
+ * stays on the server), so it is classified by Triton's message texts and preflight's own.
+ */
+export function explain(e: ConnectError, url: string): string {
+  const text = e.rawMessage;
+  const unknownModel = /Request for unknown model: '([^']+)'/.exec(text)?.[1];
+  const stopping = /request cancelled|Server not ready|is unloading|shutting down/i.test(text);
+  const busy = /Exceeds maximum queue size|Request timeout expired/.test(text);
+  if (e.code === Code.Unavailable && !stopping && !busy && !unknownModel)
+    return `cannot reach a server at ${url} (${text}); start one with\n  npx galley serve --model-repository examples/text-to-video/models`;
+  if (unknownModel === "text_to_video" || unknownModel === "upscale_video" || e.code === Code.Unimplemented)
+    return `the server at ${url} has no text-to-video pipeline: ${text}`;
+  if (unknownModel)
+    return `the server's pipeline cannot run: its model '${unknownModel}' is not loaded (see the server's log: a model that failed to load, such as a GPU model where there is no GPU): ${text}`;
+  if (busy) return `the server is too busy to take the request now, try again later: ${text}`;
+  if (stopping) return `the server stopped the request: ${text}`;
+  if (
+    e.code === Code.InvalidArgument ||
+    /^the prompt |is not supported; use one of|must be between \d+ and \d+|unexpected inference (input|output)|unexpected shape/.test(
+      text,
+    )
+  )
+    return `the server rejected the request: ${text}`;
+  return `the pipeline failed on the server: ${text}`;
 }

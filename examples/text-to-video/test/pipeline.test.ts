@@ -1,12 +1,18 @@
 // The pipeline end to end on a real server (port 0) over models/: the tiny resolution (64x64),
 // shapes and frame counts, the progress and preview stream, the GIF (decoded with omggif, a
 // library independent of the encoder), preflight's refusals, cancellation stopping the denoising
-// loop (seen in the denoiser's statistics), the real-frames entry point, and the CLI's errors.
-import { fileURLToPath } from "node:url";
+// loop (seen in the denoiser's statistics), the real-frames entry point, the CLI's errors, and
+// README.md's TypeScript samples (each ```ts block runs as a module against this server, importing
+// this package's source under its published name; the files it writes go to a temporary folder).
+// The samples share this file's server: one more server would add a quarter to the suite's time.
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { ConnectError } from "@connectrpc/connect";
 import { createGrpcClient, type GrpcClient } from "@galley/client";
 import { createLogger, createServer, type GalleyServer } from "@galley/server";
 import { GifReader } from "omggif";
+import { tsImport } from "tsx/esm/api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cartoonImage } from "../scripts/test-image.js";
 import { runCli } from "../src/cli.js";
@@ -184,6 +190,37 @@ describe("galley-video", () => {
       expect(stdout.text).toMatch(/wrote .*: 3 frames, 64x64/);
     } finally {
       (await import("node:fs")).rmSync(out, { force: true });
+    }
+  });
+});
+
+describe("README.md", () => {
+  const readme = readFileSync(fileURLToPath(new URL("../README.md", import.meta.url)), "utf8");
+  const source = fileURLToPath(new URL("../src/index.ts", import.meta.url));
+  const samples = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m, i) => ({ i, code: m[1] ?? "" }));
+
+  it("has a TypeScript sample", () => {
+    expect(samples.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it.each(samples)("sample $i runs and writes its GIF", async ({ code }) => {
+    const dir = mkdtempSync(fileURLToPath(new URL("./.readme-", import.meta.url)));
+    try {
+      const written = [...code.matchAll(/writeFileSync\("([^"]+)"/g)].map((m) => m[1] ?? "");
+      let text = code
+        .replaceAll('from "@galley/example-text-to-video"', `from ${JSON.stringify(source)}`)
+        .replaceAll("http://localhost:8001", `http://${address}`);
+      for (const name of written) text = text.replaceAll(`"${name}"`, JSON.stringify(join(dir, name)));
+      writeFileSync(join(dir, "sample.mts"), text);
+      await tsImport(pathToFileURL(join(dir, "sample.mts")).href, import.meta.url);
+      expect(written.length).toBeGreaterThan(0);
+      for (const name of written) {
+        expect(existsSync(join(dir, name))).toBe(true);
+        const gif = new GifReader(new Uint8Array(readFileSync(join(dir, name))));
+        expect(gif.numFrames()).toBeGreaterThan(1);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
