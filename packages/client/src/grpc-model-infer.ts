@@ -78,6 +78,7 @@ export function createModelInferCall(options: ModelInferCallOptions): ModelInfer
     const { signal } = call;
     if (signal?.aborted) throw connectErrorFromNode(signal.reason);
     const timeoutMs = call.timeoutMs ?? options.defaultTimeoutMs;
+    const begin = timeoutMs === undefined ? 0 : performance.now();
     const encoded = encodeModelInferRequest(message);
     let pieces = encoded.pieces;
     let length = encoded.byteLength;
@@ -101,7 +102,8 @@ export function createModelInferCall(options: ModelInferCallOptions): ModelInfer
           };
     return new Promise<ModelInferResponse>((resolve, reject) => {
       const exchange = new Exchange(sm, resolve, reject, signal);
-      if (timeoutMs !== undefined) exchange.deadline(timeoutMs);
+      // The deadline counts from the call, compression included.
+      if (timeoutMs !== undefined) exchange.deadline(Math.max(0, timeoutMs - (performance.now() - begin)));
       sm.request("POST", path, headers, {}).then(
         (stream) => exchange.start(stream, prefix, pieces, length),
         (error: unknown) => exchange.fail(connectErrorFromNode(error)),
@@ -138,7 +140,9 @@ class Exchange {
   ) {
     if (signal) {
       this.onAbort = () => this.fail(connectErrorFromNode(signal.reason));
-      signal.addEventListener("abort", this.onAbort, { once: true });
+      // It may have aborted while the request was being compressed.
+      if (signal.aborted) this.onAbort();
+      else signal.addEventListener("abort", this.onAbort, { once: true });
     }
   }
 

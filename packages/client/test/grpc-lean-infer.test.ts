@@ -177,6 +177,17 @@ describe("lean ModelInfer against a Galley server", () => {
     const client = createGrpcClient({ baseUrl });
     const slow = { inputs: { MS: tensor.uint32([1], [60_000]) } };
     const before = await failure(client.infer("sleepy", { ...slow, signal: AbortSignal.abort() }));
+    // Aborted while a gzip client compresses the request: the call still fails at once.
+    const compressing = new AbortController();
+    const big = { inputs: { MS: tensor.uint32([1], [60_000]) }, signal: compressing.signal };
+    const gzipped = failure(
+      createGrpcClient({ baseUrl, compression: "gzip" }).infer("sleepy", {
+        ...big,
+        parameters: { padding: "x".repeat(4096) },
+      }),
+    );
+    compressing.abort();
+    expect((await gzipped).code).toBe(Code.Canceled);
     expect(summary(before)).toEqual({ type: "ConnectError", code: "Canceled", message: "This operation was aborted" });
     const abort = new AbortController();
     const pending = failure(client.infer("sleepy", { ...slow, signal: abort.signal }));
@@ -420,6 +431,13 @@ describe("lean ModelInfer against a bare HTTP/2 peer", () => {
       },
     ],
   ];
+  broken.push([
+    "GOAWAY with an error code",
+    (s) => {
+      s.session?.goaway(h2.NGHTTP2_INTERNAL_ERROR);
+      s.session?.destroy();
+    },
+  ]);
   it.each(broken)("fails %s with the Connect path's error", async (_, reply) => {
     const peer = await startPeer((stream) => reply(stream));
     const lean = await failure(createGrpcClient({ baseUrl: peer.baseUrl }).infer("m", ECHO));
