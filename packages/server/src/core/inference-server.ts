@@ -305,7 +305,10 @@ export class InferenceServer {
    */
   devicePlacement(name: string, version: string): DevicePlacement | undefined {
     try {
-      return this.models.resolve(name, version).backend.deviceTensors;
+      const model = this.models.resolve(name, version);
+      // A response cache reads the bytes: such a model gets host tensors (see #placeTensors).
+      if (model.config.responseCache?.enable && this.cache) return undefined;
+      return model.backend.deviceTensors;
     } catch {
       return undefined;
     }
