@@ -426,7 +426,7 @@ async function main() {
     );
   }
   if (figures.big) {
-    row("256 MiB plus_one, median ms: CUDA shm", figures.big.cudaShmMs.toFixed(2), "");
+    row(`${figures.big.bytes / 2 ** 20} MiB plus_one, median ms: CUDA shm`, figures.big.cudaShmMs.toFixed(2), "");
     row("  system shm / raw gRPC", figures.big.systemShmMs.toFixed(1), figures.big.grpcRawMs.toFixed(1));
     row("  raw gRPC / CUDA shm (target ≥ 10)", figures.big.cudaVsGrpc.toFixed(1), "");
   }
