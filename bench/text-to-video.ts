@@ -5,9 +5,13 @@
 //   client, then vae_decoder and upscale_video.
 // Per mode and user count: videos per minute, p50/p95 latency per video, and the average batch
 // size text_encoder and denoiser executed (inference_count / execution_count from the statistics
-// API). Modes alternate within each repetition; medians and min-max spreads over the repetitions.
-// Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8]
+// API), and the process's CPU time per video (server and clients share this process, so it is the
+// whole cost of a video in each mode; when the cores are the limit, the ratio of the two modes'
+// CPU per video bounds their throughput ratio). Modes alternate within each repetition; medians
+// and min-max spreads over the repetitions; the load average before and after.
+// Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100]
 import { createServer as createNetServer } from "node:net";
+import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { createGrpcClient, type GrpcClient, tensor } from "@galley/client";
 import { generateVideo } from "@galley/example-text-to-video";
@@ -21,6 +25,8 @@ const REPS = option("reps", 3);
 const VIDEOS = option("videos", 3);
 const STEPS = option("steps", 20);
 const FRAMES = option("frames", 8);
+/** The pipeline's PROGRESS_INTERVAL_MS: galley-video's 100 ms; 0 streams a response every step. */
+const PROGRESS_MS = option("progress-ms", 100);
 const RESOLUTION = "64x64";
 const USERS = [1, 4, 8];
 
@@ -84,6 +90,7 @@ interface Run {
   p95: number;
   textBatch: number;
   denoiserBatch: number;
+  cpuPerVideo: number;
 }
 
 async function run(url: string, mode: "pipeline" | "step by step", users: number): Promise<Run> {
@@ -91,6 +98,7 @@ async function run(url: string, mode: "pipeline" | "step by step", users: number
   const probe = clients[0] as GrpcClient;
   const before = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
   const latencies: number[] = [];
+  const cpu = process.cpuUsage();
   const started = performance.now();
   await Promise.all(
     clients.map(async (client, u) => {
@@ -98,13 +106,20 @@ async function run(url: string, mode: "pipeline" | "step by step", users: number
         const t0 = performance.now();
         const prompt = `user ${u} video ${v}: a red fox running in snow`;
         if (mode === "pipeline")
-          await generateVideo(client, { prompt, frames: FRAMES, steps: STEPS, resolution: RESOLUTION });
+          await generateVideo(client, {
+            prompt,
+            frames: FRAMES,
+            steps: STEPS,
+            resolution: RESOLUTION,
+            progressIntervalMs: PROGRESS_MS,
+          });
         else await stepByStep(client, prompt);
         latencies.push(performance.now() - t0);
       }
     }),
   );
   const wall = performance.now() - started;
+  const used = process.cpuUsage(cpu);
   const after = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
   const batch = (i: number) =>
     ((after[i]?.[0] ?? 0) - (before[i]?.[0] ?? 0)) / ((after[i]?.[1] ?? 0) - (before[i]?.[1] ?? 0) || 1);
@@ -116,6 +131,7 @@ async function run(url: string, mode: "pipeline" | "step by step", users: number
     p95: pick(0.95),
     textBatch: batch(0),
     denoiserBatch: batch(1),
+    cpuPerVideo: (used.user + used.system) / 1000 / (users * VIDEOS),
   };
 }
 
@@ -143,6 +159,7 @@ const server = createServer({
 });
 const { grpc } = await server.listen();
 const url = `http://127.0.0.1:${grpc?.port}`;
+const loadBefore = loadavg()[0] ?? 0;
 await run(url, "pipeline", 2); // warm-up: sessions, workers, code paths
 await run(url, "step by step", 2);
 const results = new Map<string, Run[]>();
@@ -154,13 +171,14 @@ for (let rep = 0; rep < REPS; rep++)
       process.stderr.write(".");
     }
 process.stderr.write("\n");
+const loadAfter = loadavg()[0] ?? 0;
 await server.close();
 
 const lines = [
-  `text-to-video at ${RESOLUTION}, ${FRAMES} frames, ${STEPS} steps, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max)`,
+  `text-to-video at ${RESOLUTION}, ${FRAMES} frames, ${STEPS} steps, pipeline progress every ${PROGRESS_MS} ms at most, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max); load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after`,
   "",
-  "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch |",
-  "| --- | --- | --- | --- | --- | --- | --- |",
+  "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video |",
+  "| --- | --- | --- | --- | --- | --- | --- | --- |",
 ];
 for (const users of USERS)
   for (const mode of ["pipeline", "step by step"]) {
@@ -181,6 +199,9 @@ for (const users of USERS)
       )} | ${spread(
         runs.map((r) => r.denoiserBatch),
         2,
+      )} | ${spread(
+        runs.map((r) => r.cpuPerVideo),
+        0,
       )} |`,
     );
   }
@@ -189,10 +210,16 @@ const ratios = Array.from({ length: REPS }, (_, i) => {
   const s = results.get("step by step|8")?.[i]?.videosPerMinute ?? 1;
   return p / s;
 });
+const cpuRatios = Array.from({ length: REPS }, (_, i) => {
+  const p = results.get("pipeline|8")?.[i]?.cpuPerVideo ?? 1;
+  const s = results.get("step by step|8")?.[i]?.cpuPerVideo ?? 0;
+  return s / p;
+});
 const denoiser8 = median((results.get("pipeline|8") ?? []).map((r) => r.denoiserBatch));
 lines.push(
   "",
   `8 users, pipeline / step by step throughput: ${spread(ratios, 2)} (target >= 2: ${median(ratios) >= 2 ? "met" : "NOT met"})`,
+  `8 users, CPU per video, step by step / pipeline: ${spread(cpuRatios, 2)} (the throughput ratio's bound where the cores are the limit)`,
   `8 users, pipeline's average denoiser batch: ${denoiser8.toFixed(2)} (target >= 3: ${denoiser8 >= 3 ? "met" : "NOT met"})`,
 );
 process.stdout.write(`${lines.join("\n")}\n`);

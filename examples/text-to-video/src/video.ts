@@ -21,6 +21,11 @@ export interface GenerateOptions {
   seed?: number;
   /** Send a preview frame every this many steps (0: none). */
   previewEvery?: number;
+  /**
+   * Progress at most this often, in ms (default 0: every step). Each progress response costs the
+   * server about as much CPU as a denoising step of a small model; a progress bar needs ~10 a second.
+   */
+  progressIntervalMs?: number;
   /** Aborting cancels the request on the server: the denoising loop stops. */
   signal?: AbortSignal;
 }
@@ -51,6 +56,7 @@ export async function generateVideo(
   if (options.steps !== undefined) inputs.STEPS = tensor.int32([1], [options.steps]);
   if (options.seed !== undefined) inputs.SEED = tensor.int32([1], [options.seed]);
   if (options.previewEvery) inputs.PREVIEW_EVERY = tensor.int32([1], [options.previewEvery]);
+  if (options.progressIntervalMs) inputs.PROGRESS_INTERVAL_MS = tensor.int32([1], [options.progressIntervalMs]);
   for await (const response of client.streamInfer("text_to_video", {
     inputs,
     ...(options.signal ? { signal: options.signal } : {}),

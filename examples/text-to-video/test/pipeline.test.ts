@@ -91,6 +91,16 @@ describe("text_to_video", () => {
     expect(error / (64 * 64 * 3)).toBeLessThan(8); // a 256-colour palette per frame
   });
 
+  it("leaves out step responses within PROGRESS_INTERVAL_MS of the last one (never the first)", async () => {
+    const seen: string[] = [];
+    await generateVideo(
+      client,
+      { prompt: "a quiet one", frames: 3, steps: 6, resolution: "64x64", progressIntervalMs: 600_000 },
+      (p) => seen.push(`${p.stage} ${p.step}/${p.total}`),
+    );
+    expect(seen).toEqual(["denoise 1/8", "decode 7/8", "done 8/8"]);
+  });
+
   it("makes the same video from the same prompt and seed", async () => {
     const options = { prompt: "waves", frames: 3, steps: 2, resolution: "64x64", seed: 7 };
     const a = await generateVideo(client, options);

@@ -180,6 +180,11 @@ export default class TextToVideo implements Model {
     let latent = noise(seed, k * LATENT_CHANNELS * h * w);
     let x0 = new Float32Array(latent.length);
     const previewEvery = (request.input("PREVIEW_EVERY")?.typed()[0] as number | undefined) ?? 0;
+    // A response per step costs about as much as the step itself on a CPU (one message to the
+    // main thread, one gRPC message to encode and the client to decode): a client that only draws
+    // a bar asks for one at most every PROGRESS_INTERVAL_MS (galley-video: 100 ms).
+    const interval = (request.input("PROGRESS_INTERVAL_MS")?.typed()[0] as number | undefined) ?? 0;
+    let lastProgress = Number.NEGATIVE_INFINITY;
     const n = steps as number;
     for (let step = 0; step < n; step++) {
       if (signal.aborted) return;
@@ -216,8 +221,10 @@ export default class TextToVideo implements Model {
         send("denoise", step + 1, {
           PREVIEW: { name: "PREVIEW", datatype: "UINT8", shape: [1, ph, pw, 3], data: preview },
         });
-      } else {
+        lastProgress = performance.now();
+      } else if (interval <= 0 || performance.now() - lastProgress >= interval) {
         send("denoise", step + 1);
+        lastProgress = performance.now();
       }
     }
     if (signal.aborted) return;
