@@ -68,6 +68,8 @@ check_status=0
 for check in test/gpu/nvml-gpu.mjs "$carry/cuda-shm-gpu.mjs" "$carry/device-tensors-gpu.mjs"; do
   [ -f "$check" ] || continue
   name=$(basename "$check" .mjs)
+  # GALLEY_GPU_SKIP: names of checks to leave out of this run (e.g. "nvml-gpu cuda-shm-gpu").
+  case " ${GALLEY_GPU_SKIP:-} " in *" $name "*) continue ;; esac
   limit=${GALLEY_GPU_CHECK_TIMEOUT:-150}
   [ "$name" = device-tensors-gpu ] && limit=${GALLEY_GPU_DEVICE_TENSORS_TIMEOUT:-240}
   timeout "$limit" node "$check" --python="$python" --out="$out/$name" 2>&1 | tee "$out/$name.log"
