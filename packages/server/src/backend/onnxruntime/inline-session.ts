@@ -9,8 +9,11 @@ import type { OrtSessionSettings, OrtType, SessionIO, ValueInfo, WireTensor } fr
 /** A session run synchronously on the calling thread. */
 export interface InlineSession {
   readonly io: SessionIO;
-  /** Run once; throws onnxruntime's error. Outputs come in the order of `fetches`. */
-  run(feeds: readonly WireTensor[], fetches: readonly string[]): WireTensor[];
+  /**
+   * Run once; throws onnxruntime's error. Outputs come in the order of `fetches`. `quiet` keeps
+   * onnxruntime from logging a failed run (a warm-up on made-up inputs may fail).
+   */
+  run(feeds: readonly WireTensor[], fetches: readonly string[], quiet?: boolean): WireTensor[];
   release(): void;
 }
 
@@ -53,6 +56,9 @@ const RAW_TYPES: (OrtType | undefined)[] = [
 ];
 
 const require = createRequire(import.meta.url);
+const NO_OPTIONS = {};
+/** Run options that log only fatal errors. */
+const QUIET = { logSeverityLevel: 4 };
 let ortModule: typeof ort | undefined;
 let raw: RawBinding | null | undefined;
 
@@ -94,12 +100,12 @@ export function openInlineSession(path: string, settings: OrtSessionSettings): I
     const io = { inputs: session.inputMetadata.map(rawInfo), outputs: session.outputMetadata.map(rawInfo) };
     return {
       io,
-      run(feeds, fetches) {
+      run(feeds, fetches, quiet = false) {
         const inputs: Record<string, ort.Tensor> = {};
         for (const t of feeds) inputs[t.name] = new Tensor(t.type, t.data as ort.Tensor.DataType, t.dims);
         const wanted: Record<string, null> = {};
         for (const name of fetches) wanted[name] = null;
-        return outputsOf(session.run(inputs, wanted, {}), fetches);
+        return outputsOf(session.run(inputs, wanted, quiet ? QUIET : NO_OPTIONS), fetches);
       },
       release: () => session.dispose(),
     };

@@ -163,7 +163,7 @@ export class OrtInstance implements BackendInstance {
     for (let i = 0; i < WARMUP_RUNS; i++) {
       const start = now();
       try {
-        session.run(feeds, fetches);
+        session.run(feeds, fetches, true);
       } catch {
         return true;
       }

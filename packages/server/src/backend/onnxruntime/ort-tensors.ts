@@ -73,7 +73,7 @@ function localView(tensor: Tensor): ArrayBufferView {
   return new ArrayType(own.buffer, 0, count);
 }
 
-/** Zero-filled inputs for warm-up runs: each variable dimension 1; throws for a type it cannot make. */
+/** Zero-filled inputs ("0" for strings) for warm-up runs: each variable dimension 1; throws for a type it cannot make. */
 export function warmupFeeds(inputs: readonly ValueInfo[]): WireTensor[] {
   return inputs.map((input) => {
     const type = input.type as OrtType | undefined;
@@ -81,7 +81,8 @@ export function warmupFeeds(inputs: readonly ValueInfo[]): WireTensor[] {
     if (!type || !protocol) throw new Error(`no warm-up value for '${input.name}'`);
     const dims = input.shape.map((d) => (typeof d === "number" && d > 0 ? d : 1));
     const count = dims.reduce((a, b) => a * b, 1);
-    if (type === "string") return { name: input.name, type, dims, data: new Array<string>(count).fill("") };
+    // "0": text that also parses as a number (models often cast their string inputs).
+    if (type === "string") return { name: input.name, type, dims, data: new Array<string>(count).fill("0") };
     const ArrayType = datatype(protocol)?.array;
     if (!ArrayType) throw new Error(`no warm-up value for '${input.name}'`);
     return { name: input.name, type, dims, data: new ArrayType(count) };
