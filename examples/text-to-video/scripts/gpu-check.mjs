@@ -1,0 +1,166 @@
+// GPU check of the text-to-video example's GPU variant (configs/gpu.pbtxt: TorchScript on the
+// PyTorch backend, KIND_GPU), for a machine with a GPU and a CUDA libtorch build of
+// @galley/backends-native. Plain Node, over the built server and client (dist/):
+//
+//   npm run build -w @galley/backends-native   # with a CUDA libtorch (docs/guides/pytorch-backend.md)
+//   (cd packages/server && npx tsc -p tsconfig.build.json) && (cd packages/client && npx tsc -p tsconfig.build.json)
+//   node examples/text-to-video/scripts/gpu-check.mjs            # --cpu: the same on the CPU (KIND_CPU)
+//
+// 1. serves models/ with --model-config-name gpu (all ten models; the four heavy ones on the GPU)
+//    and, beside it, the four ONNX models on the CPU;
+// 2. compares each heavy model's output with ONNX Runtime's on a fixed input (relative to the
+//    output's largest value; cuDNN may use TF32, so the bound is 1e-2 rather than the CPU test's 1e-4);
+// 3. makes one video through the whole pipeline on the GPU variant, then 8 users x 2 videos at
+//    once, and reports videos per minute and the denoiser's average batch;
+// 4. prints a JSON summary; exit code 1 when a model fails to load or a comparison fails.
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createGrpcClient, tensor } from "@galley/client";
+import { createLogger, createServer } from "@galley/server";
+
+const MODELS = fileURLToPath(new URL("../models", import.meta.url));
+const HEAVY = ["text_encoder", "denoiser", "vae_decoder", "super_resolution"];
+const cpu = process.argv.includes("--cpu");
+
+let repository = MODELS;
+if (cpu) {
+  // As test/torch-variant.test.ts: the gpu.pbtxt files with their one KIND_GPU made KIND_CPU.
+  repository = mkdtempSync(join(tmpdir(), "galley-t2v-gpu-check-"));
+  cpSync(MODELS, repository, { recursive: true });
+  for (const name of HEAVY) {
+    const file = join(repository, name, "configs", "gpu.pbtxt");
+    writeFileSync(file, readFileSync(file, "utf8").replace("kind: KIND_GPU", "kind: KIND_CPU"));
+  }
+}
+
+const errors = [];
+const torchServer = createServer({
+  modelRepositories: [repository],
+  modelConfigName: "gpu",
+  http: false,
+  grpc: { host: "127.0.0.1", port: 0 },
+  metrics: false,
+  log: createLogger({ write: (line) => (/^E/.test(line) ? errors.push(line.trim()) : undefined) }),
+});
+const onnxServer = createServer({
+  modelRepositories: [MODELS],
+  controlMode: "explicit",
+  loadModels: HEAVY,
+  http: false,
+  grpc: { host: "127.0.0.1", port: 0 },
+  metrics: false,
+  log: createLogger({ write: () => {} }),
+});
+const summary = { variant: cpu ? "gpu configs with KIND_CPU" : "gpu", ok: true, models: {}, pipeline: {} };
+const fail = (what) => {
+  summary.ok = false;
+  summary.failure = [...(summary.failure ?? []), what];
+};
+
+try {
+  const [t, o] = await Promise.all([torchServer.listen(), onnxServer.listen()]);
+  if (t.failedModels.length > 0) {
+    fail(`models that did not load: ${t.failedModels.join(", ")}`);
+    summary.loadErrors = errors;
+    throw new Error("load");
+  }
+  const torch = createGrpcClient({ baseUrl: `http://127.0.0.1:${t.grpc.port}` });
+  const onnx = createGrpcClient({ baseUrl: `http://127.0.0.1:${o.grpc.port}` });
+
+  let state = 1;
+  const values = (count, scale) =>
+    Float32Array.from({ length: count }, () => {
+      state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+      return (state / 2 ** 32 - 0.5) * 2 * scale;
+    });
+  const cases = {
+    text_encoder: [
+      {
+        TOKENS: tensor.int64(
+          [2, 32],
+          BigInt64Array.from({ length: 64 }, (_, i) => BigInt(i % 32 < 12 ? 3 + ((i * 37) % 256) : 0)),
+        ),
+      },
+      "EMBEDDING",
+    ],
+    denoiser: [
+      {
+        LATENT: tensor.fp32([4, 4, 4, 4, 4], values(4 * 4 * 4 * 4 * 4, 2)),
+        TIMESTEP: tensor.fp32([4, 1], [999, 700, 451, 20]),
+        TEXT_EMBEDDING: tensor.fp32([4, 32, 64], values(4 * 32 * 64, 1)),
+      },
+      "NOISE_PRED",
+    ],
+    vae_decoder: [{ LATENT: tensor.fp32([8, 4, 4, 4], values(8 * 4 * 4 * 4, 1.5)) }, "IMAGE"],
+    super_resolution: [
+      {
+        input: tensor.fp32(
+          [4, 3, 32, 32],
+          values(4 * 3 * 32 * 32, 0.5).map((v) => v + 0.5),
+        ),
+      },
+      "output",
+    ],
+  };
+  for (const [model, [inputs, name]] of Object.entries(cases)) {
+    const started = performance.now();
+    const b = (await torch.infer(model, { inputs })).output(name);
+    const ms = performance.now() - started;
+    const a = (await onnx.infer(model, { inputs })).output(name);
+    const x = a.fp32();
+    const y = b.fp32();
+    let worst = 0;
+    let largest = 0;
+    for (let i = 0; i < x.length; i++) {
+      worst = Math.max(worst, Math.abs(x[i] - y[i]));
+      largest = Math.max(largest, Math.abs(x[i]));
+    }
+    const relative = worst / (largest || 1);
+    summary.models[model] = { shape: b.shape, maxAbsDiff: worst, relative, firstCallMs: Math.round(ms) };
+    if (JSON.stringify(a.shape) !== JSON.stringify(b.shape) || !(relative < 1e-2))
+      fail(`${model}: differs from ONNX (relative ${relative})`);
+  }
+
+  const video = async (client, prompt) => {
+    for await (const r of client.streamInfer("text_to_video", {
+      inputs: {
+        PROMPT: tensor.bytes([1], [prompt]),
+        RESOLUTION: tensor.bytes([1], ["128x128"]),
+        FRAMES: tensor.int32([1], [16]),
+        STEPS: tensor.int32([1], [20]),
+        PROGRESS_INTERVAL_MS: tensor.int32([1], [100]),
+      },
+    }))
+      if (r.output("STAGE").strings()[0] === "done") return r.output("VIDEO").shape;
+    throw new Error("no video");
+  };
+  const first = performance.now();
+  summary.pipeline.shape = await video(torch, "a red fox running in snow");
+  summary.pipeline.oneVideoMs = Math.round(performance.now() - first);
+  const count = async () => {
+    const s = (await torch.statistics("denoiser")).modelStats[0];
+    return [Number(s.inferenceCount), Number(s.executionCount)];
+  };
+  const before = await count();
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: 8 }, async (_, u) => {
+      const client = createGrpcClient({ baseUrl: `http://127.0.0.1:${t.grpc.port}` });
+      for (let v = 0; v < 2; v++) await video(client, `user ${u} video ${v}`);
+    }),
+  );
+  const after = await count();
+  summary.pipeline.eightUsersVideosPerMinute = Math.round((16 * 60_000) / (performance.now() - started));
+  summary.pipeline.denoiserAverageBatch = (after[0] - before[0]) / (after[1] - before[1] || 1);
+  if (JSON.stringify(summary.pipeline.shape) !== JSON.stringify([16, 128, 128, 3]))
+    fail(`pipeline: video shape ${summary.pipeline.shape}`);
+} catch (error) {
+  if (error.message !== "load") fail(String(error.stack ?? error));
+} finally {
+  await Promise.all([torchServer.close(), onnxServer.close()]);
+  if (cpu) rmSync(repository, { recursive: true, force: true });
+}
+process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+process.exitCode = summary.ok ? 0 : 1;
