@@ -224,6 +224,16 @@ export class OrtInstance implements BackendInstance {
     return estimate <= (this.#cost.seen(elements) ? this.#budgetNs : 2 * this.#budgetNs);
   }
 
+  /** Say why a model that ran on the event loop starts its worker thread. */
+  #logMove(elements: number): void {
+    const estimate = this.#cost.estimate(elements);
+    const expected = estimate === undefined ? "not measured yet" : `expected to take ${Math.round(estimate / 1000)} µs`;
+    this.#options.log.info(
+      `model instance '${this.name}': a batch of ${elements} input elements is ${expected}, over inline_max_run_us ` +
+        `(${this.#budgetNs / 1000}); starting its worker thread`,
+    );
+  }
+
   async execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
     const start = now();
     const batchSizes = requests.map((r) => (this.#batching ? (r.inputs[0]?.shape[0] ?? 1) : 1));
@@ -271,6 +281,7 @@ export class OrtInstance implements BackendInstance {
         }
         this.#cost.observe(elements, Number(now() - inputDone));
       } else {
+        if (this.#inline && !this.#host) this.#logMove(elements);
         const host = await this.#worker();
         const result = await host.execute({ feeds, fetches }, [...(transfer ?? [])]);
         if ("error" in result) throw new InferenceError("BACKEND_FAILED", { message: result.error });
