@@ -5,11 +5,13 @@
 //   client, then vae_decoder and upscale_video.
 // Per mode and user count: videos per minute, p50/p95 latency per video, and the average batch
 // size text_encoder and denoiser executed (inference_count / execution_count from the statistics
-// API), and the process's CPU time per video (server and clients share this process, so it is the
-// whole cost of a video in each mode; when the cores are the limit, the ratio of the two modes'
-// CPU per video bounds their throughput ratio). Modes alternate within each repetition; medians
-// and min-max spreads over the repetitions; the load average before and after.
-// Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100]
+// API), and the CPU time per video of the server's process and the clients' (a child process;
+// --clients=inline runs them in the server's), the whole cost of a video in each mode: when the
+// cores are the limit, the ratio of the two modes' CPU per video bounds their throughput ratio.
+// Modes alternate within each repetition; medians and min-max spreads over the repetitions; the
+// load average before and after.
+// Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100] [--clients=inline]
+import { type ChildProcess, fork } from "node:child_process";
 import { createServer as createNetServer } from "node:net";
 import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
@@ -93,10 +95,17 @@ interface Run {
   cpuPerVideo: number;
 }
 
-async function run(url: string, mode: "pipeline" | "step by step", users: number): Promise<Run> {
+type Mode = "pipeline" | "step by step";
+interface Driven {
+  latencies: number[];
+  wall: number;
+  /** CPU µs the clients' process used meanwhile (the child's own, or 0 where clients share the server's process). */
+  clientCpu: number;
+}
+
+/** `users` clients making VIDEOS videos each, one after another. */
+async function drive(url: string, mode: Mode, users: number): Promise<Driven> {
   const clients = Array.from({ length: users }, () => createGrpcClient({ baseUrl: url }));
-  const probe = clients[0] as GrpcClient;
-  const before = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
   const latencies: number[] = [];
   const cpu = process.cpuUsage();
   const started = performance.now();
@@ -120,7 +129,36 @@ async function run(url: string, mode: "pipeline" | "step by step", users: number
   );
   const wall = performance.now() - started;
   const used = process.cpuUsage(cpu);
+  for (const client of clients) client.close();
+  return { latencies, wall, clientCpu: used.user + used.system };
+}
+
+// --clients=process (default): the clients run in a child process of their own, as real ones do
+// (a step-by-step client's round trip then crosses processes); --clients=inline: in the server's.
+const CLIENTS = process.argv.includes("--clients=inline") ? "inline" : "process";
+let child: ChildProcess | undefined;
+function driveIn(url: string, mode: Mode, users: number): Promise<Driven> {
+  if (CLIENTS === "inline") return drive(url, mode, users).then((d) => ({ ...d, clientCpu: 0 }));
+  child ??= fork(fileURLToPath(import.meta.url), ["--child", ...process.argv.slice(2)], {
+    execArgv: process.execArgv,
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const worker = child;
+  return new Promise((resolve, reject) => {
+    worker.once("message", (message) => resolve(message as Driven));
+    worker.once("exit", (code) => reject(new Error(`the clients' process exited (${code})`)));
+    worker.send({ url, mode, users });
+  });
+}
+
+async function run(url: string, mode: Mode, users: number): Promise<Run> {
+  const probe = createGrpcClient({ baseUrl: url });
+  const before = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
+  const cpu = process.cpuUsage();
+  const { latencies, wall, clientCpu } = await driveIn(url, mode, users);
+  const used = process.cpuUsage(cpu);
   const after = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
+  probe.close();
   const batch = (i: number) =>
     ((after[i]?.[0] ?? 0) - (before[i]?.[0] ?? 0)) / ((after[i]?.[1] ?? 0) - (before[i]?.[1] ?? 0) || 1);
   latencies.sort((a, b) => a - b);
@@ -131,7 +169,7 @@ async function run(url: string, mode: "pipeline" | "step by step", users: number
     p95: pick(0.95),
     textBatch: batch(0),
     denoiserBatch: batch(1),
-    cpuPerVideo: (used.user + used.system) / 1000 / (users * VIDEOS),
+    cpuPerVideo: (used.user + used.system + clientCpu) / 1000 / (users * VIDEOS),
   };
 }
 
@@ -150,76 +188,87 @@ const median = (values: number[]) => {
 const spread = (values: number[], digits: number) =>
   `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
 
-const server = createServer({
-  modelRepositories: [fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url))],
-  http: false,
-  grpc: { host: "127.0.0.1", port: await freePort() },
-  metrics: false,
-  log: createLogger({ write: () => {} }),
-});
-const { grpc } = await server.listen();
-const url = `http://127.0.0.1:${grpc?.port}`;
-const loadBefore = loadavg()[0] ?? 0;
-await run(url, "pipeline", 2); // warm-up: sessions, workers, code paths
-await run(url, "step by step", 2);
-const results = new Map<string, Run[]>();
-for (let rep = 0; rep < REPS; rep++)
-  for (const users of USERS)
-    for (const mode of ["pipeline", "step by step"] as const) {
-      const key = `${mode}|${users}`;
-      results.set(key, [...(results.get(key) ?? []), await run(url, mode, users)]);
-      process.stderr.write(".");
-    }
-process.stderr.write("\n");
-const loadAfter = loadavg()[0] ?? 0;
-await server.close();
+async function main(): Promise<void> {
+  const server = createServer({
+    modelRepositories: [fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url))],
+    http: false,
+    grpc: { host: "127.0.0.1", port: await freePort() },
+    metrics: false,
+    log: createLogger({ write: () => {} }),
+  });
+  const { grpc } = await server.listen();
+  const url = `http://127.0.0.1:${grpc?.port}`;
+  const loadBefore = loadavg()[0] ?? 0;
+  await run(url, "pipeline", 2); // warm-up: sessions, workers, code paths
+  await run(url, "step by step", 2);
+  const results = new Map<string, Run[]>();
+  for (let rep = 0; rep < REPS; rep++)
+    for (const users of USERS)
+      for (const mode of ["pipeline", "step by step"] as const) {
+        const key = `${mode}|${users}`;
+        results.set(key, [...(results.get(key) ?? []), await run(url, mode, users)]);
+        process.stderr.write(".");
+      }
+  process.stderr.write("\n");
+  const loadAfter = loadavg()[0] ?? 0;
+  await server.close();
 
-const lines = [
-  `text-to-video at ${RESOLUTION}, ${FRAMES} frames, ${STEPS} steps, pipeline progress every ${PROGRESS_MS} ms at most, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max); load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after`,
-  "",
-  "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video |",
-  "| --- | --- | --- | --- | --- | --- | --- | --- |",
-];
-for (const users of USERS)
-  for (const mode of ["pipeline", "step by step"]) {
-    const runs = results.get(`${mode}|${users}`) ?? [];
-    lines.push(
-      `| ${users} | ${mode} | ${spread(
-        runs.map((r) => r.videosPerMinute),
-        0,
-      )} | ${spread(
-        runs.map((r) => r.p50),
-        0,
-      )} | ${spread(
-        runs.map((r) => r.p95),
-        0,
-      )} | ${spread(
-        runs.map((r) => r.textBatch),
-        2,
-      )} | ${spread(
-        runs.map((r) => r.denoiserBatch),
-        2,
-      )} | ${spread(
-        runs.map((r) => r.cpuPerVideo),
-        0,
-      )} |`,
-    );
-  }
-const ratios = Array.from({ length: REPS }, (_, i) => {
-  const p = results.get("pipeline|8")?.[i]?.videosPerMinute ?? 0;
-  const s = results.get("step by step|8")?.[i]?.videosPerMinute ?? 1;
-  return p / s;
-});
-const cpuRatios = Array.from({ length: REPS }, (_, i) => {
-  const p = results.get("pipeline|8")?.[i]?.cpuPerVideo ?? 1;
-  const s = results.get("step by step|8")?.[i]?.cpuPerVideo ?? 0;
-  return s / p;
-});
-const denoiser8 = median((results.get("pipeline|8") ?? []).map((r) => r.denoiserBatch));
-lines.push(
-  "",
-  `8 users, pipeline / step by step throughput: ${spread(ratios, 2)} (target >= 2: ${median(ratios) >= 2 ? "met" : "NOT met"})`,
-  `8 users, CPU per video, step by step / pipeline: ${spread(cpuRatios, 2)} (the throughput ratio's bound where the cores are the limit)`,
-  `8 users, pipeline's average denoiser batch: ${denoiser8.toFixed(2)} (target >= 3: ${denoiser8 >= 3 ? "met" : "NOT met"})`,
-);
-process.stdout.write(`${lines.join("\n")}\n`);
+  const lines = [
+    `text-to-video at ${RESOLUTION}, clients in ${CLIENTS === "process" ? "a process of their own" : "the server's process"}, ${FRAMES} frames, ${STEPS} steps, pipeline progress every ${PROGRESS_MS} ms at most, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max); load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after`,
+    "",
+    "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+  ];
+  for (const users of USERS)
+    for (const mode of ["pipeline", "step by step"]) {
+      const runs = results.get(`${mode}|${users}`) ?? [];
+      lines.push(
+        `| ${users} | ${mode} | ${spread(
+          runs.map((r) => r.videosPerMinute),
+          0,
+        )} | ${spread(
+          runs.map((r) => r.p50),
+          0,
+        )} | ${spread(
+          runs.map((r) => r.p95),
+          0,
+        )} | ${spread(
+          runs.map((r) => r.textBatch),
+          2,
+        )} | ${spread(
+          runs.map((r) => r.denoiserBatch),
+          2,
+        )} | ${spread(
+          runs.map((r) => r.cpuPerVideo),
+          0,
+        )} |`,
+      );
+    }
+  const ratios = Array.from({ length: REPS }, (_, i) => {
+    const p = results.get("pipeline|8")?.[i]?.videosPerMinute ?? 0;
+    const s = results.get("step by step|8")?.[i]?.videosPerMinute ?? 1;
+    return p / s;
+  });
+  const cpuRatios = Array.from({ length: REPS }, (_, i) => {
+    const p = results.get("pipeline|8")?.[i]?.cpuPerVideo ?? 1;
+    const s = results.get("step by step|8")?.[i]?.cpuPerVideo ?? 0;
+    return s / p;
+  });
+  const denoiser8 = median((results.get("pipeline|8") ?? []).map((r) => r.denoiserBatch));
+  lines.push(
+    "",
+    `8 users, pipeline / step by step throughput: ${spread(ratios, 2)} (target >= 2: ${median(ratios) >= 2 ? "met" : "NOT met"})`,
+    `8 users, CPU per video, step by step / pipeline: ${spread(cpuRatios, 2)} (the throughput ratio's bound where the cores are the limit)`,
+    `8 users, pipeline's average denoiser batch: ${denoiser8.toFixed(2)} (target >= 3: ${denoiser8 >= 3 ? "met" : "NOT met"})`,
+  );
+  process.stdout.write(`${lines.join("\n")}\n`);
+  child?.kill();
+}
+
+if (process.argv.includes("--child")) {
+  process.on("message", (job: { url: string; mode: Mode; users: number }) => {
+    void drive(job.url, job.mode, job.users).then((d) => process.send?.(d));
+  });
+} else {
+  await main();
+}
