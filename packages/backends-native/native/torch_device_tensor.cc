@@ -62,7 +62,7 @@ class TensorWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
 };
 
-/** toHost(): one device-to-host copy into pageable memory that becomes the ArrayBuffer's (see RunExecute on why not pinned). */
+/** toHost(): one device-to-host copy into pinned memory that becomes the ArrayBuffer's. */
 class ToHostWorker : public TensorWorker {
  public:
   using TensorWorker::TensorWorker;
@@ -70,8 +70,9 @@ class ToHostWorker : public TensorWorker {
  protected:
   void Work() override {
     torch::Tensor source = tensor_.contiguous();
-    host_ = torch::empty(source.sizes(), source.options().device(torch::kCPU));
-    host_.copy_(source);
+    host_ = torch::empty(source.sizes(),
+                         source.options().device(torch::kCPU).pinned_memory(source.is_cuda()));
+    host_.copy_(source, /*non_blocking=*/true);
   }
 
   void OnOK() override {

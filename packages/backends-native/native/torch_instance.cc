@@ -506,11 +506,8 @@ void TorchInstance::RunExecute(TorchJob& job) {
         torch::Tensor& output = outputs[i];
         if (!output.defined() || !output.is_cuda() || (i < job.resident.size() && job.resident[i])) continue;
         job.device_to_host += static_cast<int64_t>(output.nbytes());
-        // Into pageable memory, as Python's .cpu(): the bytes go to Node and live until it collects
-        // them, so pinned blocks would stay out of libtorch's host cache that long and each batch
-        // would pin fresh memory (cudaHostAlloc costs far more than the copy it speeds up).
-        torch::Tensor host = torch::empty(output.sizes(), output.options().device(torch::kCPU));
-        host.copy_(output);
+        torch::Tensor host = torch::empty(output.sizes(), output.options().device(torch::kCPU).pinned_memory(true));
+        host.copy_(output, /*non_blocking=*/true);
         output = host;
       }
       stream_->synchronize();
