@@ -24,6 +24,8 @@ export interface ModelSource {
   path?: string;
   /** `config.pbtxt` text; undefined when the folder has none. */
   configText?: string;
+  /** Where `configText` came from, for messages (`<model>/configs/<name>.pbtxt`); `<path>/config.pbtxt` by default. */
+  configFile?: string;
   /** A config given directly (a load request's JSON override); wins over `configText`. */
   config?: ModelConfig;
   /** Numeric version folders present. */
@@ -80,7 +82,7 @@ export async function checkModel(source: ModelSource, options: CheckOptions = {}
     versions: [],
     diagnostics,
   });
-  const where = `${source.path ?? source.name}/config.pbtxt`;
+  const where = source.configFile ?? `${source.path ?? source.name}/config.pbtxt`;
 
   let config: ModelConfig;
   if (source.config) config = clone(ModelConfigSchema, source.config);

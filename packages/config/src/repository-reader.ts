@@ -1,5 +1,5 @@
 import { readdir, readFile, stat } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import type { ModelSource } from "./model-check.js";
 import type { VersionEntry } from "./rules/autofill.js";
 
@@ -28,10 +28,15 @@ export async function readModelSource(path: string, options: ReadOptions = {}): 
     .map(Number)
     .filter(Number.isSafeInteger);
   let configText: string | undefined;
-  const custom = options.configName ? join(path, "configs", `${options.configName}.pbtxt`) : undefined;
-  for (const file of [custom, join(path, "config.pbtxt")]) {
+  let configFile: string | undefined;
+  const configs = join(path, "configs");
+  const custom = options.configName ? resolve(configs, `${options.configName}.pbtxt`) : undefined;
+  // The name is a file in configs/, never a path out of it (`--model-config-name ../x`).
+  const inside = custom !== undefined && dirname(custom) === resolve(configs);
+  for (const file of [inside ? custom : undefined, join(path, "config.pbtxt")]) {
     if (!file) continue;
     configText = await readFile(file, "utf8").catch(() => undefined);
+    configFile = file;
     if (configText !== undefined) break;
   }
   const first = folders[0];
@@ -45,6 +50,9 @@ export async function readModelSource(path: string, options: ReadOptions = {}): 
     name: basename(path),
     path,
     ...(configText === undefined ? {} : { configText }),
+    ...(configText !== undefined && custom !== undefined && configFile === custom
+      ? { configFile: join(path, "configs", basename(custom)) }
+      : {}),
     versions,
     ...(firstVersionEntries ? { firstVersionEntries } : {}),
   };

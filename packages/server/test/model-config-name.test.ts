@@ -90,6 +90,19 @@ describe("--model-config-name", () => {
     const { client, failedModels } = await startServer({ modelRepositories: [repo], modelConfigName: "gpu" });
     expect(failedModels).toEqual(["picked"]);
     expect(await shape(client, "plain")).toEqual([8, 1]);
+    // The message names the file that was read.
+    const index = await client.repositoryIndex({});
+    const reason = index.models.find((m) => m.name === "picked")?.reason ?? "";
+    expect(reason).toContain(join("picked", "configs", "gpu.pbtxt"));
+    expect(reason).not.toContain("config.pbtxt:");
+  });
+
+  it("a name is a file in configs/, never a path out of it", async () => {
+    const repo = repository();
+    writeFileSync(join(repo, "picked", "evil.pbtxt"), config("picked", 2, 1));
+    const { client, failedModels } = await startServer({ modelRepositories: [repo], modelConfigName: "../evil" });
+    expect(failedModels).toEqual([]);
+    expect(await shape(client, "picked")).toEqual([8, 1]);
   });
 
   it("galley serve --model-config-name gpu", async () => {
