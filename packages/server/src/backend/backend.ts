@@ -1,6 +1,6 @@
 import type { ModelConfig } from "@galley/proto";
 import type { InferenceRequest } from "../core/inference-request.js";
-import type { Tensor } from "../core/tensor.js";
+import type { Parameters, Tensor } from "../core/tensor.js";
 import type { Logger } from "../log.js";
 
 /** What a backend gets to load one model version. The config is final (autofilled, validated). */
@@ -20,6 +20,8 @@ export interface BackendLoadContext {
 export interface ExecuteResult {
   /** Parallel to the requests executed. */
   responses: (Tensor[] | Error)[];
+  /** The responses' own parameters (Triton's `InferenceResponse(parameters=...)`), parallel; absent when none has any. */
+  parameters?: (Parameters | undefined)[];
   /** Nanoseconds spent preparing inputs, running the model, and extracting outputs. */
   computeInputNs: bigint;
   computeInferNs: bigint;

@@ -91,7 +91,8 @@ export class DefaultScheduler implements Scheduler {
       const outcome = result.responses[0];
       if (outcome === undefined) throw new InferenceError("BACKEND_NO_RESPONSE");
       if (outcome instanceof Error) throw backendError(outcome);
-      pending.resolve({ outputs: outcome, queueNs });
+      const parameters = result.parameters?.[0];
+      pending.resolve({ outputs: outcome, queueNs, ...(parameters ? { parameters } : {}) });
     } catch (error) {
       pending.reject(backendError(error));
     } finally {

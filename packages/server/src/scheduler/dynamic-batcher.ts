@@ -281,7 +281,10 @@ export class DynamicBatcher implements Scheduler {
         if (outcome === undefined || outcome instanceof Error) {
           const error = outcome === undefined ? new InferenceError("BACKEND_NO_RESPONSE") : backendError(outcome);
           this.#settle(item, () => item.reject(error));
-        } else this.#settle(item, () => item.resolve({ outputs: outcome, queueNs }));
+        } else {
+          const parameters = result.parameters?.[i];
+          this.#settle(item, () => item.resolve({ outputs: outcome, queueNs, ...(parameters ? { parameters } : {}) }));
+        }
       });
     } catch (error) {
       const failure = backendError(error);

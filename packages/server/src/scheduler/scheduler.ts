@@ -6,7 +6,7 @@ export interface ScheduledResult {
   outputs: Tensor[];
   /** Nanoseconds the request waited before its execution started. */
   queueNs: bigint;
-  /** The response's parameters, where the scheduler gives any (an ensemble's `sequence_*`). */
+  /** The response's parameters, where there are any: an ensemble's `sequence_*`, a backend's own (a Python model's `InferenceResponse(parameters=...)`). */
   parameters?: Parameters;
 }
 

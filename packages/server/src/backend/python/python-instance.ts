@@ -319,8 +319,13 @@ export class PythonInstance implements BackendInstance {
       if (!decoupled) this.#host.end(key);
       else if (failure instanceof Error && this.#host.end(key)) requests[i]?.responder?.(failure, true);
     }
+    const parameters =
+      !error && !decoupled && responses?.some((r) => r?.parameters && Object.keys(r.parameters).length > 0)
+        ? requests.map((_, i) => responses[i]?.parameters)
+        : undefined;
     return {
       responses: outcome,
+      ...(parameters ? { parameters } : {}),
       computeInputNs: inputNs,
       computeInferNs: inferNs,
       computeOutputNs: now() - outputStart,

@@ -259,7 +259,12 @@ export class SequenceBatcher implements Scheduler {
           return;
         }
         const visible = this.#state.update(sequence.state, outcome, pending.request);
-        pending.resolve({ outputs: visible, queueNs: started - pending.enqueuedNs });
+        const parameters = result.parameters?.[at[i] ?? i];
+        pending.resolve({
+          outputs: visible,
+          queueNs: started - pending.enqueuedNs,
+          ...(parameters ? { parameters } : {}),
+        });
       });
     } catch (error) {
       const failure = backendError(error);
