@@ -156,6 +156,14 @@ describe("Grafana dashboard: GPU panels", () => {
       });
     }
   });
+
+  it("show the tensor bytes that crossed between host and GPU, per model and path", () => {
+    expect(uses("Tensor bytes across the host, by model")).toEqual([
+      expect.stringMatching(
+        /^sum by \(model, path\) \(rate\(galley_tensor_transfer_bytes\{.*\}\[\$__rate_interval\]\)\)$/,
+      ),
+    ]);
+  });
 });
 
 interface Rule {

@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import { hostTransfers } from "../src/core/host-transfers.js";
 import {
   cleanup,
   expectGrpcError,
@@ -96,7 +97,11 @@ describe("/metrics", () => {
     for (const sample of s.samples.filter((x) => x.labels.model !== undefined)) {
       const keys = Object.keys(sample.labels).sort();
       expect(keys).toEqual(
-        sample.name === "nv_inference_request_failure" ? ["model", "reason", "version"] : ["model", "version"],
+        sample.name === "nv_inference_request_failure"
+          ? ["model", "reason", "version"]
+          : sample.name === "galley_tensor_transfer_bytes"
+            ? ["model", "path", "version"]
+            : ["model", "version"],
       );
     }
 
@@ -225,6 +230,29 @@ metric_tags { key: "tier" value: "gold" }
     const s = await scrape(metricsUrl);
     expect(s.samples.filter((x) => x.labels.model === "simple")).toEqual([]);
     expect(find(s, "nv_inference_count", { model: "simple_int8" })).toHaveLength(1);
+  });
+
+  it("exports the host-transfer counters as galley_tensor_transfer_bytes, 0 for a CPU model", async () => {
+    const { client, metricsUrl } = await startServer({
+      metrics: true,
+      controlMode: "explicit",
+      loadModels: ["simple", "simple_int8"],
+    });
+    await someInferences(client);
+    const paths = ["host_to_device", "device_to_host", "on_device"];
+    let s = await scrape(metricsUrl);
+    for (const path of paths) expect(value(s, "galley_tensor_transfer_bytes", { ...SIMPLE, path })).toBe(0);
+    // What a GPU backend and the CUDA shared-memory copies add (they record into the same counters).
+    const before = hostTransfers.snapshot().models.simple_int8;
+    hostTransfers.record("simple_int8", { hostToDevice: 4096, deviceToHost: 1024, onDevice: 1 << 20 });
+    s = await scrape(metricsUrl);
+    const expected = [4096, 1024, 1 << 20];
+    const base = [before?.hostToDevice ?? 0, before?.deviceToHost ?? 0, before?.onDevice ?? 0];
+    for (const [i, path] of paths.entries()) {
+      const bytes = (base[i] ?? 0) + (expected[i] ?? 0);
+      expect(value(s, "galley_tensor_transfer_bytes", { model: "simple_int8", path })).toBe(bytes);
+    }
+    expect(find(s, "galley_tensor_transfer_bytes", { model: "mlp_classifier" })).toEqual([]);
   });
 
   it("answers /metrics/ too, and any other path with 200 and an empty body", async () => {

@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { cpus, freemem, totalmem } from "node:os";
 import { Counter, Gauge, Registry } from "prom-client";
+import { type HostTransferCounts, hostTransfers } from "../../core/host-transfers.js";
 import type { InferenceServer, ModelView } from "../../core/inference-server.js";
 import type { GpuMetrics, GpuMetricsSource } from "./gpu-metrics.js";
 
@@ -30,6 +31,13 @@ export interface MetricsOptions {
    */
   gpuSource?: GpuMetricsSource;
 }
+
+/** `galley_tensor_transfer_bytes`' `path` label for each host-transfer counter. */
+const TRANSFER_PATHS: [string, keyof HostTransferCounts][] = [
+  ["host_to_device", "hostToDevice"],
+  ["device_to_host", "deviceToHost"],
+  ["on_device", "onDevice"],
+];
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
@@ -195,6 +203,18 @@ async function render(
       const gauge = new Gauge({ name, help, labelNames, registers: [registry] });
       for (const m of models.filter((x) => x.config.responseCache?.enable)) gauge.set(labels(m), value(m));
     }
+  }
+  const transfers = new Counter({
+    name: "galley_tensor_transfer_bytes",
+    help: "Tensor bytes by path: copied host_to_device or device_to_host, or used on_device without crossing the host",
+    labelNames: [...labelNames, "path"],
+    registers: [registry],
+  });
+  // Counted by model name: every loaded version of a model shows its model's sums.
+  const counted = hostTransfers.snapshot().models;
+  for (const m of models) {
+    const counts = counted[m.name];
+    for (const [path, key] of TRANSFER_PATHS) transfers.inc({ ...labels(m), path }, counts?.[key] ?? 0);
   }
   const text = await registry.metrics();
   return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + (options.extra?.() ?? "");
