@@ -7,12 +7,24 @@
  * @packageDocumentation
  */
 
-export type { Backend, BackendInstance, BackendLoadContext, BackendModel, ExecuteResult } from "./backend/backend.js";
+export type {
+  Backend,
+  BackendInstance,
+  BackendLoadContext,
+  BackendModel,
+  DevicePlacement,
+  ExecuteResult,
+} from "./backend/backend.js";
 export type { ResponseCache } from "./cache/response-cache.js";
 export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./core/datatype.js";
 export { InferenceError } from "./core/errors.js";
 export type { InferenceServerOptions } from "./core/inference-server.js";
 export {
+  type CudaIpc,
+  type CudaRegionMemory,
+  type CudaSharedMemoryRegionStatus,
+  type DeviceLocation,
+  type SharedMemoryKind,
   SharedMemoryManager,
   type SharedMemoryRef,
   type SharedMemoryRegionStatus,

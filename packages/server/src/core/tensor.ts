@@ -33,7 +33,7 @@ export interface Tensor {
    * shared-memory region read in place, or a model's output kept on its device for the next model
    * there (an ensemble step). Only a backend that said it takes such tensors on that device
    * (`BackendModel.deviceTensors`) is given one; everywhere else the core copies it to the host
-   * first (see {@link hostTensor}).
+   * first (see `hostTensor` in `core/tensor.ts`).
    */
   device?: DeviceTensor;
 }

@@ -4,7 +4,7 @@ import type { Logger } from "../../log.js";
 
 /**
  * Where GPU readings come from: NVML through the native addon in a real server
- * ({@link nvmlGpuSource}); any object with this method in tests (`metrics.gpuSource`).
+ * (`nvmlGpuSource`); any object with this method in tests (`metrics.gpuSource`).
  * `sample()` may reject or answer `available: false`: neither breaks /metrics.
  *
  * @internal
