@@ -4,8 +4,8 @@
 // @galley/backends-native (the CUDA driver loaded at run time), imported only when a region is made,
 // so the client works without it.
 import { randomBytes } from "node:crypto";
-import type { InferenceClient, InferInput, RequestedOutput } from "./client-types.js";
-import type { DataType } from "./tensor.js";
+import type { InferenceClient } from "./client-types.js";
+import { SharedRegion } from "./shared-region.js";
 
 /** `sizeof(cudaIpcMemHandle_t)`. */
 export const CUDA_IPC_HANDLE_BYTES = 64;
@@ -85,20 +85,19 @@ function hookExit(): void {
  * });
  * const sum = new Int32Array((await region.read(0, 64)).slice().buffer);
  */
-export class CudaSharedMemory implements AsyncDisposable {
-  #disposed = false;
-
+export class CudaSharedMemory extends SharedRegion implements AsyncDisposable {
   private constructor(
-    /** The name the server knows the region by. */
-    readonly name: string,
-    readonly byteSize: number,
+    name: string,
+    byteSize: number,
     /** The device the memory is on (sent as `device_id`). */
     readonly device: number,
     /** The 64 raw bytes of the `cudaIpcMemHandle_t` (gRPC's `raw_handle`). */
     readonly rawHandle: Uint8Array,
     readonly memory: CudaDeviceMemory,
     readonly client: InferenceClient | undefined,
-  ) {}
+  ) {
+    super(name, byteSize, "CUDA region", memory);
+  }
 
   /**
    * Allocate `byteSize` bytes on `options.device` (default 0) and, with `options.client`, register
@@ -141,45 +140,9 @@ export class CudaSharedMemory implements AsyncDisposable {
     return Buffer.from(this.rawHandle).toString("base64");
   }
 
-  #check(offset: number, length: number): void {
-    if (this.#disposed) throw new Error(`CUDA shared memory region '${this.name}' was disposed`);
-    if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
-      throw new RangeError(`offset and length must be non-negative integers, got ${offset} and ${length}`);
-    }
-    if (offset + length > this.byteSize) {
-      throw new RangeError(
-        `[${offset}, ${offset + length}) is outside CUDA region '${this.name}' of ${this.byteSize} bytes`,
-      );
-    }
-  }
-
-  /** Copy host bytes to `offset` on the device; resolves once they are there. */
-  async write(offset: number, bytes: ArrayBufferView): Promise<void> {
-    this.#check(offset, bytes.byteLength);
-    await this.memory.write(offset, bytes);
-  }
-
-  /** Copy `length` bytes at `offset` from the device into a new host buffer. */
-  async read(offset: number, length: number): Promise<Uint8Array> {
-    this.#check(offset, length);
-    return this.memory.read(offset, length);
-  }
-
-  /** An input whose bytes are in this region. */
-  input(datatype: DataType, shape: readonly number[], offset: number, byteSize: number): InferInput {
-    this.#check(offset, byteSize);
-    return { datatype, shape: [...shape], sharedMemory: { region: this.name, offset, byteSize } };
-  }
-
-  /** An output the server writes into this region. */
-  output(name: string, offset: number, byteSize: number): RequestedOutput {
-    this.#check(offset, byteSize);
-    return { name, sharedMemory: { region: this.name, offset, byteSize } };
-  }
-
   /** Unregister (when registered through a client) and free the memory. Idempotent. */
   async dispose(): Promise<void> {
-    if (this.#disposed) return;
+    if (this.disposed) return;
     try {
       if (this.client) await this.client.unregisterCudaSharedMemory(this.name).catch(() => undefined);
     } finally {
@@ -188,7 +151,7 @@ export class CudaSharedMemory implements AsyncDisposable {
   }
 
   #release(): void {
-    this.#disposed = true;
+    this.markDisposed();
     live.delete(this.memory);
     try {
       this.memory.close();

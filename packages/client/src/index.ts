@@ -50,6 +50,7 @@ export {
   type SharedMemoryOptions,
   SystemSharedMemory,
 } from "./shared-memory.js";
+export { type RegionBytes, SharedRegion } from "./shared-region.js";
 export {
   type DataType,
   decodeBytes,

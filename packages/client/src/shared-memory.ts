@@ -6,8 +6,8 @@ import { randomBytes } from "node:crypto";
 import { unlinkSync } from "node:fs";
 import { type FileHandle, open, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import type { InferenceClient, InferInput, RequestedOutput } from "./client-types.js";
-import type { DataType } from "./tensor.js";
+import type { InferenceClient } from "./client-types.js";
+import { SharedRegion } from "./shared-region.js";
 
 /** Where POSIX shared-memory objects live on Linux (`shm_open("/name")` is `/dev/shm/name`). */
 export const SHM_ROOT = "/dev/shm";
@@ -110,19 +110,18 @@ export interface SharedMemoryOptions {
  * });
  * const sum = new Int32Array((await region.read(0, 64)).buffer);
  */
-export class SystemSharedMemory implements AsyncDisposable {
-  #disposed = false;
-
+export class SystemSharedMemory extends SharedRegion implements AsyncDisposable {
   private constructor(
-    /** The name the server knows the region by. */
-    readonly name: string,
+    name: string,
     /** The POSIX key (`/galley-<pid>-<random>`). */
     readonly key: string,
-    readonly byteSize: number,
+    byteSize: number,
     readonly memory: RegionMemory,
     readonly store: RegionStore,
     readonly client: InferenceClient | undefined,
-  ) {}
+  ) {
+    super(name, byteSize, "region", memory);
+  }
 
   /** Create a region of `byteSize` bytes with a key no other process can be using. */
   static async create(byteSize: number, options: SharedMemoryOptions = {}): Promise<SystemSharedMemory> {
@@ -146,40 +145,9 @@ export class SystemSharedMemory implements AsyncDisposable {
     return region;
   }
 
-  #check(offset: number, length: number): void {
-    if (this.#disposed) throw new Error(`shared memory region '${this.name}' was disposed`);
-    if (offset < 0 || length < 0 || offset + length > this.byteSize) {
-      throw new RangeError(
-        `[${offset}, ${offset + length}) is outside region '${this.name}' of ${this.byteSize} bytes`,
-      );
-    }
-  }
-
-  async write(offset: number, bytes: Uint8Array): Promise<void> {
-    this.#check(offset, bytes.byteLength);
-    await this.memory.write(offset, bytes);
-  }
-
-  async read(offset: number, length: number): Promise<Uint8Array> {
-    this.#check(offset, length);
-    return this.memory.read(offset, length);
-  }
-
-  /** An input whose bytes are in this region. */
-  input(datatype: DataType, shape: readonly number[], offset: number, byteSize: number): InferInput {
-    this.#check(offset, byteSize);
-    return { datatype, shape: [...shape], sharedMemory: { region: this.name, offset, byteSize } };
-  }
-
-  /** An output the server writes into this region. */
-  output(name: string, offset: number, byteSize: number): RequestedOutput {
-    this.#check(offset, byteSize);
-    return { name, sharedMemory: { region: this.name, offset, byteSize } };
-  }
-
   /** Unregister (when registered through a client), close and remove the region. Idempotent. */
   async dispose(): Promise<void> {
-    if (this.#disposed) return;
+    if (this.disposed) return;
     try {
       if (this.client) await this.client.unregisterSystemSharedMemory(this.name).catch(() => undefined);
     } finally {
@@ -188,7 +156,7 @@ export class SystemSharedMemory implements AsyncDisposable {
   }
 
   async #release(): Promise<void> {
-    this.#disposed = true;
+    this.markDisposed();
     live.delete(this.key);
     await this.memory.close().catch(() => undefined);
     await this.store.remove(this.key).catch(() => undefined);
