@@ -1,7 +1,8 @@
 // `galley serve` as a real process: it starts, logs where it listens, answers, and exits 0 on
 // SIGTERM after draining.
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import module from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -103,5 +104,28 @@ describe("galley serve (process)", () => {
     const run = start(["config", "validate", repo]);
     expect(await run.exited).toBe(1);
     expect(run.output()).toContain("UNAVAILABLE: 'max_batch_size' must be non-negative value for bad");
+  });
+});
+
+describe("Node's compile cache", () => {
+  it("is turned on by galley where Node has one (22 and later), and off with NODE_DISABLE_COMPILE_CACHE=1", () => {
+    const nodeHasCache = typeof (module as { enableCompileCache?: unknown }).enableCompileCache === "function";
+    for (const disabled of [false, true]) {
+      const tmp = mkdtempSync(join(tmpdir(), "galley-compile-cache-"));
+      try {
+        const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: tmp };
+        delete env.NODE_COMPILE_CACHE;
+        delete env.NODE_DISABLE_COMPILE_CACHE;
+        if (disabled) env.NODE_DISABLE_COMPILE_CACHE = "1";
+        const run = spawnSync(process.execPath, [cli, "--help"], { env, encoding: "utf8" });
+        expect(run.status, run.stderr).toBe(0);
+        const folder = join(tmp, "node-compile-cache");
+        const entries = existsSync(folder) ? readdirSync(folder, { recursive: true }).length : 0;
+        if (nodeHasCache && !disabled) expect(entries).toBeGreaterThan(20);
+        else expect(entries).toBe(0);
+      } finally {
+        rmSync(tmp, { recursive: true, force: true });
+      }
+    }
   });
 });

@@ -2,6 +2,7 @@
 // execute / finalize, and bridges response senders, cancellation and BLS calls to the main
 // thread. A throw here fails requests; anything that kills the thread is the main side's concern.
 import { AsyncLocalStorage } from "node:async_hooks";
+import module from "node:module";
 import { pathToFileURL } from "node:url";
 import { getHeapStatistics, setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
@@ -26,6 +27,12 @@ import {
   type WireResponse,
 } from "./js-messages.js";
 import { toWireTensor, useErrorTable, wireError, wrapTensor } from "./js-tensors.js";
+
+// `galley` turns on Node's compile cache and names its folder here (a thread does not inherit it):
+// the model module, and tsx for TypeScript models, then compile once per Node version.
+if (process.env.NODE_COMPILE_CACHE) {
+  (module as { enableCompileCache?: (dir: string) => unknown }).enableCompileCache?.(process.env.NODE_COMPILE_CACHE);
+}
 
 const port = parentPort;
 if (!port) throw new Error("js-worker must run in a worker thread");
