@@ -18,6 +18,8 @@ import { fileURLToPath } from "node:url";
 import { createGrpcClient, type GrpcClient, tensor } from "@galley/client";
 import { generateVideo } from "@galley/example-text-to-video";
 import { createLogger, createServer } from "@galley/server";
+// The schedule and DDIM update as the pipeline's own model uses them: a client has to do the same.
+import { ddimStep, timesteps } from "../examples/text-to-video/models/text_to_video/1/ddim.js";
 
 const option = (name: string, fallback: number) => {
   const found = process.argv.find((a) => a.startsWith(`--${name}=`));
@@ -32,17 +34,6 @@ const PROGRESS_MS = option("progress-ms", 100);
 const RESOLUTION = "64x64";
 const USERS = [1, 4, 8];
 
-/** The pipeline's schedule and DDIM update, as a client has to write them (same as text_to_video's model.ts). */
-const ALPHA_BAR = (() => {
-  const out = new Float64Array(1000);
-  let product = 1;
-  for (let i = 0; i < 1000; i++) {
-    product *= 1 - (Math.sqrt(0.00085) + (i / 999) * (Math.sqrt(0.012) - Math.sqrt(0.00085))) ** 2;
-    out[i] = product;
-  }
-  return out;
-})();
-
 async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
   const keyframes = Math.max(2, Math.ceil(FRAMES / 2));
   const side = 64 / 32;
@@ -52,8 +43,7 @@ async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
   let latent = Float32Array.from({ length: keyframes * 4 * side * side }, (_, i) => Math.sin(i * 12.9898) % 1);
   let x0 = new Float32Array(latent.length);
   for (let step = 0; step < STEPS; step++) {
-    const t = Math.floor(((STEPS - 1 - step) * 1000) / STEPS);
-    const prev = step + 1 < STEPS ? Math.floor(((STEPS - 2 - step) * 1000) / STEPS) : -1;
+    const { t, prev } = timesteps(step, STEPS);
     const reply = await client.infer("denoiser", {
       inputs: {
         LATENT: tensor.fp32([1, ...shape], latent),
@@ -62,17 +52,7 @@ async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
       },
     });
     const eps = reply.output("NOISE_PRED").fp32();
-    const a = ALPHA_BAR[t] as number;
-    const aPrev = prev >= 0 ? (ALPHA_BAR[prev] as number) : 1;
-    const next = new Float32Array(latent.length);
-    x0 = new Float32Array(latent.length);
-    for (let i = 0; i < latent.length; i++) {
-      const e = eps[i] ?? 0;
-      const clean = Math.min(1.5, Math.max(-1.5, ((latent[i] ?? 0) - Math.sqrt(1 - a) * e) / Math.sqrt(a)));
-      x0[i] = clean;
-      next[i] = Math.sqrt(aPrev) * clean + Math.sqrt(1 - aPrev) * e;
-    }
-    latent = next;
+    ({ next: latent, x0 } = ddimStep(latent, eps, t, prev));
   }
   const decoded = await client.infer("vae_decoder", { inputs: { LATENT: tensor.fp32(shape, x0) } });
   const image = decoded.output("IMAGE");

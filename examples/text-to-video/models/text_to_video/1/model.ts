@@ -17,23 +17,11 @@ import type {
   Request,
   ResponseSender,
 } from "@galley/server/model";
+import { ddimStep, timesteps } from "./ddim.js";
 
-const TRAIN_STEPS = 1000;
 const LATENT_CHANNELS = 4;
 /** Output pixels per latent pixel: 8 (VAE) × 4 (super-resolution). */
 const LATENT_FACTOR = 32;
-
-/** Stable Diffusion's "scaled linear" schedule: alpha-bar for each of the 1000 training steps. */
-const ALPHA_BAR = (() => {
-  const out = new Float64Array(TRAIN_STEPS);
-  let product = 1;
-  for (let i = 0; i < TRAIN_STEPS; i++) {
-    const beta = (Math.sqrt(0.00085) + (i / (TRAIN_STEPS - 1)) * (Math.sqrt(0.012) - Math.sqrt(0.00085))) ** 2;
-    product *= 1 - beta;
-    out[i] = product;
-  }
-  return out;
-})();
 
 function mulberry32(seed: number): () => number {
   let state = seed >>> 0;
@@ -188,8 +176,7 @@ export default class TextToVideo implements Model {
     const n = steps as number;
     for (let step = 0; step < n; step++) {
       if (signal.aborted) return;
-      const t = Math.floor(((n - 1 - step) * TRAIN_STEPS) / n);
-      const prev = step + 1 < n ? Math.floor(((n - 2 - step) * TRAIN_STEPS) / n) : -1;
+      const { t, prev } = timesteps(step, n);
       const reply = await context.infer({
         model: "denoiser",
         inputs: [fp32("LATENT", [1, ...shape], latent), fp32("TIMESTEP", [1, 1], Float32Array.of(t)), embedding],
@@ -197,17 +184,7 @@ export default class TextToVideo implements Model {
       });
       const eps = output(reply, "NOISE_PRED").typed() as Float32Array;
       // DDIM (eta = 0): predict the clean latent, then step to the previous timestep.
-      const a = ALPHA_BAR[t] as number;
-      const aPrev = prev >= 0 ? (ALPHA_BAR[prev] as number) : 1;
-      const next = new Float32Array(latent.length);
-      x0 = new Float32Array(latent.length);
-      for (let i = 0; i < latent.length; i++) {
-        const e = eps[i] ?? 0;
-        const clean = Math.min(1.5, Math.max(-1.5, ((latent[i] ?? 0) - Math.sqrt(1 - a) * e) / Math.sqrt(a)));
-        x0[i] = clean;
-        next[i] = Math.sqrt(aPrev) * clean + Math.sqrt(1 - aPrev) * e;
-      }
-      latent = next;
+      ({ next: latent, x0 } = ddimStep(latent, eps, t, prev));
       if (previewEvery > 0 && ((step + 1) % previewEvery === 0 || step + 1 === n)) {
         // The middle keyframe as the model currently sees it, at keyframe resolution.
         const middle = Math.floor(k / 2) * LATENT_CHANNELS * h * w;
