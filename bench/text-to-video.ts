@@ -11,6 +11,8 @@
 // Modes alternate within each repetition; medians and min-max spreads over the repetitions; the
 // load average before and after.
 // Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100] [--clients=inline]
+// On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
+// the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle).
 import { type ChildProcess, fork } from "node:child_process";
 import { createServer as createNetServer } from "node:net";
 import { loadavg } from "node:os";
@@ -169,14 +171,20 @@ const spread = (values: number[], digits: number) =>
   `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
 
 async function main(): Promise<void> {
+  const models =
+    process.argv.find((a) => a.startsWith("--models="))?.slice(9) ??
+    fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url));
+  const config = process.argv.find((a) => a.startsWith("--config="))?.slice(9);
   const server = createServer({
-    modelRepositories: [fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url))],
+    modelRepositories: [models],
+    ...(config ? { modelConfigName: config } : {}),
     http: false,
     grpc: { host: "127.0.0.1", port: await freePort() },
     metrics: false,
     log: createLogger({ write: () => {} }),
   });
-  const { grpc } = await server.listen();
+  const { grpc, failedModels } = await server.listen();
+  if (failedModels.length > 0) throw new Error(`models that did not load: ${failedModels.join(", ")}`);
   const url = `http://127.0.0.1:${grpc?.port}`;
   const loadBefore = loadavg()[0] ?? 0;
   await run(url, "pipeline", 2); // warm-up: sessions, workers, code paths

@@ -5,11 +5,15 @@
 //   npm run build -w @galley/backends-native   # with a CUDA libtorch (docs/guides/pytorch-backend.md)
 //   (cd packages/server && npx tsc -p tsconfig.build.json) && (cd packages/client && npx tsc -p tsconfig.build.json)
 //   node examples/text-to-video/scripts/gpu-check.mjs            # --cpu: the same on the CPU (KIND_CPU)
+// On the lent H200 it runs from a bundle: packages/backends-native/test/gpu/device-run.sh.
 //
 // 1. serves models/ with --model-config-name gpu (all ten models; the four heavy ones on the GPU)
 //    and, beside it, the four ONNX models on the CPU;
-// 2. compares each heavy model's output with ONNX Runtime's on a fixed input (relative to the
-//    output's largest value; cuDNN may use TF32, so the bound is 1e-2 rather than the CPU test's 1e-4);
+// 2. compares each heavy model's output with a reference on a fixed input (relative to the
+//    output's largest value; cuDNN may use TF32, so the bound is 1e-2 rather than the CPU test's 1e-4):
+//    ONNX Runtime's where onnxruntime-node is installed, else the same TorchScript files on the CPU
+//    (KIND_CPU; test/torch-variant.test.ts ties those to ONNX Runtime within 1e-4) — the GPU
+//    machine has no room for onnxruntime-node;
 // 3. makes one video through the whole pipeline on the GPU variant, then 8 users x 2 videos at
 //    once, and reports videos per minute and the denoiser's average batch;
 // 4. prints a JSON summary; exit code 1 when a model fails to load or a comparison fails.
@@ -20,20 +24,34 @@ import { fileURLToPath } from "node:url";
 import { createGrpcClient, tensor } from "@galley/client";
 import { createLogger, createServer } from "@galley/server";
 
-const MODELS = fileURLToPath(new URL("../models", import.meta.url));
+// --models=<dir>: where models/ is, when this script runs from a bundle elsewhere.
+const MODELS =
+  process.argv.find((a) => a.startsWith("--models="))?.slice(9) ?? fileURLToPath(new URL("../models", import.meta.url));
 const HEAVY = ["text_encoder", "denoiser", "vae_decoder", "super_resolution"];
 const cpu = process.argv.includes("--cpu");
 
-let repository = MODELS;
-if (cpu) {
-  // As test/torch-variant.test.ts: the gpu.pbtxt files with their one KIND_GPU made KIND_CPU.
-  repository = mkdtempSync(join(tmpdir(), "galley-t2v-gpu-check-"));
-  cpSync(MODELS, repository, { recursive: true });
+/** A copy of models/ whose gpu.pbtxt files have their one KIND_GPU made KIND_CPU (as test/torch-variant.test.ts). */
+function cpuCopy() {
+  const copy = mkdtempSync(join(tmpdir(), "galley-t2v-gpu-check-"));
+  cpSync(MODELS, copy, { recursive: true });
   for (const name of HEAVY) {
-    const file = join(repository, name, "configs", "gpu.pbtxt");
+    const file = join(copy, name, "configs", "gpu.pbtxt");
     writeFileSync(file, readFileSync(file, "utf8").replace("kind: KIND_GPU", "kind: KIND_CPU"));
   }
+  return copy;
 }
+// --reference=torch: the TorchScript reference even where onnxruntime-node is installed.
+const onnxAvailable =
+  !process.argv.includes("--reference=torch") &&
+  (await import("onnxruntime-node").then(
+    () => true,
+    () => false,
+  ));
+const copies = [];
+const repository = cpu ? cpuCopy() : MODELS;
+if (cpu) copies.push(repository);
+const referenceRepository = onnxAvailable ? MODELS : cpuCopy();
+if (!onnxAvailable) copies.push(referenceRepository);
 
 const errors = [];
 const torchServer = createServer({
@@ -44,8 +62,9 @@ const torchServer = createServer({
   metrics: false,
   log: createLogger({ write: (line) => (/^E/.test(line) ? errors.push(line.trim()) : undefined) }),
 });
-const onnxServer = createServer({
-  modelRepositories: [MODELS],
+const referenceServer = createServer({
+  modelRepositories: [referenceRepository],
+  ...(onnxAvailable ? {} : { modelConfigName: "gpu" }),
   controlMode: "explicit",
   loadModels: HEAVY,
   http: false,
@@ -53,21 +72,27 @@ const onnxServer = createServer({
   metrics: false,
   log: createLogger({ write: () => {} }),
 });
-const summary = { variant: cpu ? "gpu configs with KIND_CPU" : "gpu", ok: true, models: {}, pipeline: {} };
+const summary = {
+  variant: cpu ? "gpu configs with KIND_CPU" : "gpu",
+  reference: onnxAvailable ? "ONNX Runtime" : "TorchScript on the CPU",
+  ok: true,
+  models: {},
+  pipeline: {},
+};
 const fail = (what) => {
   summary.ok = false;
   summary.failure = [...(summary.failure ?? []), what];
 };
 
 try {
-  const [t, o] = await Promise.all([torchServer.listen(), onnxServer.listen()]);
+  const [t, o] = await Promise.all([torchServer.listen(), referenceServer.listen()]);
   if (t.failedModels.length > 0) {
     fail(`models that did not load: ${t.failedModels.join(", ")}`);
     summary.loadErrors = errors;
     throw new Error("load");
   }
   const torch = createGrpcClient({ baseUrl: `http://127.0.0.1:${t.grpc.port}` });
-  const onnx = createGrpcClient({ baseUrl: `http://127.0.0.1:${o.grpc.port}` });
+  const reference = createGrpcClient({ baseUrl: `http://127.0.0.1:${o.grpc.port}` });
 
   let state = 1;
   const values = (count, scale) =>
@@ -108,7 +133,7 @@ try {
     const started = performance.now();
     const b = (await torch.infer(model, { inputs })).output(name);
     const ms = performance.now() - started;
-    const a = (await onnx.infer(model, { inputs })).output(name);
+    const a = (await reference.infer(model, { inputs })).output(name);
     const x = a.fp32();
     const y = b.fp32();
     let worst = 0;
@@ -120,7 +145,7 @@ try {
     const relative = worst / (largest || 1);
     summary.models[model] = { shape: b.shape, maxAbsDiff: worst, relative, firstCallMs: Math.round(ms) };
     if (JSON.stringify(a.shape) !== JSON.stringify(b.shape) || !(relative < 1e-2))
-      fail(`${model}: differs from ONNX (relative ${relative})`);
+      fail(`${model}: differs from ${summary.reference} (relative ${relative})`);
   }
 
   const video = async (client, prompt) => {
@@ -159,8 +184,8 @@ try {
 } catch (error) {
   if (error.message !== "load") fail(String(error.stack ?? error));
 } finally {
-  await Promise.all([torchServer.close(), onnxServer.close()]);
-  if (cpu) rmSync(repository, { recursive: true, force: true });
+  await Promise.all([torchServer.close(), referenceServer.close()]);
+  for (const copy of copies) rmSync(copy, { recursive: true, force: true });
 }
 process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
 process.exitCode = summary.ok ? 0 : 1;

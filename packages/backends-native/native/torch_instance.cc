@@ -4,7 +4,9 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "torch_device_tensor.h"
@@ -94,6 +96,31 @@ bool Overlaps(const torch::Tensor& tensor, const std::vector<std::pair<uintptr_t
   return false;
 }
 
+/** Whether an input is host bytes (not on a device, not parts). */
+bool IsHost(const InputView& input) {
+  return input.parts.empty() && !input.resident && input.device_pointer == 0;
+}
+
+/** Input stage bytes a batch needs: its host inputs, and parts that are all host bytes. */
+size_t StagedBytes(const InputView& input) {
+  if (IsHost(input)) return PinnedStage::Aligned(input.byte_length);
+  if (!input.parts.empty()) {
+    bool all_host = true;
+    size_t sum = 0, each = 0;
+    for (const InputView& part : input.parts) {
+      all_host = all_host && IsHost(part);
+      sum += part.byte_length;
+      each += StagedBytes(part);
+    }
+    // Room for either way of placing them (see Place).
+    return all_host ? PinnedStage::Aligned(sum) + each : each;
+  }
+  return 0;
+}
+
+/** Keep a stage up to this size between batches. */
+constexpr size_t kStageKeep = size_t{256} << 20;
+
 /** A non-negative integer that a double holds exactly (a dimension, a length, an id). */
 bool Whole(const Napi::Value& value, double* out) {
   if (!value.IsNumber()) return false;
@@ -104,6 +131,28 @@ bool Whole(const Napi::Value& value, double* out) {
 }
 
 }  // namespace
+
+void PinnedStage::Reset(size_t bytes) {
+  if (!buffer_.defined() || static_cast<size_t>(buffer_.numel()) < bytes) {
+    size_t capacity = size_t{1} << 20;
+    while (capacity < bytes) capacity <<= 1;
+    buffer_ = torch::Tensor();
+    buffer_ = torch::empty({static_cast<int64_t>(capacity)},
+                           torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(true));
+  }
+  used_ = 0;
+}
+
+uint8_t* PinnedStage::Take(size_t bytes) {
+  uint8_t* slice = buffer_.data_ptr<uint8_t>() + used_;
+  used_ += Aligned(bytes);
+  if (used_ > static_cast<size_t>(buffer_.numel())) throw std::logic_error("pinned stage overrun");
+  return slice;
+}
+
+void PinnedStage::Trim() {
+  if (buffer_.defined() && static_cast<size_t>(buffer_.numel()) > kStageKeep) buffer_ = torch::Tensor();
+}
 
 Napi::Function TorchInstance::Define(Napi::Env env) {
   return DefineClass(env, "TorchInstance",
@@ -485,6 +534,11 @@ void TorchInstance::RunExecute(TorchJob& job) {
     // The inputs, held until the outputs are checked for sharing their bytes.
     std::vector<torch::Tensor> held;
     std::vector<c10::IValue> arguments;
+    if (device_.is_cuda()) {
+      size_t staged = 0;
+      for (const InputView& input : job.inputs) staged += StagedBytes(input);
+      if (staged > 0) stage_in_.Reset(staged);
+    }
     for (const InputView& input : job.inputs) arguments.emplace_back(Place(input, job, held));
     auto start = std::chrono::steady_clock::now();
     c10::IValue result = module_->forward(std::move(arguments));
@@ -500,19 +554,7 @@ void TorchInstance::RunExecute(TorchJob& job) {
       if (Overlaps(output, job.borrowed)) output = output.clone(at::MemoryFormat::Contiguous);
       else output = output.contiguous();
     }
-#ifdef GALLEY_TORCH_CUDA
-    if (device_.is_cuda()) {
-      for (size_t i = 0; i < outputs.size(); i++) {
-        torch::Tensor& output = outputs[i];
-        if (!output.defined() || !output.is_cuda() || (i < job.resident.size() && job.resident[i])) continue;
-        job.device_to_host += static_cast<int64_t>(output.nbytes());
-        torch::Tensor host = torch::empty(output.sizes(), output.options().device(torch::kCPU).pinned_memory(true));
-        host.copy_(output, /*non_blocking=*/true);
-        output = host;
-      }
-      stream_->synchronize();
-    }
-#endif
+    if (device_.is_cuda()) ReturnToHost(outputs, job);
     job.infer_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     for (size_t i = 0; i < outputs.size(); i++) {
@@ -542,14 +584,81 @@ void TorchInstance::RunExecute(TorchJob& job) {
   } catch (const std::exception& error) {
     job.outputs.clear();
     job.error = Describe(error);
+    Quiesce();
   } catch (...) {
     job.outputs.clear();
     job.error = "unknown error while running the TorchScript module";
+    Quiesce();
   }
+  stage_in_.Trim();
+  stage_out_.Trim();
+}
+
+void TorchInstance::Quiesce() {
+#ifdef GALLEY_TORCH_CUDA
+  // Copies queued from the stages must end before the next batch writes into them.
+  try {
+    if (stream_) stream_->synchronize();
+  } catch (...) {
+    stage_in_.Release();
+    stage_out_.Release();
+  }
+#endif
+}
+
+void TorchInstance::ReturnToHost(std::vector<torch::Tensor>& outputs, TorchJob& job) {
+#ifdef GALLEY_TORCH_CUDA
+  std::vector<size_t> copied;
+  size_t bytes = 0;
+  for (size_t i = 0; i < outputs.size(); i++) {
+    const torch::Tensor& output = outputs[i];
+    if (!output.defined() || !output.is_cuda() || (i < job.resident.size() && job.resident[i])) continue;
+    copied.push_back(i);
+    bytes += PinnedStage::Aligned(output.nbytes());
+  }
+  std::vector<uint8_t*> slices;
+  if (bytes > 0) stage_out_.Reset(bytes);
+  for (size_t i : copied) {
+    torch::Tensor& output = outputs[i];
+    uint8_t* slice = stage_out_.Take(output.nbytes());
+    torch::from_blob(slice, output.sizes(), output.options().device(torch::kCPU)).copy_(output, /*non_blocking=*/true);
+    slices.push_back(slice);
+  }
+  stream_->synchronize();
+  for (size_t k = 0; k < copied.size(); k++) {
+    torch::Tensor& output = outputs[copied[k]];
+    torch::Tensor host = torch::empty(output.sizes(), output.options().device(torch::kCPU));
+    std::memcpy(host.data_ptr(), slices[k], output.nbytes());
+    job.device_to_host += static_cast<int64_t>(output.nbytes());
+    output = host;
+  }
+#else
+  (void)outputs;
+  (void)job;
+#endif
 }
 
 torch::Tensor TorchInstance::Place(const InputView& input, TorchJob& job, std::vector<torch::Tensor>& held) {
   if (!input.parts.empty()) {
+    const InputView& first = input.parts[0];
+    auto stackable = [&first](const InputView& part) {
+      return IsHost(part) && part.type == first.type && !part.shape.empty() &&
+             part.shape.size() == first.shape.size() &&
+             std::equal(part.shape.begin() + 1, part.shape.end(), first.shape.begin() + 1);
+    };
+    if (device_.is_cuda() && std::all_of(input.parts.begin(), input.parts.end(), stackable)) {
+      // A batch of host requests: gathered into the stage, one copy to the device.
+      std::vector<const InputView*> parts;
+      std::vector<int64_t> shape = first.shape;
+      shape[0] = 0;
+      for (const InputView& part : input.parts) {
+        parts.push_back(&part);
+        shape[0] += part.shape[0];
+      }
+      torch::Tensor batch = Stage(parts, shape, input.type, job);
+      held.push_back(batch);
+      return batch;
+    }
     // A batch gathered on the instance's device: each part placed there, then one concatenation.
     std::vector<torch::Tensor> parts;
     for (const InputView& part : input.parts) parts.push_back(Place(part, job, held));
@@ -574,22 +683,36 @@ torch::Tensor TorchInstance::Place(const InputView& input, TorchJob& job, std::v
     throw std::runtime_error("this galley_torch was built against a libtorch without CUDA");
 #endif
   }
+  if (device_.is_cuda()) {
+    torch::Tensor tensor = Stage({&input}, input.shape, input.type, job);
+    held.push_back(tensor);
+    return tensor;
+  }
   torch::Tensor tensor = WrapInput(input);
   held.push_back(tensor);
-  if (device_.is_cuda()) {
-    // Staged through pinned memory: one host copy, one asynchronous copy to the device.
-    torch::Tensor pinned = torch::empty(input.shape, torch::TensorOptions().dtype(input.type).pinned_memory(true));
-    pinned.copy_(tensor);
-    held.push_back(pinned);
-    job.host_to_device += static_cast<int64_t>(input.byte_length);
-    tensor = pinned.to(device_, /*non_blocking=*/true);
-  }
   return tensor;
+}
+
+torch::Tensor TorchInstance::Stage(const std::vector<const InputView*>& parts, std::vector<int64_t> shape,
+                                   c10::ScalarType type, TorchJob& job) {
+  size_t bytes = 0;
+  for (const InputView* part : parts) bytes += part->byte_length;
+  uint8_t* slice = stage_in_.Take(bytes);
+  size_t at = 0;
+  for (const InputView* part : parts) {
+    if (part->byte_length > 0) std::memcpy(slice + at, part->data, part->byte_length);
+    at += part->byte_length;
+  }
+  job.host_to_device += static_cast<int64_t>(bytes);
+  torch::Tensor host = torch::from_blob(slice, shape, torch::TensorOptions().dtype(type).device(torch::kCPU));
+  return host.to(device_, /*non_blocking=*/true);
 }
 
 void TorchInstance::RunStop() {
   try {
     module_.reset();
+    stage_in_.Release();
+    stage_out_.Release();
 #ifdef GALLEY_TORCH_CUDA
     if (device_.is_cuda()) {
       if (stream_) stream_->synchronize();

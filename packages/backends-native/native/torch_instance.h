@@ -34,6 +34,29 @@ struct TorchSettings {
   bool cudnn = true;
 };
 
+/**
+ * Pinned host memory an instance reuses for every batch (issue 18: staging decides end-to-end
+ * speed): inputs are gathered into it and copied to the device once per batch, outputs copied
+ * into it and then once into memory Node owns. Fresh pinned blocks per batch, handed to Node,
+ * stayed out of libtorch's host cache until collected and made it allocate more. Only the
+ * instance's thread uses it, and only between a batch's start and its stream's synchronisation.
+ */
+class PinnedStage {
+ public:
+  /** Room for slices of these sizes (each 256-byte aligned), from the start. */
+  void Reset(size_t bytes);
+  /** The next slice of `bytes`. */
+  uint8_t* Take(size_t bytes);
+  /** Give back a buffer grown past what is worth keeping (one unusually large batch). */
+  void Trim();
+  void Release() { buffer_ = torch::Tensor(); }
+  static size_t Aligned(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
+
+ private:
+  torch::Tensor buffer_;
+  size_t used_ = 0;
+};
+
 /** One argument of the module's forward (without self). */
 struct TorchArgument {
   std::string name;
@@ -76,6 +99,13 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
   void RunStop();
   /** An input as a tensor on the instance's device (staged, in place, or concatenated). */
   torch::Tensor Place(const InputView& input, TorchJob& job, std::vector<torch::Tensor>& held);
+  /** Copy host bytes into the input stage and queue one copy of them to the device. */
+  torch::Tensor Stage(const std::vector<const InputView*>& parts, std::vector<int64_t> shape, c10::ScalarType type,
+                      TorchJob& job);
+  /** Outputs on the device copied to host memory Node will own, through the output stage. */
+  void ReturnToHost(std::vector<torch::Tensor>& outputs, TorchJob& job);
+  /** Wait for the stream after a failed batch, so the stages are free again. */
+  void Quiesce();
 
   TorchSettings settings_;
   torch::Device device_{torch::kCPU};
@@ -83,6 +113,8 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
 #ifdef GALLEY_TORCH_CUDA
   std::optional<c10::cuda::CUDAStream> stream_;
 #endif
+  PinnedStage stage_in_;
+  PinnedStage stage_out_;
 
   Tsfn tsfn_;
   std::shared_ptr<Shared> shared_;

@@ -5,6 +5,8 @@
 # GPU check (npm run test:gpu's script) and the benchmark. Logs and results go to $OUT.
 #   bash packages/backends-native/test/gpu/device-run.sh
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
+# GALLEY_GPU_STEPS picks steps (default all: "build test checks t2v bench"); a later call on the
+# same warm machine can leave out "build" (the addons built by an earlier call are still there).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 root=$(pwd)
@@ -13,6 +15,8 @@ out=${OUT:-/tmp/galley-gpu-out}
 device=${GALLEY_GPU_DEVICE:-cuda}
 small=${GALLEY_GPU_SMALL:+--small}
 python=${GALLEY_GPU_PYTHON:-python3}
+steps=" ${GALLEY_GPU_STEPS:-build test checks t2v bench} "
+step() { case "$steps" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$out" /tmp/galley-node/bin
 xz -dc "$carry/node.xz" >/tmp/galley-node/bin/node && chmod +x /tmp/galley-node/bin/node
 export PATH=/tmp/galley-node/bin:$PATH
@@ -24,6 +28,7 @@ export PATH=/tmp/galley-node/bin:$PATH
 
 cd packages/backends-native
 find=native/torch_find.cjs
+if step build; then
 echo "libtorch: $(node $find where)" | tee "$out/build.log"
 cuda_define=$([ "$(node $find cuda)" = 1 ] && echo -DGALLEY_TORCH_CUDA)
 mkdir -p build/Release build/gpu-obj
@@ -54,9 +59,13 @@ g++ -O2 -std=c++17 -fPIC -fexceptions -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIO
   -I"$carry/node-include" -I"$carry/node-addon-api" -shared -o build/Release/galley_native.node \
   $(ls native/*.cc | grep -v '/torch_') -ldl >>"$out/build.log" 2>&1 &&
   echo "galley_native: ok" | tee -a "$out/build.log" || echo "galley_native: FAILED" | tee -a "$out/build.log"
+fi
 
-timeout "${GALLEY_GPU_TEST_TIMEOUT:-240}" node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
-test_status=${PIPESTATUS[0]}
+test_status=0
+if step test; then
+  timeout "${GALLEY_GPU_TEST_TIMEOUT:-240}" node test/gpu/torch-gpu.mjs --device="$device" $small --python="$python" --out="$out/test-gpu" 2>&1 | tee "$out/test-gpu.log"
+  test_status=${PIPESTATUS[0]}
+fi
 
 # The bundles in the carry find the addon package through this link.
 mkdir -p "$carry/node_modules/@galley"
@@ -66,7 +75,7 @@ check_status=0
 # cuda-shm-gpu imports the client and the server: prepare-carry.sh bundles it into the carry.
 # device-tensors-gpu: CUDA shm in place for libtorch, the GPU ensemble's device hand-off, 256 MiB.
 for check in test/gpu/nvml-gpu.mjs "$carry/cuda-shm-gpu.mjs" "$carry/device-tensors-gpu.mjs"; do
-  [ -f "$check" ] || continue
+  [ -f "$check" ] && step checks || continue
   name=$(basename "$check" .mjs)
   # GALLEY_GPU_SKIP: names of checks to leave out of this run (e.g. "nvml-gpu cuda-shm-gpu").
   case " ${GALLEY_GPU_SKIP:-} " in *" $name "*) continue ;; esac
@@ -77,6 +86,23 @@ for check in test/gpu/nvml-gpu.mjs "$carry/cuda-shm-gpu.mjs" "$carry/device-tens
 done
 
 cd "$root"
+# The text-to-video example's GPU variant: its check (each TorchScript model on the GPU against a
+# reference, a video, 8 users) and its benchmark (pipeline vs step by step, 1/4/8 users).
+t2v_status=0
+if step t2v && [ -f "$carry/t2v-gpu-check.mjs" ]; then
+  models=$root/examples/text-to-video/models
+  t2v_cpu=$([ "$device" = cpu ] && echo --cpu)
+  timeout "${GALLEY_T2V_TIMEOUT:-150}" node "$carry/t2v-gpu-check.mjs" --models="$models" --reference=torch $t2v_cpu >"$out/t2v-gpu-check.json" 2>"$out/t2v-gpu-check.log"
+  t2v_status=$?
+  echo "text-to-video GPU check exit $t2v_status: $(tr -d ' \n' <"$out/t2v-gpu-check.json" | head -c 1500)"
+  if [ "$device" = cuda ]; then
+    timeout "${GALLEY_T2V_BENCH_TIMEOUT:-240}" node "$carry/text-to-video-bench.mjs" --config=gpu --models="$models" \
+      ${GALLEY_T2V_BENCH_ARGS:---reps=1 --videos=2} 2>&1 | tee "$out/t2v-bench.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || t2v_status=1
+  fi
+fi
+bench_status=0
+step bench || { echo "test:gpu exit $test_status, other checks $check_status, text-to-video $t2v_status"; exit $((test_status || check_status || t2v_status)); }
 timeout "${GALLEY_GPU_BENCH_TIMEOUT:-300}" node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench" \
   --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" ${GALLEY_BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
 bench_status=${PIPESTATUS[0]}
@@ -86,5 +112,5 @@ if [ -n "${GALLEY_BENCH_ARGS2:-}" ]; then
     --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" $GALLEY_BENCH_ARGS2 2>&1 | tee "$out/bench2.log"
 fi
 cp "$out/bench/pytorch-backend.json" "$out/test-gpu/torch-gpu.json" "$out/" 2>/dev/null
-echo "test:gpu exit $test_status, other checks $check_status, bench exit $bench_status"
-exit $((test_status || check_status || bench_status))
+echo "test:gpu exit $test_status, other checks $check_status, text-to-video $t2v_status, bench exit $bench_status"
+exit $((test_status || check_status || t2v_status || bench_status))

@@ -38,6 +38,17 @@ node_modules/.bin/esbuild packages/server/src/backend/js/js-worker.ts --bundle -
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
   --outfile="$carry/js-worker.js"
+# The text-to-video example's GPU check and benchmark (the GPU variant: --model-config-name gpu).
+for entry in examples/text-to-video/scripts/gpu-check.mjs:t2v-gpu-check bench/text-to-video.ts:text-to-video-bench; do
+  node_modules/.bin/esbuild "${entry%%:*}" --bundle --platform=node --format=esm --target=node20 \
+    --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
+    --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
+    --outfile="$carry/${entry##*:}.mjs"
+done
+# Its scripted models are TypeScript: the worker imports them through tsx (and its esbuild).
+mkdir -p "$carry/node_modules/@esbuild"
+cp -r node_modules/tsx node_modules/esbuild "$carry/node_modules/"
+cp -r node_modules/@esbuild/linux-x64 "$carry/node_modules/@esbuild/"
 echo '{"type":"module"}' >"$carry/package.json"
 # The server itself, for test/gpu/nvml-gpu.mjs to scrape a real /metrics (createServer, createLogger).
 node_modules/.bin/esbuild packages/server/src/index.ts --bundle --platform=node --format=esm --target=node20 \
