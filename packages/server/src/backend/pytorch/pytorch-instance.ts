@@ -159,8 +159,9 @@ export class PyTorchInstance implements BackendInstance {
         const shaped = (shape: number[]) =>
           reshape ? (this.#batching ? [shape[0] ?? 1, ...reshape] : reshape) : shape;
         const parts = requests.map((r) => r.inputs.find((i) => i.name === name));
-        if (parts.some((p) => p?.device)) {
-          // Some of the batch is on the device: the addon places every part there and concatenates.
+        if (parts.length > 1 || parts.some((p) => p?.device)) {
+          // Several requests, or some of the batch on the device: the addon gathers the parts on
+          // its own thread (into its pinned stage on a GPU, one copy to the device), not the event loop.
           const wire = deviceArgument(name, parts, this.#batching, shaped);
           onDevice += parts.reduce((n, p) => n + (p?.device?.byteSize ?? 0), 0);
           args[position] = wire;
