@@ -14,12 +14,14 @@
 // request) and, where nvidia-smi is found, the GPU's mean utilisation. `--instances` (2) per GPU,
 // `--delay-us` (100) of queue delay, `--threads` (4) load processes; `--profile` also prints where
 // the server's main thread spent its time (a --cpu-prof of the whole run); `--parameters=K=V,...`
-// sets Triton's PyTorch backend parameters (e.g. DISABLE_OPTIMIZED_EXECUTION=true) on both models.
+// sets Triton's PyTorch backend parameters (e.g. DISABLE_OPTIMIZED_EXECUTION=true) on both models;
+// `--models=mlp` measures only those (mlp, espcn).
 import { type ChildProcess, execFileSync, fork, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createGrpcClient } from "@galley/client";
 import { type LoadRequest, runLoad, runLoadWorker } from "./lib/grpc-load.js";
 import { median, percentile, table } from "./lib/stats.js";
 
@@ -118,10 +120,23 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
   const url = `http://127.0.0.1:${ready.port}`;
   const self = fileURLToPath(import.meta.url);
   const threads = Number(arg("threads", "4"));
+  // Where a request's time goes inside the server: the statistics API, before and after each point.
+  const stats = createGrpcClient({ baseUrl: url });
+  const counters = async (model: string) => {
+    const s = (await stats.statistics(model)).modelStats[0];
+    const i = s?.inferenceStats;
+    return {
+      requests: Number(i?.success?.count ?? 0),
+      executions: Number(s?.executionCount ?? 0),
+      queueNs: Number(i?.queue?.ns ?? 0),
+      computeNs: Number(i?.computeInput?.ns ?? 0) + Number(i?.computeInfer?.ns ?? 0) + Number(i?.computeOutput?.ns ?? 0),
+    };
+  };
 
   const rows: string[][] = [];
   const summary: unknown[] = [];
-  for (const [name, info] of Object.entries(models)) {
+  const only = arg("models", "mlp,espcn").split(",");
+  for (const [name, info] of Object.entries(models).filter(([name]) => only.includes(name))) {
     for (const batch of batches) {
       const py = pythonTimes.results[name]?.[String(batch)];
       const pyRows = py ? (batch / py.e2e) * 1000 : Number.NaN;
@@ -138,6 +153,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
         const gpu = gpuSampler();
         const cpu = processCpu(server.pid);
         const threadsBefore = threadCpu(server.pid);
+        const statsBefore = await counters(name);
         const m = await runLoad(url, request, {
           concurrency,
           threads,
@@ -148,6 +164,13 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
         const cpuSeconds = processCpu(server.pid) - cpu;
         const byThread = threadCpuSince(threadsBefore, threadCpu(server.pid), m.calls);
         const util = await gpu.stop();
+        const statsAfter = await counters(name);
+        const served = Math.max(1, statsAfter.requests - statsBefore.requests);
+        const inside = {
+          requestsPerExecution: served / Math.max(1, statsAfter.executions - statsBefore.executions),
+          queueMsPerRequest: (statsAfter.queueNs - statsBefore.queueNs) / served / 1e6,
+          computeMsPerRequest: (statsAfter.computeNs - statsBefore.computeNs) / served / 1e6,
+        };
         if (m.calls === 0) {
           const why = m.firstFailure ?? "no call finished";
           rows.push([
@@ -183,6 +206,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
           serverCpuUsPerRequestByThread: byThread,
           failures: m.failures,
           gpuUtil: util,
+          inside,
         };
         summary.push(point);
         rows.push([
@@ -198,7 +222,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
           point.serverCpuUsPerRequest.toFixed(0),
           util === undefined ? "-" : `${util.toFixed(0)}%`,
         ]);
-        console.log(rows[rows.length - 1]?.join("  "), JSON.stringify(byThread));
+        console.log(rows[rows.length - 1]?.join("  "), JSON.stringify(byThread), JSON.stringify(inside));
       }
     }
   }

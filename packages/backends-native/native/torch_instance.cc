@@ -1,6 +1,7 @@
 #include "torch_instance.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <torch/cuda.h>
 
 #include <chrono>
@@ -454,6 +455,8 @@ void TorchInstance::Settle(Napi::Env env, TorchJob& job) {
 }
 
 void TorchInstance::Run() {
+  // Named, so per-thread CPU (top -H, /proc/<pid>/task) tells instances from Node's own threads.
+  pthread_setname_np(pthread_self(), "galley:torch");
   for (;;) {
     std::unique_ptr<TorchJob> job;
     {
