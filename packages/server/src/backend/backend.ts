@@ -38,6 +38,13 @@ export interface BackendInstance {
   /** The instance group's `rate_limiter` (resources and priority), when it has one. */
   readonly rateLimiter?: import("@galley/proto").ModelRateLimiter;
   execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult>;
+  /**
+   * How many batches the instance accepts at once, run one after another in order on its own
+   * thread (1 when absent). With 2, the scheduler hands it the next batch while the last one's
+   * results wait for the event loop, so a fast device is not left idle for that turnaround.
+   * Sequence batching ignores it (a sequence's state moves one batch at a time).
+   */
+  readonly depth?: number;
 }
 
 /**

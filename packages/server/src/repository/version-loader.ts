@@ -79,7 +79,11 @@ export class VersionLoader {
         log,
       });
       // The rate limiter admits each instance now, so a limit no instance fits fails the load before warmup.
-      const pool = new InstancePool(model.instances, this.#options.rateLimiter);
+      const pool = new InstancePool(
+        model.instances,
+        this.#options.rateLimiter,
+        config.schedulingChoice.case !== "sequenceBatching",
+      );
       try {
         await warmUp(config, model.instances, modelPath);
       } catch (error) {

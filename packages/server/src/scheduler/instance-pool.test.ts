@@ -54,4 +54,23 @@ describe("InstancePool", () => {
     expect(started).toEqual(["a", "b"]);
     expect(ended).toBe(1);
   });
+
+  it("offers an instance once per batch it takes at once, a second batch only when every one has one", () => {
+    const [a, b] = ["a", "b"].map((n) => instance(n, []));
+    const deep = { ...(a as BackendInstance), depth: 2 };
+    const pool = new InstancePool([deep, b as BackendInstance]);
+    expect(pool.take()).toBe(deep);
+    expect(pool.take()).toBe(b);
+    expect(pool.take()).toBe(deep);
+    expect(pool.take()).toBeUndefined();
+    pool.give(deep);
+    expect(pool.take()).toBe(deep);
+    // Capped at 4, and once each under sequence batching (not pipelined).
+    const greedy = { ...(b as BackendInstance), depth: 100 };
+    const capped = new InstancePool([greedy]);
+    expect([1, 2, 3, 4, 5].map(() => capped.take())).toEqual([greedy, greedy, greedy, greedy, undefined]);
+    const sequences = new InstancePool([deep], undefined, false);
+    expect(sequences.take()).toBe(deep);
+    expect(sequences.take()).toBeUndefined();
+  });
 });

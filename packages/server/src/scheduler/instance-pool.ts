@@ -17,15 +17,22 @@ export interface ExecutionPolicy {
  */
 export class InstancePool {
   readonly instances: readonly BackendInstance[];
-  /** Idle instances, the one idle longest first. */
+  /** Idle instances, the one idle longest first; an instance taking two batches at once appears twice. */
   readonly #idle: BackendInstance[];
   readonly #policy: ExecutionPolicy | undefined;
 
-  /** @throws Error when the policy refuses an instance. */
-  constructor(instances: readonly BackendInstance[], policy?: ExecutionPolicy) {
+  /**
+   * `pipelined`: each instance is idle once per batch it accepts at once (`BackendInstance.depth`);
+   * otherwise once (sequence batching). @throws Error when the policy refuses an instance.
+   */
+  constructor(instances: readonly BackendInstance[], policy?: ExecutionPolicy, pipelined = true) {
     for (const instance of instances) policy?.admit(instance);
     this.instances = instances;
-    this.#idle = [...instances];
+    const depth = (instance: BackendInstance) => (pipelined ? Math.max(1, Math.min(4, instance.depth ?? 1)) : 1);
+    // Slot by slot (a, b, a, b): a second batch goes to an instance only when every one has one.
+    const most = Math.max(0, ...instances.map(depth));
+    this.#idle = [];
+    for (let slot = 0; slot < most; slot++) this.#idle.push(...instances.filter((i) => depth(i) > slot));
     this.#policy = policy;
   }
 
