@@ -129,7 +129,8 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
       requests: Number(i?.success?.count ?? 0),
       executions: Number(s?.executionCount ?? 0),
       queueNs: Number(i?.queue?.ns ?? 0),
-      computeNs: Number(i?.computeInput?.ns ?? 0) + Number(i?.computeInfer?.ns ?? 0) + Number(i?.computeOutput?.ns ?? 0),
+      computeNs:
+        Number(i?.computeInput?.ns ?? 0) + Number(i?.computeInfer?.ns ?? 0) + Number(i?.computeOutput?.ns ?? 0),
     };
   };
 
