@@ -17,6 +17,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CudaSharedMemory, createGrpcClient, createRestClient } from "@galley/client";
+import { createChecks } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 
@@ -26,25 +27,7 @@ async function main() {
   const device = Number(arg("device", "0"));
   const big = Number(arg("big", String(256 * 1024 * 1024)));
   mkdirSync(out, { recursive: true });
-  const results = [];
-  const check = (name, ok, detail = "") => {
-    results.push({ name, ok, detail });
-    console.log(`${ok ? "PASS" : "FAIL"} ${name}${detail ? `: ${detail}` : ""}`);
-  };
-  const attempt = async (name, body) => {
-    try {
-      await body();
-    } catch (error) {
-      check(
-        name,
-        false,
-        String(error?.message ?? error)
-          .split("\n")
-          .slice(0, 3)
-          .join(" | "),
-      );
-    }
-  };
+  const { results, check, attempt } = createChecks();
   const expectError = async (name, promise, text) => {
     const error = await promise.then(
       () => undefined,

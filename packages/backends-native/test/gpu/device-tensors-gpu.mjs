@@ -24,6 +24,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CudaSharedMemory, createGrpcClient, SystemSharedMemory } from "@galley/client";
+import { createChecks } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 
@@ -121,26 +122,8 @@ async function main() {
   const big = Number(arg("big", String(256 * 1024 * 1024)));
   const size = Number(arg("size", "1024"));
   mkdirSync(out, { recursive: true });
-  const results = [];
+  const { results, check, attempt } = createChecks();
   const figures = {};
-  const check = (name, ok, detail = "") => {
-    results.push({ name, ok, detail });
-    console.log(`${ok ? "PASS" : "FAIL"} ${name}${detail ? `: ${detail}` : ""}`);
-  };
-  const attempt = async (name, body) => {
-    try {
-      await body();
-    } catch (error) {
-      check(
-        name,
-        false,
-        String(error?.stack ?? error)
-          .split("\n")
-          .slice(0, 4)
-          .join(" | "),
-      );
-    }
-  };
 
   const repo = join(out, "models");
   mkdirSync(repo, { recursive: true });

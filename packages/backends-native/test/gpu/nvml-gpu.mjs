@@ -20,6 +20,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, w
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { createChecks } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const pkg = fileURLToPath(new URL("../../", import.meta.url));
@@ -31,26 +32,8 @@ const serverBundle = arg("server", join(carry, "galley-server.mjs"));
 const out = arg("out", mkdtempSync(join(tmpdir(), "galley-nvml-gpu-")));
 mkdirSync(out, { recursive: true });
 
-const results = [];
+const { results, check, attempt } = createChecks();
 const notes = {};
-function check(name, ok, detail = "") {
-  results.push({ name, ok: Boolean(ok), detail });
-  console.log(`${ok ? "PASS" : "FAIL"} ${name}${detail ? `: ${detail}` : ""}`);
-}
-async function attempt(name, body) {
-  try {
-    await body();
-  } catch (error) {
-    check(
-      name,
-      false,
-      String(error?.stack ?? error)
-        .split("\n")
-        .slice(0, 3)
-        .join(" | "),
-    );
-  }
-}
 const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const round = (x, digits = 1) => (x === undefined ? "n/a" : Number(x.toFixed(digits)));
 
