@@ -113,8 +113,7 @@ size_t StagedBytes(const InputView& input) {
       sum += part.byte_length;
       each += StagedBytes(part);
     }
-    // Room for either way of placing them (see Place).
-    return all_host ? PinnedStage::Aligned(sum) + each : each;
+    return all_host ? PinnedStage::Aligned(sum) : each;
   }
   return 0;
 }
@@ -643,13 +642,9 @@ void TorchInstance::ReturnToHost(std::vector<torch::Tensor>& outputs, TorchJob& 
 
 torch::Tensor TorchInstance::Place(const InputView& input, TorchJob& job, std::vector<torch::Tensor>& held) {
   if (!input.parts.empty()) {
+    // ParseInput checked that the parts are slices of one batch (type and trailing dimensions).
     const InputView& first = input.parts[0];
-    auto stackable = [&first](const InputView& part) {
-      return IsHost(part) && part.type == first.type && !part.shape.empty() &&
-             part.shape.size() == first.shape.size() &&
-             std::equal(part.shape.begin() + 1, part.shape.end(), first.shape.begin() + 1);
-    };
-    if (device_.is_cuda() && std::all_of(input.parts.begin(), input.parts.end(), stackable)) {
+    if (device_.is_cuda() && std::all_of(input.parts.begin(), input.parts.end(), IsHost)) {
       // A batch of host requests: gathered into the stage, one copy to the device.
       std::vector<const InputView*> parts;
       std::vector<int64_t> shape = first.shape;

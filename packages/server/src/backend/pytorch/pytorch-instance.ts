@@ -6,7 +6,7 @@ import type { InferenceRequest } from "../../core/inference-request.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
-import { gatherInput, scatterOutput } from "../batch-io.js";
+import { scatterOutput } from "../batch-io.js";
 import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { type NativeInstance, nativeTransport } from "../host/native-transport.js";
@@ -174,7 +174,7 @@ export class PyTorchInstance implements BackendInstance {
           args[position] = wire;
           continue;
         }
-        const tensor = gatherInput(requests, name, this.#batching);
+        const tensor = parts[0];
         if (!tensor) continue;
         if (!TORCH_PROTOCOL_TYPES.has(tensor.datatype)) {
           throw new InferenceError("TORCH_UNSUPPORTED_DATATYPE", { datatype: tensor.datatype, input: name });
