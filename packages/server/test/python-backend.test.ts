@@ -137,6 +137,27 @@ describe("a Python model", () => {
     expect(ours()).toHaveLength(0);
   });
 
+  it("reads control frames larger than one read (a 3 MiB parameter) whole, both ways", async () => {
+    const { client } = await pythonServer(["inspect"]);
+    // Past the stub's 64 KiB read size and not a multiple of it; unicode, so bytes ≠ characters.
+    const big = "ü".repeat(1_500_000) + "end";
+    const call = (id: string) =>
+      client.modelInfer({
+        modelName: "inspect",
+        id,
+        parameters: { big: { parameterChoice: { case: "stringParam", value: big } } },
+        inputs: [{ name: "IN", datatype: "FP32", shape: [2n, 2n] }],
+        outputs: [{ name: "INFO" }],
+        rawInputContents: [fp32Bytes([1, 2, 3, 4])],
+      });
+    const replies = await Promise.all([call("a"), call("b")]);
+    for (const [i, reply] of replies.entries()) {
+      const info = JSON.parse(readBytesTensor(reply.rawOutputContents[0])[0] ?? "");
+      expect(info.request_id).toBe(["a", "b"][i]);
+      expect(info.parameters.big === big).toBe(true);
+    }
+  });
+
   it("passes BYTES tensors as object arrays of bytes, byte for byte, batched", async () => {
     const { client } = await pythonServer(["identity_bytes"]);
     const elements = ["", "hello", "\u0000nul\u0000", "ünïcödé", "x".repeat(10_000)];
