@@ -24,12 +24,30 @@ function regionTensor(location: DeviceLocation, read: () => Promise<Uint8Array>)
   };
 }
 
+/**
+ * An ensemble's placement: CUDA-region inputs stay where they are, on any GPU, and outputs asked
+ * into CUDA regions may come back on the device; each step's own placement then decides (a step
+ * that cannot take a tensor on its GPU gets host bytes, read once).
+ */
+export const ANY_GPU = "any-gpu";
+
+/** Where a model reads and keeps device tensors: its backend's placement, {@link ANY_GPU}, or nowhere. */
+export type Placement = DevicePlacement | typeof ANY_GPU | undefined;
+
 /** Whether a model placed at `placement` takes `device` as it is. */
-export function takesOnDevice(placement: DevicePlacement | undefined, device: DeviceTensor): boolean {
+export function takesOnDevice(placement: Placement, device: DeviceTensor): boolean {
+  if (placement === ANY_GPU) return true;
   return (
     placement !== undefined &&
     device.deviceId === placement.deviceId &&
     (device.kind === "region" || device.kind === placement.kind)
+  );
+}
+
+/** Whether a model placed at `placement` reads memory on GPU `deviceId` in place. */
+function onGpu(placement: Placement, deviceId: number | undefined): boolean {
+  return (
+    placement !== undefined && deviceId !== undefined && (placement === ANY_GPU || placement.deviceId === deviceId)
   );
 }
 
@@ -43,7 +61,7 @@ export async function placeInputs(
   request: InferenceRequest,
   shm: SharedMemoryManager,
   model: string,
-  placement: DevicePlacement | undefined,
+  placement: Placement,
   holds: (() => void)[],
 ): Promise<void> {
   for (const [i, input] of request.inputs.entries()) {
@@ -51,7 +69,7 @@ export async function placeInputs(
     if (ref) {
       if (placement && input.datatype !== "BYTES") {
         const held = shm.holdDevice(ref);
-        if (held && held.location.deviceId === placement.deviceId) {
+        if (held && onGpu(placement, held.location.deviceId)) {
           holds.push(held.release);
           const device = regionTensor(held.location, () => shm.read(ref, model));
           request.inputs[i] = { ...input, data: NO_BYTES, movable: false, sharedMemory: undefined, device };
@@ -84,11 +102,7 @@ function outputRef(parameters: InferenceRequest["outputs"][number]["parameters"]
  * ensemble step, already in `deviceOutputs`) and those asked into a CUDA region on that GPU.
  * Cleared for a model without `placement` (and where a cache or classification reads the bytes).
  */
-export function planDeviceOutputs(
-  request: InferenceRequest,
-  shm: SharedMemoryManager,
-  placement: DevicePlacement | undefined,
-): void {
+export function planDeviceOutputs(request: InferenceRequest, shm: SharedMemoryManager, placement: Placement): void {
   if (!placement) {
     delete request.deviceOutputs;
     return;
@@ -99,7 +113,7 @@ export function planDeviceOutputs(
     if (!ref || output.parameters.classification !== undefined) continue;
     try {
       const location = shm.deviceLocation(ref);
-      if (location?.deviceId === placement.deviceId) outputs.set(output.name, location.deviceId);
+      if (location && onGpu(placement, location.deviceId)) outputs.set(output.name, location.deviceId);
     } catch {
       // A bad region or range: the write after inference reports it, as for any output.
     }

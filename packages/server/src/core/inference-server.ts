@@ -1,4 +1,4 @@
-import { dataTypeToProtocol } from "@galley/config";
+import { dataTypeToProtocol, Platform } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { DevicePlacement } from "../backend/backend.js";
 import type { ResponseCache } from "../cache/response-cache.js";
@@ -10,7 +10,7 @@ import type { IndexEntry, LoadOverrides, ModelManager } from "../repository/mode
 export type { LoadOverrides };
 
 import { classify } from "./classification.js";
-import { finishOutputs, placeInputs, planDeviceOutputs } from "./device-placement.js";
+import { ANY_GPU, finishOutputs, placeInputs, planDeviceOutputs } from "./device-placement.js";
 import { InferenceError, toInferenceError } from "./errors.js";
 import type {
   DecoupledResponse,
@@ -131,7 +131,9 @@ export class InferenceServer {
    * bytes); which outputs the backend may keep on the device. Returns the region holds to release.
    */
   async #placeTensors(request: InferenceRequest, model: LoadedModel, cached: boolean): Promise<(() => void)[]> {
-    const placement = cached ? undefined : model.backend.deviceTensors;
+    const placement = cached
+      ? undefined
+      : (model.backend.deviceTensors ?? (model.config.platform === Platform.ensemble ? ANY_GPU : undefined));
     const holds: (() => void)[] = [];
     try {
       await placeInputs(request, this.sharedMemory, model.name, placement, holds);

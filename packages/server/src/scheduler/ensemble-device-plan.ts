@@ -31,14 +31,17 @@ export interface DevicePlan {
 /**
  * Plan the device hand-off of one request's steps. A tensor made by a live step stays on the GPU
  * only when the step's model runs there (keeps tensors) and every live step that reads it takes
- * tensors of the same kind on the same GPU, and the ensemble does not return it (the client gets
- * host bytes, or a region the core writes). Everything else goes through host memory as before.
+ * tensors of the same kind on the same GPU. A tensor the ensemble returns stays there only when
+ * the client asked for it in a CUDA region on that GPU (`toRegions`: tensor → GPU), which the core
+ * then fills device to device; otherwise the client gets host bytes. Everything else goes through
+ * host memory as before.
  */
 export function planDeviceHandoff(
   steps: readonly ModelEnsembling_Step[],
   live: ReadonlySet<number>,
   returned: ReadonlySet<string>,
   placement: (step: number) => StepPlacement | undefined,
+  toRegions: ReadonlyMap<string, number> = new Map(),
 ): DevicePlan {
   const decisions: DeviceDecision[] = [];
   const keep = new Map<number, Map<string, number>>();
@@ -69,12 +72,17 @@ export function planDeviceHandoff(
         decide(`${name(index)} does not run on a GPU that keeps tensors`);
         continue;
       }
-      if (returned.has(tensor)) {
-        decide("the ensemble returns it");
+      const region = returned.has(tensor) ? toRegions.get(tensor) : undefined;
+      if (returned.has(tensor) && region !== made.deviceId) {
+        decide(
+          region === undefined
+            ? "the ensemble returns it"
+            : `the ensemble returns it into a CUDA region on GPU ${region}, it is made on GPU ${made.deviceId}`,
+        );
         continue;
       }
       const consumers = readers.get(tensor) ?? [];
-      if (consumers.length === 0) {
+      if (consumers.length === 0 && region === undefined) {
         decide("no step reads it");
         continue;
       }
@@ -91,7 +99,12 @@ export function planDeviceHandoff(
         );
         continue;
       }
-      decide(`every reader runs on GPU ${made.deviceId}`, made.deviceId);
+      decide(
+        region === undefined
+          ? `every reader runs on GPU ${made.deviceId}`
+          : `the ensemble returns it into a CUDA region on GPU ${region}${consumers.length > 0 ? " and every reader runs there" : ""}`,
+        made.deviceId,
+      );
     }
   }
   return { decisions, keep };

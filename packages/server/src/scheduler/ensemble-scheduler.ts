@@ -163,13 +163,19 @@ export class EnsembleScheduler implements Scheduler {
     return this.#plan(new Set(wanted), this.#live(new Set(wanted)));
   }
 
-  #plan(wanted: ReadonlySet<string>, live: ReadonlySet<number>): DevicePlan {
+  #plan(wanted: ReadonlySet<string>, live: ReadonlySet<number>, toRegions?: ReadonlyMap<string, number>): DevicePlan {
     const placement = this.infer.placement;
-    return planDeviceHandoff(this.#steps, live, wanted, (index) => {
-      const step = this.#steps[index];
-      if (!placement || !step) return undefined;
-      return placement(step.modelName, step.modelVersion === -1n ? "" : String(step.modelVersion));
-    });
+    return planDeviceHandoff(
+      this.#steps,
+      live,
+      wanted,
+      (index) => {
+        const step = this.#steps[index];
+        if (!placement || !step) return undefined;
+        return placement(step.modelName, step.modelVersion === -1n ? "" : String(step.modelVersion));
+      },
+      toRegions,
+    );
   }
 
   async #run(request: InferenceRequest, batch: number): Promise<{ outputs: Tensor[]; parameters: Parameters }> {
@@ -193,7 +199,11 @@ export class EnsembleScheduler implements Scheduler {
     for (const input of request.inputs) values.set(input.name, { tensor: this.#share(input), batch });
     const ensembleSequence = sequenceOf(request.parameters);
     const pending = this.#live(new Set(wanted));
-    const keep = this.infer.placement && this.#handoff ? this.#plan(new Set(wanted), pending).keep : undefined;
+    // Outputs the client asked into CUDA regions (`deviceOutputs`, set by the core) may stay on
+    // the GPU that makes them: the core then copies them device to device.
+    const toRegions = request.deviceOutputs ?? new Map<string, number>();
+    const keep =
+      this.infer.placement && this.#handoff ? this.#plan(new Set(wanted), pending, toRegions).keep : undefined;
     const running = new Map<number, Promise<void>>();
     let failure: unknown;
 
@@ -277,8 +287,12 @@ export class EnsembleScheduler implements Scheduler {
       if (value.sequence) Object.assign(parameters, sequenceParameters(value.sequence, request.parameters.sequence_id));
       const spec = this.config.output.find((o) => o.name === name);
       const dims = (spec?.reshape ? spec.reshape.shape : (spec?.dims ?? [])).map(Number);
-      // The planner never keeps a returned tensor on a GPU; should a model have, its bytes come over.
-      const tensor = value.tensor.device ? await hostTensor(value.tensor) : value.tensor;
+      // A returned tensor stays on its GPU only for a CUDA region there (the core's copy releases
+      // it, so it is no longer this request's to let go); any other comes over as host bytes.
+      const device = value.tensor.device;
+      const toRegion = device !== undefined && request.deviceOutputs?.get(name) === device.deviceId;
+      if (toRegion) values.delete(name);
+      const tensor = device && !toRegion ? await hostTensor(value.tensor) : value.tensor;
       outputs.push({ ...tensor, name, shape: reshapeDims(dims, batch !== 0, value.batch, value.tensor.shape) });
     }
     return { outputs, parameters };
