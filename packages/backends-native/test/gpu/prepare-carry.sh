@@ -38,8 +38,10 @@ node_modules/.bin/esbuild packages/server/src/backend/js/js-worker.ts --bundle -
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
   --outfile="$carry/js-worker.js"
-# The text-to-video example's GPU check and benchmark (the GPU variant: --model-config-name gpu).
-for entry in examples/text-to-video/scripts/gpu-check.mjs:t2v-gpu-check bench/text-to-video.ts:text-to-video-bench; do
+# The text-to-video example's GPU check and benchmark (the GPU variant: --model-config-name gpu),
+# and the node:http2 ceiling the MLP benchmark is read against.
+for entry in examples/text-to-video/scripts/gpu-check.mjs:t2v-gpu-check bench/text-to-video.ts:text-to-video-bench \
+  bench/http2-ceiling.ts:http2-ceiling; do
   node_modules/.bin/esbuild "${entry%%:*}" --bundle --platform=node --format=esm --target=node20 \
     --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
     --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
