@@ -5,6 +5,7 @@
 import asyncio
 import json
 import threading
+import weakref
 
 import numpy as np
 
@@ -13,6 +14,9 @@ TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+TRITONSERVER_MEMORY_CPU = 0
+TRITONSERVER_MEMORY_CPU_PINNED = 1
+TRITONSERVER_MEMORY_GPU = 2
 
 # The stub sets this to its runtime (the pipe, shared memory, BLS calls); see galley_python_stub.
 _runtime = None
@@ -189,6 +193,43 @@ def deserialize_bytes_tensor(encoded_tensor):
 # ---- tensors -------------------------------------------------------------------------------
 
 
+class PreferredMemory:
+    """Where a BLS call's outputs should be (Triton's PreferredMemory). TRITONSERVER_MEMORY_GPU keeps
+    the outputs a model makes on that GPU there: tensors with is_cpu() False, handed to the next
+    call without a copy through host memory. From a model elsewhere the outputs are host tensors."""
+
+    def __init__(self, preferred_memory_type=TRITONSERVER_MEMORY_CPU, preferred_device_id=0):
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
+class _Held:
+    """A tensor the server holds on a GPU for this model (a BLS output): released when no Tensor
+    refers to it any more (or when the requests of the batch that made the call have ended)."""
+
+    def __init__(self, device, datatype, shape):
+        self.device = device
+        self.datatype = datatype
+        self.shape = shape
+        weakref.finalize(self, _drop_held, device["ref"])
+
+    def __dlpack__(self, stream=None):
+        raise TritonModelException(
+            "this tensor is held on GPU %d in the server; Galley's Python stub cannot map GPU memory: "
+            "pass it to another BLS call or return it, or ask for TRITONSERVER_MEMORY_CPU" % self.device["deviceId"]
+        )
+
+    def __dlpack_device__(self):
+        return (2, self.device["deviceId"])
+
+
+def _drop_held(ref):
+    try:
+        _rt().channel.send({"kind": "bls-drop", "refs": [ref]})
+    except Exception:  # noqa: BLE001 - the stub is going away: the server lets go of everything
+        pass
+
+
 class Tensor:
     """A named tensor over a numpy array (a view over shared memory for the server's tensors)."""
 
@@ -205,7 +246,20 @@ class Tensor:
         self._datatype = datatype
 
     @classmethod
+    def _on_device(cls, name, datatype, shape, held):
+        tensor = cls.__new__(cls)
+        tensor._name = name
+        tensor._array = None
+        tensor._datatype = datatype
+        tensor._shape = [int(d) for d in shape]
+        tensor._held = held
+        return tensor
+
+    @classmethod
     def _from_shm(cls, ref):
+        device = ref.get("device")
+        if device is not None:
+            return cls._on_device(ref["name"], ref["datatype"], ref["shape"], _Held(device, ref["datatype"], ref["shape"]))
         rt = _rt()
         datatype = ref["datatype"]
         shape = ref["shape"]
@@ -226,30 +280,44 @@ class Tensor:
     def name(self):
         return self._name
 
+    _held = None
+
     def as_numpy(self):
+        if self._held is not None:
+            raise TritonModelException("Tensor is stored in GPU and cannot be converted to NumPy.")
         return self._array
 
     def is_cpu(self):
-        return True
+        return self._held is None
 
     def triton_dtype(self):
         return _TYPE_NUMBERS.get(self._datatype)
 
     def shape(self):
+        if self._held is not None:
+            return list(self._shape)
         return list(self._array.shape)
 
     def to_dlpack(self):
+        if self._held is not None:
+            # Only from_dlpack reads it (a renamed tensor on the same GPU memory).
+            return self._held
         if self._datatype == "BYTES":
             raise TritonModelException("DLPack does not support BYTES tensors ('%s')" % self._name)
         return self._array.__dlpack__()
 
     @staticmethod
     def from_dlpack(name, capsule):
+        if isinstance(capsule, _Held):
+            return Tensor._on_device(name, capsule.datatype, capsule.shape, capsule)
         array = np.from_dlpack(capsule) if hasattr(capsule, "__dlpack__") else _from_capsule(capsule)
         return Tensor(name, array)
 
     def _to_shm(self):
         """Write the tensor into the stub's shared memory: its reference for a frame."""
+        if self._held is not None:
+            device = {k: self._held.device[k] for k in ("ref", "deviceId", "byteSize")}
+            return {"name": self._name, "datatype": self._datatype, "shape": list(self._shape), "s": -1, "z": 0, "o": 0, "n": 0, "device": device}
         rt = _rt()
         array = self._array
         if self._datatype == "BYTES":
@@ -409,6 +477,7 @@ class InferenceRequest:
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
         self._parameters = dict(parameters or {})
+        self._preferred_memory = preferred_memory
         self._key = None
         self._cancelled = None
         self._sender = None
@@ -503,7 +572,7 @@ class InferenceRequest:
         for tensor in self._inputs:
             if not isinstance(tensor, Tensor):
                 raise TritonModelException("inputs must be pb_utils.Tensor objects")
-        return {
+        wire = {
             "model": self._model_name,
             "version": "" if self._model_version is None or int(self._model_version) < 0 else str(self._model_version),
             "id": self._id or "",
@@ -511,6 +580,10 @@ class InferenceRequest:
             "outputs": self._requested,
             "parameters": parameters,
         }
+        preferred = self._preferred_memory
+        if preferred is not None and preferred.preferred_memory_type == TRITONSERVER_MEMORY_GPU:
+            wire["preferredMemory"] = {"kind": "gpu", "deviceId": int(preferred.preferred_device_id)}
+        return wire
 
 
 class _ResponseIterator:

@@ -2,12 +2,14 @@
 // unchanged and the host↔device counters stay 0; the ensemble's device hand-off planner decides
 // "host" for CPU steps and says why; the device path's checks of shared-memory places. Real
 // models and servers on port 0. The GPU side runs in backends-native/test/gpu/device-tensors-gpu.mjs.
-import { rmSync, writeFileSync } from "node:fs";
+import { cpSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { hostTransfers } from "../src/core/host-transfers.js";
 import { createLogger } from "../src/log.js";
 import type { EnsembleScheduler } from "../src/scheduler/ensemble-scheduler.js";
+import { pythonWithNumpy } from "./python-harness.js";
 import { f32, readF32, tensors, torchModel } from "./pytorch-support.js";
 import { cleanup, startServer, tempRepository } from "./support/harness.js";
 
@@ -146,5 +148,38 @@ describe("tensors on the GPU, without a GPU", () => {
       await shm.unregister("");
       rmSync(`/dev/shm/${key}`, { force: true });
     }
+  });
+
+  it("gives BLS calls that prefer GPU memory host tensors from CPU models, from JS and Python alike", async () => {
+    const repo = repository();
+    const fixtures = fileURLToPath(new URL("./fixtures/bls-device", import.meta.url));
+    for (const [name, backend] of [
+      ["chain_js", "js"],
+      ["chain_py", "python"],
+    ] as const) {
+      cpSync(join(fixtures, name), join(repo, name), { recursive: true });
+      writeFileSync(
+        join(repo, name, "config.pbtxt"),
+        `name: "${name}"\nbackend: "${backend}"\n${tensors("input", "INPUT__0:FP32:4")}` +
+          tensors("output", "OUTPUT__0:FP32:4", "WHERE:UINT8:-1") +
+          `parameters { key: "STEPS" value: { string_value: "dev_identity,dev_identity" } }\n`,
+      );
+    }
+    const { client, failedModels } = await startServer({
+      modelRepositories: [repo],
+      pythonExecutable: pythonWithNumpy(),
+    });
+    expect(failedModels).toEqual([]);
+    const before = counts("dev_identity");
+    for (const name of ["chain_js", "chain_py"]) {
+      const response = await client.modelInfer({
+        modelName: name,
+        inputs: [{ name: "INPUT__0", datatype: "FP32", shape: [4n] }],
+        rawInputContents: [f32([1, 2, 3, 4])],
+      });
+      expect(readF32(response.rawOutputContents[0]), name).toEqual([1, 2, 3, 4]);
+      expect(new TextDecoder().decode(response.rawOutputContents[1]), name).toBe("cpu");
+    }
+    expect(counts("dev_identity")).toEqual(before.absent ? zero : before);
   });
 });

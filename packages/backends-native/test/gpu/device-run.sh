@@ -67,9 +67,11 @@ if step test; then
   test_status=${PIPESTATUS[0]}
 fi
 
-# The bundles in the carry find the addon package through this link.
+# The bundles in the carry find the addon package through this link, and the Python backend's
+# stub where a bundle in build/gpu-carry looks for it (three folders up, as from dist/).
 mkdir -p "$carry/node_modules/@galley"
 ln -sfn "$root/packages/backends-native" "$carry/node_modules/@galley/backends-native"
+ln -sfn "$root/packages/server/python" "$root/packages/python"
 # The other GPU checks (NVML metrics, CUDA shared memory), each where it exists.
 check_status=0
 # cuda-shm-gpu imports the client and the server: prepare-carry.sh bundles it into the carry.

@@ -8,7 +8,8 @@
 //      with the tensors handed over on the device vs the same steps through host memory
 //      (DEVICE_HANDOFF false): outputs equal, host bytes between the GPU steps 0, throughput ratio
 //      with the frames over gRPC, and again with each frame in a CUDA region in and out (0 host
-//      bytes in the whole request; target ≥ 2×).
+//      bytes in the whole request; target ≥ 2×); the same steps as BLS calls from a scripted and
+//      a Python model asking for their outputs on GPU 0: outputs equal, host bytes between 0.
 //   3. A 256 MiB FP16 input to an identity-like libtorch model (x + 1) via CUDA shared memory vs
 //      system shared memory vs raw gRPC, end to end (target: CUDA ≥ 10× raw gRPC).
 // prepare-carry.sh bundles this file (server and client inside) into build/gpu-carry; device-run.sh
@@ -21,9 +22,10 @@
 // CPU machine without CUDA sections: a check of this script). Prints one line per check, then a
 // summary table; exits 1 if any check failed.
 import { fork, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { CudaSharedMemory, createGrpcClient, SystemSharedMemory } from "@galley/client";
 import { createChecks } from "./checks.mjs";
 
@@ -173,6 +175,23 @@ async function main() {
       `max_batch_size: 0\ninput [ ${fp16("INPUT__0", [-1])} ]\noutput [ ${fp16("OUTPUT__0", [-1])} ]\n`,
     ),
   );
+  // The same three steps as BLS calls from a scripted and a Python model that ask for their
+  // outputs on GPU 0 (packages/server/test/fixtures/bls-device).
+  // Two folders up from test/gpu/ and from build/gpu-carry/ (the bundle) alike.
+  const chainSource = fileURLToPath(new URL("../../../server/test/fixtures/bls-device/", import.meta.url));
+  for (const [name, backend] of [
+    ["chain_js", "js"],
+    ["chain_py", "python"],
+  ]) {
+    cpSync(join(chainSource, name), join(repo, name), { recursive: true });
+    writeFileSync(
+      join(repo, name, "config.pbtxt"),
+      `name: "${name}"\nbackend: "${backend}"\nmax_batch_size: 0\n` +
+        `input [ ${fp16("INPUT__0", [1, 3, size, size])} ]\n` +
+        `output [ ${fp16("OUTPUT__0", [1, 3, size, size])}, { name: "WHERE" data_type: TYPE_UINT8 dims: [ -1 ] } ]\n` +
+        `parameters { key: "STEPS" value: { string_value: "upscale,filter,downscale" } }\n`,
+    );
+  }
   for (const [name, handoff] of [
     ["pipeline_device", true],
     ["pipeline_host", false],
@@ -181,7 +200,7 @@ async function main() {
     writeFileSync(join(repo, name, "config.pbtxt"), ensemble(name, size, handoff));
   }
 
-  const child = fork(process.argv[1], ["--serve", repo], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  const child = fork(process.argv[1], ["--serve", repo, python], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
   const logs = [];
   child.stdout.on("data", (d) => logs.push(d));
   child.stderr.on("data", (d) => logs.push(d));
@@ -221,6 +240,8 @@ async function main() {
     return d;
   };
 
+  // Each variant's output bytes, by name (the ensembles' and the BLS chains' are compared).
+  const outputs = {};
   try {
     // 1. CUDA shared memory in place.
     if (kind === "cuda") {
@@ -257,7 +278,6 @@ async function main() {
       const expected = readFileSync(join(repo, "frame.expected.bin"));
       const input = { FRAME: { datatype: "FP16", shape: [1, 3, size, size], data: new Uint8Array(frame) } };
       const steps = ["upscale", "filter", "downscale"];
-      const outputs = {};
       for (const name of ["pipeline_device", "pipeline_host"]) {
         const before = await transfers();
         const result = await grpc.infer(name, { inputs: input });
@@ -393,6 +413,35 @@ async function main() {
       }
     });
 
+    // 2b. The steps as BLS calls from a scripted and a Python model, outputs asked on GPU 0.
+    await attempt("BLS chains", async () => {
+      const frame = readFileSync(join(repo, "frame.bin"));
+      const steps = ["upscale", "filter", "downscale"];
+      for (const name of ["chain_js", "chain_py"]) {
+        const before = await transfers();
+        const result = await grpc.infer(name, {
+          inputs: { INPUT__0: { datatype: "FP16", shape: [1, 3, size, size], data: new Uint8Array(frame) } },
+        });
+        const after = await transfers();
+        const counts = Object.fromEntries(steps.map((s) => [s, delta(before, after, s)]));
+        const between =
+          counts.upscale.deviceToHost +
+          counts.filter.hostToDevice +
+          counts.filter.deviceToHost +
+          counts.downscale.hostToDevice;
+        const where = new TextDecoder().decode(result.output("WHERE").data);
+        figures[`${name}Bytes`] = { ...counts, between, where };
+        check(
+          `BLS ${name}: output equals the ensemble's`,
+          same(result.output("OUTPUT__0").data, outputs.pipeline_device),
+        );
+        if (kind === "cuda") {
+          check(`BLS ${name}: every call's output held on the GPU`, where === "gpu", where);
+          check(`BLS ${name}: host bytes between GPU steps = 0`, between === 0, JSON.stringify(counts));
+        } else check(`BLS ${name} on CPU: host tensors`, where === "cpu", where);
+      }
+    });
+
     // 3. 256 MiB FP16 to plus_one: CUDA shm vs system shm vs raw gRPC.
     if (big > 0) {
       await attempt("256 MiB", async () => {
@@ -505,6 +554,7 @@ if (process.argv[2] === "--serve") {
   const { createServer, createLogger, hostTransfers } = await import("@galley/server");
   const server = createServer({
     modelRepositories: [process.argv[3]],
+    pythonExecutable: process.argv[4] ?? "python3",
     allowClientShm: true,
     http: false,
     grpc: { host: "127.0.0.1", port: 0 },

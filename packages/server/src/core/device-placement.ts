@@ -99,15 +99,30 @@ function outputRef(parameters: InferenceRequest["outputs"][number]["parameters"]
 
 /**
  * Which outputs the backend may keep on its GPU: those the request's consumer takes there (an
- * ensemble step, already in `deviceOutputs`) and those asked into a CUDA region on that GPU.
- * Cleared for a model without `placement` (and where a cache or classification reads the bytes).
+ * ensemble step, already in `deviceOutputs`), those asked into a CUDA region on that GPU, and,
+ * for a BLS call that prefers GPU memory there (`outputsOnDevice`), every output it asks for
+ * (`modelOutputs` when it names none). Cleared for a model without `placement` (and where a cache
+ * or classification reads the bytes).
  */
-export function planDeviceOutputs(request: InferenceRequest, shm: SharedMemoryManager, placement: Placement): void {
+export function planDeviceOutputs(
+  request: InferenceRequest,
+  shm: SharedMemoryManager,
+  placement: Placement,
+  modelOutputs: readonly string[] = [],
+): void {
   if (!placement) {
     delete request.deviceOutputs;
     return;
   }
   const outputs = new Map(request.deviceOutputs ?? []);
+  const preferred = request.outputsOnDevice;
+  if (preferred !== undefined && onGpu(placement, preferred)) {
+    const names =
+      request.outputs.length > 0
+        ? request.outputs.filter((o) => o.parameters.classification === undefined).map((o) => o.name)
+        : modelOutputs;
+    for (const name of names) if (!outputs.has(name)) outputs.set(name, preferred);
+  }
   for (const output of request.outputs) {
     const ref = outputRef(output.parameters);
     if (!ref || output.parameters.classification !== undefined) continue;

@@ -306,6 +306,15 @@ export const ERRORS = {
   // A scripted model's tensors (backend/js/js-tensors.ts): reading inputs, returning outputs
   JS_TENSOR_NO_TYPED_ARRAY: ["INTERNAL", "{datatype} tensor '{tensor}' has no typed-array form"],
   JS_TENSOR_NOT_BYTES: ["INTERNAL", "tensor '{tensor}' is {datatype}, not BYTES"],
+  JS_TENSOR_ON_DEVICE: [
+    "INTERNAL",
+    "tensor '{tensor}' is held on GPU {device} (a BLS output asked with preferredMemory GPU): pass it to another call or return it; ask for CPU memory to read its bytes",
+  ],
+  BLS_DEVICE_TENSOR_RELEASED: [
+    "INVALID_ARG",
+    "tensor '{tensor}' was held on GPU {device} by an earlier BLS call and has been released (the request that made the call ended)",
+  ],
+  BLS_DEVICE_TENSOR_SCALAR: ["INVALID_ARG", "tensor '{tensor}' is held on GPU {device} and has no rows to return"],
   JS_OUTPUT_UNKNOWN_DATATYPE: ["INVALID_ARG", "output '{output}' has unknown datatype '{datatype}'"],
   JS_OUTPUT_LIST: ["INVALID_ARG", "output '{output}' is {datatype}: give a typed array, not a list"],
   JS_OUTPUT_ELEMENT_COUNT: [

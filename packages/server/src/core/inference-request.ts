@@ -42,6 +42,13 @@ export interface InferenceRequest {
    * (see `InferenceServer.infer`) only for models with `BackendModel.deviceTensors`.
    */
   deviceOutputs?: ReadonlyMap<string, number>;
+  /**
+   * A BLS call's preferred memory (Triton's `preferred_memory`, GPU `n`): every output the model
+   * makes on GPU `n` may come back there as a device tensor instead of bytes. The core turns it
+   * into `deviceOutputs` for a model that runs on that GPU; from any other model the outputs are
+   * host bytes, as Triton treats the preference.
+   */
+  outputsOnDevice?: number;
 }
 
 /** One response of a decoupled model: outputs (possibly none), an error, or nothing but the final flag. */

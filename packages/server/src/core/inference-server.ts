@@ -137,7 +137,12 @@ export class InferenceServer {
     const holds: (() => void)[] = [];
     try {
       await placeInputs(request, this.sharedMemory, model.name, placement, holds);
-      planDeviceOutputs(request, this.sharedMemory, placement);
+      planDeviceOutputs(
+        request,
+        this.sharedMemory,
+        placement,
+        model.config.output.map((o) => o.name),
+      );
     } catch (error) {
       for (const release of holds) release();
       throw error;

@@ -36,6 +36,22 @@ export interface OutputTensor {
   datatype: DataType;
   shape: readonly number[];
   data: TensorData;
+  /** Set on a tensor held on a GPU ({@link InputTensor.device}); passed on as it is. */
+  device?: DeviceRef;
+}
+
+/**
+ * Where a tensor held on a GPU lives: a BLS output asked with `preferredMemory: { kind: "gpu" }`
+ * from a model that made it on that GPU. Its bytes stay in the server's GPU memory; passing the
+ * tensor (or a copy of the object with another `name`) to another call hands it over on the
+ * device, returning it as an output sends it to the client. It is held until the requests of the
+ * batch that made the call have ended, or until nothing in the model refers to it any more.
+ */
+export interface DeviceRef {
+  readonly deviceId: number;
+  readonly byteSize: number;
+  /** The server's number for it (opaque). */
+  readonly ref: number;
 }
 
 /**
@@ -54,6 +70,8 @@ export interface InputTensor {
   bytes(): Uint8Array[];
   /** BYTES elements decoded as UTF-8. @throws for other datatypes. */
   strings(): string[];
+  /** Set when the tensor is held on a GPU ({@link DeviceRef}): `data` is empty and the accessors throw. */
+  readonly device?: DeviceRef;
 }
 
 /** A response: outputs (those the request asked for are returned), parameters, or an error. */
@@ -112,6 +130,12 @@ export interface BlsRequest {
   priority?: number;
   /** Queue timeout in microseconds, as a client would set it. */
   timeoutMicroseconds?: number;
+  /**
+   * Where the outputs should be (Triton's `preferred_memory`): `{ kind: "gpu", deviceId }` keeps
+   * those a model makes on that GPU there ({@link InputTensor.device}), to hand to the next call
+   * without a copy through host memory; from a model elsewhere they come as bytes. Default: bytes.
+   */
+  preferredMemory?: { kind: "cpu" | "gpu"; deviceId?: number };
   /**
    * Cancels the call. By default the call is cancelled when every request of the batch that is
    * executing when it was made has been cancelled.

@@ -56,7 +56,7 @@ describe("planDeviceHandoff", () => {
     expect(plan([0], [], [gpu(0)]).decisions[0]?.reason).toBe("no step reads it");
   });
 
-  it("keeps a returned tensor on its GPU only for a CUDA region the client named on that GPU", () => {
+  it("keeps a returned tensor on its GPU only for a caller that takes it there (a CUDA region, a BLS call)", () => {
     const where = [gpu(0), gpu(0), gpu(0), undefined];
     const into = (regions: [string, number][]) =>
       planDeviceHandoff(steps, new Set([0, 1, 2]), new Set(["OUT"]), (i) => where[i], new Map(regions));
@@ -64,13 +64,13 @@ describe("planDeviceHandoff", () => {
     expect(decided(same)).toEqual({ big: 0, smooth: 0, OUT: 0 });
     expect(same.keep.get(2)).toEqual(new Map([["OUTPUT__0", 0]]));
     expect(same.decisions.find((d) => d.tensor === "OUT")?.reason).toBe(
-      "the ensemble returns it into a CUDA region on GPU 0",
+      "the ensemble returns it to a caller that takes it on GPU 0",
     );
     const other = into([["OUT", 1]]);
     expect(decided(other).OUT).toBe("host");
     expect(other.keep.has(2)).toBe(false);
     expect(other.decisions.find((d) => d.tensor === "OUT")?.reason).toBe(
-      "the ensemble returns it into a CUDA region on GPU 1, it is made on GPU 0",
+      "the ensemble returns it to a caller that takes it on GPU 1, it is made on GPU 0",
     );
     // Returned into a region and also read by a step on the host: the host reader decides.
     const read = planDeviceHandoff(

@@ -32,16 +32,16 @@ export interface DevicePlan {
  * Plan the device hand-off of one request's steps. A tensor made by a live step stays on the GPU
  * only when the step's model runs there (keeps tensors) and every live step that reads it takes
  * tensors of the same kind on the same GPU. A tensor the ensemble returns stays there only when
- * the client asked for it in a CUDA region on that GPU (`toRegions`: tensor → GPU), which the core
- * then fills device to device; otherwise the client gets host bytes. Everything else goes through
- * host memory as before.
+ * its caller takes it on that GPU (`takenOnDevice`: tensor → GPU; a CUDA region the core then
+ * fills device to device, or a BLS call that prefers GPU memory); otherwise the caller gets host
+ * bytes. Everything else goes through host memory as before.
  */
 export function planDeviceHandoff(
   steps: readonly ModelEnsembling_Step[],
   live: ReadonlySet<number>,
   returned: ReadonlySet<string>,
   placement: (step: number) => StepPlacement | undefined,
-  toRegions: ReadonlyMap<string, number> = new Map(),
+  takenOnDevice: ReadonlyMap<string, number> = new Map(),
 ): DevicePlan {
   const decisions: DeviceDecision[] = [];
   const keep = new Map<number, Map<string, number>>();
@@ -72,12 +72,12 @@ export function planDeviceHandoff(
         decide(`${name(index)} does not run on a GPU that keeps tensors`);
         continue;
       }
-      const region = returned.has(tensor) ? toRegions.get(tensor) : undefined;
+      const region = returned.has(tensor) ? takenOnDevice.get(tensor) : undefined;
       if (returned.has(tensor) && region !== made.deviceId) {
         decide(
           region === undefined
             ? "the ensemble returns it"
-            : `the ensemble returns it into a CUDA region on GPU ${region}, it is made on GPU ${made.deviceId}`,
+            : `the ensemble returns it to a caller that takes it on GPU ${region}, it is made on GPU ${made.deviceId}`,
         );
         continue;
       }
@@ -102,7 +102,7 @@ export function planDeviceHandoff(
       decide(
         region === undefined
           ? `every reader runs on GPU ${made.deviceId}`
-          : `the ensemble returns it into a CUDA region on GPU ${region}${consumers.length > 0 ? " and every reader runs there" : ""}`,
+          : `the ensemble returns it to a caller that takes it on GPU ${region}${consumers.length > 0 ? " and every reader runs there" : ""}`,
         made.deviceId,
       );
     }

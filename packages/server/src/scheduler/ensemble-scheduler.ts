@@ -163,7 +163,11 @@ export class EnsembleScheduler implements Scheduler {
     return this.#plan(new Set(wanted), this.#live(new Set(wanted)));
   }
 
-  #plan(wanted: ReadonlySet<string>, live: ReadonlySet<number>, toRegions?: ReadonlyMap<string, number>): DevicePlan {
+  #plan(
+    wanted: ReadonlySet<string>,
+    live: ReadonlySet<number>,
+    takenOnDevice?: ReadonlyMap<string, number>,
+  ): DevicePlan {
     const placement = this.infer.placement;
     return planDeviceHandoff(
       this.#steps,
@@ -174,7 +178,7 @@ export class EnsembleScheduler implements Scheduler {
         if (!placement || !step) return undefined;
         return placement(step.modelName, step.modelVersion === -1n ? "" : String(step.modelVersion));
       },
-      toRegions,
+      takenOnDevice,
     );
   }
 
@@ -199,11 +203,11 @@ export class EnsembleScheduler implements Scheduler {
     for (const input of request.inputs) values.set(input.name, { tensor: this.#share(input), batch });
     const ensembleSequence = sequenceOf(request.parameters);
     const pending = this.#live(new Set(wanted));
-    // Outputs the client asked into CUDA regions (`deviceOutputs`, set by the core) may stay on
-    // the GPU that makes them: the core then copies them device to device.
-    const toRegions = request.deviceOutputs ?? new Map<string, number>();
+    // Outputs the caller takes on a GPU (`deviceOutputs`, set by the core: a CUDA region, a BLS
+    // call preferring GPU memory) may stay on the GPU that makes them.
+    const takenOnDevice = request.deviceOutputs ?? new Map<string, number>();
     const keep =
-      this.infer.placement && this.#handoff ? this.#plan(new Set(wanted), pending, toRegions).keep : undefined;
+      this.infer.placement && this.#handoff ? this.#plan(new Set(wanted), pending, takenOnDevice).keep : undefined;
     const running = new Map<number, Promise<void>>();
     let failure: unknown;
 
@@ -287,12 +291,12 @@ export class EnsembleScheduler implements Scheduler {
       if (value.sequence) Object.assign(parameters, sequenceParameters(value.sequence, request.parameters.sequence_id));
       const spec = this.config.output.find((o) => o.name === name);
       const dims = (spec?.reshape ? spec.reshape.shape : (spec?.dims ?? [])).map(Number);
-      // A returned tensor stays on its GPU only for a CUDA region there (the core's copy releases
-      // it, so it is no longer this request's to let go); any other comes over as host bytes.
+      // A returned tensor stays on its GPU only for a caller that takes it there (it is then the
+      // caller's to let go, no longer this request's); any other comes over as host bytes.
       const device = value.tensor.device;
-      const toRegion = device !== undefined && request.deviceOutputs?.get(name) === device.deviceId;
-      if (toRegion) values.delete(name);
-      const tensor = device && !toRegion ? await hostTensor(value.tensor) : value.tensor;
+      const handedOn = device !== undefined && request.deviceOutputs?.get(name) === device.deviceId;
+      if (handedOn) values.delete(name);
+      const tensor = device && !handedOn ? await hostTensor(value.tensor) : value.tensor;
       outputs.push({ ...tensor, name, shape: reshapeDims(dims, batch !== 0, value.batch, value.tensor.shape) });
     }
     return { outputs, parameters };

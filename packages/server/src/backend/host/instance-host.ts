@@ -76,6 +76,8 @@ export interface InstanceHostOptions<P extends InstanceProtocol> {
   onMessage?(message: P["fromInstance"]): void;
   /** The running instance went away: what only the backend tracks for it fails with `error`. */
   onDown?(error: InferenceError): void;
+  /** A request was ended (answered for good, failed or abandoned): what the instance keeps for it can go. */
+  onEnded?(key: number): void;
 }
 
 /** Create a host; nothing runs until {@link InstanceHost.start}. */
@@ -191,6 +193,7 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
     if (!entry) return false;
     this.#requests.delete(key);
     if (entry.onAbort) entry.request.signal?.removeEventListener("abort", entry.onAbort);
+    this.#options.onEnded?.(key);
     return true;
   }
 
@@ -296,8 +299,12 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
       case "response": {
         const request = this.#requests.get(known.key)?.request;
         if (!request) return;
-        if (known.final) this.end(known.key);
-        request.respond(known.response, known.final);
+        // Ended after its last response is taken: what the instance holds for it is still there.
+        try {
+          request.respond(known.response, known.final);
+        } finally {
+          if (known.final) this.end(known.key);
+        }
         return;
       }
       case "stopped":

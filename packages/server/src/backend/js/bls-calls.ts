@@ -1,11 +1,13 @@
-import { toInferenceError } from "../../core/errors.js";
+import { InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../core/inference-request.js";
+import { type DeviceTensor, NO_BYTES, type Tensor } from "../../core/tensor.js";
 import {
   type JsProtocol,
   tensorFromWire,
   tensorToWire,
   type WireBlsRequest,
   type WireBlsResponse,
+  type WireTensor,
 } from "./js-messages.js";
 
 /** The server's inference path, for BLS calls. */
@@ -20,52 +22,71 @@ export interface BlsCallsOptions {
   reply(message: JsProtocol["toInstance"], transfer: readonly ArrayBuffer[]): void;
   /** The signal of an open request of the instance, by key. */
   signalOf(key: number): AbortSignal | undefined;
+  /** Whether the instance's request `key` is still open. */
+  isOpen(key: number): boolean;
+}
+
+/** A BLS output kept on a GPU for the model, and the requests whose end lets it go. */
+interface Held {
+  tensor: DeviceTensor;
+  /** Open requests of the batch that made the call; released when the last one ends. */
+  parents: Set<number>;
 }
 
 /**
  * One instance's BLS calls: a model's `infer` / `stream` run on the server's own inference path
  * and are answered message by message. A call ends when the model cancels it, when every request
  * of the batch that made it is cancelled (a call with no signal of its own), or with the instance.
+ *
+ * A call that prefers GPU memory (Triton's `preferred_memory`) gets the outputs a model made on
+ * that GPU as references (`WireTensor.device`) instead of bytes; the model passes them to further
+ * calls (handed over on the device) or returns them. They are held here until the model drops
+ * them, the requests of the batch that made the call have all ended, or the instance goes.
  */
 export class BlsCalls {
   readonly #options: BlsCallsOptions;
   readonly #calls = new Map<number, AbortController>();
+  readonly #held = new Map<number, Held>();
+  #nextRef = 1;
 
   constructor(options: BlsCallsOptions) {
     this.#options = options;
   }
 
-  /** Run the model's call number `call`. */
-  async run(call: number, wire: WireBlsRequest, stream: boolean, parents: readonly number[]): Promise<void> {
+  /**
+   * Run the model's call number `call`. `parents` are the open requests of the batch that made it;
+   * `ownSignal`: the model cancels it itself, so their cancellation does not.
+   */
+  async run(
+    call: number,
+    wire: WireBlsRequest,
+    stream: boolean,
+    parents: readonly number[],
+    ownSignal = false,
+  ): Promise<void> {
     const controller = new AbortController();
     this.#calls.set(call, controller);
     const parentSignals = parents.flatMap((key) => this.#options.signalOf(key) ?? []);
-    if (parents.length > 0 && parentSignals.length === parents.length) {
+    if (!ownSignal && parents.length > 0 && parentSignals.length === parents.length) {
       const onAbort = () => {
         if (parentSignals.every((s) => s.aborted)) controller.abort();
       };
       for (const signal of parentSignals) signal.addEventListener("abort", onAbort, { once: true });
       onAbort();
     }
-    const request: InferenceRequest = {
-      modelName: wire.model,
-      modelVersion: wire.version,
-      id: wire.id,
-      parameters: wire.parameters,
-      inputs: wire.inputs.map(tensorFromWire),
-      outputs: wire.outputs.map((name) => ({ name, parameters: {} })),
-      signal: controller.signal,
-    };
     const reply = (response: InferenceResponse | undefined, final: boolean, error?: unknown) => {
       // After the instance restarted, call numbers start again: a late answer must not reach the new one.
-      if (this.#calls.get(call) !== controller) return;
+      if (this.#calls.get(call) !== controller) {
+        for (const t of response?.outputs ?? []) t.device?.release();
+        return;
+      }
       const transfer = new Set<ArrayBuffer>();
       const out: WireBlsResponse | undefined = response && {
         modelName: response.modelName,
         modelVersion: response.modelVersion,
         id: response.id,
         parameters: response.parameters,
-        outputs: response.outputs.map((t) => tensorToWire(t, transfer)),
+        outputs: response.outputs.map((t) => (t.device ? this.#hold(t, t.device, parents) : tensorToWire(t, transfer))),
       };
       const failure = error === undefined ? undefined : toInferenceError(error);
       this.#options.reply(
@@ -80,6 +101,16 @@ export class BlsCalls {
       );
     };
     try {
+      const request: InferenceRequest = {
+        modelName: wire.model,
+        modelVersion: wire.version,
+        id: wire.id,
+        parameters: wire.parameters,
+        inputs: wire.inputs.map((t) => this.#input(t)),
+        outputs: wire.outputs.map((name) => ({ name, parameters: {} })),
+        signal: controller.signal,
+        ...(wire.preferredMemory?.kind === "gpu" ? { outputsOnDevice: wire.preferredMemory.deviceId } : {}),
+      };
       const path = this.#options.inference();
       if (!stream) reply(await path.infer(request), true);
       else {
@@ -103,9 +134,83 @@ export class BlsCalls {
     this.#calls.get(call)?.abort();
   }
 
-  /** The instance is gone: every call it made is cancelled. */
+  /** The instance is gone: every call it made is cancelled, every tensor it held let go. */
   cancelAll(): void {
     for (const controller of this.#calls.values()) controller.abort();
     this.#calls.clear();
+    for (const held of this.#held.values()) held.tensor.release();
+    this.#held.clear();
+  }
+
+  /** The instance's request `key` ended: tensors held for calls of its batch alone are let go. */
+  ended(key: number): void {
+    for (const [ref, held] of this.#held) {
+      if (held.parents.delete(key) && held.parents.size === 0) this.drop([ref]);
+    }
+  }
+
+  /** The model no longer holds these device tensors. */
+  drop(refs: readonly number[]): void {
+    for (const ref of refs) {
+      this.#held.get(ref)?.tensor.release();
+      this.#held.delete(ref);
+    }
+  }
+
+  /**
+   * A tensor the model returns as an output: bytes as they came, or a held device tensor as a
+   * handle of its own (its rows, on the device), so that the response outlives the hold.
+   */
+  output(wire: WireTensor): Tensor {
+    if (!wire.device) return tensorFromWire(wire);
+    const held = this.#found(wire);
+    const rows = wire.shape[0];
+    if (!held.rows || rows === undefined) {
+      throw new InferenceError("BLS_DEVICE_TENSOR_SCALAR", { tensor: wire.name, device: wire.device.deviceId });
+    }
+    return { ...tensorFromWire({ ...wire, data: NO_BYTES }), movable: false, device: held.rows(0, rows) };
+  }
+
+  #found(wire: WireTensor): DeviceTensor {
+    const held = wire.device && this.#held.get(wire.device.ref);
+    if (!held || !wire.device) {
+      throw new InferenceError("BLS_DEVICE_TENSOR_RELEASED", { tensor: wire.name, device: wire.device?.deviceId ?? 0 });
+    }
+    return held.tensor;
+  }
+
+  /** An input of a call: bytes, or a held device tensor lent to it (its holder lets it go, not the call). */
+  #input(wire: WireTensor): Tensor {
+    if (!wire.device) return tensorFromWire(wire);
+    const held = this.#found(wire);
+    const lent: DeviceTensor = {
+      deviceId: held.deviceId,
+      byteSize: held.byteSize,
+      kind: held.kind,
+      ...(held.pointer !== undefined ? { pointer: held.pointer } : {}),
+      ...(held.handle !== undefined ? { handle: held.handle } : {}),
+      toHost: () => held.toHost(),
+      ...(held.copyTo
+        ? { copyTo: (pointer: bigint, size: number) => held.copyTo?.(pointer, size) as Promise<void> }
+        : {}),
+      ...(held.rows ? { rows: (start: number, count: number) => held.rows?.(start, count) as DeviceTensor } : {}),
+      release: () => {},
+    };
+    return { ...tensorFromWire({ ...wire, data: NO_BYTES }), movable: false, device: lent };
+  }
+
+  #hold(tensor: Tensor, device: DeviceTensor, parents: readonly number[]): WireTensor {
+    const ref = this.#nextRef++;
+    const open = parents.filter((key) => this.#options.isOpen(key));
+    // Made for requests that have all ended meanwhile: nobody can use it any more.
+    if (parents.length > 0 && open.length === 0) device.release();
+    else this.#held.set(ref, { tensor: device, parents: new Set(open) });
+    return {
+      name: tensor.name,
+      datatype: tensor.datatype,
+      shape: tensor.shape,
+      data: NO_BYTES,
+      device: { ref, deviceId: device.deviceId, byteSize: device.byteSize },
+    };
   }
 }

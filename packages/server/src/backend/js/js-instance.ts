@@ -1,6 +1,6 @@
 import type { ModelRateLimiter } from "@galley/proto";
 import { now } from "../../clock/clock.js";
-import { backendError, ERRORS, InferenceError, modelError } from "../../core/errors.js";
+import { backendError, ERRORS, InferenceError, modelError, toInferenceError } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
@@ -93,6 +93,7 @@ export class JsInstance implements BackendInstance {
       ...(options.executeTimeoutMs ? { executeTimeoutMs: options.executeTimeoutMs } : {}),
       log: options.log,
       onMessage: (message) => this.#onMessage(message),
+      onEnded: (key) => this.#bls.ended(key),
       onDown: () => {
         this.#bls.cancelAll();
         for (const resolve of this.#probes.values()) resolve(false);
@@ -103,6 +104,7 @@ export class JsInstance implements BackendInstance {
       inference: options.inference,
       reply: (message, transfer) => this.#host.post(message, transfer),
       signalOf: (key) => this.#host.request(key)?.signal,
+      isOpen: (key) => this.#host.request(key) !== undefined,
     });
   }
 
@@ -194,10 +196,13 @@ export class JsInstance implements BackendInstance {
   #onMessage(message: JsProtocol["fromInstance"]): void {
     switch (message.kind) {
       case "bls":
-        void this.#bls.run(message.call, message.request, message.stream, message.parents);
+        void this.#bls.run(message.call, message.request, message.stream, message.parents, message.ownSignal);
         return;
       case "bls-cancel":
         this.#bls.cancel(message.call);
+        return;
+      case "bls-drop":
+        this.#bls.drop(message.refs);
         return;
       case "ready":
         this.#probes.get(message.probe)?.(message.ready);
@@ -256,8 +261,15 @@ export class JsInstance implements BackendInstance {
       return new InferenceError("MODEL_BAD_RESPONSE", { instance: this.name, type: response.notAResponse });
     }
     if (response.error) return wireError(response.error);
-    const outputs = response.outputs.map(tensorFromWire);
-    return checkOutputs(this.#options.outputRules, request, outputs) ?? outputs;
+    let outputs: Tensor[];
+    try {
+      outputs = response.outputs.map((t) => this.#bls.output(t));
+    } catch (error) {
+      return toInferenceError(error);
+    }
+    const problem = checkOutputs(this.#options.outputRules, request, outputs);
+    if (problem) for (const o of outputs) o.device?.release();
+    return problem ?? outputs;
   }
 }
 

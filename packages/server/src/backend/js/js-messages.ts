@@ -8,7 +8,24 @@ export interface WireTensor {
   name: string;
   datatype: string;
   shape: number[];
+  /** The bytes; empty for a tensor held on a GPU (`device`). */
   data: Uint8Array;
+  /** A tensor the model holds on a GPU from a BLS call (see `BlsCalls`): its reference there. */
+  device?: WireDevice;
+}
+
+/** A BLS output kept on a GPU for a model, by reference: the bytes stay in the server. */
+export interface WireDevice {
+  /** The instance's number for it (valid until released: see `BlsCalls`). */
+  ref: number;
+  deviceId: number;
+  byteSize: number;
+}
+
+/** Triton's `preferred_memory` of a BLS call: where the model wants the outputs. */
+export interface WirePreferredMemory {
+  kind: "cpu" | "gpu";
+  deviceId: number;
 }
 
 export interface WireRequest {
@@ -50,6 +67,8 @@ export interface WireBlsRequest {
   inputs: WireTensor[];
   outputs: string[];
   parameters: Parameters;
+  /** Absent: host memory. */
+  preferredMemory?: WirePreferredMemory;
 }
 
 export interface WireBlsResponse {
@@ -91,9 +110,11 @@ export interface JsProtocol {
     | { kind: "is-ready"; probe: number }
     /** Sent alone to a throw-away worker, outside any host. */
     | { kind: "auto-complete"; file: string; config: Record<string, unknown> };
-  fromInstance:
-    | { kind: "bls"; call: number; request: WireBlsRequest; stream: boolean; parents: number[] }
+  fromInstance: /** `parents`: the open requests of the batch making the call; `ownSignal`: the model cancels it itself. */
+    | { kind: "bls"; call: number; request: WireBlsRequest; stream: boolean; parents: number[]; ownSignal?: boolean }
     | { kind: "bls-cancel"; call: number }
+    /** Device tensors (`WireDevice.ref`) the model no longer holds. */
+    | { kind: "bls-drop"; refs: number[] }
     | { kind: "ready"; probe: number; ready: boolean }
     | { kind: "auto-completed"; config?: Record<string, unknown>; error?: string }
     | { kind: "memory-exceeded"; usedBytes: number }
@@ -106,6 +127,7 @@ export type FromWorker = InstanceToHost<JsProtocol>;
 /** The buffers a set of tensors can move instead of being copied (each buffer once). */
 export function transferList(tensors: readonly WireTensor[], into: Set<ArrayBuffer> = new Set()): Set<ArrayBuffer> {
   for (const t of tensors) {
+    if (t.device) continue;
     const buffer = t.data.buffer;
     if (buffer instanceof ArrayBuffer && buffer.byteLength > 0) into.add(buffer);
   }

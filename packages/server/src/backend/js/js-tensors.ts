@@ -5,13 +5,14 @@ import { decodeBytesElements, encodeBytesElements } from "@galley/proto/bytes-co
 import { elementType as datatype } from "@galley/proto/datatypes";
 import type { ERRORS } from "../../core/errors.js";
 import { elementCount } from "../../core/tensor.js";
-import type { DataType, InputTensor, OutputTensor } from "../../model/api.js";
+import type { DataType, DeviceRef, InputTensor, OutputTensor } from "../../model/api.js";
 import type { WireError, WireTensor } from "./js-messages.js";
 
 /** The error table's entries this module raises; the worker gets them with `start` (see {@link useErrorTable}). */
 export const TENSOR_ERROR_IDS = [
   "JS_TENSOR_NO_TYPED_ARRAY",
   "JS_TENSOR_NOT_BYTES",
+  "JS_TENSOR_ON_DEVICE",
   "JS_OUTPUT_UNKNOWN_DATATYPE",
   "JS_OUTPUT_LIST",
   "JS_OUTPUT_ELEMENT_COUNT",
@@ -45,8 +46,30 @@ function tensorError(id: TensorErrorId, values: Record<string, string | number>)
 
 const utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 
+/** A received tensor held on a GPU: no bytes here, accessors that say so. */
+function deviceTensor(wire: WireTensor, device: DeviceRef): InputTensor {
+  const onDevice = () => tensorError("JS_TENSOR_ON_DEVICE", { tensor: wire.name, device: device.deviceId });
+  return {
+    name: wire.name,
+    datatype: wire.datatype as DataType,
+    shape: wire.shape,
+    data: wire.data,
+    device,
+    typed() {
+      throw onDevice();
+    },
+    bytes() {
+      throw onDevice();
+    },
+    strings() {
+      throw onDevice();
+    },
+  };
+}
+
 /** A received tensor with typed accessors over the same bytes. */
 export function wrapTensor(wire: WireTensor): InputTensor {
+  if (wire.device) return deviceTensor(wire, wire.device);
   const info = datatype(wire.datatype);
   return {
     name: wire.name,
@@ -80,6 +103,18 @@ export function toWireTensor(tensor: OutputTensor): WireTensor {
   const info = datatype(tensor.datatype);
   if (!info) throw tensorError("JS_OUTPUT_UNKNOWN_DATATYPE", { output: tensor.name, datatype: tensor.datatype });
   const shape = [...tensor.shape];
+  const device = tensor.device;
+  if (device) {
+    // Held on a GPU: only the reference travels (the server checks it is still held).
+    const { ref, deviceId, byteSize } = device;
+    return {
+      name: tensor.name,
+      datatype: info.name,
+      shape,
+      data: new Uint8Array(0),
+      device: { ref, deviceId, byteSize },
+    };
+  }
   const count = elementCount(shape);
   const source = tensor.data;
   let data: Uint8Array;

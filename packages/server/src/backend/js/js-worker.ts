@@ -76,13 +76,15 @@ function blsMessage(request: BlsRequest, stream: boolean) {
   // Copied, not moved: the model usually still holds these tensors (its own inputs, say).
   const inputs = request.inputs.map((t) => {
     const wire = toWireTensor(t);
-    return { ...wire, data: new Uint8Array(wire.data) };
+    return wire.device ? wire : { ...wire, data: new Uint8Array(wire.data) };
   });
+  const preferred = request.preferredMemory;
   const message: FromWorker = {
     kind: "bls",
     call,
     stream,
-    parents: request.signal ? [] : (batchKeys.getStore() ?? []),
+    parents: batchKeys.getStore() ?? [],
+    ownSignal: request.signal !== undefined,
     request: {
       model: request.model,
       version: request.version ?? "",
@@ -90,13 +92,24 @@ function blsMessage(request: BlsRequest, stream: boolean) {
       inputs,
       outputs: [...(request.outputs ?? [])],
       parameters,
+      ...(preferred ? { preferredMemory: { kind: preferred.kind, deviceId: preferred.deviceId ?? 0 } } : {}),
     },
   };
   return { call, message, transfer: transferList(inputs) };
 }
 
+/**
+ * Device tensors let go once the model no longer refers to their `device` object (copies of a
+ * tensor made with spread share it); the server also lets them go when their batch's requests end.
+ */
+const heldOnDevice = new FinalizationRegistry<number>((ref) => post({ kind: "bls-drop", refs: [ref] }));
+
 function blsResponse(wire: WireBlsResponse): BlsResponse {
-  const outputs = wire.outputs.map(wrapTensor);
+  const outputs = wire.outputs.map((t) => {
+    const tensor = wrapTensor(t);
+    if (tensor.device) heldOnDevice.register(tensor.device, tensor.device.ref);
+    return tensor;
+  });
   return {
     modelName: wire.modelName,
     modelVersion: wire.modelVersion,

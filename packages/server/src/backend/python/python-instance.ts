@@ -3,7 +3,7 @@ import type { ModelRateLimiter } from "@galley/proto";
 import { now } from "../../clock/clock.js";
 import { InferenceError, modelError, toInferenceError } from "../../core/errors.js";
 import type { InferenceRequest } from "../../core/inference-request.js";
-import type { Parameters, Tensor } from "../../core/tensor.js";
+import { NO_BYTES, type Parameters, type Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { checkOutputs, type OutputRules } from "../check-outputs.js";
@@ -38,6 +38,9 @@ export interface PythonInstanceOptions {
   inference: () => InferencePath;
   log: Logger;
 }
+
+/** The segment fields of a tensor with no bytes here (a held device tensor). */
+const NO_SHM = { s: -1, z: 0, o: 0, n: 0 } as const;
 
 /** How long the stub's read blocks wait to be given back when no batch carries them. */
 const RELEASE_DELAY_MS = 2;
@@ -91,6 +94,7 @@ export class PythonInstance implements BackendInstance {
       ...(options.executeTimeoutMs ? { executeTimeoutMs: options.executeTimeoutMs } : {}),
       log: options.log,
       onMessage: (message) => this.#onMessage(message),
+      onEnded: (key) => this.#bls.ended(key),
       onDown: () => {
         this.#bls.cancelAll();
         // The stub is gone: its segments and ours start over with the next one.
@@ -107,7 +111,11 @@ export class PythonInstance implements BackendInstance {
         if (message.kind !== "bls-reply") return;
         const pool = this.#shm();
         const response: PyResponse | undefined = message.response && {
-          outputs: message.response.outputs.map((t) => pool.put(t)),
+          outputs: message.response.outputs.map((t) =>
+            t.device
+              ? { name: t.name, datatype: t.datatype, shape: t.shape, ...NO_SHM, device: t.device }
+              : pool.put(t),
+          ),
           parameters: message.response.parameters,
         };
         this.#host.post({
@@ -119,6 +127,7 @@ export class PythonInstance implements BackendInstance {
         });
       },
       signalOf: (key) => this.#host.request(key)?.signal,
+      isOpen: (key) => this.#host.request(key) !== undefined,
     });
   }
 
@@ -227,7 +236,17 @@ export class PythonInstance implements BackendInstance {
       case "bls": {
         let wire: WireBlsRequest;
         try {
-          wire = { ...message.request, inputs: this.#take(message.request.inputs) };
+          const inputs = message.request.inputs;
+          wire = {
+            ...message.request,
+            // A held device tensor goes on as its reference: BlsCalls lends it to the call.
+            inputs: inputs.map((t) => {
+              if (t.device)
+                return { name: t.name, datatype: t.datatype, shape: t.shape, data: NO_BYTES, device: t.device };
+              const { name, datatype, shape, data } = this.#take([t])[0] as Tensor;
+              return { name, datatype, shape, data };
+            }),
+          };
         } catch (error) {
           this.#host.post({
             kind: "bls-reply",
@@ -242,6 +261,9 @@ export class PythonInstance implements BackendInstance {
       }
       case "bls-cancel":
         this.#bls.cancel(message.call);
+        return;
+      case "bls-drop":
+        this.#bls.drop(message.refs);
         return;
       case "metric": {
         let reply: { value?: number; error?: string };
@@ -345,9 +367,22 @@ export class PythonInstance implements BackendInstance {
 
   /** A response's outputs, checked against the config, or why the request fails. */
   #outputs(request: InferenceRequest, response: PyResponse): Tensor[] | Error {
-    const outputs = this.#take(response.outputs);
-    if (response.error) return modelError(response.error.message, response.error.code);
-    return checkOutputs(this.#options.outputRules, request, outputs) ?? outputs;
+    let outputs: Tensor[];
+    try {
+      // A held device tensor returned as an output gets a handle of its own (see BlsCalls.output).
+      outputs = response.outputs.map((t) =>
+        t.device ? this.#bls.output({ ...t, data: NO_BYTES }) : (this.#take([t])[0] as Tensor),
+      );
+    } catch (error) {
+      return toInferenceError(error);
+    }
+    if (response.error) {
+      for (const o of outputs) o.device?.release();
+      return modelError(response.error.message, response.error.code);
+    }
+    const problem = checkOutputs(this.#options.outputRules, request, outputs);
+    if (problem) for (const o of outputs) o.device?.release();
+    return problem ?? outputs;
   }
 }
 

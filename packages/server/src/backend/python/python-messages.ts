@@ -3,6 +3,7 @@
 // (`ShmTensor`): the JSON says where the bytes are, never what they are.
 import type { Parameters } from "../../core/tensor.js";
 import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
+import type { WireDevice, WirePreferredMemory } from "../js/js-messages.js";
 
 /**
  * A tensor whose bytes lie in a segment of the sender: segment number `s` (of `z` bytes), byte
@@ -18,6 +19,8 @@ export interface ShmTensor {
   n: number;
   /** 1: the bytes lie in the reader's own segment `s` (an output that is a view of an input). */
   r?: 1;
+  /** A tensor held on a GPU for the model (a BLS output, see `BlsCalls`): no bytes here (`s` -1). */
+  device?: WireDevice;
 }
 
 export interface PyRequest {
@@ -56,6 +59,8 @@ export interface PyBlsRequest {
   inputs: ShmTensor[];
   outputs: string[];
   parameters: Parameters;
+  /** `preferred_memory`; absent: host memory. */
+  preferredMemory?: WirePreferredMemory;
 }
 
 /** What a stub is started with. */
@@ -104,6 +109,8 @@ export interface PyProtocol {
   fromInstance:
     | { kind: "bls"; call: number; request: PyBlsRequest; stream: boolean; parents: number[] }
     | { kind: "bls-cancel"; call: number }
+    /** Device tensors (`WireDevice.ref`) the model no longer holds. */
+    | { kind: "bls-drop"; refs: number[] }
     /** The server's blocks the stub no longer uses. */
     | { kind: "release"; blocks: [number, number][] }
     | { kind: "metric"; call: number; request: MetricOp }

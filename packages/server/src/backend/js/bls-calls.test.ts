@@ -1,0 +1,168 @@
+// BlsCalls' device tensors (issue 19): outputs a BLS call asked on a GPU are held by reference for
+// the model, lent to later calls, given their own handle when returned, and let go when the model
+// drops them, when the requests of the batch that made the call end, or with the instance. The
+// device tensors here keep their bytes in host memory and count their handles, so the bookkeeping
+// is what is tested (the H200 run covers the real thing: device-tensors-gpu.mjs).
+import { describe, expect, it } from "vitest";
+import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
+import type { DeviceTensor } from "../../core/tensor.js";
+import { BlsCalls } from "./bls-calls.js";
+import type { JsProtocol, WireBlsResponse, WireTensor } from "./js-messages.js";
+
+type Reply = Extract<JsProtocol["toInstance"], { kind: "bls-reply" }>;
+
+/** A device tensor over host bytes that counts its live handles (views share the bytes). */
+function counted(bytes: Uint8Array, live: { handles: number }, rowBytes = bytes.byteLength): DeviceTensor {
+  live.handles++;
+  let released = false;
+  return {
+    deviceId: 0,
+    byteSize: bytes.byteLength,
+    kind: "pytorch",
+    toHost: async () => bytes.slice(),
+    rows: (start, count) => counted(bytes.subarray(start * rowBytes, (start + count) * rowBytes), live, rowBytes),
+    release: () => {
+      if (!released) live.handles--;
+      released = true;
+    },
+  };
+}
+
+function setup(open: Set<number>) {
+  const live = { handles: 0 };
+  const seen: InferenceRequest[] = [];
+  const replies: Reply[] = [];
+  const calls = new BlsCalls({
+    inference: () => ({
+      async infer(request: InferenceRequest): Promise<InferenceResponse> {
+        seen.push(request);
+        const input = request.inputs[0];
+        // "double": a GPU model that keeps its output on the device when asked to.
+        const bytes = input?.device ? await input.device.toHost() : (input?.data ?? new Uint8Array());
+        const out = Uint8Array.from(bytes, (b) => b * 2);
+        const device = request.outputsOnDevice === 0 ? counted(out, live, 2) : undefined;
+        return {
+          modelName: request.modelName,
+          modelVersion: "1",
+          id: request.id,
+          parameters: {},
+          outputs: [
+            {
+              name: "OUT",
+              datatype: "UINT8",
+              shape: [out.byteLength / 2, 2],
+              data: device ? new Uint8Array(0) : out,
+              parameters: {},
+              movable: false,
+              ...(device ? { device } : {}),
+            },
+          ],
+        };
+      },
+      stream: () => {
+        throw new Error("not used");
+      },
+    }),
+    reply: (message) => {
+      if (message.kind === "bls-reply") replies.push(message);
+    },
+    signalOf: () => undefined,
+    isOpen: (key) => open.has(key),
+  });
+  const call = async (number: number, input: WireTensor, gpu: boolean, parents: number[]) => {
+    await calls.run(
+      number,
+      {
+        model: "double",
+        version: "",
+        id: "",
+        inputs: [input],
+        outputs: [],
+        parameters: {},
+        ...(gpu ? { preferredMemory: { kind: "gpu" as const, deviceId: 0 } } : {}),
+      },
+      false,
+      parents,
+    );
+    return replies.at(-1) as Reply;
+  };
+  return { calls, call, live, seen, replies };
+}
+
+const bytes = (...values: number[]): WireTensor => ({
+  name: "IN",
+  datatype: "UINT8",
+  shape: [values.length / 2, 2],
+  data: Uint8Array.from(values),
+});
+const outputOf = (reply: Reply) => (reply.response as WireBlsResponse).outputs[0] as WireTensor;
+
+describe("BlsCalls' device tensors", () => {
+  it("holds a GPU output by reference, lends it to the next call and lets it go when its request ends", async () => {
+    const open = new Set([7]);
+    const { calls, call, live, seen } = setup(open);
+    const first = outputOf(await call(1, bytes(1, 2, 3, 4), true, [7]));
+    expect(first.device).toEqual({ ref: 1, deviceId: 0, byteSize: 4 });
+    expect(first.data.byteLength).toBe(0);
+    expect(live.handles).toBe(1);
+    // Passed on as an input: the callee gets the device tensor itself, not bytes.
+    const second = outputOf(await call(2, { ...first, name: "IN" }, true, [7]));
+    expect(seen[1]?.inputs[0]?.device?.byteSize).toBe(4);
+    expect(seen[1]?.inputs[0]?.data.byteLength).toBe(0);
+    expect(live.handles).toBe(2);
+    // Lent, not given: the callee letting go of its input does not free the held tensor.
+    seen[1]?.inputs[0]?.device?.release();
+    expect(live.handles).toBe(2);
+    // Returned as the model's output: a handle of its own, which outlives the request's end.
+    const returned = calls.output({ ...second, name: "RESULT" });
+    expect(returned.device).toBeDefined();
+    expect([...(await (returned.device as DeviceTensor).toHost())]).toEqual([4, 8, 12, 16]);
+    expect(live.handles).toBe(3);
+    open.delete(7);
+    calls.ended(7);
+    expect(live.handles).toBe(1);
+    returned.device?.release();
+    expect(live.handles).toBe(0);
+    // Gone: a later use says so with the tensor's name.
+    expect(() => calls.output(second)).toThrow(
+      /tensor 'OUT' was held on GPU 0 by an earlier BLS call and has been released/,
+    );
+  });
+
+  it("lets go of what the model drops, of what its batch's other requests still hold only when they end, and of everything with the instance", async () => {
+    const open = new Set([1, 2]);
+    const { calls, call, live } = setup(open);
+    const a = outputOf(await call(1, bytes(1, 1), true, [1, 2]));
+    const b = outputOf(await call(2, bytes(2, 2), true, [1]));
+    const c = outputOf(await call(3, bytes(3, 3), true, []));
+    expect(live.handles).toBe(3);
+    calls.drop([b.device?.ref as number]);
+    expect(live.handles).toBe(2);
+    calls.ended(1);
+    expect(live.handles).toBe(2); // a: request 2 is still open; c: made outside any batch
+    calls.ended(2);
+    expect(live.handles).toBe(1);
+    expect(c.device).toBeDefined();
+    calls.cancelAll();
+    expect(live.handles).toBe(0);
+    expect(a.device?.ref).toBe(1);
+  });
+
+  it("gives bytes without the GPU preference, and releases at once what is made for requests already ended", async () => {
+    const open = new Set<number>();
+    const { call, live } = setup(open);
+    const plain = outputOf(await call(1, bytes(5, 6), false, [3]));
+    expect(plain.device).toBeUndefined();
+    expect([...plain.data]).toEqual([10, 12]);
+    const late = outputOf(await call(2, bytes(5, 6), true, [3]));
+    expect(late.device).toBeDefined();
+    expect(live.handles).toBe(0);
+  });
+
+  it("answers a call naming a released tensor with Triton's INVALID_ARG and the tensor's name", async () => {
+    const { call } = setup(new Set());
+    const reply = await call(1, { ...bytes(), device: { ref: 99, deviceId: 0, byteSize: 4 } }, true, []);
+    expect(reply.error?.code).toBe("INVALID_ARG");
+    expect(reply.error?.message).toMatch(/tensor 'IN' was held on GPU 0 by an earlier BLS call and has been released/);
+  });
+});
