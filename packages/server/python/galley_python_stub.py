@@ -100,6 +100,7 @@ class Runtime:
         self.decoupled = False
         self.outputs = []
         self.work = collections.deque()
+        self.dropped = collections.deque()  # device tensor refs the model let go, not yet sent
         self.cancels = {}  # key -> threading.Event, for requests not yet finished
         self.calls = {}
         self.next_call = 1
@@ -163,13 +164,29 @@ class Runtime:
         self.pump(lambda: False, block=False)
 
     def flush(self):
-        if self.shm is not None:
-            pending = self.shm.take_released()
-            if pending is not None:
-                self.channel.send(pending)
+        for message in self.before_send() or ():
+            self.channel.send(message)
 
     def before_send(self):
-        return self.shm.take_released() if self.shm is not None else None
+        """What follows the next frame out: blocks of the server's we have read, device tensors
+        the model let go (after the frame, which may still hand them to the server)."""
+        extra = []
+        released = self.shm.take_released() if self.shm is not None else None
+        if released is not None:
+            extra.append(released)
+        refs = []
+        while True:
+            try:
+                refs.append(self.dropped.popleft())
+            except IndexError:
+                break
+        if refs:
+            extra.append({"kind": "bls-drop", "refs": refs})
+        return extra or None
+
+    def drop(self, ref):
+        """The model no longer refers to device tensor `ref` (sent after the next frame)."""
+        self.dropped.append(ref)
 
     # ---- services for pb_utils ----
 

@@ -36,8 +36,9 @@ class Channel:
         self._fd = fd
         self._lock = threading.Lock()
         self._buffer = bytearray()
-        # Called as each frame goes out: pending releases follow it in the same write (after it,
-        # so that a block the frame lends to the server is held there before we let it go).
+        # Called as each frame goes out: pending releases (a list of messages, or None) follow it
+        # in the same write (after it, so that a block or a device tensor the frame hands to the
+        # server is taken there before we let it go).
         self.before_send = None
 
     def send(self, message):
@@ -45,8 +46,8 @@ class Channel:
         hook = self.before_send
         extra = hook() if hook is not None else None
         data = _LEN.pack(len(body)) + body
-        if extra is not None:
-            extra_body = _ENCODE(extra).encode("utf-8")
+        for message in extra or ():
+            extra_body = _ENCODE(message).encode("utf-8")
             data += _LEN.pack(len(extra_body)) + extra_body
         with self._lock:
             view = memoryview(data)

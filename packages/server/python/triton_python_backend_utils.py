@@ -224,10 +224,11 @@ class _Held:
 
 
 def _drop_held(ref):
-    try:
-        _rt().channel.send({"kind": "bls-drop", "refs": [ref]})
-    except Exception:  # noqa: BLE001 - the stub is going away: the server lets go of everything
-        pass
+    # Queued, not sent: the frame that hands this tensor to the server (a response, a BLS call)
+    # may not have gone out yet; the drop follows the next frame.
+    runtime = _runtime
+    if runtime is not None:
+        runtime.drop(ref)
 
 
 class Tensor:

@@ -73,6 +73,8 @@ export class PythonInstance implements BackendInstance {
    * since the release of an input that an output views follows that answer in the same write.
    */
   #releasedMeanwhile: [number, number][] = [];
+  /** Device tensors the model dropped while a batch was executing: let go once its answer is read. */
+  #droppedMeanwhile: number[] = [];
 
   private constructor(options: PythonInstanceOptions) {
     this.name = options.name;
@@ -102,6 +104,7 @@ export class PythonInstance implements BackendInstance {
         this.#pool = undefined;
         this.#release = [];
         this.#releasedMeanwhile = [];
+        this.#droppedMeanwhile = [];
         this.#options.metrics.dropOwner(this.#prefix);
       },
     });
@@ -201,7 +204,11 @@ export class PythonInstance implements BackendInstance {
   }
 
   #doneExecuting(): void {
-    if (--this.#executing > 0 || this.#releasedMeanwhile.length === 0) return;
+    if (--this.#executing > 0) return;
+    const dropped = this.#droppedMeanwhile;
+    this.#droppedMeanwhile = [];
+    this.#bls.drop(dropped);
+    if (this.#releasedMeanwhile.length === 0) return;
     const blocks = this.#releasedMeanwhile;
     this.#releasedMeanwhile = [];
     this.#pool?.release(blocks);
@@ -263,7 +270,9 @@ export class PythonInstance implements BackendInstance {
         this.#bls.cancel(message.call);
         return;
       case "bls-drop":
-        this.#bls.drop(message.refs);
+        // As with released blocks: the answer that returns one of these is read a microtask later.
+        if (this.#executing > 0) this.#droppedMeanwhile.push(...message.refs);
+        else this.#bls.drop(message.refs);
         return;
       case "metric": {
         let reply: { value?: number; error?: string };
