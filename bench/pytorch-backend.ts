@@ -15,14 +15,16 @@
 // `--delay-us` (100) of queue delay, `--threads` (4) load processes; `--profile` also prints where
 // the server's main thread spent its time (a --cpu-prof of the whole run); `--parameters=K=V,...`
 // sets Triton's PyTorch backend parameters (e.g. DISABLE_OPTIMIZED_EXECUTION=true) on both models;
-// `--models=mlp` measures only those (mlp, espcn).
+// `--models=mlp` measures only those (mlp, espcn); `--shared-memory=system|cuda` puts each caller's
+// tensors in a region of its own that the requests name (perf_analyzer's `--shared-memory`), so the
+// gRPC messages carry no tensor bytes (the default, `none`, sends them in the messages).
 import { type ChildProcess, execFileSync, fork, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createGrpcClient } from "@galley/client";
-import { type LoadRequest, runLoad, runLoadWorker } from "./lib/grpc-load.js";
+import { type LoadRequest, type LoadSharedMemory, runLoad, runLoadWorker } from "./lib/grpc-load.js";
 import { median, percentile, table } from "./lib/stats.js";
 
 const arg = (name: string, fallback: string) =>
@@ -46,6 +48,7 @@ if (await runLoadWorker()) {
     http: false,
     metrics: false,
     grpc: { host: "127.0.0.1", port: 0 },
+    allowClientShm: true,
     log: createLogger({ info: false }),
   });
   const addresses = await server.listen();
@@ -64,6 +67,7 @@ async function main(): Promise<void> {
   const concurrencies = arg("concurrency", "1,4,16,64").split(",").map(Number);
   const instances = Number(arg("instances", "2"));
   const delayUs = Number(arg("delay-us", "100"));
+  const sharedMemory = arg("shared-memory", "none") as LoadSharedMemory;
   const out = arg("out", mkdtempSync(join(tmpdir(), "galley-bench-torch-")));
   const script = arg(
     "script",
@@ -141,11 +145,13 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
     for (const batch of batches) {
       const py = pythonTimes.results[name]?.[String(batch)];
       const pyRows = py ? (batch / py.e2e) * 1000 : Number.NaN;
+      const rowBytes = info.output.reduce((a, b) => a * b, 1) * (info.datatype === "FP16" ? 2 : 4);
       const request: LoadRequest = {
         model: name,
         inputs: [
           { name: "INPUT__0", datatype: info.datatype, shape: [batch, ...info.input], data: rowsOf(info, batch) },
         ],
+        outputs: [{ name: "OUTPUT__0", byteSize: batch * rowBytes }],
       };
       // ESPCN's responses are 6 MiB a row: what is in flight stays within about 1.5 GiB.
       const limit = name === "espcn" && !small ? Math.max(2, Math.floor(1536 / (6 * batch))) : Number.POSITIVE_INFINITY;
@@ -161,6 +167,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
           seconds,
           warmMs: Math.min(1000, seconds * 300),
           script: self,
+          sharedMemory,
         });
         const cpuSeconds = processCpu(server.pid) - cpu;
         const byThread = threadCpuSince(threadsBefore, threadCpu(server.pid), m.calls);
@@ -230,7 +237,7 @@ instance_group [ { kind: ${arg("kind", device === "cpu" ? "KIND_CPU" : "KIND_GPU
   server.disconnect();
   await new Promise((resolve) => server.once("exit", resolve));
   console.log(
-    `\nPython torch ${pythonTimes.torch} on ${device}; Galley gRPC, dynamic batching (${delayUs} µs), ${instances} instance(s), ${threads} load threads\n`,
+    `\nPython torch ${pythonTimes.torch} on ${device}; Galley gRPC${sharedMemory === "none" ? "" : ` with ${sharedMemory} shared memory`}, dynamic batching (${delayUs} µs), ${instances} instance(s), ${threads} load threads\n`,
   );
   console.log(
     table(

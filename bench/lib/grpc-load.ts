@@ -6,13 +6,23 @@
 import { fork } from "node:child_process";
 import { connect } from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { ModelInferRequestSchema } from "@galley/proto";
+import { CudaSharedMemory, createGrpcClient, type SharedRegion, SystemSharedMemory } from "@galley/client";
+import { type InferParameter, ModelInferRequestSchema, toInferParameter } from "@galley/proto";
 
 /** One ModelInfer request, as raw tensors. */
 export interface LoadRequest {
   model: string;
   inputs: { name: string; datatype: string; shape: number[]; data: Uint8Array }[];
+  /** The outputs and their sizes: needed to place them in shared memory (`--shared-memory`). */
+  outputs?: { name: string; byteSize: number }[];
 }
+
+/**
+ * Where the tensors travel: in the gRPC messages (`none`), or in a region of the caller's own
+ * (system shared memory, or CUDA memory on GPU 0) that each request names, as perf_analyzer's
+ * `--shared-memory=system|cuda` does; the input is written into it once.
+ */
+export type LoadSharedMemory = "none" | "system" | "cuda";
 
 /** What a load run measured. */
 export interface LoadResult {
@@ -28,6 +38,7 @@ export interface LoadResult {
 interface WorkerJob {
   url: string;
   request: LoadRequest;
+  sharedMemory: LoadSharedMemory;
   callers: number;
   warmMs: number;
   seconds: number;
@@ -47,12 +58,26 @@ const WORKER_ENV = "GALLEY_GRPC_LOAD_PROCESS";
 export async function runLoad(
   url: string,
   request: LoadRequest,
-  options: { concurrency: number; threads: number; seconds: number; warmMs: number; script: string },
+  options: {
+    concurrency: number;
+    threads: number;
+    seconds: number;
+    warmMs: number;
+    script: string;
+    sharedMemory?: LoadSharedMemory;
+  },
 ): Promise<LoadResult> {
   const threads = Math.max(1, Math.min(options.threads, options.concurrency));
   const jobs = Array.from({ length: threads }, (_, i) => {
     const callers = Math.floor(options.concurrency / threads) + (i < options.concurrency % threads ? 1 : 0);
-    const job: WorkerJob = { url, request, callers, warmMs: options.warmMs, seconds: options.seconds };
+    const job: WorkerJob = {
+      url,
+      request,
+      sharedMemory: options.sharedMemory ?? "none",
+      callers,
+      warmMs: options.warmMs,
+      seconds: options.seconds,
+    };
     return new Promise<LoadResult>((resolve, reject) => {
       const child = fork(options.script, [], {
         execArgv: process.execArgv,
@@ -91,8 +116,9 @@ async function work(job: WorkerJob): Promise<LoadResult> {
     session.once("error", reject);
   });
   session.setLocalWindowSize(128 << 20);
-  const pieces = encode(job.request);
-  const call = () =>
+  const shared = await placeInShared(job);
+  const raw = shared.messages.length === 0 ? encode(job.request) : undefined;
+  const call = (caller: number) =>
     new Promise<void>((resolve, reject) => {
       const stream = session.request({
         ":method": "POST",
@@ -119,16 +145,17 @@ async function work(job: WorkerJob): Promise<LoadResult> {
           ? resolve()
           : reject(new Error(`grpc-status ${status ?? "none"}: ${decodeURIComponent(message)}`)),
       );
+      const pieces = raw ?? [shared.messages[caller] as Uint8Array];
       for (const piece of pieces.slice(0, -1)) stream.write(piece);
       stream.end(pieces[pieces.length - 1]);
     });
   const result: LoadResult = { calls: 0, seconds: 0, latencies: [], failures: 0 };
   const warmEnd = performance.now() + job.warmMs;
-  const loop = async (until: number, record: boolean) => {
+  const loop = async (caller: number, until: number, record: boolean) => {
     while (performance.now() < until) {
       const t = performance.now();
       try {
-        await call();
+        await call(caller);
         if (record) {
           result.latencies.push(performance.now() - t);
           result.calls++;
@@ -140,12 +167,67 @@ async function work(job: WorkerJob): Promise<LoadResult> {
       }
     }
   };
-  await Promise.all(Array.from({ length: job.callers }, () => loop(warmEnd, false)));
+  await Promise.all(Array.from({ length: job.callers }, (_, i) => loop(i, warmEnd, false)));
   const start = performance.now();
-  await Promise.all(Array.from({ length: job.callers }, () => loop(start + job.seconds * 1000, true)));
+  await Promise.all(Array.from({ length: job.callers }, (_, i) => loop(i, start + job.seconds * 1000, true)));
   result.seconds = (performance.now() - start) / 1000;
   session.close();
+  await shared.dispose();
   return result;
+}
+
+/** Per caller, a region holding its input (written once) and room for its outputs, and the request naming them. */
+async function placeInShared(job: WorkerJob): Promise<{ messages: Uint8Array[]; dispose(): Promise<void> }> {
+  if (job.sharedMemory === "none") return { messages: [], dispose: async () => {} };
+  const client = createGrpcClient({ baseUrl: job.url });
+  const inputBytes = job.request.inputs.reduce((n, i) => n + i.data.byteLength, 0);
+  const outputs = job.request.outputs ?? [];
+  const total = inputBytes + outputs.reduce((n, o) => n + o.byteSize, 0);
+  const regions: SharedRegion[] = [];
+  const messages: Uint8Array[] = [];
+  const param = (region: string, offset: number, byteSize: number): Record<string, InferParameter> => ({
+    shared_memory_region: toInferParameter(region),
+    shared_memory_offset: toInferParameter(offset),
+    shared_memory_byte_size: toInferParameter(byteSize),
+  });
+  for (let caller = 0; caller < job.callers; caller++) {
+    const region =
+      job.sharedMemory === "cuda"
+        ? await CudaSharedMemory.create(total, { device: 0, client })
+        : await SystemSharedMemory.create(total, { client });
+    regions.push(region);
+    let at = 0;
+    const inputs = [];
+    for (const input of job.request.inputs) {
+      await region.write(at, input.data);
+      inputs.push({
+        name: input.name,
+        datatype: input.datatype,
+        shape: input.shape.map(BigInt),
+        parameters: param(region.name, at, input.data.byteLength),
+      });
+      at += input.data.byteLength;
+    }
+    const requested = outputs.map((output) => {
+      const entry = { name: output.name, parameters: param(region.name, at, output.byteSize) };
+      at += output.byteSize;
+      return entry;
+    });
+    const body = toBinary(
+      ModelInferRequestSchema,
+      create(ModelInferRequestSchema, { modelName: job.request.model, inputs, outputs: requested }),
+    );
+    const frame = new Uint8Array(5 + body.byteLength);
+    new DataView(frame.buffer).setUint32(1, body.byteLength);
+    frame.set(body, 5);
+    messages.push(frame);
+  }
+  return {
+    messages,
+    dispose: async () => {
+      for (const region of regions) await (region as unknown as AsyncDisposable)[Symbol.asyncDispose]();
+    },
+  };
 }
 
 /** The gRPC frame: its 5-byte prefix, the encoded head, then each raw tensor as tag, length, bytes. */
