@@ -516,21 +516,14 @@ async function main() {
 
   const row = (a, b, c) => console.log(`${a.padEnd(46)} ${String(b).padStart(14)} ${String(c).padStart(14)}`);
   console.log("\nsummary");
+  const rate = (title, f, what) => {
+    if (!f) return;
+    row(title, f.framesPerSecondDevice.toFixed(1), `host ${f.framesPerSecondHost.toFixed(1)}`);
+    row(`  ratio device / host (${what})`, f.ratio.toFixed(2), "");
+  };
   if (figures.ensemble) {
-    row(
-      "ensemble 3 steps, frames/s (8 in flight)",
-      figures.ensemble.framesPerSecondDevice.toFixed(1),
-      `host ${figures.ensemble.framesPerSecondHost.toFixed(1)}`,
-    );
-    row("  ratio device / host (frames over gRPC)", figures.ensemble.ratio.toFixed(2), "");
-    if (figures.ensembleRegions) {
-      row(
-        "ensemble, frames in CUDA regions, frames/s",
-        figures.ensembleRegions.framesPerSecondDevice.toFixed(1),
-        `host ${figures.ensembleRegions.framesPerSecondHost.toFixed(1)}`,
-      );
-      row("  ratio device / host (target ≥ 2)", figures.ensembleRegions.ratio.toFixed(2), "");
-    }
+    rate("ensemble 3 steps, frames/s (8 in flight)", figures.ensemble, "frames over gRPC");
+    rate("ensemble, frames in CUDA regions, frames/s", figures.ensembleRegions, "target ≥ 2");
     row(
       "  host bytes between steps (device / host)",
       figures.pipeline_deviceBytes?.between,
