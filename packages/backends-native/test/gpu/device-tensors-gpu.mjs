@@ -224,6 +224,17 @@ async function main() {
       onDevice: a.onDevice - b.onDevice,
     };
   };
+  // The three steps' counters between two readings, and the bytes that crossed the host between
+  // the steps: what upscale sends out, filter moves either way, downscale takes in.
+  const stepBytes = (before, after) => {
+    const counts = Object.fromEntries(["upscale", "filter", "downscale"].map((s) => [s, delta(before, after, s)]));
+    const between =
+      counts.upscale.deviceToHost +
+      counts.filter.hostToDevice +
+      counts.filter.deviceToHost +
+      counts.downscale.hostToDevice;
+    return { counts, between };
+  };
   const grpc = createGrpcClient({ baseUrl: `http://127.0.0.1:${ports.grpc}` });
   const same = (a, b) => a.byteLength === b.byteLength && Buffer.compare(Buffer.from(a), Buffer.from(b)) === 0;
   const maxDiff = (a, b) => {
@@ -283,13 +294,7 @@ async function main() {
         const result = await grpc.infer(name, { inputs: input });
         const after = await transfers();
         outputs[name] = result.output("RESULT").data;
-        const counts = Object.fromEntries(steps.map((s) => [s, delta(before, after, s)]));
-        // Between the steps: what upscale sends out, filter moves either way, downscale takes in.
-        const between =
-          counts.upscale.deviceToHost +
-          counts.filter.hostToDevice +
-          counts.filter.deviceToHost +
-          counts.downscale.hostToDevice;
+        const { counts, between } = stepBytes(before, after);
         figures[`${name}Bytes`] = { ...counts, between };
         if (kind === "cuda") {
           if (name === "pipeline_device")
@@ -416,19 +421,13 @@ async function main() {
     // 2b. The steps as BLS calls from a scripted and a Python model, outputs asked on GPU 0.
     await attempt("BLS chains", async () => {
       const frame = readFileSync(join(repo, "frame.bin"));
-      const steps = ["upscale", "filter", "downscale"];
       for (const name of ["chain_js", "chain_py"]) {
         const before = await transfers();
         const result = await grpc.infer(name, {
           inputs: { INPUT__0: { datatype: "FP16", shape: [1, 3, size, size], data: new Uint8Array(frame) } },
         });
         const after = await transfers();
-        const counts = Object.fromEntries(steps.map((s) => [s, delta(before, after, s)]));
-        const between =
-          counts.upscale.deviceToHost +
-          counts.filter.hostToDevice +
-          counts.filter.deviceToHost +
-          counts.downscale.hostToDevice;
+        const { counts, between } = stepBytes(before, after);
         const where = new TextDecoder().decode(result.output("WHERE").data);
         figures[`${name}Bytes`] = { ...counts, between, where };
         check(
