@@ -314,6 +314,10 @@ export const ERRORS = {
     "INVALID_ARG",
     "tensor '{tensor}' was held on GPU {device} by an earlier BLS call and has been released (the request that made the call ended)",
   ],
+  BLS_DEVICE_TENSOR_MISMATCH: [
+    "INVALID_ARG",
+    "tensor '{tensor}' is held on GPU {device} as {held}; it cannot be passed as {given} (only its name may change)",
+  ],
   BLS_DEVICE_TENSOR_SCALAR: ["INVALID_ARG", "tensor '{tensor}' is held on GPU {device} and has no rows to return"],
   JS_OUTPUT_UNKNOWN_DATATYPE: ["INVALID_ARG", "output '{output}' has unknown datatype '{datatype}'"],
   JS_OUTPUT_LIST: ["INVALID_ARG", "output '{output}' is {datatype}: give a typed array, not a list"],

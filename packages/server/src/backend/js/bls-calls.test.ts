@@ -165,4 +165,22 @@ describe("BlsCalls' device tensors", () => {
     expect(reply.error?.code).toBe("INVALID_ARG");
     expect(reply.error?.message).toMatch(/tensor 'IN' was held on GPU 0 by an earlier BLS call and has been released/);
   });
+
+  it("refuses a held tensor passed as another datatype or shape: only its name may change", async () => {
+    const open = new Set([1]);
+    const { calls, call, live } = setup(open);
+    const held = outputOf(await call(1, bytes(1, 2, 3, 4), true, [1]));
+    const reshaped = await call(2, { ...held, name: "IN", shape: [4, 1] }, true, [1]);
+    expect(reshaped.error?.code).toBe("INVALID_ARG");
+    expect(reshaped.error?.message).toBe(
+      "tensor 'IN' is held on GPU 0 as UINT8 [2, 2]; it cannot be passed as UINT8 [4, 1] (only its name may change)",
+    );
+    expect(() => calls.output({ ...held, datatype: "INT8" })).toThrow(/as UINT8 \[2, 2\]; it cannot be passed as INT8/);
+    expect(calls.output({ ...held, name: "RENAMED" })).toMatchObject({
+      name: "RENAMED",
+      datatype: "UINT8",
+      shape: [2, 2],
+    });
+    expect(live.handles).toBe(2);
+  });
 });

@@ -29,6 +29,9 @@ export interface BlsCallsOptions {
 /** A BLS output kept on a GPU for the model, and the requests whose end lets it go. */
 interface Held {
   tensor: DeviceTensor;
+  /** What it is, as the call returned it: a model may rename it, nothing else. */
+  datatype: Tensor["datatype"];
+  shape: number[];
   /** Open requests of the batch that made the call; released when the last one ends. */
   parents: Set<number>;
 }
@@ -164,39 +167,48 @@ export class BlsCalls {
   output(wire: WireTensor): Tensor {
     if (!wire.device) return tensorFromWire(wire);
     const held = this.#found(wire);
-    const rows = wire.shape[0];
-    if (!held.rows || rows === undefined) {
-      throw new InferenceError("BLS_DEVICE_TENSOR_SCALAR", { tensor: wire.name, device: wire.device.deviceId });
+    const rows = held.shape[0];
+    if (!held.tensor.rows || rows === undefined) {
+      throw new InferenceError("BLS_DEVICE_TENSOR_SCALAR", { tensor: wire.name, device: held.tensor.deviceId });
     }
-    return { ...tensorFromWire({ ...wire, data: NO_BYTES }), movable: false, device: held.rows(0, rows) };
-  }
-
-  #found(wire: WireTensor): DeviceTensor {
-    const held = wire.device && this.#held.get(wire.device.ref);
-    if (!held || !wire.device) {
-      throw new InferenceError("BLS_DEVICE_TENSOR_RELEASED", { tensor: wire.name, device: wire.device?.deviceId ?? 0 });
-    }
-    return held.tensor;
+    return this.#named(wire.name, held, held.tensor.rows(0, rows));
   }
 
   /** An input of a call: bytes, or a held device tensor lent to it (its holder lets it go, not the call). */
   #input(wire: WireTensor): Tensor {
     if (!wire.device) return tensorFromWire(wire);
     const held = this.#found(wire);
-    const lent: DeviceTensor = {
-      deviceId: held.deviceId,
-      byteSize: held.byteSize,
-      kind: held.kind,
-      ...(held.pointer !== undefined ? { pointer: held.pointer } : {}),
-      ...(held.handle !== undefined ? { handle: held.handle } : {}),
-      toHost: () => held.toHost(),
-      ...(held.copyTo
-        ? { copyTo: (pointer: bigint, size: number) => held.copyTo?.(pointer, size) as Promise<void> }
-        : {}),
-      ...(held.rows ? { rows: (start: number, count: number) => held.rows?.(start, count) as DeviceTensor } : {}),
-      release: () => {},
+    const lent: DeviceTensor = Object.assign(Object.create(held.tensor) as DeviceTensor, { release: () => {} });
+    return this.#named(wire.name, held, lent);
+  }
+
+  /** The held tensor a model names; it may rename it, but not say it is of another type or shape. */
+  #found(wire: WireTensor): Held {
+    const held = wire.device && this.#held.get(wire.device.ref);
+    if (!held) {
+      throw new InferenceError("BLS_DEVICE_TENSOR_RELEASED", { tensor: wire.name, device: wire.device?.deviceId ?? 0 });
+    }
+    if (wire.datatype !== held.datatype || wire.shape.join() !== held.shape.join()) {
+      throw new InferenceError("BLS_DEVICE_TENSOR_MISMATCH", {
+        tensor: wire.name,
+        device: held.tensor.deviceId,
+        held: `${held.datatype} [${held.shape.join(", ")}]`,
+        given: `${wire.datatype} [${wire.shape.join(", ")}]`,
+      });
+    }
+    return held;
+  }
+
+  #named(name: string, held: Held, device: DeviceTensor): Tensor {
+    return {
+      name,
+      datatype: held.datatype,
+      shape: [...held.shape],
+      data: NO_BYTES,
+      parameters: {},
+      movable: false,
+      device,
     };
-    return { ...tensorFromWire({ ...wire, data: NO_BYTES }), movable: false, device: lent };
   }
 
   #hold(tensor: Tensor, device: DeviceTensor, parents: readonly number[]): WireTensor {
@@ -204,7 +216,14 @@ export class BlsCalls {
     const open = parents.filter((key) => this.#options.isOpen(key));
     // Made for requests that have all ended meanwhile: nobody can use it any more.
     if (parents.length > 0 && open.length === 0) device.release();
-    else this.#held.set(ref, { tensor: device, parents: new Set(open) });
+    else {
+      this.#held.set(ref, {
+        tensor: device,
+        datatype: tensor.datatype,
+        shape: [...tensor.shape],
+        parents: new Set(open),
+      });
+    }
     return {
       name: tensor.name,
       datatype: tensor.datatype,
