@@ -69,7 +69,8 @@ class PreciseTimers {
     this.#start();
     if (!this.#online) {
       if (this.#fallback) clearTimeout(this.#fallback);
-      this.#fallback = setTimeout(() => this.#tick(), Number(next - process.hrtime.bigint()) / 1e6);
+      // A deadline already past fires on the next turn (a negative delay would make Node warn).
+      this.#fallback = setTimeout(() => this.#tick(), Math.max(0, Number(next - process.hrtime.bigint()) / 1e6));
       this.#fallback.unref();
     }
     const armed = Atomics.load(this.#deadline, 0);

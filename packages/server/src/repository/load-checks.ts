@@ -57,10 +57,10 @@ export class LoadChecks {
       backendAutoComplete: (s, config, version) =>
         backends.get(config.backend)?.autoComplete?.(config, s.path ?? "", version),
     };
+    // A model that is not an ensemble has nothing more to check (its backend's auto-complete ran
+    // once: for a scripted model that is a worker started and stopped, so it must not run twice).
     const own = await checkModel(source, options);
-    if (own.diagnostics.length > 0 || own.config?.platform !== Platform.ensemble) {
-      return (await checkRepository([source], options)).get(name) ?? own;
-    }
+    if (own.diagnostics.length > 0 || own.config?.platform !== Platform.ensemble) return own;
     // An ensemble loads its composing models first, then is checked against their final configs.
     const steps =
       own.config.schedulingChoice.case === "ensembleScheduling" ? own.config.schedulingChoice.value.step : [];
@@ -91,7 +91,13 @@ export class LoadChecks {
       const first = ready ? [...ready.values()][0] : undefined;
       return first ? [{ name: n, config: first.config, versions: [...(ready?.keys() ?? [])] }] : [];
     });
-    const checks = await checkRepository([source, ...loadedSources], options);
+    // The composing models' configs are final (auto-completed when they loaded): not again.
+    const final = new Set(loadedSources);
+    const checks = await checkRepository([source, ...loadedSources], {
+      ...options,
+      backendAutoComplete: (s, config, version) =>
+        final.has(s) ? undefined : options.backendAutoComplete?.(s, config, version),
+    });
     return checks.get(name) ?? own;
   }
 }
