@@ -10,7 +10,7 @@ import type { IndexEntry, LoadOverrides, ModelManager } from "../repository/mode
 export type { LoadOverrides };
 
 import { classify } from "./classification.js";
-import { ANY_GPU, finishOutputs, placeInputs, planDeviceOutputs } from "./device-placement.js";
+import { ANY_GPU, finishOutputs, type Placement, placeInputs, planDeviceOutputs } from "./device-placement.js";
 import { InferenceError, toInferenceError } from "./errors.js";
 import type {
   DecoupledResponse,
@@ -101,6 +101,9 @@ export const EXTENSIONS = [
  * The protocol-neutral core. Frontends translate wire requests into calls on this object and
  * never hold state of their own; `infer` is the one path every inference takes.
  */
+/** No device memory to hold for a request (shared: never written). */
+const NO_HOLDS: readonly (() => void)[] = [];
+
 export class InferenceServer {
   readonly id: string;
   readonly models: ModelManager;
@@ -130,10 +133,26 @@ export class InferenceServer {
    * device tensors there (`BackendModel.deviceTensors`, without a response cache, which reads the
    * bytes); which outputs the backend may keep on the device. Returns the region holds to release.
    */
-  async #placeTensors(request: InferenceRequest, model: LoadedModel, cached: boolean): Promise<(() => void)[]> {
+  #placeTensors(
+    request: InferenceRequest,
+    model: LoadedModel,
+    cached: boolean,
+  ): readonly (() => void)[] | Promise<(() => void)[]> {
     const placement = cached
       ? undefined
       : (model.backend.deviceTensors ?? (model.config.platform === Platform.ensemble ? ANY_GPU : undefined));
+    // Host tensors for a host model (most requests): nothing to read, copy or plan.
+    if (
+      placement === undefined &&
+      !request.inputs.some((i) => i.sharedMemory !== undefined || i.device !== undefined)
+    ) {
+      delete request.deviceOutputs;
+      return NO_HOLDS;
+    }
+    return this.#placeOnDevice(request, model, placement);
+  }
+
+  async #placeOnDevice(request: InferenceRequest, model: LoadedModel, placement: Placement): Promise<(() => void)[]> {
     const holds: (() => void)[] = [];
     try {
       await placeInputs(request, this.sharedMemory, model.name, placement, holds);
@@ -150,8 +169,16 @@ export class InferenceServer {
     return holds;
   }
 
-  /** Write outputs that asked for shared memory into their regions; they leave the response empty. */
-  #writeSharedOutputs(request: InferenceRequest, response: InferenceResponse): Promise<void> {
+  /**
+   * Write outputs that asked for shared memory into their regions (they leave the response empty)
+   * and bring device outputs to the host; undefined when there are none (most responses).
+   */
+  #writeSharedOutputs(request: InferenceRequest, response: InferenceResponse): Promise<void> | undefined {
+    if (
+      !response.outputs.some((o) => o.device !== undefined) &&
+      !request.outputs.some((o) => o.parameters.shared_memory_region !== undefined)
+    )
+      return undefined;
     return finishOutputs(request, response, this.sharedMemory, response.modelName);
   }
 
@@ -342,7 +369,8 @@ export class InferenceServer {
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
     request.adapt?.(model.config);
     const cache = model.config.responseCache?.enable ? this.cache : undefined;
-    const holds = await this.#placeTensors(request, model, cache !== undefined);
+    const placed = this.#placeTensors(request, model, cache !== undefined);
+    const holds = placed instanceof Promise ? await placed : placed;
     try {
       return await this.#infer(request, model, cache, start);
     } finally {
@@ -371,7 +399,8 @@ export class InferenceServer {
       if (hit) {
         model.stats.recordCacheHit(now() - lookup);
         const response = this.#response(request, model, hit, batchSize);
-        await this.#writeSharedOutputs(request, response);
+        const written = this.#writeSharedOutputs(request, response);
+        if (written) await written;
         model.stats.recordSuccess(now() - start, 0n);
         return response;
       }
@@ -384,7 +413,8 @@ export class InferenceServer {
         model.stats.recordCacheMiss(now() - insert);
       }
       const response = this.#response(request, model, outputs, batchSize, parameters);
-      await this.#writeSharedOutputs(request, response);
+      const written = this.#writeSharedOutputs(request, response);
+      if (written) await written;
       model.stats.recordSuccess(now() - start, queueNs);
       return response;
     } catch (error) {

@@ -19,7 +19,7 @@ const BATCH_NOTE =
 export function validateRequest(request: InferenceRequest, config: ModelConfig): number {
   const id = requestId(request.id);
   const model = config.name;
-  const declared = new Map(config.input.map((i) => [i.name, i]));
+  const { declared, outputs, required } = shapeOf(config);
   const seen = new Set<string>();
   for (const input of request.inputs) {
     if (!declared.has(input.name)) throw new InferenceError("UNEXPECTED_INPUT", { id, input: input.name, model });
@@ -33,19 +33,17 @@ export function validateRequest(request: InferenceRequest, config: ModelConfig):
     if (named.has(output.name)) throw new InferenceError("DUPLICATE_OUTPUT", { id, output: output.name });
     named.add(output.name);
   }
-  const missing = config.input.filter((i) => !i.optional && !seen.has(i.name)).map((i) => i.name);
+  const missing = required.filter((name) => !seen.has(name));
   if (missing.length > 0) {
-    const required = config.input.filter((i) => !i.optional).length;
     throw new InferenceError("MISSING_INPUTS", {
       id,
-      expected: required,
+      expected: required.length,
       got: request.inputs.length,
       model,
       given: list(request.inputs.map((i) => i.name)),
       missing: list(missing),
     });
   }
-  const outputs = new Set(config.output.map((o) => o.name));
   for (const output of request.outputs) {
     if (!outputs.has(output.name)) throw new InferenceError("UNEXPECTED_OUTPUT", { id, output: output.name, model });
   }
@@ -53,10 +51,9 @@ export function validateRequest(request: InferenceRequest, config: ModelConfig):
   const batching = config.maxBatchSize > 0;
   let batchSize = batching ? -1 : 1;
   for (const input of request.inputs) {
-    const spec = declared.get(input.name) as ModelInput;
+    const { expectedType, dims, expected } = declared.get(input.name) as DeclaredInput;
     const info = datatype(input.datatype);
     if (!info) throw new InferenceError("UNKNOWN_DATATYPE", { id, datatype: input.datatype, input: input.name });
-    const expectedType = dataTypeToProtocol(spec.dataType);
     if (info.name !== expectedType) {
       throw new InferenceError("WRONG_DATATYPE", {
         id,
@@ -66,8 +63,6 @@ export function validateRequest(request: InferenceRequest, config: ModelConfig):
         expected: expectedType,
       });
     }
-    const dims = spec.dims.map(Number);
-    const expected = batching ? [-1, ...dims] : dims;
     if (!shapeMatches(input.shape, expected) || input.shape.some((d) => d < 0)) {
       throw new InferenceError("UNEXPECTED_SHAPE", {
         id,
@@ -117,6 +112,41 @@ export function validateRequest(request: InferenceRequest, config: ModelConfig):
     }
   }
   return batchSize;
+}
+
+interface DeclaredInput {
+  expectedType: string;
+  /** The config's dims, and the shape a request must have (with the batch dimension when batching). */
+  dims: readonly number[];
+  expected: readonly number[];
+}
+
+interface ConfigShape {
+  declared: ReadonlyMap<string, DeclaredInput>;
+  outputs: ReadonlySet<string>;
+  /** The names of the inputs that are not optional, in config order. */
+  required: readonly string[];
+}
+
+/** What every request is checked against, worked out once per loaded config. */
+const shapes = new WeakMap<ModelConfig, ConfigShape>();
+
+function shapeOf(config: ModelConfig): ConfigShape {
+  let shape = shapes.get(config);
+  if (!shape) {
+    const batching = config.maxBatchSize > 0;
+    const declare = (input: ModelInput): DeclaredInput => {
+      const dims = input.dims.map(Number);
+      return { expectedType: dataTypeToProtocol(input.dataType), dims, expected: batching ? [-1, ...dims] : dims };
+    };
+    shape = {
+      declared: new Map(config.input.map((i) => [i.name, declare(i)])),
+      outputs: new Set(config.output.map((o) => o.name)),
+      required: config.input.filter((i) => !i.optional).map((i) => i.name),
+    };
+    shapes.set(config, shape);
+  }
+  return shape;
 }
 
 function shapeMatches(shape: readonly number[], expected: readonly number[]): boolean {

@@ -94,6 +94,9 @@ export class OrtInstance implements BackendInstance {
   readonly #config: ModelConfig;
   readonly #batching: boolean;
   readonly #outputs: Map<string, ModelOutput>;
+  /** The config's input and output names, in config order. */
+  readonly #configInputNames: readonly string[];
+  readonly #outputNames: readonly string[];
   readonly #inputs: Map<string, ModelConfig["input"][number]>;
   readonly #rules: OutputRules;
   #closed = false;
@@ -107,6 +110,8 @@ export class OrtInstance implements BackendInstance {
     this.#batching = options.config.maxBatchSize > 0;
     this.#outputs = new Map(options.config.output.map((o) => [o.name, o]));
     this.#inputs = new Map(options.config.input.map((i) => [i.name, i]));
+    this.#configInputNames = options.config.input.map((i) => i.name);
+    this.#outputNames = options.config.output.map((o) => o.name);
     this.#rules = outputRules(options.config);
   }
 
@@ -240,12 +245,7 @@ export class OrtInstance implements BackendInstance {
     const tensors: { tensor: Tensor; dims: number[] }[] = [];
     let elements = 0;
     try {
-      // Config inputs, then what a scheduler added (sequence controls, implicit state).
-      const names = new Set([
-        ...this.#config.input.map((i) => i.name),
-        ...requests.flatMap((r) => r.inputs.map((i) => i.name)),
-      ]);
-      for (const name of names) {
+      for (const name of this.#inputNames(requests)) {
         const tensor = gatherInput(requests, name, this.#batching);
         if (!tensor) continue;
         const reshape = this.#inputs.get(name)?.reshape?.shape.map(Number);
@@ -256,12 +256,7 @@ export class OrtInstance implements BackendInstance {
     } catch (error) {
       return failed(requests, error as Error, now() - start);
     }
-    const wanted = new Set<string>();
-    for (const request of requests) {
-      if (request.outputs.length === 0) for (const name of this.#outputs.keys()) wanted.add(name);
-      else for (const o of request.outputs) wanted.add(o.name);
-    }
-    const fetches = [...wanted];
+    const fetches = this.#fetches(requests);
     const inline = this.#runsInline(elements);
     const feeds: WireTensor[] = [];
     const transfer = inline ? undefined : new Set<ArrayBuffer>();
@@ -296,7 +291,8 @@ export class OrtInstance implements BackendInstance {
     try {
       for (const wire of outputs) {
         const tensor = fromOrtTensor(wire, this.#outputs.get(wire.name), this.#batching);
-        for (const [i, part] of scatterOutput(tensor, batchSizes).entries()) perRequest[i]?.push(part);
+        const parts = scatterOutput(tensor, batchSizes);
+        for (let i = 0; i < parts.length; i++) perRequest[i]?.push(parts[i] as Tensor);
       }
     } catch (error) {
       return failed(requests, error as Error, inputDone - start);
@@ -315,6 +311,28 @@ export class OrtInstance implements BackendInstance {
       computeInferNs: inferDone - inputDone,
       computeOutputNs: now() - inferDone,
     };
+  }
+
+  /**
+   * The inputs to gather: the config's, then any a scheduler added (sequence controls, implicit
+   * state). Every request of a plain model carries only config inputs: the config's list as is.
+   */
+  #inputNames(requests: readonly InferenceRequest[]): readonly string[] {
+    let extra: Set<string> | undefined;
+    for (const request of requests)
+      for (const input of request.inputs) if (!this.#inputs.has(input.name)) (extra ??= new Set()).add(input.name);
+    return extra ? [...this.#configInputNames, ...extra] : this.#configInputNames;
+  }
+
+  /** The outputs to fetch: each request's, or every output for a request that names none. */
+  #fetches(requests: readonly InferenceRequest[]): readonly string[] {
+    if (requests.every((r) => r.outputs.length === 0)) return this.#outputNames;
+    const wanted = new Set<string>();
+    for (const request of requests) {
+      if (request.outputs.length === 0) for (const name of this.#outputNames) wanted.add(name);
+      else for (const o of request.outputs) wanted.add(o.name);
+    }
+    return [...wanted];
   }
 
   /** Release the session (waiting up to `graceMs` for a worker's), then stop the worker. */

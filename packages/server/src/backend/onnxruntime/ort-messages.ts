@@ -57,7 +57,7 @@ export type OrtResult = { outputs: WireTensor[]; inferNs: bigint } | { error: st
 export interface OrtProtocol {
   init: { path: string; settings: OrtSessionSettings };
   info: SessionIO;
-  batch: { feeds: WireTensor[]; fetches: string[] };
+  batch: { feeds: WireTensor[]; fetches: readonly string[] };
   result: OrtResult;
   response: never;
   toInstance: never;

@@ -30,6 +30,11 @@ export const ORT_TYPES: Readonly<Record<string, OrtType>> = {
   BYTES: "string",
 };
 
+/** The protocol datatype name per onnxruntime-node type name (read for every output). */
+const PROTOCOL_OF_ORT: ReadonlyMap<string, string> = new Map(
+  Object.entries(ORT_TYPES).map(([name, type]) => [type, name]),
+);
+
 /** The config datatype per onnxruntime-node type name (for auto-complete). */
 export const FROM_ORT: Readonly<Record<string, DataType>> = Object.fromEntries(
   Object.entries(ORT_TYPES).map(([name, type]) => [type, dataTypeFromProtocol(name)]),
@@ -77,7 +82,7 @@ function localView(tensor: Tensor): ArrayBufferView {
 export function warmupFeeds(inputs: readonly ValueInfo[]): WireTensor[] {
   return inputs.map((input) => {
     const type = input.type as OrtType | undefined;
-    const protocol = Object.entries(ORT_TYPES).find(([, t]) => t === type)?.[0];
+    const protocol = type && PROTOCOL_OF_ORT.get(type);
     if (!type || !protocol) throw new Error(`no warm-up value for '${input.name}'`);
     const dims = input.shape.map((d) => (typeof d === "number" && d > 0 ? d : 1));
     const count = dims.reduce((a, b) => a * b, 1);
@@ -91,7 +96,7 @@ export function warmupFeeds(inputs: readonly ValueInfo[]): WireTensor[] {
 
 /** An output from the worker, with the config's shape where the output is reshaped. */
 export function fromOrtTensor(wire: WireTensor, spec: ModelOutput | undefined, batching: boolean): Tensor {
-  const protocol = Object.entries(ORT_TYPES).find(([, t]) => t === wire.type)?.[0] ?? "BYTES";
+  const protocol = PROTOCOL_OF_ORT.get(wire.type) ?? "BYTES";
   const info = datatype(protocol);
   let shape = wire.dims;
   if (spec?.reshape) {

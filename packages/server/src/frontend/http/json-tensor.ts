@@ -77,10 +77,11 @@ export function tensorFromJson(name: string, type: string, count: number, data: 
       return;
     }
     if (index >= count) throw new InferenceError("JSON_DATA_TOO_MANY");
-    internal("Unable to parse 'data'", () => write(view, index, value));
+    write(view, index, value);
     index++;
   };
-  visit(data);
+  // One wrapper for the whole walk, not a closure per element (this runs for every JSON input).
+  internal("Unable to parse 'data'", () => visit(data));
   if (index !== count) throw new InferenceError("JSON_DATA_TOO_FEW");
   return out;
 }
