@@ -1,4 +1,5 @@
 import { Worker } from "node:worker_threads";
+import { type Coalesced, coalescingPost, forEachMessage } from "./coalesce.js";
 import type { InstanceTransport, TransportFactory } from "./instance-transport.js";
 
 /** Options for {@link workerTransport}. */
@@ -13,7 +14,8 @@ export interface WorkerTransportOptions {
 
 /**
  * Instances in worker threads: each start creates a fresh thread. Messages go through the
- * thread's port; buffers in a transfer list move, and a list that cannot move (a buffer Node
+ * thread's port, those sent in one run of callbacks and microtasks in one `postMessage` (see
+ * `coalescingPost`); buffers in a transfer list move, and a list that cannot move (a buffer Node
  * pools, one already moved) is retried as a copy. The thread's end is reported once: an uncaught
  * error (`crashed: ...`, or `ran out of memory` past its heap limit), an exit (`exited with code
  * N`), or a message from it that cannot be read.
@@ -33,8 +35,10 @@ export function workerTransport<Out, In>(options: WorkerTransportOptions): Trans
       ended = true;
       events.ended(reason);
     };
-    worker.on("message", (message: In) => {
-      if (!ended) events.message(message);
+    worker.on("message", (message: In | Coalesced<In>) => {
+      forEachMessage(message, (one) => {
+        if (!ended) events.message(one);
+      });
     });
     worker.on("error", (error) => end(describeCrash(error, limit)));
     // A reply that cannot be read would leave its request waiting forever: treat it as a crash.
@@ -43,14 +47,16 @@ export function workerTransport<Out, In>(options: WorkerTransportOptions): Trans
       void worker.terminate();
     });
     worker.on("exit", (code) => end(`exited with code ${code}`));
-    const transport: InstanceTransport<Out> = {
-      send(message, transfer = []) {
-        try {
-          worker.postMessage(message, transfer);
-        } catch {
-          worker.postMessage(message);
-        }
+    const post = coalescingPost<Out>(
+      (message, transfer) => worker.postMessage(message, transfer),
+      (error) => {
+        // A message that cannot be cloned would leave its request waiting forever.
+        end(`could not be sent a message (${(error as Error).message})`);
+        void worker.terminate();
       },
+    );
+    const transport: InstanceTransport<Out> = {
+      send: (message, transfer = []) => post(message, transfer),
       async kill() {
         await worker.terminate();
       },

@@ -17,6 +17,7 @@ import type {
   Response,
   ResponseSender,
 } from "../../model/api.js";
+import { type Coalesced, coalescingPost, forEachMessage } from "../host/coalesce.js";
 import {
   type FromWorker,
   type JsInit,
@@ -37,14 +38,17 @@ if (process.env.NODE_COMPILE_CACHE) {
 const port = parentPort;
 if (!port) throw new Error("js-worker must run in a worker thread");
 
-function post(message: FromWorker, transfer: Set<ArrayBuffer> = new Set()): void {
-  try {
-    port?.postMessage(message, [...transfer]);
-  } catch {
-    // A buffer that cannot move (Node's Buffer pool, memory the model keeps) is copied instead.
-    port?.postMessage(message);
-  }
-}
+/**
+ * Send to the server: what is sent in one run of callbacks and microtasks leaves together (a
+ * buffer that cannot move, from Node's Buffer pool or memory the model keeps, is copied instead).
+ * A message that cannot be posted at all crashes the worker, so the host fails what it holds.
+ */
+const post: (message: FromWorker, transfer?: Iterable<ArrayBuffer>) => void = coalescingPost<FromWorker>(
+  (message, transfer) => port.postMessage(message, transfer),
+  (error) => {
+    throw error;
+  },
+);
 
 let model: Model | undefined;
 let decoupled = false;
@@ -371,7 +375,9 @@ port.on("messageerror", (error) => {
   throw new Error(`a message from the server could not be read: ${error.message}`);
 });
 
-port.on("message", (message: ToWorker) => {
+port.on("message", (message: ToWorker | Coalesced<ToWorker>) => forEachMessage(message, receive));
+
+function receive(message: ToWorker): void {
   switch (message.kind) {
     case "start":
       void initialize(message.init);
@@ -414,4 +420,4 @@ port.on("message", (message: ToWorker) => {
         .finally(() => post({ kind: "stopped" }));
       return;
   }
-});
+}

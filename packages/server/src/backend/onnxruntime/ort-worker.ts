@@ -2,6 +2,7 @@
 // native call, so it runs here, never on the server's event loop.
 import { parentPort } from "node:worker_threads";
 import ort from "onnxruntime-node";
+import { type Coalesced, forEachMessage } from "../host/coalesce.js";
 import type { FromWorker, OrtProtocol, OrtResult, OrtType, ToWorker, ValueInfo, WireTensor } from "./ort-messages.js";
 
 const port = parentPort;
@@ -21,7 +22,9 @@ port.on("messageerror", (error) => {
   throw new Error(`a message from the server could not be read: ${error.message}`);
 });
 
-port.on("message", async (message: ToWorker) => {
+port.on("message", (message: ToWorker | Coalesced<ToWorker>) => forEachMessage(message, (one) => void receive(one)));
+
+async function receive(message: ToWorker): Promise<void> {
   switch (message.kind) {
     case "start":
       try {
@@ -50,7 +53,7 @@ port.on("message", async (message: ToWorker) => {
     default:
       return;
   }
-});
+}
 
 async function execute(batch: number, { feeds, fetches }: OrtProtocol["batch"]): Promise<void> {
   const current = session;
