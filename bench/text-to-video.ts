@@ -8,6 +8,7 @@
 // API), and the CPU time per video of the server's process and the clients' (a child process;
 // --clients=inline runs them in the server's), the whole cost of a video in each mode: when the
 // cores are the limit, the ratio of the two modes' CPU per video bounds their throughput ratio.
+// "Main thread busy": the server's event loop's share of the wall time (near 1: it is the limit).
 // Modes alternate within each repetition; medians and min-max spreads over the repetitions; the
 // load average before and after.
 // Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100] [--clients=inline]
@@ -15,6 +16,7 @@
 // the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle).
 import { type ChildProcess, fork } from "node:child_process";
 import { createServer as createNetServer } from "node:net";
+import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { createGrpcClient, type GrpcClient, tensor } from "@galley/client";
@@ -75,6 +77,19 @@ interface Run {
   textBatch: number;
   denoiserBatch: number;
   cpuPerVideo: number;
+  /** The server's main thread: the share of the run's wall time it was busy (Linux; NaN elsewhere). */
+  mainBusy: number;
+}
+
+/** CPU time of this process's main thread so far, in ms (utime + stime from /proc, in clock ticks of 10 ms). */
+function mainThreadCpuMs(): number {
+  try {
+    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 type Mode = "pipeline" | "step by step";
@@ -137,8 +152,10 @@ async function run(url: string, mode: Mode, users: number): Promise<Run> {
   const probe = createGrpcClient({ baseUrl: url });
   const before = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
   const cpu = process.cpuUsage();
+  const main = mainThreadCpuMs();
   const { latencies, wall, clientCpu } = await driveIn(url, mode, users);
   const used = process.cpuUsage(cpu);
+  const mainUsed = mainThreadCpuMs() - main;
   const after = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
   probe.close();
   const batch = (i: number) =>
@@ -152,6 +169,7 @@ async function run(url: string, mode: Mode, users: number): Promise<Run> {
     textBatch: batch(0),
     denoiserBatch: batch(1),
     cpuPerVideo: (used.user + used.system + clientCpu) / 1000 / (users * VIDEOS),
+    mainBusy: mainUsed / wall,
   };
 }
 
@@ -204,8 +222,8 @@ async function main(): Promise<void> {
   const lines = [
     `text-to-video at ${RESOLUTION}, clients in ${CLIENTS === "process" ? "a process of their own" : "the server's process"}, ${FRAMES} frames, ${STEPS} steps, pipeline progress every ${PROGRESS_MS} ms at most, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max); load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after`,
     "",
-    "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video | main thread busy |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   for (const users of USERS)
     for (const mode of ["pipeline", "step by step"]) {
@@ -229,6 +247,9 @@ async function main(): Promise<void> {
         )} | ${spread(
           runs.map((r) => r.cpuPerVideo),
           0,
+        )} | ${spread(
+          runs.map((r) => r.mainBusy),
+          2,
         )} |`,
       );
     }
