@@ -9,7 +9,13 @@ import type { InferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import { ModelStatistics } from "../core/statistics.js";
 import { createLogger } from "../log.js";
-import { type BatchEvent, DynamicBatcher, WAIT_HISTORY } from "./dynamic-batcher.js";
+import {
+  type BatchEvent,
+  DynamicBatcher,
+  PROBE_BACKOFF_STEPS,
+  QUIET_PROBE_EVERY,
+  WAIT_HISTORY,
+} from "./dynamic-batcher.js";
 import { InstancePool } from "./instance-pool.js";
 
 class ManualClock implements Clock {
@@ -362,5 +368,63 @@ describe("DynamicBatcher", () => {
     expect(events.at(-1)?.reason).toBe("delay expired");
     batches().at(-1)?.finish();
     await next;
+  });
+
+  it("tries a wait less and less often while tries gain nothing (a lone client pays the delay rarely)", async () => {
+    const { held, send, clock, events } = setup("max_queue_delay_microseconds: 500");
+    const batches = () => held[0]?.batches ?? [];
+    const one = async (id: string) => {
+      const pending = send(id);
+      if (batches().at(-1)?.ids[0] !== id) clock.advanceUs(500); // a wait: nobody joins it
+      batches().at(-1)?.finish();
+      await pending;
+    };
+    for (let i = 0; i < WAIT_HISTORY; i++) await one(`w${i}`);
+    // Count the sends between the waits that are still tried: 8, then 16, 32, ... up to 8 × 2^5.
+    const gaps: number[] = [];
+    let run = 0;
+    for (let i = 0; i < 2000 && gaps.length < PROBE_BACKOFF_STEPS + 3; i++) {
+      await one(`s${i}`);
+      if (events.at(-1)?.reason === "waiting has not paid off") run++;
+      else {
+        gaps.push(run);
+        run = 0;
+      }
+    }
+    expect(gaps).toEqual([7, 15, 31, 63, 127, 255, 255, 255]);
+  });
+
+  it("stops waiting once a burst of arrivals is over, except on the waits that probe the whole delay", async () => {
+    // Users in lockstep: three requests 50 µs apart each round, and a fourth user who is elsewhere.
+    const { held, send, clock, events } = setup("max_queue_delay_microseconds: 6000");
+    const batches = () => held[0]?.batches ?? [];
+    const round = async (r: number) => {
+      const pending = [send(`r${r}a`)];
+      clock.advanceUs(50);
+      pending.push(send(`r${r}b`));
+      clock.advanceUs(50);
+      pending.push(send(`r${r}c`));
+      const start = events.length;
+      let waitedUs = 0;
+      while (events.length === start && waitedUs < 6000) {
+        clock.advanceUs(50);
+        waitedUs += 50;
+      }
+      expect(batches().at(-1)?.ids).toEqual([`r${r}a`, `r${r}b`, `r${r}c`]);
+      batches().at(-1)?.finish();
+      await Promise.all(pending);
+      return { waitedUs, reason: events.at(-1)?.reason };
+    };
+    const rounds = [];
+    for (let r = 0; r < QUIET_PROBE_EVERY + 2; r++) rounds.push(await round(r));
+    // Four rounds learn the gaps (two joins each) waiting the whole delay; then each burst goes
+    // 100 µs after its last arrival (twice the 50 µs gap), but for the next probe of the delay.
+    // Three rounds wait the whole delay while the gaps are learnt (two joins a round; from the
+    // eighth, during the fourth round, the rule applies); then each burst goes 100 µs after its
+    // last arrival (twice the 50 µs gap), except on the next wait that probes the whole delay.
+    expect(rounds.slice(0, 3).map((x) => x.reason)).toEqual(Array(3).fill("delay expired"));
+    expect(rounds[3]).toEqual({ waitedUs: 100, reason: "arrivals stopped" });
+    expect(rounds[QUIET_PROBE_EVERY]?.reason).toBe("delay expired");
+    expect(rounds.filter((x) => x.reason === "arrivals stopped")).toHaveLength(QUIET_PROBE_EVERY + 2 - 3 - 1);
   });
 });

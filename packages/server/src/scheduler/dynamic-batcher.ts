@@ -16,10 +16,21 @@ export type BatchReason =
   | "delay expired"
   | "no delay"
   | "shape boundary"
-  | "waiting has not paid off";
+  | "waiting has not paid off"
+  | "arrivals stopped";
 
-/** Waits remembered to judge whether waiting pays off, and how often a wait is tried anyway. */
+/** Waits remembered to judge whether waiting pays off, and how many sends pass before a wait is tried anyway. */
 export const WAIT_HISTORY = 8;
+/** Gaps between a waiting batch's arrivals remembered to tell when arrivals have stopped. */
+export const JOIN_GAP_HISTORY = 32;
+/** A waiting batch goes once no request arrived for this many times the largest remembered gap... */
+export const QUIET_GAPS = 2;
+/** ...and at least this long (ns). */
+export const QUIET_FLOOR_NS = 100_000n;
+/** One wait in this many ignores the quiet rule and waits the whole delay, to learn longer gaps. */
+export const QUIET_PROBE_EVERY = 16;
+/** Each probe that gains nothing doubles the sends before the next one, up to WAIT_HISTORY × 2^this. */
+export const PROBE_BACKOFF_STEPS = 5;
 
 /** One batch the batcher sent (for logs, metrics and tests). */
 export interface BatchEvent {
@@ -74,9 +85,19 @@ export class DynamicBatcher implements Scheduler {
   #sequence = 0;
   /** The batch now waiting out the delay: its oldest request and how many requests it had then. */
   #waiting: { oldest: Pending; requests: number } | undefined;
+  /** The oldest request of the batch whose wait was started last (to count each wait once). */
+  #waitingFor: Pending | undefined;
   /** Of the last waits, whether any request joined the batch while it waited. */
   readonly #waits: boolean[] = [];
   #skipped = 0;
+  /** Probes in a row (waits made while waiting had not paid off) that gained nothing. */
+  #fruitlessProbes = 0;
+  /** When the newest request arrived, and the gaps before the last arrivals that joined a waiting batch (ns). */
+  #lastArrivalNs: bigint | undefined;
+  readonly #joinGaps: bigint[] = [];
+  /** Waits started, and whether the current one waits the whole delay (a probe of the quiet rule). */
+  #waitStarts = 0;
+  #fullWait = false;
   #draining = false;
   #drained?: () => void;
   // preserve_ordering: results wait here until every earlier request has been answered.
@@ -133,6 +154,11 @@ export class DynamicBatcher implements Scheduler {
         };
         request.signal.addEventListener("abort", pending.onAbort, { once: true });
       }
+      if (this.#waiting && this.#lastArrivalNs !== undefined) {
+        this.#joinGaps.push(now - this.#lastArrivalNs);
+        if (this.#joinGaps.length > JOIN_GAP_HISTORY) this.#joinGaps.shift();
+      }
+      this.#lastArrivalNs = now;
       this.#queue.push(level, pending);
       this.#stats.pending++;
       this.#schedule();
@@ -189,8 +215,9 @@ export class DynamicBatcher implements Scheduler {
       return { items, reason: "preferred size reached" };
     if (boundary) return { items, reason: "shape boundary" };
     const waited = now - oldest.enqueuedNs;
+    const stopped = this.#arrivalsStopped(now);
     // While draining, nothing more will come: send without waiting out the delay.
-    if (this.#delayNs === 0n || waited >= this.#delayNs || this.#draining) {
+    if (this.#delayNs === 0n || waited >= this.#delayNs || this.#draining || stopped) {
       // Delay over: the largest preferred size a prefix reaches, else everything gathered.
       let prefix = items.length;
       if (this.#preferred.length > 0 && !this.#preferred.includes(size)) {
@@ -200,13 +227,41 @@ export class DynamicBatcher implements Scheduler {
           if (this.#preferred.includes(running)) prefix = i + 1;
         }
       }
-      return { items: items.slice(0, prefix), reason: this.#delayNs === 0n ? "no delay" : "delay expired" };
+      const reason = this.#delayNs === 0n ? "no delay" : waited >= this.#delayNs ? "delay expired" : "arrivals stopped";
+      return { items: items.slice(0, prefix), reason };
     }
     if (this.#waiting?.oldest !== oldest && this.#waitingPointless()) {
       return { items, reason: "waiting has not paid off" };
     }
-    this.#waiting ??= { oldest, requests: items.length };
+    if (!this.#waiting) {
+      if (this.#waitingFor !== oldest) {
+        this.#waitingFor = oldest;
+        this.#fullWait = this.#waitStarts++ % QUIET_PROBE_EVERY === 0;
+      }
+      this.#waiting = { oldest, requests: items.length };
+    }
     return undefined;
+  }
+
+  /**
+   * How long after the newest arrival a waiting batch stops waiting: {@link QUIET_GAPS} times the
+   * largest of the last {@link JOIN_GAP_HISTORY} gaps between requests that joined a waiting batch
+   * (at least {@link QUIET_FLOOR_NS}); undefined until enough gaps are known, and during a wait
+   * that probes the whole delay. Requests that come in bursts (users of a pipeline in lockstep,
+   * the calls one batch's callers make next) then wait for their burst, not for the delay: under
+   * random arrivals a silence twice the largest of 32 gaps means the next one is unlikely soon.
+   */
+  #quietNs(): bigint | undefined {
+    if (this.#fullWait || this.#joinGaps.length < WAIT_HISTORY) return undefined;
+    let largest = 0n;
+    for (const gap of this.#joinGaps) if (gap > largest) largest = gap;
+    const quiet = largest * BigInt(QUIET_GAPS);
+    return quiet > QUIET_FLOOR_NS ? quiet : QUIET_FLOOR_NS;
+  }
+
+  #arrivalsStopped(now: bigint): boolean {
+    const quiet = this.#quietNs();
+    return quiet !== undefined && this.#lastArrivalNs !== undefined && now - this.#lastArrivalNs >= quiet;
   }
 
   /**
@@ -216,28 +271,40 @@ export class DynamicBatcher implements Scheduler {
   #judgeWait(oldest: Pending, requests: number): void {
     const waiting = this.#waiting;
     if (!waiting) return;
+    const now = this.#clock.now();
     if (
       waiting.oldest === oldest &&
       requests === waiting.requests &&
-      this.#clock.now() - oldest.enqueuedNs < this.#delayNs
+      now - oldest.enqueuedNs < this.#delayNs &&
+      !this.#arrivalsStopped(now)
     )
       return; // still waiting, nobody new yet
     this.#waiting = undefined;
-    this.#waits.push(waiting.oldest !== oldest || requests > waiting.requests);
+    const joined = waiting.oldest !== oldest || requests > waiting.requests;
+    if (joined) this.#fruitlessProbes = 0;
+    else if (this.#waits.length >= WAIT_HISTORY && !this.#waits.some((j) => j)) this.#fruitlessProbes++;
+    this.#waits.push(joined);
     if (this.#waits.length > WAIT_HISTORY) this.#waits.shift();
   }
 
   /**
    * Whether to send at once instead of waiting out \`max_queue_delay_microseconds\`: when none of
    * the last {@link WAIT_HISTORY} waits gained a request (one client at a time, say), waiting only
-   * adds the delay to every request. The delay is a maximum, so sending earlier keeps its meaning;
-   * one wait in every {@link WAIT_HISTORY} is still made, so that batching resumes as soon as
-   * requests start to meet again.
+   * adds the delay to every request. The delay is a maximum, so sending earlier keeps its meaning.
+   * A wait is still tried after {@link WAIT_HISTORY} such sends, then after twice as many each time
+   * a try gains nothing (up to 2^{@link PROBE_BACKOFF_STEPS} times as many), so that a lone client
+   * pays the delay on one request in 256 rather than one in 8. Batching resumes at the first try
+   * that gains a request; requests that meet while the instances are busy batch without any wait.
    */
   #waitingPointless(): boolean {
-    if (this.#waits.length < WAIT_HISTORY || this.#waits.some((joined) => joined)) return false;
+    if (this.#waits.length < WAIT_HISTORY || this.#waits.some((joined) => joined)) {
+      this.#skipped = 0;
+      return false;
+    }
     this.#skipped++;
-    return this.#skipped % WAIT_HISTORY !== 0;
+    if (this.#skipped < WAIT_HISTORY << Math.min(this.#fruitlessProbes, PROBE_BACKOFF_STEPS)) return true;
+    this.#skipped = 0;
+    return false;
   }
 
   #largestPreferred(): number | undefined {
@@ -320,7 +387,10 @@ export class DynamicBatcher implements Scheduler {
     if (this.#pool.hasIdle && this.#delayNs > 0n) {
       const oldest = this.#queue.ordered().next().value as Pending | undefined;
       if (oldest) {
-        const batchDue = oldest.enqueuedNs + this.#delayNs;
+        let batchDue = oldest.enqueuedNs + this.#delayNs;
+        const quiet = this.#quietNs();
+        if (quiet !== undefined && this.#lastArrivalNs !== undefined && this.#lastArrivalNs + quiet < batchDue)
+          batchDue = this.#lastArrivalNs + quiet;
         if (at === undefined || batchDue < at) at = batchDue;
       }
     }
