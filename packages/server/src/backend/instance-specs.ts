@@ -64,6 +64,17 @@ export function initializeArgs(
  * A config parameter that must be a whole number (`execute_timeout_ms`, ...), or undefined
  * when the config does not set it. @throws Error naming the parameter and the model otherwise.
  */
+/** A `true`/`false` parameter (any case), or undefined when absent. @throws Error naming the model for any other value. */
+export function booleanParameter(config: ModelConfig, key: string): boolean | undefined {
+  const value = config.parameters[key]?.stringValue;
+  if (value === undefined) return undefined;
+  const word = value.trim().toLowerCase();
+  if (word !== "true" && word !== "false") {
+    throw new Error(`parameter '${key}' of model '${config.name}' must be true or false, got '${value}'`);
+  }
+  return word === "true";
+}
+
 export function wholeNumberParameter(config: ModelConfig, key: string): number | undefined {
   const value = config.parameters[key]?.stringValue;
   if (value === undefined) return undefined;

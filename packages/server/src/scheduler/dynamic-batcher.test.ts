@@ -427,4 +427,30 @@ describe("DynamicBatcher", () => {
     expect(rounds[QUIET_PROBE_EVERY]?.reason).toBe("delay expired");
     expect(rounds.filter((x) => x.reason === "arrivals stopped")).toHaveLength(QUIET_PROBE_EVERY + 2 - 3 - 1);
   });
+
+  it("with adaptive_queue_delay false, waits out the delay every time, as Triton does", async () => {
+    const { held, send, clock, events } = setup(
+      "max_queue_delay_microseconds: 500",
+      1,
+      'parameters { key: "adaptive_queue_delay" value { string_value: "FALSE" } }',
+    );
+    for (let i = 0; i < 3 * WAIT_HISTORY; i++) {
+      const pending = send(`w${i}`);
+      expect(held[0]?.batches).toHaveLength(i);
+      clock.advanceUs(500);
+      held[0]?.batches[i]?.finish();
+      await pending;
+    }
+    expect(new Set(events.map((e) => e.reason))).toEqual(new Set(["delay expired"]));
+  });
+
+  it("refuses an adaptive_queue_delay that is not true or false", () => {
+    expect(() =>
+      setup(
+        "max_queue_delay_microseconds: 500",
+        1,
+        'parameters { key: "adaptive_queue_delay" value { string_value: "yes" } }',
+      ),
+    ).toThrow("parameter 'adaptive_queue_delay' of model 'm' must be true or false, got 'yes'");
+  });
 });

@@ -1,5 +1,6 @@
 import type { ModelConfig, ModelDynamicBatching } from "@galley/proto";
 import type { BackendInstance } from "../backend/backend.js";
+import { booleanParameter } from "../backend/instance-specs.js";
 import { type Clock, systemClock } from "../clock/clock.js";
 import { backendError, InferenceError, requestId } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
@@ -65,7 +66,10 @@ export interface DynamicBatcherOptions {
  * policies, timeouts, `max_queue_size`) and are merged into batches of up to `max_batch_size`,
  * preferring `preferred_batch_size`, waiting at most `max_queue_delay_microseconds` for a batch
  * to fill. Requests merge only when their non-batch shapes are equal (unless the input allows
- * ragged batches). One timer drives every wait; nothing polls.
+ * ragged batches). One timer drives every wait; nothing polls. Beyond Triton, waits that do not
+ * pay are cut short (a lone client, a burst of arrivals that is over); the model parameter
+ * `adaptive_queue_delay: "false"` waits out the delay every time, as Triton does.
+ * @throws Error when `adaptive_queue_delay` is neither true nor false.
  */
 export class DynamicBatcher implements Scheduler {
   readonly #pool: InstancePool;
@@ -79,6 +83,8 @@ export class DynamicBatcher implements Scheduler {
   readonly #preferred: number[];
   readonly #delayNs: bigint;
   readonly #ragged: Set<string>;
+  /** `adaptive_queue_delay` (default true): end waits that do not pay; false waits as Triton does. */
+  readonly #adaptive: boolean;
   #timer: unknown;
   #timerAt?: bigint;
   #running = 0;
@@ -117,6 +123,7 @@ export class DynamicBatcher implements Scheduler {
     this.#preferred = [...(this.#batching?.preferredBatchSize ?? [])].sort((a, b) => a - b);
     this.#delayNs = (this.#batching?.maxQueueDelayMicroseconds ?? 0n) * 1000n;
     this.#ragged = new Set(options.config.input.filter((i) => i.allowRaggedBatch).map((i) => i.name));
+    this.#adaptive = booleanParameter(options.config, "adaptive_queue_delay") ?? true;
   }
 
   enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
@@ -252,7 +259,7 @@ export class DynamicBatcher implements Scheduler {
    * random arrivals a silence twice the largest of 32 gaps means the next one is unlikely soon.
    */
   #quietNs(): bigint | undefined {
-    if (this.#fullWait || this.#joinGaps.length < WAIT_HISTORY) return undefined;
+    if (!this.#adaptive || this.#fullWait || this.#joinGaps.length < WAIT_HISTORY) return undefined;
     let largest = 0n;
     for (const gap of this.#joinGaps) if (gap > largest) largest = gap;
     const quiet = largest * BigInt(QUIET_GAPS);
@@ -297,6 +304,7 @@ export class DynamicBatcher implements Scheduler {
    * that gains a request; requests that meet while the instances are busy batch without any wait.
    */
   #waitingPointless(): boolean {
+    if (!this.#adaptive) return false;
     if (this.#waits.length < WAIT_HISTORY || this.#waits.some((joined) => joined)) {
       this.#skipped = 0;
       return false;
