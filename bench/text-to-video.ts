@@ -15,8 +15,8 @@
 // On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
 // the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle).
 import { type ChildProcess, fork } from "node:child_process";
-import { createServer as createNetServer } from "node:net";
 import { readFileSync } from "node:fs";
+import { createServer as createNetServer } from "node:net";
 import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { createGrpcClient, type GrpcClient, tensor } from "@galley/client";

@@ -320,7 +320,11 @@ export class OrtInstance implements BackendInstance {
   #inputNames(requests: readonly InferenceRequest[]): readonly string[] {
     let extra: Set<string> | undefined;
     for (const request of requests)
-      for (const input of request.inputs) if (!this.#inputs.has(input.name)) (extra ??= new Set()).add(input.name);
+      for (const input of request.inputs) {
+        if (this.#inputs.has(input.name)) continue;
+        extra ??= new Set();
+        extra.add(input.name);
+      }
     return extra ? [...this.#configInputNames, ...extra] : this.#configInputNames;
   }
 
