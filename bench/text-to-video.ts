@@ -142,8 +142,12 @@ function driveIn(url: string, mode: Mode, users: number): Promise<Driven> {
   });
   const worker = child;
   return new Promise((resolve, reject) => {
-    worker.once("message", (message) => resolve(message as Driven));
-    worker.once("exit", (code) => reject(new Error(`the clients' process exited (${code})`)));
+    const exited = (code: number | null) => reject(new Error(`the clients' process exited (${code})`));
+    worker.once("message", (message) => {
+      worker.off("exit", exited);
+      resolve(message as Driven);
+    });
+    worker.once("exit", exited);
     worker.send({ url, mode, users });
   });
 }
