@@ -14,7 +14,6 @@ import {
   type JsInit,
   type JsProtocol,
   type JsResult,
-  tensorFromWire,
   tensorToWire,
   type WireError,
   type WireRequest,
