@@ -234,7 +234,8 @@ export class DynamicBatcher implements Scheduler {
           if (this.#preferred.includes(running)) prefix = i + 1;
         }
       }
-      const reason = this.#delayNs === 0n ? "no delay" : waited >= this.#delayNs ? "delay expired" : "arrivals stopped";
+      const early = stopped && waited < this.#delayNs && !this.#draining;
+      const reason = this.#delayNs === 0n ? "no delay" : early ? "arrivals stopped" : "delay expired";
       return { items: items.slice(0, prefix), reason };
     }
     if (this.#waiting?.oldest !== oldest && this.#waitingPointless()) {
