@@ -7,6 +7,10 @@
 # name, also on failure. Called by .ci/run after the tests; runs on its own too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# podman's network helper (netavark) runs iptables from the sbin folders; a minimal PATH (a CI
+# runner's, `env -i`) leaves them out and `podman run -p` fails with "No such file or directory".
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH="$PATH:/usr/sbin:/sbin" ;; esac
+export PATH
 
 say() { printf '[container] %s\n' "$*"; }
 fail() {
