@@ -64,6 +64,15 @@ export function initializeArgs(
  * A config parameter that must be a whole number (`execute_timeout_ms`, ...), or undefined
  * when the config does not set it. @throws Error naming the parameter and the model otherwise.
  */
+export function wholeNumberParameter(config: ModelConfig, key: string): number | undefined {
+  const value = config.parameters[key]?.stringValue;
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value.trim())) {
+    throw new Error(`parameter '${key}' of model '${config.name}' must be a whole number, got '${value}'`);
+  }
+  return Number(value);
+}
+
 /** A `true`/`false` parameter (any case), or undefined when absent. @throws Error naming the model for any other value. */
 export function booleanParameter(config: ModelConfig, key: string): boolean | undefined {
   const value = config.parameters[key]?.stringValue;
@@ -73,13 +82,4 @@ export function booleanParameter(config: ModelConfig, key: string): boolean | un
     throw new Error(`parameter '${key}' of model '${config.name}' must be true or false, got '${value}'`);
   }
   return word === "true";
-}
-
-export function wholeNumberParameter(config: ModelConfig, key: string): number | undefined {
-  const value = config.parameters[key]?.stringValue;
-  if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value.trim())) {
-    throw new Error(`parameter '${key}' of model '${config.name}' must be a whole number, got '${value}'`);
-  }
-  return Number(value);
 }

@@ -97,13 +97,13 @@ export const EXTENSIONS = [
   "logging",
 ];
 
+/** No device memory to hold for a request (shared: never written). */
+const NO_HOLDS: readonly (() => void)[] = [];
+
 /**
  * The protocol-neutral core. Frontends translate wire requests into calls on this object and
  * never hold state of their own; `infer` is the one path every inference takes.
  */
-/** No device memory to hold for a request (shared: never written). */
-const NO_HOLDS: readonly (() => void)[] = [];
-
 export class InferenceServer {
   readonly id: string;
   readonly models: ModelManager;
