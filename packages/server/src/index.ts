@@ -12,6 +12,7 @@
  * @packageDocumentation
  */
 
+export type { JsIsolation } from "./backend/js/js-backend.js";
 // Errors: Triton's codes and texts.
 export { ERRORS, type ErrorId, InferenceError, type TritonCode } from "./core/errors.js";
 export {

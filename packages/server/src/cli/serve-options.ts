@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import type { JsIsolation } from "../backend/js/js-backend.js";
 import type { ControlMode } from "../repository/model-manager.js";
 import type { ServerOptions } from "../server.js";
 
@@ -36,6 +37,7 @@ Models
   --model-load-thread-count <n>  versions loaded at once (default: 4)
   --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
   --backend-config python,python-executable=<path>         (default: python3 on PATH)
+  --backend-config js,default-isolation=<thread|shared>    (default: thread)
   --cache-config local,size=<bytes>   response cache for models with response_cache { enable: true }
   --response-cache-byte-size <bytes>  deprecated form of --cache-config local,size=<bytes>
   --rate-limit <off|execution_count>  (default: off)
@@ -160,7 +162,13 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   };
   let onnxDefaultMaxBatchSize: number | undefined;
   let pythonExecutable: string | undefined;
+  let jsDefaultIsolation: JsIsolation | undefined;
   for (const setting of v["backend-config"] ?? []) {
+    const js = /^js,default-isolation=(thread|shared)$/.exec(setting);
+    if (js) {
+      jsDefaultIsolation = js[1] as JsIsolation;
+      continue;
+    }
     const python = /^python,python-executable=(.+)$/.exec(setting);
     if (python) {
       pythonExecutable = python[1];
@@ -211,6 +219,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     allowClientShm: bool("--allow-client-shm", v["allow-client-shm"], false),
     ...(onnxDefaultMaxBatchSize !== undefined ? { onnxDefaultMaxBatchSize } : {}),
     ...(pythonExecutable ? { pythonExecutable } : {}),
+    ...(jsDefaultIsolation ? { jsDefaultIsolation } : {}),
     ...(responseCacheBytes ? { responseCacheBytes } : {}),
     rateLimit,
     rateLimitResources,

@@ -5,6 +5,8 @@ import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
+import type { TransportFactory } from "../host/instance-transport.js";
+import { SharedThreads } from "../host/shared-threads.js";
 import { workerTransport } from "../host/worker-transport.js";
 import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import type { InferencePath } from "./bls-calls.js";
@@ -28,24 +30,45 @@ export interface JsBackendOptions {
   executeTimeoutMs?: number;
   /** `initialize_timeout_ms` for models that set none (default {@link DEFAULT_INITIALIZE_TIMEOUT_MS}; 0: none). */
   initializeTimeoutMs?: number;
+  /** `isolation` for models that set none (`--backend-config js,default-isolation=...`; default `thread`). */
+  defaultIsolation?: JsIsolation;
 }
+
+/**
+ * Where a scripted model's instances run: `thread`, a worker thread (and V8 isolate) each; or
+ * `shared`, instance n of every such model on shared thread n (see `SharedThreads`).
+ */
+export type JsIsolation = "thread" | "shared";
 
 /**
  * The `js` backend: scripted models in JavaScript or TypeScript, one worker thread per instance
  * (see `src/model/api.ts` for what a model implements). Parameters (`parameters { key: ... }`):
  * `memory_limit_mb` (the worker's heap and ArrayBuffers together; exceeding it restarts the
  * instance), `execute_timeout_ms` (an execute that runs longer restarts the instance) and
- * `initialize_timeout_ms` (a load whose `initialize` runs longer fails); 0 turns a timeout off.
+ * `initialize_timeout_ms` (a load whose `initialize` runs longer fails); 0 turns a timeout off;
+ * `isolation` (`thread` or `shared`, see {@link JsIsolation}; `memory_limit_mb` needs `thread`).
  * Every response's outputs are checked against the config (see `checkOutputs`).
  */
 export function createJsBackend(options: JsBackendOptions): Backend {
+  const shared = new SharedThreads({ entry: JS_WORKER_URL, name: "js:shared" });
   return {
     name: "js",
 
     async autoComplete(config, modelPath, version) {
       const file = await findModelFile(modelPath, version, config);
       if (!file) return undefined;
-      const completed = await runAutoComplete(file, config);
+      // Bad values of these parameters fail the load, which words the error.
+      let isolation: JsIsolation = options.defaultIsolation ?? "thread";
+      let timeoutMs = options.initializeTimeoutMs ?? DEFAULT_INITIALIZE_TIMEOUT_MS;
+      try {
+        isolation = isolationParameter(config) ?? isolation;
+        timeoutMs = initializeTimeout(config, options);
+      } catch {}
+      const open =
+        isolation === "shared"
+          ? shared.transport<ToWorker, FromWorker>(0)
+          : workerTransport<ToWorker, FromWorker>({ entry: JS_WORKER_URL, name: `js:${config.name}_autocomplete` });
+      const completed = await runAutoComplete(file, config, open, timeoutMs);
       if (typeof completed === "string") {
         return {
           config,
@@ -67,17 +90,23 @@ export function createJsBackend(options: JsBackendOptions): Backend {
       }
       const parameter = (key: string) => wholeNumberParameter(config, key);
       const memoryLimitMb = parameter("memory_limit_mb");
+      const isolation = isolationParameter(config) ?? options.defaultIsolation ?? "thread";
+      if (isolation === "shared" && memoryLimitMb) {
+        throw new Error(
+          `parameter 'memory_limit_mb' of model '${config.name}' needs isolation 'thread': a shared thread's memory cannot be limited per instance`,
+        );
+      }
       const executeTimeoutMs =
         parameter("execute_timeout_ms") ?? options.executeTimeoutMs ?? DEFAULT_EXECUTE_TIMEOUT_MS;
-      const initializeTimeoutMs =
-        parameter("initialize_timeout_ms") ?? options.initializeTimeoutMs ?? DEFAULT_INITIALIZE_TIMEOUT_MS;
+      const initializeTimeoutMs = initializeTimeout(config, options);
       const rules = outputRules(config);
       const modelConfig = JSON.stringify(toModelConfigJson(config));
       const specs = instanceSpecs(config);
       const started = await Promise.allSettled(
-        specs.map((spec) =>
+        specs.map((spec, index) =>
           JsInstance.start({
             name: spec.name,
+            ...(isolation === "shared" ? { thread: shared.transport(index) } : {}),
             init: {
               file,
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
@@ -116,6 +145,26 @@ export function createJsBackend(options: JsBackendOptions): Backend {
   };
 }
 
+/** `initialize_timeout_ms`: the model's, else the backend's default. */
+function initializeTimeout(config: ModelConfig, options: JsBackendOptions): number {
+  return (
+    wholeNumberParameter(config, "initialize_timeout_ms") ??
+    options.initializeTimeoutMs ??
+    DEFAULT_INITIALIZE_TIMEOUT_MS
+  );
+}
+
+/** The `isolation` parameter, when the config sets it. */
+function isolationParameter(config: ModelConfig): JsIsolation | undefined {
+  const value = config.parameters.isolation?.stringValue;
+  if (value === undefined) return undefined;
+  const word = value.trim().toLowerCase();
+  if (word !== "thread" && word !== "shared") {
+    throw new Error(`parameter 'isolation' of model '${config.name}' must be 'thread' or 'shared', got '${value}'`);
+  }
+  return word;
+}
+
 /** The model file: `default_model_filename`, else the first of {@link JS_MODEL_FILES} that exists. */
 async function findModelFile(modelPath: string, version: number, config: ModelConfig): Promise<string | undefined> {
   const names = config.defaultModelFilename ? [config.defaultModelFilename] : JS_MODEL_FILES;
@@ -133,10 +182,20 @@ async function findModelFile(modelPath: string, version: number, config: ModelCo
   return undefined;
 }
 
-/** Call the class's static `autoCompleteConfig` in a throw-away worker, as Triton does in a throw-away interpreter. */
-function runAutoComplete(file: string, config: ModelConfig): Promise<ModelConfig | string> {
-  const open = workerTransport<ToWorker, FromWorker>({ entry: JS_WORKER_URL, name: `js:${config.name}_autocomplete` });
+/**
+ * Call the class's static `autoCompleteConfig` where the model's instances will run: in a
+ * throw-away worker, as Triton does in a throw-away interpreter, or on a shared thread (starting
+ * a thread costs more than a slot on one, and Node keeps several MiB of each of the throw-away
+ * threads that start together). Past `timeoutMs` (0: none) it fails.
+ */
+function runAutoComplete(
+  file: string,
+  config: ModelConfig,
+  open: TransportFactory<ToWorker, FromWorker>,
+  timeoutMs: number,
+): Promise<ModelConfig | string> {
   let transport: ReturnType<typeof open> | undefined;
+  let timer: NodeJS.Timeout | undefined;
   return new Promise<ModelConfig | string>((resolve) => {
     transport = open({
       message(message) {
@@ -152,6 +211,10 @@ function runAutoComplete(file: string, config: ModelConfig): Promise<ModelConfig
       },
       ended: (reason) => resolve(`the auto-complete worker ${reason}`),
     });
+    if (timeoutMs > 0) timer = setTimeout(() => resolve(`the module did not load within ${timeoutMs} ms`), timeoutMs);
     transport.send({ kind: "auto-complete", file, config: toModelConfigJson(config) as Record<string, unknown> });
-  }).finally(() => void transport?.kill());
+  }).finally(() => {
+    clearTimeout(timer);
+    void transport?.kill();
+  });
 }

@@ -6,7 +6,9 @@ import type { Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { checkOutputs, type OutputRules } from "../check-outputs.js";
+import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
+import type { TransportFactory } from "../host/instance-transport.js";
 import { workerEntry } from "../host/worker-entry.js";
 import { workerTransport } from "../host/worker-transport.js";
 import { BlsCalls, type InferencePath } from "./bls-calls.js";
@@ -30,7 +32,12 @@ export interface JsInstanceOptions {
   init: Omit<JsInit, "errors" | "memoryLimitBytes">;
   /** What the model's outputs must look like (its config). */
   outputRules: OutputRules;
-  /** `memory_limit_mb`: the worker's V8 heap limit, and the limit on heap plus ArrayBuffers, in MiB. */
+  /**
+   * Where the instance runs when it shares a thread (`isolation: "shared"`, see `SharedThreads`);
+   * absent: a worker thread of its own.
+   */
+  thread?: TransportFactory<HostToInstance<JsProtocol>, InstanceToHost<JsProtocol>>;
+  /** `memory_limit_mb`: the worker's V8 heap limit, and the limit on heap plus ArrayBuffers, in MiB (a thread of its own only). */
   memoryLimitMb?: number;
   /** `execute_timeout_ms`: an execute that takes longer restarts the instance; 0 or absent: none. */
   executeTimeoutMs?: number;
@@ -62,7 +69,7 @@ const MiB = 1024 * 1024;
  * One instance of a scripted model: a worker thread running the model module, supervised by an
  * instance host. Whatever kills the worker (an uncaught throw, an unhandled rejection,
  * `process.exit`, its memory limit, an execute past its timeout) fails only the requests this
- * instance holds; the host restarts it, backing off after repeated failures, and while it waits
+ * instance holds (on a shared thread: those of every instance on the thread); the host restarts it, backing off after repeated failures, and while it waits
  * the instance is not {@link JsInstance.healthy} and refuses requests at once.
  */
 export class JsInstance implements BackendInstance {
@@ -82,11 +89,13 @@ export class JsInstance implements BackendInstance {
     this.#host = createInstanceHost<JsProtocol>({
       name: options.name,
       model: options.init.args.model_name ?? options.name,
-      transport: workerTransport({
-        entry: JS_WORKER_URL,
-        name: `js:${options.name}`,
-        ...(limit ? { memoryLimitMb: limit } : {}),
-      }),
+      transport:
+        options.thread ??
+        workerTransport({
+          entry: JS_WORKER_URL,
+          name: `js:${options.name}`,
+          ...(limit ? { memoryLimitMb: limit } : {}),
+        }),
       init: { ...options.init, errors: ERROR_TABLE, ...(limit ? { memoryLimitBytes: limit * MiB } : {}) },
       ...(options.initializeTimeoutMs ? { startTimeoutMs: options.initializeTimeoutMs } : {}),
       ...(options.executeTimeoutMs ? { executeTimeoutMs: options.executeTimeoutMs } : {}),

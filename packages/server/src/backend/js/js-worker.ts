@@ -1,12 +1,12 @@
-// Worker thread of one scripted-model instance: loads the model module, runs initialize /
-// execute / finalize, and bridges response senders, cancellation and BLS calls to the main
-// thread. A throw here fails requests; anything that kills the thread is the main side's concern.
+// Worker thread of scripted-model instances (one, or several on a shared thread; see
+// `serveThread`): loads the model module, runs initialize / execute / finalize, and bridges
+// response senders, cancellation and BLS calls to the main thread. A throw here fails requests;
+// anything that kills the thread is the main side's concern.
 import { AsyncLocalStorage } from "node:async_hooks";
 import module from "node:module";
 import { pathToFileURL } from "node:url";
-import { getHeapStatistics, setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
-import { parentPort } from "node:worker_threads";
+import { getHeapStatistics } from "node:v8";
+import { collector } from "../../heap.js";
 import type {
   BlsRequest,
   BlsResponse,
@@ -18,6 +18,7 @@ import type {
   ResponseSender,
 } from "../../model/api.js";
 import { type Coalesced, coalescingPost, forEachMessage } from "../host/coalesce.js";
+import { serveThread } from "../host/thread-slots.js";
 import {
   type FromWorker,
   type JsInit,
@@ -35,304 +36,21 @@ if (process.env.NODE_COMPILE_CACHE) {
   (module as { enableCompileCache?: (dir: string) => unknown }).enableCompileCache?.(process.env.NODE_COMPILE_CACHE);
 }
 
-const port = parentPort;
-if (!port) throw new Error("js-worker must run in a worker thread");
-
-/**
- * Send to the server: what is sent in one run of callbacks and microtasks leaves together (a
- * buffer that cannot move, from Node's Buffer pool or memory the model keeps, is copied instead).
- * A message that cannot be posted at all crashes the worker, so the host fails what it holds.
- */
-const post: (message: FromWorker, transfer?: Iterable<ArrayBuffer>) => void = coalescingPost<FromWorker>(
-  (message, transfer) => port.postMessage(message, transfer),
-  (error) => {
-    throw error;
-  },
-);
-
-let model: Model | undefined;
-let decoupled = false;
-let modelOutputs: string[] = [];
-/** `memory_limit_mb` in bytes (0: none): V8's heap limit does not count ArrayBuffers, so this does. */
-let memoryLimit = 0;
-let collectGarbage: (() => void) | undefined;
-/** Requests not yet finished, by key: cancellation and late sends find them here. */
-const open = new Map<number, { controller: AbortController; finished: boolean }>();
 /** The keys of the batch being executed, for BLS calls that name no signal. */
 const batchKeys = new AsyncLocalStorage<number[]>();
 
-const log = (level: "info" | "warn" | "error" | "verbose") => (message: string) =>
-  post({ kind: "log", level, message: String(message) });
-
-// ---- BLS -----------------------------------------------------------------------------------
-
-interface Call {
-  push(response: WireBlsResponse | undefined, error: Error | undefined, final: boolean): void;
-}
-const calls = new Map<number, Call>();
-let nextCall = 1;
-
-function blsMessage(request: BlsRequest, stream: boolean) {
-  const call = nextCall++;
-  const parameters = { ...(request.parameters ?? {}) };
-  if (request.priority !== undefined) parameters.priority = request.priority;
-  if (request.timeoutMicroseconds !== undefined) parameters.timeout = request.timeoutMicroseconds;
-  // Copied, not moved: the model usually still holds these tensors (its own inputs, say).
-  const inputs = request.inputs.map((t) => {
-    const wire = toWireTensor(t);
-    return wire.device ? wire : { ...wire, data: new Uint8Array(wire.data) };
-  });
-  const preferred = request.preferredMemory;
-  const message: FromWorker = {
-    kind: "bls",
-    call,
-    stream,
-    parents: batchKeys.getStore() ?? [],
-    ownSignal: request.signal !== undefined,
-    request: {
-      model: request.model,
-      version: request.version ?? "",
-      id: request.id ?? "",
-      inputs,
-      outputs: [...(request.outputs ?? [])],
-      parameters,
-      ...(preferred ? { preferredMemory: { kind: preferred.kind, deviceId: preferred.deviceId ?? 0 } } : {}),
-    },
-  };
-  return { call, message, transfer: transferList(inputs) };
-}
-
-/**
- * Device tensors let go once the model no longer refers to their `device` object (copies of a
- * tensor made with spread share it); the server also lets them go when their batch's requests end.
- */
-const heldOnDevice = new FinalizationRegistry<number>((ref) => post({ kind: "bls-drop", refs: [ref] }));
-
-function blsResponse(wire: WireBlsResponse): BlsResponse {
-  const outputs = wire.outputs.map((t) => {
-    const tensor = wrapTensor(t);
-    if (tensor.device) heldOnDevice.register(tensor.device, tensor.device.ref);
-    return tensor;
-  });
-  return {
-    modelName: wire.modelName,
-    modelVersion: wire.modelVersion,
-    id: wire.id,
-    parameters: wire.parameters,
-    outputs,
-    output: (name) => outputs.find((o) => o.name === name),
-  };
-}
-
-function blsError(error: { message: string; code?: string }): Error {
-  return Object.assign(new Error(error.message), { code: error.code ?? "INTERNAL" });
-}
-
-const context: ModelContext = {
-  infer(request) {
-    const { call, message, transfer } = blsMessage(request, false);
-    return new Promise<BlsResponse>((resolve, reject) => {
-      const onAbort = () => post({ kind: "bls-cancel", call });
-      request.signal?.addEventListener("abort", onAbort, { once: true });
-      calls.set(call, {
-        push(response, error) {
-          calls.delete(call);
-          request.signal?.removeEventListener("abort", onAbort);
-          if (error || !response) reject(error ?? new Error("BLS call ended without a response"));
-          else resolve(blsResponse(response));
-        },
-      });
-      post(message, transfer);
-    });
-  },
-
-  stream(request) {
-    return {
-      [Symbol.asyncIterator]() {
-        const { call, message, transfer } = blsMessage(request, true);
-        const ready: { response?: WireBlsResponse; error?: Error; final: boolean }[] = [];
-        let wake: (() => void) | undefined;
-        let ended = false;
-        const onAbort = () => post({ kind: "bls-cancel", call });
-        request.signal?.addEventListener("abort", onAbort, { once: true });
-        calls.set(call, {
-          push(response, error, final) {
-            ready.push({ ...(response ? { response } : {}), ...(error ? { error } : {}), final });
-            if (final || error) calls.delete(call);
-            wake?.();
-          },
-        });
-        post(message, transfer);
-        const finish = () => {
-          ended = true;
-          request.signal?.removeEventListener("abort", onAbort);
-        };
-        return {
-          async next(): Promise<IteratorResult<BlsResponse>> {
-            while (!ended) {
-              const item = ready.shift();
-              if (!item) {
-                await new Promise<void>((resolve) => {
-                  wake = resolve;
-                });
-                wake = undefined;
-                continue;
-              }
-              if (item.error) {
-                finish();
-                throw item.error;
-              }
-              if (item.final) finish();
-              if (item.response) return { value: blsResponse(item.response), done: false };
-            }
-            return { value: undefined, done: true };
-          },
-          async return(): Promise<IteratorResult<BlsResponse>> {
-            if (!ended) {
-              finish();
-              calls.delete(call);
-              post({ kind: "bls-cancel", call });
-            }
-            return { value: undefined, done: true };
-          },
-        };
-      },
-    };
-  },
-
-  log: { info: log("info"), warn: log("warn"), error: log("error"), verbose: log("verbose") },
-};
-
-// ---- requests and responses ----------------------------------------------------------------
-
-function wireResponse(response: Response | undefined, requested: readonly string[]): WireResponse {
-  if (typeof response !== "object" || response === null || Array.isArray(response)) {
-    const type = response === null ? "null" : Array.isArray(response) ? "array" : typeof response;
-    return { outputs: [], parameters: {}, notAResponse: type };
-  }
-  if (response.error !== undefined) return { outputs: [], parameters: {}, error: wireError(response.error) };
-  // Config outputs nobody asked for are dropped; names the config lacks go on, for the server to refuse.
-  const dropped = new Set(modelOutputs.filter((name) => !requested.includes(name)));
-  try {
-    const outputs = (response.outputs ?? []).filter((o) => !dropped.has(o.name)).map(toWireTensor);
-    return { outputs, parameters: { ...(response.parameters ?? {}) } };
-  } catch (error) {
-    return { outputs: [], parameters: {}, error: wireError(error) };
-  }
-}
-
-function makeRequest(wire: WireRequest): Request {
-  const inputs: InputTensor[] = wire.inputs.map(wrapTensor);
-  const controller = new AbortController();
-  const state = { controller, finished: false };
-  open.set(wire.key, state);
-  if (wire.cancelled) controller.abort();
-  const requested = wire.outputs.length > 0 ? wire.outputs : modelOutputs;
-  const sender: ResponseSender = {
-    send(response?: Response, options?: { final?: boolean }) {
-      if (state.finished) throw new Error("the request already received its final response");
-      const final = options?.final ?? false;
-      if (final) {
-        state.finished = true;
-        open.delete(wire.key);
-      }
-      if (!response && !final) return;
-      const wire2 = response ? wireResponse(response, requested) : undefined;
-      post(
-        { kind: "response", key: wire.key, ...(wire2 ? { response: wire2 } : {}), final },
-        wire2 ? transferList(wire2.outputs) : new Set(),
-      );
-    },
-    isCancelled: () => controller.signal.aborted,
-  };
-  return {
-    id: wire.id,
-    modelName: wire.modelName,
-    modelVersion: wire.modelVersion,
-    correlationId: wire.correlationId,
-    flags: wire.flags,
-    parameters: wire.parameters,
-    inputs,
-    requestedOutputNames: requested,
-    input: (name) => inputs.find((t) => t.name === name),
-    signal: controller.signal,
-    isCancelled: () => controller.signal.aborted,
-    responseSender: () => sender,
-  };
-}
-
-async function execute(batch: number, wires: WireRequest[]): Promise<void> {
-  const current = model;
-  if (!current) {
-    post({ kind: "executed", batch, result: { error: { message: "the model is not initialized" } } });
-    return;
-  }
-  const requests = wires.map(makeRequest);
-  try {
-    const result = await batchKeys.run(
-      wires.map((w) => w.key),
-      () => current.execute(requests, context),
-    );
-    if (overMemoryLimit()) return;
-    if (decoupled) {
-      post({ kind: "executed", batch, result: {} });
-      return;
-    }
-    for (const wire of wires) open.delete(wire.key);
-    if (!Array.isArray(result) || result.length !== requests.length) {
-      const got = Array.isArray(result) ? `${result.length} responses` : String(result);
-      throw new Error(`execute must return one response per request: expected ${requests.length}, got ${got}`);
-    }
-    const responses = result.map((r: Response, i) => wireResponse(r, requests[i]?.requestedOutputNames ?? []));
-    const transfer = new Set<ArrayBuffer>();
-    for (const r of responses) transferList(r.outputs, transfer);
-    post({ kind: "executed", batch, result: { responses } }, transfer);
-  } catch (error) {
-    for (const wire of wires) {
-      if (!decoupled) open.delete(wire.key);
-    }
-    if (overMemoryLimit()) return;
-    post({ kind: "executed", batch, result: { error: wireError(error) } });
-  }
-}
-
-/**
- * Whether the heap and external memory (ArrayBuffers, Buffers) together exceed `memory_limit_mb`;
- * if so the server is told, and it stops this worker. Garbage counts until collected, so the
- * answer is given after a collection.
- */
-function overMemoryLimit(): boolean {
-  if (memoryLimit <= 0) return false;
-  const used = () => {
-    const heap = getHeapStatistics();
-    return heap.used_heap_size + heap.external_memory;
-  };
-  if (used() <= memoryLimit) return false;
-  if (!collectGarbage) {
-    setFlagsFromString("--expose-gc");
-    collectGarbage = runInNewContext("gc") as () => void;
-  }
-  // Twice: an ArrayBuffer's memory is released by the collection after the one that finds it dead.
-  collectGarbage();
-  collectGarbage();
-  const after = used();
-  if (after <= memoryLimit) return false;
-  post({ kind: "memory-exceeded", usedBytes: after });
-  return true;
-}
-
-// ---- lifecycle -----------------------------------------------------------------------------
-
 type ModelModule = { default?: unknown };
 
-async function importModel(file: string): Promise<unknown> {
+async function importModel(file: string, slot: number | undefined): Promise<unknown> {
+  // On a shared thread each instance imports its own copy of the module (its module-level state).
+  const url = `${pathToFileURL(file).href}${slot === undefined ? "" : `?galley-slot=${slot}`}`;
   let loaded: ModelModule;
   if (/\.[cm]?ts$/.test(file)) {
     // TypeScript is transpiled on import by tsx's loader (relative imports included).
     const { tsImport } = await import("tsx/esm/api");
-    loaded = (await tsImport(pathToFileURL(file).href, import.meta.url)) as ModelModule;
+    loaded = (await tsImport(url, import.meta.url)) as ModelModule;
   } else {
-    loaded = (await import(pathToFileURL(file).href)) as ModelModule;
+    loaded = (await import(url)) as ModelModule;
   }
   // A CommonJS module's `module.exports.default` arrives one level down.
   let exported = loaded.default;
@@ -352,72 +70,347 @@ function instantiate(exported: unknown): Model {
   return candidate as Model;
 }
 
-async function initialize(message: JsInit): Promise<void> {
-  try {
-    useErrorTable(message.errors);
-    decoupled = message.decoupled;
-    modelOutputs = message.outputs;
-    memoryLimit = message.memoryLimitBytes ?? 0;
-    // Memory held between executes (a decoupled model sending in the background, a timer) counts too.
-    if (memoryLimit > 0) setInterval(overMemoryLimit, 250).unref();
-    const created = instantiate(await importModel(message.file));
-    await created.initialize?.(message.args as never, context);
-    model = created;
-    post({ kind: "started", info: undefined });
-  } catch (error) {
-    post({ kind: "start-failed", message: (error as Error)?.message ?? String(error) });
+serveThread((port, fail, slot) => {
+  /**
+   * Send to the server: what is sent in one run of callbacks and microtasks leaves together (a
+   * buffer that cannot move, from Node's Buffer pool or memory the model keeps, is copied instead).
+   * A message that cannot be posted at all ends the instance, so the host fails what it holds.
+   */
+  const post: (message: FromWorker, transfer?: Iterable<ArrayBuffer>) => void = coalescingPost<FromWorker>(
+    (message, transfer) => port.postMessage(message, transfer),
+    (error) => fail(error instanceof Error ? error : new Error(String(error))),
+  );
+
+  let model: Model | undefined;
+  let decoupled = false;
+  let modelOutputs: string[] = [];
+  /** `memory_limit_mb` in bytes (0: none): V8's heap limit does not count ArrayBuffers, so this does. */
+  let memoryLimit = 0;
+  /** Requests not yet finished, by key: cancellation and late sends find them here. */
+  const open = new Map<number, { controller: AbortController; finished: boolean }>();
+
+  const log = (level: "info" | "warn" | "error" | "verbose") => (message: string) =>
+    post({ kind: "log", level, message: String(message) });
+
+  // ---- BLS -----------------------------------------------------------------------------------
+
+  interface Call {
+    push(response: WireBlsResponse | undefined, error: Error | undefined, final: boolean): void;
   }
-}
+  const calls = new Map<number, Call>();
+  let nextCall = 1;
 
-// A message that cannot be read (a detached buffer, say) would otherwise vanish and leave its
-// call waiting forever: crash instead, so the instance restarts and fails what it holds.
-port.on("messageerror", (error) => {
-  throw new Error(`a message from the server could not be read: ${error.message}`);
-});
+  function blsMessage(request: BlsRequest, stream: boolean) {
+    const call = nextCall++;
+    const parameters = { ...(request.parameters ?? {}) };
+    if (request.priority !== undefined) parameters.priority = request.priority;
+    if (request.timeoutMicroseconds !== undefined) parameters.timeout = request.timeoutMicroseconds;
+    // Copied, not moved: the model usually still holds these tensors (its own inputs, say).
+    const inputs = request.inputs.map((t) => {
+      const wire = toWireTensor(t);
+      return wire.device ? wire : { ...wire, data: new Uint8Array(wire.data) };
+    });
+    const preferred = request.preferredMemory;
+    const message: FromWorker = {
+      kind: "bls",
+      call,
+      stream,
+      parents: batchKeys.getStore() ?? [],
+      ownSignal: request.signal !== undefined,
+      request: {
+        model: request.model,
+        version: request.version ?? "",
+        id: request.id ?? "",
+        inputs,
+        outputs: [...(request.outputs ?? [])],
+        parameters,
+        ...(preferred ? { preferredMemory: { kind: preferred.kind, deviceId: preferred.deviceId ?? 0 } } : {}),
+      },
+    };
+    return { call, message, transfer: transferList(inputs) };
+  }
 
-port.on("message", (message: ToWorker | Coalesced<ToWorker>) => forEachMessage(message, receive));
+  /**
+   * Device tensors let go once the model no longer refers to their `device` object (copies of a
+   * tensor made with spread share it); the server also lets them go when their batch's requests end.
+   */
+  const heldOnDevice = new FinalizationRegistry<number>((ref) => post({ kind: "bls-drop", refs: [ref] }));
 
-function receive(message: ToWorker): void {
-  switch (message.kind) {
-    case "start":
-      void initialize(message.init);
-      return;
-    case "execute":
-      void execute(message.batch, message.payload);
-      return;
-    case "cancel":
-      open.get(message.key)?.controller.abort();
-      return;
-    case "bls-reply": {
-      const error = message.error ? blsError(message.error) : undefined;
-      calls.get(message.call)?.push(message.response, error, message.final);
+  function blsResponse(wire: WireBlsResponse): BlsResponse {
+    const outputs = wire.outputs.map((t) => {
+      const tensor = wrapTensor(t);
+      if (tensor.device) heldOnDevice.register(tensor.device, tensor.device.ref);
+      return tensor;
+    });
+    return {
+      modelName: wire.modelName,
+      modelVersion: wire.modelVersion,
+      id: wire.id,
+      parameters: wire.parameters,
+      outputs,
+      output: (name) => outputs.find((o) => o.name === name),
+    };
+  }
+
+  function blsError(error: { message: string; code?: string }): Error {
+    return Object.assign(new Error(error.message), { code: error.code ?? "INTERNAL" });
+  }
+
+  const context: ModelContext = {
+    infer(request) {
+      const { call, message, transfer } = blsMessage(request, false);
+      return new Promise<BlsResponse>((resolve, reject) => {
+        const onAbort = () => post({ kind: "bls-cancel", call });
+        request.signal?.addEventListener("abort", onAbort, { once: true });
+        calls.set(call, {
+          push(response, error) {
+            calls.delete(call);
+            request.signal?.removeEventListener("abort", onAbort);
+            if (error || !response) reject(error ?? new Error("BLS call ended without a response"));
+            else resolve(blsResponse(response));
+          },
+        });
+        post(message, transfer);
+      });
+    },
+
+    stream(request) {
+      return {
+        [Symbol.asyncIterator]() {
+          const { call, message, transfer } = blsMessage(request, true);
+          const ready: { response?: WireBlsResponse; error?: Error; final: boolean }[] = [];
+          let wake: (() => void) | undefined;
+          let ended = false;
+          const onAbort = () => post({ kind: "bls-cancel", call });
+          request.signal?.addEventListener("abort", onAbort, { once: true });
+          calls.set(call, {
+            push(response, error, final) {
+              ready.push({ ...(response ? { response } : {}), ...(error ? { error } : {}), final });
+              if (final || error) calls.delete(call);
+              wake?.();
+            },
+          });
+          post(message, transfer);
+          const finish = () => {
+            ended = true;
+            request.signal?.removeEventListener("abort", onAbort);
+          };
+          return {
+            async next(): Promise<IteratorResult<BlsResponse>> {
+              while (!ended) {
+                const item = ready.shift();
+                if (!item) {
+                  await new Promise<void>((resolve) => {
+                    wake = resolve;
+                  });
+                  wake = undefined;
+                  continue;
+                }
+                if (item.error) {
+                  finish();
+                  throw item.error;
+                }
+                if (item.final) finish();
+                if (item.response) return { value: blsResponse(item.response), done: false };
+              }
+              return { value: undefined, done: true };
+            },
+            async return(): Promise<IteratorResult<BlsResponse>> {
+              if (!ended) {
+                finish();
+                calls.delete(call);
+                post({ kind: "bls-cancel", call });
+              }
+              return { value: undefined, done: true };
+            },
+          };
+        },
+      };
+    },
+
+    log: { info: log("info"), warn: log("warn"), error: log("error"), verbose: log("verbose") },
+  };
+
+  // ---- requests and responses ----------------------------------------------------------------
+
+  function wireResponse(response: Response | undefined, requested: readonly string[]): WireResponse {
+    if (typeof response !== "object" || response === null || Array.isArray(response)) {
+      const type = response === null ? "null" : Array.isArray(response) ? "array" : typeof response;
+      return { outputs: [], parameters: {}, notAResponse: type };
+    }
+    if (response.error !== undefined) return { outputs: [], parameters: {}, error: wireError(response.error) };
+    // Config outputs nobody asked for are dropped; names the config lacks go on, for the server to refuse.
+    const dropped = new Set(modelOutputs.filter((name) => !requested.includes(name)));
+    try {
+      const outputs = (response.outputs ?? []).filter((o) => !dropped.has(o.name)).map(toWireTensor);
+      return { outputs, parameters: { ...(response.parameters ?? {}) } };
+    } catch (error) {
+      return { outputs: [], parameters: {}, error: wireError(error) };
+    }
+  }
+
+  function makeRequest(wire: WireRequest): Request {
+    const inputs: InputTensor[] = wire.inputs.map(wrapTensor);
+    const controller = new AbortController();
+    const state = { controller, finished: false };
+    open.set(wire.key, state);
+    if (wire.cancelled) controller.abort();
+    const requested = wire.outputs.length > 0 ? wire.outputs : modelOutputs;
+    const sender: ResponseSender = {
+      send(response?: Response, options?: { final?: boolean }) {
+        if (state.finished) throw new Error("the request already received its final response");
+        const final = options?.final ?? false;
+        if (final) {
+          state.finished = true;
+          open.delete(wire.key);
+        }
+        if (!response && !final) return;
+        const wire2 = response ? wireResponse(response, requested) : undefined;
+        post(
+          { kind: "response", key: wire.key, ...(wire2 ? { response: wire2 } : {}), final },
+          wire2 ? transferList(wire2.outputs) : new Set(),
+        );
+      },
+      isCancelled: () => controller.signal.aborted,
+    };
+    return {
+      id: wire.id,
+      modelName: wire.modelName,
+      modelVersion: wire.modelVersion,
+      correlationId: wire.correlationId,
+      flags: wire.flags,
+      parameters: wire.parameters,
+      inputs,
+      requestedOutputNames: requested,
+      input: (name) => inputs.find((t) => t.name === name),
+      signal: controller.signal,
+      isCancelled: () => controller.signal.aborted,
+      responseSender: () => sender,
+    };
+  }
+
+  async function execute(batch: number, wires: WireRequest[]): Promise<void> {
+    const current = model;
+    if (!current) {
+      post({ kind: "executed", batch, result: { error: { message: "the model is not initialized" } } });
       return;
     }
-    case "is-ready":
-      void Promise.resolve()
-        .then(() => model?.isReady?.() ?? model !== undefined)
-        .then(
-          (ready) => post({ kind: "ready", probe: message.probe, ready: Boolean(ready) }),
-          () => post({ kind: "ready", probe: message.probe, ready: false }),
-        );
-      return;
-    case "auto-complete":
-      void importModel(message.file)
-        .then((exported) => {
-          const hook = (exported as { autoCompleteConfig?: (c: unknown) => unknown }).autoCompleteConfig;
-          const config = hook ? hook.call(exported, structuredClone(message.config)) : message.config;
-          return Promise.resolve(config);
-        })
-        .then(
-          (config) => post({ kind: "auto-completed", config: config as Record<string, unknown> }),
-          (error: unknown) => post({ kind: "auto-completed", error: (error as Error)?.message ?? String(error) }),
-        );
-      return;
-    case "stop":
-      void Promise.resolve()
-        .then(() => model?.finalize?.())
-        .catch((error: unknown) => log("error")(`finalize failed: ${(error as Error)?.message ?? String(error)}`))
-        .finally(() => post({ kind: "stopped" }));
-      return;
+    const requests = wires.map(makeRequest);
+    try {
+      const result = await batchKeys.run(
+        wires.map((w) => w.key),
+        () => current.execute(requests, context),
+      );
+      if (overMemoryLimit()) return;
+      if (decoupled) {
+        post({ kind: "executed", batch, result: {} });
+        return;
+      }
+      for (const wire of wires) open.delete(wire.key);
+      if (!Array.isArray(result) || result.length !== requests.length) {
+        const got = Array.isArray(result) ? `${result.length} responses` : String(result);
+        throw new Error(`execute must return one response per request: expected ${requests.length}, got ${got}`);
+      }
+      const responses = result.map((r: Response, i) => wireResponse(r, requests[i]?.requestedOutputNames ?? []));
+      const transfer = new Set<ArrayBuffer>();
+      for (const r of responses) transferList(r.outputs, transfer);
+      post({ kind: "executed", batch, result: { responses } }, transfer);
+    } catch (error) {
+      for (const wire of wires) {
+        if (!decoupled) open.delete(wire.key);
+      }
+      if (overMemoryLimit()) return;
+      post({ kind: "executed", batch, result: { error: wireError(error) } });
+    }
   }
-}
+
+  /**
+   * Whether the heap and external memory (ArrayBuffers, Buffers) together exceed `memory_limit_mb`;
+   * if so the server is told, and it stops this worker. Garbage counts until collected, so the
+   * answer is given after a collection.
+   */
+  function overMemoryLimit(): boolean {
+    if (memoryLimit <= 0) return false;
+    const used = () => {
+      const heap = getHeapStatistics();
+      return heap.used_heap_size + heap.external_memory;
+    };
+    if (used() <= memoryLimit) return false;
+    const collectGarbage = collector();
+    // Twice: an ArrayBuffer's memory is released by the collection after the one that finds it dead.
+    collectGarbage();
+    collectGarbage();
+    const after = used();
+    if (after <= memoryLimit) return false;
+    post({ kind: "memory-exceeded", usedBytes: after });
+    return true;
+  }
+
+  async function initialize(message: JsInit): Promise<void> {
+    try {
+      useErrorTable(message.errors);
+      decoupled = message.decoupled;
+      modelOutputs = message.outputs;
+      memoryLimit = message.memoryLimitBytes ?? 0;
+      // Memory held between executes (a decoupled model sending in the background, a timer) counts too.
+      if (memoryLimit > 0) setInterval(overMemoryLimit, 250).unref();
+      const created = instantiate(await importModel(message.file, slot));
+      await created.initialize?.(message.args as never, context);
+      model = created;
+      post({ kind: "started", info: undefined });
+    } catch (error) {
+      post({ kind: "start-failed", message: (error as Error)?.message ?? String(error) });
+    }
+  }
+
+  // A message that cannot be read (a detached buffer, say) would otherwise vanish and leave its
+  // call waiting forever: end the instance instead, so it restarts and fails what it holds.
+  port.on("messageerror", (error) => fail(new Error(`a message from the server could not be read: ${error.message}`)));
+
+  port.on("message", (message: ToWorker | Coalesced<ToWorker>) => forEachMessage(message, receive));
+
+  function receive(message: ToWorker): void {
+    switch (message.kind) {
+      case "start":
+        void initialize(message.init);
+        return;
+      case "execute":
+        void execute(message.batch, message.payload);
+        return;
+      case "cancel":
+        open.get(message.key)?.controller.abort();
+        return;
+      case "bls-reply": {
+        const error = message.error ? blsError(message.error) : undefined;
+        calls.get(message.call)?.push(message.response, error, message.final);
+        return;
+      }
+      case "is-ready":
+        void Promise.resolve()
+          .then(() => model?.isReady?.() ?? model !== undefined)
+          .then(
+            (ready) => post({ kind: "ready", probe: message.probe, ready: Boolean(ready) }),
+            () => post({ kind: "ready", probe: message.probe, ready: false }),
+          );
+        return;
+      case "auto-complete":
+        void importModel(message.file, slot)
+          .then((exported) => {
+            const hook = (exported as { autoCompleteConfig?: (c: unknown) => unknown }).autoCompleteConfig;
+            const config = hook ? hook.call(exported, structuredClone(message.config)) : message.config;
+            return Promise.resolve(config);
+          })
+          .then(
+            (config) => post({ kind: "auto-completed", config: config as Record<string, unknown> }),
+            (error: unknown) => post({ kind: "auto-completed", error: (error as Error)?.message ?? String(error) }),
+          );
+        return;
+      case "stop":
+        void Promise.resolve()
+          .then(() => model?.finalize?.())
+          .catch((error: unknown) => log("error")(`finalize failed: ${(error as Error)?.message ?? String(error)}`))
+          .finally(() => post({ kind: "stopped" }));
+        return;
+    }
+  }
+});

@@ -1,0 +1,67 @@
+// The worker side of a thread that runs model instances: one instance on the thread's own port
+// (a thread of its own), or several, each on a port of its own that the main thread attaches
+// and detaches (a shared thread; see `SharedThreads`).
+import { type MessagePort, parentPort, workerData } from "node:worker_threads";
+
+/** From the main thread to a shared thread, on the thread's own port. */
+export type SlotControl =
+  /** Serve a new instance on `port`. */
+  | { kind: "attach"; slot: number; port: MessagePort }
+  /** Let go of the instance (its port is closed; what its model still runs is abandoned). */
+  | { kind: "detach"; slot: number };
+
+/** From a shared thread to the main thread, on the thread's own port. */
+export type SlotReport =
+  | { kind: "detached"; slot: number }
+  /** The instance cannot go on (a message it could not read or send): its port is closed. */
+  | { kind: "slot-failed"; slot: number; reason: string };
+
+/** What a thread started by `SharedThreads` is given as `workerData`. */
+export interface SharedThreadData {
+  shared: true;
+}
+
+/**
+ * Serve one instance on `port`. `fail` ends the instance for good: in a thread of its own it
+ * throws (the thread dies and the host restarts it); in a shared thread it closes the instance's
+ * port and tells the main thread, leaving its neighbours running. `slot` is set in a shared
+ * thread, where it makes each instance's imports its own.
+ */
+export type ServeInstance = (port: MessagePort, fail: (error: Error) => void, slot: number | undefined) => void;
+
+/** Run this thread: one instance, or as many as the main thread attaches when it started the thread shared. */
+export function serveThread(serve: ServeInstance): void {
+  const port = parentPort;
+  if (!port) throw new Error("a model instance must run in a worker thread");
+  if ((workerData as Partial<SharedThreadData> | null)?.shared !== true) {
+    serve(
+      port,
+      (error) => {
+        throw error;
+      },
+      undefined,
+    );
+    return;
+  }
+  const slots = new Map<number, MessagePort>();
+  const report = (message: SlotReport) => port.postMessage(message);
+  port.on("message", (message: SlotControl) => {
+    const { slot } = message;
+    if (message.kind === "detach") {
+      slots.get(slot)?.close();
+      slots.delete(slot);
+      report({ kind: "detached", slot });
+      return;
+    }
+    slots.set(slot, message.port);
+    serve(
+      message.port,
+      (error) => {
+        if (!slots.delete(slot)) return;
+        message.port.close();
+        report({ kind: "slot-failed", slot, reason: error.message });
+      },
+      slot,
+    );
+  });
+}
