@@ -69,8 +69,9 @@ const MiB = 1024 * 1024;
  * One instance of a scripted model: a worker thread running the model module, supervised by an
  * instance host. Whatever kills the worker (an uncaught throw, an unhandled rejection,
  * `process.exit`, its memory limit, an execute past its timeout) fails only the requests this
- * instance holds (on a shared thread: those of every instance on the thread); the host restarts it, backing off after repeated failures, and while it waits
- * the instance is not {@link JsInstance.healthy} and refuses requests at once.
+ * instance holds (on a shared thread: those of every instance on the thread); the host restarts
+ * it, backing off after repeated failures, and while it waits the instance is not
+ * {@link JsInstance.healthy} and refuses requests at once.
  */
 export class JsInstance implements BackendInstance {
   readonly name: string;
@@ -248,7 +249,17 @@ export class JsInstance implements BackendInstance {
       if (!decoupled) this.#host.end(key);
       else if (failure instanceof Error && this.#host.end(key)) requests[i]?.responder?.(failure, true);
     }
-    return { responses: outcome, computeInputNs: 0n, computeInferNs: inferNs, computeOutputNs: 0n };
+    const parameters =
+      !error && !decoupled && responses?.some((r) => Object.keys(r.parameters).length > 0)
+        ? requests.map((_, i) => responses[i]?.parameters)
+        : undefined;
+    return {
+      responses: outcome,
+      ...(parameters ? { parameters } : {}),
+      computeInputNs: 0n,
+      computeInferNs: inferNs,
+      computeOutputNs: 0n,
+    };
   }
 
   /** One response of a request (the host has already forgotten a final one). */
