@@ -25,6 +25,7 @@ the same torch version. Run with a Python that has torch (Debian: python3-torch)
 
 import hashlib
 import io
+import math
 import os
 import struct
 import sys
@@ -269,6 +270,196 @@ class SuperResolution(nn.Module):
         return out + F.interpolate(input, scale_factor=float(self.upscale), mode="nearest")
 
 
+# interpolate.ts's block size is 8 pixels: written as a literal below (TorchScript compiles no globals).
+
+
+def _js_round(x: float) -> int:
+    """JavaScript's Math.round (halves up; Python's round() rounds them to even)."""
+    return int(math.floor(x + 0.5))
+
+
+def _to_byte(v: Tensor) -> Tensor:
+    return torch.floor(v.clamp(0.0, 1.0) * 255.0 + 0.5).to(torch.uint8)
+
+
+def _shift(t: Tensor, dy: int, dx: int) -> Tensor:
+    """t [P, rows, cols] moved so that out[r, c] = t[r + dy, c + dx], NaN outside."""
+    rows = t.shape[1]
+    cols = t.shape[2]
+    padded = F.pad(t, [1, 1, 1, 1], value=float("nan"))
+    return padded[:, 1 + dy : 1 + dy + rows, 1 + dx : 1 + dx + cols]
+
+
+def _median3x3(t: Tensor) -> Tensor:
+    """The median of each value's 3x3 neighbourhood inside the field (sorted[len >> 1], as interpolate.ts)."""
+    shifted: List[Tensor] = []
+    for dy in [-1, 0, 1]:
+        for dx in [-1, 0, 1]:
+            shifted.append(_shift(t, dy, dx))
+    window = torch.stack(shifted, dim=-1)
+    present = (~torch.isnan(window)).sum(dim=-1, keepdim=True)
+    ordered = torch.sort(torch.nan_to_num(window, nan=float("inf")), dim=-1).values
+    return torch.gather(ordered, -1, torch.div(present, 2, rounding_mode="floor")).squeeze(-1)
+
+
+def _dense(field: Tensor, h: int, w: int) -> Tensor:
+    """A block field [P, rows, cols] at every pixel [P, h, w]: bilinear between block centres, clamped."""
+    rows = field.shape[1]
+    cols = field.shape[2]
+    device = field.device
+    fx = ((torch.arange(w, device=device, dtype=torch.float64) + 0.5) / 8 - 0.5).clamp(0.0, float(cols - 1))
+    fy = ((torch.arange(h, device=device, dtype=torch.float64) + 0.5) / 8 - 0.5).clamp(0.0, float(rows - 1))
+    c0 = torch.floor(fx).to(torch.long)
+    r0 = torch.floor(fy).to(torch.long)
+    c1 = (c0 + 1).clamp(max=cols - 1)
+    r1 = (r0 + 1).clamp(max=rows - 1)
+    tx = (fx - c0.to(torch.float64))[None, None, :]
+    ty = (fy - r0.to(torch.float64))[None, :, None]
+    a = field[:, r0, :]
+    b = field[:, r1, :]
+    top = a[:, :, c0] * (1 - tx) + a[:, :, c1] * tx
+    bottom = b[:, :, c0] * (1 - tx) + b[:, :, c1] * tx
+    return top * (1 - ty) + bottom * ty
+
+
+def _bilinear(planes: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    """planes [J, 3, h, w] sampled at (x, y) [J, h, w], clamped to the frame -> [J, 3, h, w]."""
+    h = planes.shape[2]
+    w = planes.shape[3]
+    cx = x.clamp(0.0, float(w - 1))
+    cy = y.clamp(0.0, float(h - 1))
+    x0 = torch.floor(cx).to(torch.long)
+    y0 = torch.floor(cy).to(torch.long)
+    x1 = (x0 + 1).clamp(max=w - 1)
+    y1 = (y0 + 1).clamp(max=h - 1)
+    tx = (cx - x0.to(torch.float64))[:, None]
+    ty = (cy - y0.to(torch.float64))[:, None]
+    flat = planes.reshape(planes.shape[0], 3, h * w)
+    top = _pixels(flat, y0, x0, w) * (1 - tx) + _pixels(flat, y0, x1, w) * tx
+    bottom = _pixels(flat, y1, x0, w) * (1 - tx) + _pixels(flat, y1, x1, w) * tx
+    return top * (1 - ty) + bottom * ty
+
+
+def _pixels(flat: Tensor, y: Tensor, x: Tensor, w: int) -> Tensor:
+    """flat [J, 3, h * w] at pixels (y, x) [J, h, w] -> [J, 3, h, w]."""
+    index = (y * w + x).reshape(y.shape[0], 1, -1).expand(-1, 3, -1)
+    return torch.gather(flat, 2, index).reshape(y.shape[0], 3, y.shape[1], y.shape[2])
+
+
+class FrameInterpolation(nn.Module):
+    """FRAMES [n, 3, H, W] in [0, 1], FRAME_COUNT [1] -> VIDEO [FRAME_COUNT, H, W, 3] uint8.
+
+    The algorithm of models/frame_interpolation/1/interpolate.ts (block matching with a motion
+    penalty, a 3x3 median of the vectors, bidirectional warping and blending), as tensor
+    operations: every block and every candidate displacement at once, one vertical displacement
+    at a time. It computes in float64 where the TypeScript computes in doubles and rounds to
+    float32 where that stores Float32Arrays, so the two agree but for sums taken in another
+    order (a near tie between two displacements may then go the other way).
+    """
+
+    def forward(self, FRAMES: Tensor, FRAME_COUNT: Tensor) -> Tensor:
+        n = FRAMES.shape[0]
+        h = FRAMES.shape[2]
+        w = FRAMES.shape[3]
+        count = int(FRAME_COUNT.reshape(-1)[0].item())
+        if n < 1 or count < 1 or count > 256:
+            raise RuntimeError("FRAMES needs a frame and FRAME_COUNT 1 to 256")
+        device = FRAMES.device
+        frames = FRAMES.to(torch.float64)
+        # Each output frame's position: frame i of the input, and f of the way to frame i + 1.
+        sources: List[int] = []
+        fractions: List[float] = []
+        pairs: List[int] = []
+        for j in range(count):
+            t = 0.0 if count == 1 or n == 1 else (j * (n - 1)) / (count - 1)
+            i = min(n - 1, int(math.floor(t)))
+            f = t - i
+            sources.append(i)
+            fractions.append(f)
+            if not (f < 1e-6 or i == n - 1) and i not in pairs:
+                pairs.append(i)
+        out = _to_byte(frames[torch.tensor(sources, device=device)]).permute(0, 2, 3, 1).contiguous()
+        if len(pairs) == 0:
+            return out
+        luma = (0.299 * frames[:, 0] + 0.587 * frames[:, 1] + 0.114 * frames[:, 2]).to(torch.float32)
+        luma = luma.to(torch.float64)
+        first = torch.tensor(pairs, device=device)
+        vx, vy = self._motion(luma[first], luma[first + 1], h, w)
+        warped: List[int] = []
+        slot: List[int] = []
+        fs: List[float] = []
+        for j in range(count):
+            i = sources[j]
+            if not (fractions[j] < 1e-6 or i == n - 1):
+                warped.append(j)
+                slot.append(pairs.index(i))
+                fs.append(fractions[j])
+        at = torch.tensor(slot, device=device)
+        f = torch.tensor(fs, device=device, dtype=torch.float64)[:, None, None]
+        i = torch.tensor([sources[j] for j in warped], device=device)
+        mx = vx[at]
+        my = vy[at]
+        x = torch.arange(w, device=device, dtype=torch.float64)[None, None, :]
+        y = torch.arange(h, device=device, dtype=torch.float64)[None, :, None]
+        a = _bilinear(frames[i], x - f * mx, y - f * my)
+        b = _bilinear(frames[i + 1], x + (1 - f) * mx, y + (1 - f) * my)
+        f4 = f[:, None]
+        out[torch.tensor(warped, device=device)] = _to_byte((1 - f4) * a + f4 * b).permute(0, 2, 3, 1)
+        return out
+
+    def _motion(self, a: Tensor, b: Tensor, h: int, w: int) -> Tuple[Tensor, Tensor]:
+        """Block-matching motion from a to b ([P, h, w] luma) -> dense (vx, vy), each [P, h, w]."""
+        device = a.device
+        radius = max(2, _js_round(float(min(h, w)) / 32.0))
+        cols = (w + 8 - 1) // 8
+        rows = (h + 8 - 1) // 8
+        hp = rows * 8
+        wp = cols * 8
+        p = a.shape[0]
+        padded_a = torch.zeros((p, hp, wp), dtype=torch.float64, device=device)
+        padded_a[:, :h, :w] = a
+        inside = torch.zeros((hp, wp), dtype=torch.float64, device=device)
+        inside[:h, :w] = 1.0
+        padded_b = torch.zeros((p, hp + 2 * radius, wp + 2 * radius), dtype=torch.float64, device=device)
+        padded_b[:, radius : radius + h, radius : radius + w] = b
+        y0 = torch.arange(rows, device=device) * 8
+        x0 = torch.arange(cols, device=device) * 8
+        y1 = (y0 + 8).clamp(max=h)
+        x1 = (x0 + 8).clamp(max=w)
+        sads: List[Tensor] = []
+        costs: List[Tensor] = []
+        shifts: List[List[int]] = [[0, 0]]
+        for vy in range(-radius, radius + 1):
+            moved = torch.stack(
+                [padded_b[:, radius + vy : radius + vy + hp, radius + vx : radius + vx + wp] for vx in range(-radius, radius + 1)]
+            )
+            diff = (padded_a[None] - moved).abs() * inside
+            sad = diff.reshape(2 * radius + 1, p, rows, 8, cols, 8).sum(dim=(3, 5))
+            for k in range(2 * radius + 1):
+                vx = k - radius
+                fits = ((y0 + vy >= 0) & (y1 + vy <= h))[:, None] & ((x0 + vx >= 0) & (x1 + vx <= w))[None, :]
+                cost = sad[k] + 0.002 * 8 * 8 * float(abs(vx) + abs(vy))
+                if vx == 0 and vy == 0:
+                    fits = torch.zeros_like(fits)
+                sads.append(sad[k])
+                costs.append(torch.where(fits[None], cost, torch.full_like(cost, float("inf"))))
+                shifts.append([vx, vy])
+        still = sads[radius * (2 * radius + 1) + radius]
+        # The first of the lowest costs wins, no motion first: as the TypeScript's strict `<`.
+        all_costs = torch.stack([still] + costs)
+        all_sads = torch.stack([still] + sads)
+        pick = torch.argmin(all_costs, dim=0)
+        best = torch.gather(all_sads, 0, pick[None]).squeeze(0)
+        table = torch.tensor(shifts, device=device, dtype=torch.float64)
+        moves = table[pick]
+        moves = torch.where((best > 0.95 * still)[..., None], torch.zeros_like(moves), moves)
+        dx = _median3x3(moves[..., 0])
+        dy = _median3x3(moves[..., 1])
+        vx = _dense(dx, h, w).to(torch.float32).to(torch.float64)
+        vy = _dense(dy, h, w).to(torch.float32).to(torch.float64)
+        return vx, vy
+
+
 TEXT_ENCODER_OPS = ["Gather", "Add"] + [
     "LayerNormalization", "MatMul", "MatMul", "MatMul", "Transpose", "MatMul", "Mul", "Softmax",
     "MatMul", "MatMul", "Add", "LayerNormalization", "MatMul", "Add", "Relu", "MatMul", "Add",
@@ -276,6 +467,8 @@ TEXT_ENCODER_OPS = ["Gather", "Add"] + [
 
 
 def build(name: str) -> nn.Module:
+    if name == "frame_interpolation":
+        return FrameInterpolation()
     weights, nodes = read_onnx(os.path.join(MODELS, name, "1", "model.onnx"))
     if name == "text_encoder":
         if ops(nodes) != TEXT_ENCODER_OPS:
@@ -313,7 +506,7 @@ def main() -> int:
     check = "--check" in sys.argv[1:]
     torch.manual_seed(0)
     failed = False
-    for name in ["text_encoder", "denoiser", "vae_decoder", "super_resolution"]:
+    for name in ["text_encoder", "denoiser", "vae_decoder", "super_resolution", "frame_interpolation"]:
         data = export(name)
         target = os.path.join(MODELS, name, "1", "model.pt")
         digest = hashlib.sha256(data).hexdigest()

@@ -28,13 +28,15 @@ import { createLogger, createServer } from "@galley/server";
 const MODELS =
   process.argv.find((a) => a.startsWith("--models="))?.slice(9) ?? fileURLToPath(new URL("../models", import.meta.url));
 const HEAVY = ["text_encoder", "denoiser", "vae_decoder", "super_resolution"];
+/** The models with a configs/gpu.pbtxt: the heavy ones and the frame interpolation. */
+const GPU_MODELS = [...HEAVY, "frame_interpolation"];
 const cpu = process.argv.includes("--cpu");
 
 /** A copy of models/ whose gpu.pbtxt files have their one KIND_GPU made KIND_CPU (as test/torch-variant.test.ts). */
 function cpuCopy() {
   const copy = mkdtempSync(join(tmpdir(), "galley-t2v-gpu-check-"));
   cpSync(MODELS, copy, { recursive: true });
-  for (const name of HEAVY) {
+  for (const name of GPU_MODELS) {
     const file = join(copy, name, "configs", "gpu.pbtxt");
     writeFileSync(file, readFileSync(file, "utf8").replace("kind: KIND_GPU", "kind: KIND_CPU"));
   }
@@ -66,7 +68,7 @@ const referenceServer = createServer({
   modelRepositories: [referenceRepository],
   ...(onnxAvailable ? {} : { modelConfigName: "gpu" }),
   controlMode: "explicit",
-  loadModels: HEAVY,
+  loadModels: GPU_MODELS,
   http: false,
   grpc: { host: "127.0.0.1", port: 0 },
   metrics: false,
@@ -146,6 +148,31 @@ try {
     summary.models[model] = { shape: b.shape, maxAbsDiff: worst, relative, firstCallMs: Math.round(ms) };
     if (JSON.stringify(a.shape) !== JSON.stringify(b.shape) || !(relative < 1e-2))
       fail(`${model}: differs from ${summary.reference} (relative ${relative})`);
+  }
+
+  {
+    // The interpolation's video, byte for byte but near ties between two motion vectors.
+    const [n, h, w] = [6, 128, 128];
+    const frames = new Float32Array(n * 3 * h * w);
+    for (let i = 0; i < n; i++)
+      for (let y = 0; y < h; y++)
+        for (let x = 0; x < w; x++) {
+          const inside = x - 4 * i >= 30 && x - 4 * i < 70 && y - 3 * i >= 20 && y - 3 * i < 60;
+          const texture = 0.5 + 0.4 * Math.sin(x * 0.7 + y * 0.3);
+          for (let c = 0; c < 3; c++)
+            frames[((i * 3 + c) * h + y) * w + x] = inside ? texture * (0.6 + 0.2 * c) : (x / w) * 0.5 + (y / h) * 0.3;
+        }
+    const inputs = { FRAMES: tensor.fp32([n, 3, h, w], frames), FRAME_COUNT: tensor.int32([1], [16]) };
+    const started = performance.now();
+    const b = (await torch.infer("frame_interpolation", { inputs })).output("VIDEO");
+    const ms = performance.now() - started;
+    const a = (await reference.infer("frame_interpolation", { inputs })).output("VIDEO");
+    const [x, y] = [a.uint8(), b.uint8()];
+    let differing = 0;
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) differing++;
+    summary.models.frame_interpolation = { shape: b.shape, differingBytes: differing, firstCallMs: Math.round(ms) };
+    if (JSON.stringify(a.shape) !== JSON.stringify(b.shape) || differing / x.length >= 0.001)
+      fail(`frame_interpolation: ${differing} of ${x.length} bytes differ from the reference`);
   }
 
   const video = async (client, prompt) => {

@@ -2,8 +2,9 @@
 // CPU. There is no GPU here, so the test serves a copy of models/ in which each gpu.pbtxt has its
 // one `kind: KIND_GPU` replaced by `kind: KIND_CPU` and nothing else, with --model-config-name gpu
 // (the selection the real command makes). Each heavy model's TorchScript output is compared with
-// the ONNX model's on the same input (served by a second server over models/ itself, which loads
-// only those four), the super-resolution one also with the golden from the ncnn weights, and the
+// the ONNX model's on the same input, and the frame interpolation's with the TypeScript model's
+// (served by a second server over models/ itself, which loads only those five), the
+// super-resolution one also with the golden from the ncnn weights, and the
 // whole pipeline makes a video on the TorchScript models. Needs the PyTorch backend (libtorch, see
 // docs/guides/pytorch-backend.md), as the server's own PyTorch tests do.
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -17,6 +18,8 @@ import { generateVideo } from "../src/video.js";
 
 const MODELS = fileURLToPath(new URL("../models", import.meta.url));
 const HEAVY = ["text_encoder", "denoiser", "vae_decoder", "super_resolution"];
+/** The models with a configs/gpu.pbtxt: the heavy ones and the frame interpolation. */
+const GPU_MODELS = [...HEAVY, "frame_interpolation"];
 
 let copy: string;
 let onnx: GalleyServer;
@@ -35,7 +38,7 @@ async function start(server: GalleyServer): Promise<GrpcClient> {
 beforeAll(async () => {
   copy = mkdtempSync(join(tmpdir(), "galley-t2v-torch-"));
   cpSync(MODELS, copy, { recursive: true });
-  for (const name of HEAVY) {
+  for (const name of GPU_MODELS) {
     const file = join(copy, name, "configs", "gpu.pbtxt");
     const text = readFileSync(file, "utf8");
     const cpu = text.replace("kind: KIND_GPU", "kind: KIND_CPU");
@@ -53,7 +56,7 @@ beforeAll(async () => {
   onnx = createServer({
     modelRepositories: [MODELS],
     controlMode: "explicit",
-    loadModels: HEAVY,
+    loadModels: GPU_MODELS,
     http: false,
     grpc: { host: "127.0.0.1", port: 0 },
     metrics: false,
@@ -92,14 +95,16 @@ describe("the GPU variant's TorchScript models (run on the CPU)", () => {
   it("load from configs/gpu.pbtxt on the PyTorch backend", async () => {
     // A failure here with "PyTorch backend ... libtorch": build @galley/backends-native with libtorch.
     expect(failedToLoad, torchLog.filter((l) => /^E/.test(l)).join("\n")).toEqual([]);
-    for (const name of HEAVY) {
+    for (const name of GPU_MODELS) {
       const config = await torchClient.modelConfig(name);
       expect([config.platform, config.defaultModelFilename, config.instanceGroup[0]?.kind]).toEqual([
         "pytorch_libtorch",
         "model.pt",
         2, // KIND_CPU here (KIND_GPU, 1, in the file as shipped)
       ]);
-      expect((await onnxClient.modelConfig(name)).platform).toBe("onnxruntime_onnx");
+      const reference = await onnxClient.modelConfig(name);
+      if (name === "frame_interpolation") expect(reference.backend).toBe("js");
+      else expect(reference.platform).toBe("onnxruntime_onnx");
     }
   });
 
@@ -135,6 +140,35 @@ describe("the GPU variant's TorchScript models (run on the CPU)", () => {
     const out = await both("super_resolution", { input: tensor.fp32([1, 3, 16, 16], input) }, "output");
     expect(worst(out.torch, out.onnx)).toBeLessThan(1e-4);
     expect(worst(out.torch, golden.subarray(input.length))).toBeLessThan(1e-3);
+  });
+
+  it("frame_interpolation: the TypeScript model's video", async () => {
+    // A textured square moving 3 pixels right and 2 down a frame, over a gradient, at a size
+    // whose blocks do not divide it (partial blocks at the edges).
+    const [n, h, w] = [4, 36, 44];
+    const frames = new Float32Array(n * 3 * h * w);
+    for (let i = 0; i < n; i++)
+      for (let y = 0; y < h; y++)
+        for (let x = 0; x < w; x++) {
+          const inside = x - 3 * i >= 8 && x - 3 * i < 24 && y - 2 * i >= 6 && y - 2 * i < 20;
+          const texture = 0.5 + 0.4 * Math.sin(x * 0.7 + y * 0.3);
+          for (let c = 0; c < 3; c++)
+            frames[((i * 3 + c) * h + y) * w + x] = inside ? texture * (0.6 + 0.2 * c) : (x / w) * 0.5 + (y / h) * 0.3;
+        }
+    const inputs = { FRAMES: tensor.fp32([n, 3, h, w], frames), FRAME_COUNT: tensor.int32([1], [10]) };
+    const [ts, torch] = await Promise.all([
+      onnxClient.infer("frame_interpolation", { inputs }),
+      torchClient.infer("frame_interpolation", { inputs }),
+    ]);
+    expect(torch.output("VIDEO").shape).toEqual([10, h, w, 3]);
+    const a = ts.output("VIDEO").uint8();
+    const b = torch.output("VIDEO").uint8();
+    let differing = 0;
+    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) differing++;
+    // Equal but for sums taken in another order (a near tie between two motion vectors): 0 or a
+    // handful of bytes in the runs made while writing this; a wrong port differs nearly everywhere.
+    expect(differing / a.length).toBeLessThan(0.001);
+    expect(new Set(b).size).toBeGreaterThan(16);
   });
 
   it("make a video through the whole pipeline", async () => {
