@@ -44,7 +44,7 @@
 //
 //   npx tsx bench/server-cpu.ts [--requests=10000] [--reps=3] [--concurrency=16]
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import type { CountLoadJob, CountLoadResult, CountLoadTarget } from "./lib/count-load-process.js";
 import type { CpuVariant, CpuVariantJob } from "./lib/cpu-variant-process.js";
 import { type Child, startChild } from "./lib/ipc.js";
@@ -64,6 +64,29 @@ function processCpuUs(pid: number): number {
   // Fields after "pid (comm) ": state is field 3, utime field 14, stime field 15.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / TICKS_PER_SECOND;
+}
+
+/**
+ * The same split by thread, in microseconds: the main thread's user and system time, and every
+ * other thread's (V8's helpers for garbage collection and compilation, libuv, ONNX Runtime, workers).
+ */
+function threadCpuUs(pid: number): { mainUser: number; mainSys: number; others: number } {
+  const at = { mainUser: 0, mainSys: 0, others: 0 };
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${task}/stat`, "utf8");
+    } catch {
+      continue; // a thread that ended between the listing and the read
+    }
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const [user, sys] = [Number(fields[11]), Number(fields[12])].map((t) => (t * 1e6) / TICKS_PER_SECOND);
+    if (Number(task) === pid) {
+      at.mainUser += user as number;
+      at.mainSys += sys as number;
+    } else at.others += (user as number) + (sys as number);
+  }
+  return at;
 }
 
 const variants: CpuVariant[] = [
@@ -134,6 +157,7 @@ const measurements: Measurement[] = [
 
 const cpu: Record<string, number[]> = {};
 const rps: Record<string, number[]> = {};
+const threads: Record<string, { mainUser: number[]; mainSys: number[]; others: number[] }> = {};
 try {
   for (const m of measurements) {
     await m.run(Math.ceil(requests / 4)); // warm-up: JIT, connections, ONNX Runtime's first runs
@@ -144,8 +168,14 @@ try {
     for (const m of measurements) {
       const pid = child(m.variant).ready.pid;
       const before = processCpuUs(pid);
+      const threadsBefore = threadCpuUs(pid);
       const wallMs = await m.run(requests);
       cpu[m.key]?.push((processCpuUs(pid) - before) / requests);
+      const threadsAfter = threadCpuUs(pid);
+      threads[m.key] ??= { mainUser: [], mainSys: [], others: [] };
+      const split = threads[m.key] as { mainUser: number[]; mainSys: number[]; others: number[] };
+      for (const part of ["mainUser", "mainSys", "others"] as const)
+        split[part].push((threadsAfter[part] - threadsBefore[part]) / requests);
       rps[m.key]?.push(requests / (wallMs / 1000));
     }
   }
@@ -166,6 +196,19 @@ console.log(
   table(
     ["measurement", "server CPU µs/req", "req/s"],
     measurements.map((m) => [m.label, fmt(of(m.key)), fmt(rps[m.key] ?? [], 0)]),
+  ),
+);
+
+console.log("\nthe same by thread (µs/request): the main thread's user and system time, then all other threads\n");
+console.log(
+  table(
+    ["measurement", "main user", "main system", "other threads"],
+    measurements
+      .filter((m) => threads[m.key])
+      .map((m) => {
+        const t = threads[m.key] as { mainUser: number[]; mainSys: number[]; others: number[] };
+        return [m.label, fmt(t.mainUser), fmt(t.mainSys), fmt(t.others)];
+      }),
   ),
 );
 

@@ -237,9 +237,13 @@ describe("isolation: shared", () => {
     model(repo, "one", "");
     model(repo, "two", "");
     model(repo, "own", `parameters { key: "isolation" value: { string_value: "thread" } }`);
+    model(repo, "limited", `parameters { key: "memory_limit_mb" value: { string_value: "64" } }`);
     const { client } = await startServer({ modelRepositories: [repo], jsDefaultIsolation: "shared" });
     const [one, two, own] = [await ask(client, "one"), await ask(client, "two"), await ask(client, "own")];
     expect(one.thread).toBe(two.thread);
     expect(own.thread).not.toBe(one.thread);
+    // A memory limit needs a thread of its own: the default gives way to it.
+    const limited = await ask(client, "limited");
+    expect([one.thread, own.thread]).not.toContain(limited.thread);
   });
 });

@@ -30,7 +30,10 @@ export interface JsBackendOptions {
   executeTimeoutMs?: number;
   /** `initialize_timeout_ms` for models that set none (default {@link DEFAULT_INITIALIZE_TIMEOUT_MS}; 0: none). */
   initializeTimeoutMs?: number;
-  /** `isolation` for models that set none (`--backend-config js,default-isolation=...`; default `thread`). */
+  /**
+   * `isolation` for models that set none (`--backend-config js,default-isolation=...`; default
+   * `thread`); a model with `memory_limit_mb` and no `isolation` of its own gets `thread`.
+   */
   defaultIsolation?: JsIsolation;
 }
 
@@ -90,7 +93,9 @@ export function createJsBackend(options: JsBackendOptions): Backend {
       }
       const parameter = (key: string) => wholeNumberParameter(config, key);
       const memoryLimitMb = parameter("memory_limit_mb");
-      const isolation = isolationParameter(config) ?? options.defaultIsolation ?? "thread";
+      const chosen = isolationParameter(config);
+      // A memory limit needs a thread of its own: the server-wide default gives way to it.
+      const isolation = chosen ?? (memoryLimitMb ? "thread" : (options.defaultIsolation ?? "thread"));
       if (isolation === "shared" && memoryLimitMb) {
         throw new Error(
           `parameter 'memory_limit_mb' of model '${config.name}' needs isolation 'thread': a shared thread's memory cannot be limited per instance`,
