@@ -15,6 +15,8 @@ export function collector(): Gc {
   if (!gc) {
     setFlagsFromString("--expose-gc");
     gc = runInNewContext("gc") as Gc;
+    // V8's flags are the process's: contexts made later (models' worker threads) get no `gc`.
+    setFlagsFromString("--no-expose-gc");
   }
   return gc;
 }

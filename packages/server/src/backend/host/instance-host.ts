@@ -105,6 +105,8 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
   #settle: { resolve(): void; reject(error: Error): void } | undefined;
   /** Whether an instance ever started: failures before that fail the start instead of restarting. */
   #started = false;
+  /** Whether a first start that lost its shared thread was tried again (once). */
+  #startRetried = false;
   #upSince = 0;
   readonly #backoff = new RestartBackoff();
   #retry: { timer: NodeJS.Timeout; at: number; reason: string } | undefined;
@@ -242,20 +244,23 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
     await transport?.kill();
   }
 
-  #spawn(): void {
+  /** Start a fresh instance; `again` keeps the start already awaited (a first start tried once more). */
+  #spawn(again = false): void {
     this.#killReason = undefined;
     this.#health = "starting";
     this.#upSince = 0;
-    this.#ready = new Promise<void>((resolve, reject) => {
-      this.#settle = { resolve, reject };
-    });
-    // Nobody may be waiting yet; a failed start is reported to the next caller.
-    this.#ready.catch(() => undefined);
+    if (!again) {
+      this.#ready = new Promise<void>((resolve, reject) => {
+        this.#settle = { resolve, reject };
+      });
+      // Nobody may be waiting yet; a failed start is reported to the next caller.
+      this.#ready.catch(() => undefined);
+    }
     const transport: InstanceTransport<HostToInstance<P>> = this.#options.transport({
       message: (message) => {
         if (transport === this.#transport) this.#onMessage(message);
       },
-      ended: (reason) => this.#onEnded(transport, reason),
+      ended: (reason, lostThread) => this.#onEnded(transport, reason, lostThread),
     });
     this.#transport = transport;
     const timeout = this.#options.startTimeoutMs ?? 0;
@@ -317,15 +322,23 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
    * The instance is gone or failed to start: fail what it held and, unless closing or never
    * started, start a fresh one, at once after a first failure and later after repeated ones.
    */
-  #onEnded(transport: InstanceTransport<HostToInstance<P>> | undefined, what: string): void {
+  #onEnded(transport: InstanceTransport<HostToInstance<P>> | undefined, what: string, lostThread = false): void {
     if (!transport || transport !== this.#transport) return;
     this.#transport = undefined;
     clearTimeout(this.#startTimer);
     void transport.kill();
     this.#onStopped?.();
+    // A first start whose shared thread a neighbour ended (not this host's own kill) goes again, once.
+    const again = lostThread && this.#killReason === undefined && !this.#started && !this.#startRetried;
     const reason = this.#killReason ?? what;
     this.#killReason = undefined;
     const { name } = this;
+    if (again && this.#health !== "closed") {
+      this.#startRetried = true;
+      this.#options.log.warn(`model instance '${name}' ${reason} while starting; starting it again`);
+      this.#spawn(true);
+      return;
+    }
     if (this.#health === "closed" || !this.#started) {
       this.#settle?.reject(new Error(`model instance '${name}' ${reason}`));
       return;

@@ -4,8 +4,10 @@ export interface TransportEvents<In> {
   /**
    * The instance is gone (it crashed, exited, was killed, or sent what cannot be read); `reason`
    * says so in a few words (`exited with code 4`). Reported once, after `kill()` too.
+   * `lostThread`: it went with a shared thread that something else on it ended, so a start in
+   * progress is worth one more try.
    */
-  ended(reason: string): void;
+  ended(reason: string, lostThread?: boolean): void;
 }
 
 /**

@@ -29,8 +29,10 @@ export const SHARED_THREAD_LINGER_MS = 2000;
 
 interface Thread {
   readonly worker: Worker;
+  /** The slot whose model code the thread runs synchronously now, 0: none or unknown (see `runAs`). */
+  readonly running: Int32Array;
   /** How each attached instance is ended, by slot. */
-  readonly slots: Map<number, (reason: string) => void>;
+  readonly slots: Map<number, (reason: string, lostThread?: boolean) => void>;
   /** Detaches waiting for the thread's answer, by slot. */
   readonly detaching: Map<number, (detached: boolean) => void>;
   /** Why the thread is being stopped, for the instances on it; set once it is gone or going. */
@@ -47,10 +49,12 @@ interface Thread {
  * Each instance gets a `MessageChannel` of its own, so the host and the worker speak to it as to
  * a thread of its own. What isolation is lost: an uncaught error, `process.exit` or an endless
  * loop in one model ends the thread, and every instance on it fails what it holds and restarts
- * (`model instance 'x' lost its shared thread (crashed: ...)`); heap limits cannot be set per
- * instance. Stopping one instance (an unload, an execute past its timeout) detaches it while the
- * thread answers within {@link SHARED_DETACH_TIMEOUT_MS}, leaving its neighbours running; a
- * thread ends when its last instance leaves.
+ * (`model instance 'x' lost its shared thread (crashed: ...)`; one still starting starts again
+ * once); heap limits cannot be set per instance. Stopping one instance (an unload, an execute
+ * past its timeout) detaches it, leaving its neighbours running; when the thread does not answer
+ * within {@link SHARED_DETACH_TIMEOUT_MS} it is stopped, unless it is running a neighbour's code
+ * (see `runAs`), and then the instance is let go of alone. A thread ends when its last instance
+ * leaves (after lingering).
  */
 export class SharedThreads {
   readonly #options: SharedThreadsOptions;
@@ -75,12 +79,12 @@ export class SharedThreads {
       const slot = this.#nextSlot++;
       const { port1, port2 } = new MessageChannel();
       let ended = false;
-      const end = (reason: string) => {
+      const end = (reason: string, lostThread = false) => {
         if (ended) return;
         ended = true;
         thread.slots.delete(slot);
         port1.close();
-        events.ended(reason);
+        events.ended(reason, lostThread);
         this.#release(index, thread);
       };
       /** End this instance now and have the thread drop it, not waiting for its answer. */
@@ -102,14 +106,23 @@ export class SharedThreads {
         (error) => abandon(`could not be sent a message (${(error as Error).message})`),
       );
       thread.worker.postMessage({ kind: "attach", slot, port: port2 } satisfies SlotControl, [port2]);
+      let killing: Promise<void> | undefined;
       const transport: InstanceTransport<Out> = {
         send(message, transfer = []) {
           if (!ended) post(message, transfer);
         },
-        kill: async () => {
-          if (ended) return;
-          if (await this.#detach(thread, slot)) end("was stopped");
-          else this.#stop(index, thread, "stopped: an instance on it did not let go in time");
+        kill: () => {
+          killing ??= (async () => {
+            if (ended) return;
+            if (await this.#detach(thread, slot)) end("was stopped");
+            else if (ended) return;
+            else if (this.#busyElsewhere(thread, slot)) {
+              // A neighbour's code holds the thread (a long synchronous execute, say): this
+              // instance is let go of without waiting; the thread and its neighbours go on.
+              abandon("was stopped");
+            } else this.#stop(index, thread, "stopped: an instance on it did not let go in time");
+          })();
+          return killing;
         },
       };
       return transport;
@@ -117,11 +130,12 @@ export class SharedThreads {
   }
 
   #spawn(index: number): Thread {
+    const running = new SharedArrayBuffer(4);
     const worker = new Worker(this.#options.entry, {
       name: `${this.#options.name}_${index}`,
-      workerData: { shared: true } satisfies SharedThreadData,
+      workerData: { shared: true, running } satisfies SharedThreadData,
     });
-    const thread: Thread = { worker, slots: new Map(), detaching: new Map() };
+    const thread: Thread = { worker, running: new Int32Array(running), slots: new Map(), detaching: new Map() };
     this.#threads.set(index, thread);
     worker.on("message", (report: SlotReport) => {
       if (report.kind === "detached") {
@@ -150,6 +164,12 @@ export class SharedThreads {
     });
   }
 
+  /** Whether the thread, not answering, is running another instance's code than `slot`'s. */
+  #busyElsewhere(thread: Thread, slot: number): boolean {
+    const busy = Atomics.load(thread.running, 0);
+    return busy !== 0 && busy !== slot;
+  }
+
   /** Stop the thread: every instance on it ends with `reason`. */
   #stop(index: number, thread: Thread, reason: string): void {
     this.#gone(index, thread, reason);
@@ -163,7 +183,7 @@ export class SharedThreads {
     clearTimeout(thread.linger);
     if (this.#threads.get(index) === thread) this.#threads.delete(index);
     for (const settle of thread.detaching.values()) settle(false);
-    for (const end of [...thread.slots.values()]) end(`lost its shared thread (${reason})`);
+    for (const end of [...thread.slots.values()]) end(`lost its shared thread (${reason})`, true);
   }
 
   /** A thread without instances ends after lingering (it started with the first one to come). */

@@ -19,21 +19,45 @@ export type SlotReport =
 /** What a thread started by `SharedThreads` is given as `workerData`. */
 export interface SharedThreadData {
   shared: true;
+  /**
+   * One Int32: the slot whose model code the thread is running synchronously now, 0 when none
+   * (or when only a promise continuation or a timer of some model runs). The main thread reads it
+   * when the thread does not answer, to tell a neighbour that is busy from the instance it stops.
+   */
+  running: SharedArrayBuffer;
+}
+
+let running: Int32Array | undefined;
+
+/**
+ * Run `fn`, model code of instance `slot`, marked as such for the main thread (see
+ * {@link SharedThreadData.running}); outside a shared thread it only runs `fn`.
+ */
+export function runAs<T>(slot: number | undefined, fn: () => T): T {
+  if (!running || slot === undefined) return fn();
+  const previous = Atomics.exchange(running, 0, slot);
+  try {
+    return fn();
+  } finally {
+    Atomics.store(running, 0, previous);
+  }
 }
 
 /**
  * Serve one instance on `port`. `fail` ends the instance for good: in a thread of its own it
  * throws (the thread dies and the host restarts it); in a shared thread it closes the instance's
  * port and tells the main thread, leaving its neighbours running. `slot` is set in a shared
- * thread, where it makes each instance's imports its own.
+ * thread, where it makes each instance's imports its own. Returns what to do when the main
+ * thread lets go of the instance (a detach): end what it still has in progress.
  */
-export type ServeInstance = (port: MessagePort, fail: (error: Error) => void, slot: number | undefined) => void;
+export type ServeInstance = (port: MessagePort, fail: (error: Error) => void, slot: number | undefined) => () => void;
 
 /** Run this thread: one instance, or as many as the main thread attaches when it started the thread shared. */
 export function serveThread(serve: ServeInstance): void {
   const port = parentPort;
   if (!port) throw new Error("a model instance must run in a worker thread");
-  if ((workerData as Partial<SharedThreadData> | null)?.shared !== true) {
+  const data = workerData as Partial<SharedThreadData> | null;
+  if (data?.shared !== true) {
     serve(
       port,
       (error) => {
@@ -43,22 +67,30 @@ export function serveThread(serve: ServeInstance): void {
     );
     return;
   }
-  const slots = new Map<number, MessagePort>();
+  if (data.running) running = new Int32Array(data.running);
+  const slots = new Map<number, { port: MessagePort; dispose: () => void }>();
   const report = (message: SlotReport) => port.postMessage(message);
   port.on("message", (message: SlotControl) => {
     const { slot } = message;
     if (message.kind === "detach") {
-      slots.get(slot)?.close();
+      const attached = slots.get(slot);
       slots.delete(slot);
-      report({ kind: "detached", slot });
+      attached?.port.close();
+      try {
+        attached?.dispose();
+      } finally {
+        report({ kind: "detached", slot });
+      }
       return;
     }
-    slots.set(slot, message.port);
-    serve(
+    const attached: { port: MessagePort; dispose: () => void } = { port: message.port, dispose: () => {} };
+    slots.set(slot, attached);
+    attached.dispose = serve(
       message.port,
       (error) => {
         if (!slots.delete(slot)) return;
         message.port.close();
+        attached.dispose();
         report({ kind: "slot-failed", slot, reason: error.message });
       },
       slot,

@@ -64,7 +64,8 @@ export function createJsBackend(options: JsBackendOptions): Backend {
       let isolation: JsIsolation = options.defaultIsolation ?? "thread";
       let timeoutMs = options.initializeTimeoutMs ?? DEFAULT_INITIALIZE_TIMEOUT_MS;
       try {
-        isolation = isolationParameter(config) ?? isolation;
+        isolation =
+          isolationParameter(config) ?? (wholeNumberParameter(config, "memory_limit_mb") ? "thread" : isolation);
         timeoutMs = initializeTimeout(config, options);
       } catch {}
       const open =
@@ -191,17 +192,31 @@ async function findModelFile(modelPath: string, version: number, config: ModelCo
  * Call the class's static `autoCompleteConfig` where the model's instances will run: in a
  * throw-away worker, as Triton does in a throw-away interpreter, or on a shared thread (starting
  * a thread costs more than a slot on one, and Node keeps several MiB of each of the throw-away
- * threads that start together). Past `timeoutMs` (0: none) it fails.
+ * threads that start together). Past `timeoutMs` (0: none) it fails; one whose shared thread a
+ * neighbour ended is tried once more.
  */
-function runAutoComplete(
+async function runAutoComplete(
   file: string,
   config: ModelConfig,
   open: TransportFactory<ToWorker, FromWorker>,
   timeoutMs: number,
 ): Promise<ModelConfig | string> {
+  let outcome = await autoCompleteOnce(file, config, open, timeoutMs);
+  if (typeof outcome === "object" && "lostThread" in outcome) {
+    outcome = await autoCompleteOnce(file, config, open, timeoutMs);
+  }
+  return typeof outcome === "object" && "lostThread" in outcome ? outcome.lostThread : outcome;
+}
+
+function autoCompleteOnce(
+  file: string,
+  config: ModelConfig,
+  open: TransportFactory<ToWorker, FromWorker>,
+  timeoutMs: number,
+): Promise<ModelConfig | string | { lostThread: string }> {
   let transport: ReturnType<typeof open> | undefined;
   let timer: NodeJS.Timeout | undefined;
-  return new Promise<ModelConfig | string>((resolve) => {
+  return new Promise<ModelConfig | string | { lostThread: string }>((resolve) => {
     transport = open({
       message(message) {
         if (message.kind !== "auto-completed") return;
@@ -214,7 +229,10 @@ function runAutoComplete(
           }
         }
       },
-      ended: (reason) => resolve(`the auto-complete worker ${reason}`),
+      ended: (reason, lostThread) => {
+        const why = `the auto-complete worker ${reason}`;
+        resolve(lostThread ? { lostThread: why } : why);
+      },
     });
     if (timeoutMs > 0) timer = setTimeout(() => resolve(`the module did not load within ${timeoutMs} ms`), timeoutMs);
     transport.send({ kind: "auto-complete", file, config: toModelConfigJson(config) as Record<string, unknown> });

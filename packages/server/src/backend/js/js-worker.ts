@@ -18,7 +18,7 @@ import type {
   ResponseSender,
 } from "../../model/api.js";
 import { type Coalesced, coalescingPost, forEachMessage } from "../host/coalesce.js";
-import { serveThread } from "../host/thread-slots.js";
+import { runAs, serveThread } from "../host/thread-slots.js";
 import {
   type FromWorker,
   type JsInit,
@@ -367,7 +367,8 @@ serveThread((port, fail, slot) => {
   // call waiting forever: end the instance instead, so it restarts and fails what it holds.
   port.on("messageerror", (error) => fail(new Error(`a message from the server could not be read: ${error.message}`)));
 
-  port.on("message", (message: ToWorker | Coalesced<ToWorker>) => forEachMessage(message, receive));
+  // What a message makes the model do synchronously is marked as this instance's (see runAs).
+  port.on("message", (message: ToWorker | Coalesced<ToWorker>) => runAs(slot, () => forEachMessage(message, receive)));
 
   function receive(message: ToWorker): void {
     switch (message.kind) {
@@ -413,4 +414,15 @@ serveThread((port, fail, slot) => {
         return;
     }
   }
+
+  // Let go (a shared thread detached this instance): requests still open are cancelled and BLS
+  // calls still waiting fail, so the model's code stops waiting on a server that has forgotten it.
+  return () => {
+    const gone = new Error("the instance was stopped");
+    for (const request of open.values()) request.controller.abort();
+    open.clear();
+    for (const call of [...calls.values()]) call.push(undefined, gone, true);
+    calls.clear();
+    model = undefined;
+  };
 });
