@@ -64,8 +64,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
       let isolation: JsIsolation = options.defaultIsolation ?? "thread";
       let timeoutMs = options.initializeTimeoutMs ?? DEFAULT_INITIALIZE_TIMEOUT_MS;
       try {
-        isolation =
-          isolationParameter(config) ?? (wholeNumberParameter(config, "memory_limit_mb") ? "thread" : isolation);
+        isolation = isolationOf(config, wholeNumberParameter(config, "memory_limit_mb"), options);
         timeoutMs = initializeTimeout(config, options);
       } catch {}
       const open =
@@ -94,9 +93,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
       }
       const parameter = (key: string) => wholeNumberParameter(config, key);
       const memoryLimitMb = parameter("memory_limit_mb");
-      const chosen = isolationParameter(config);
-      // A memory limit needs a thread of its own: the server-wide default gives way to it.
-      const isolation = chosen ?? (memoryLimitMb ? "thread" : (options.defaultIsolation ?? "thread"));
+      const isolation = isolationOf(config, memoryLimitMb, options);
       if (isolation === "shared" && memoryLimitMb) {
         throw new Error(
           `parameter 'memory_limit_mb' of model '${config.name}' needs isolation 'thread': a shared thread's memory cannot be limited per instance`,
@@ -158,6 +155,14 @@ function initializeTimeout(config: ModelConfig, options: JsBackendOptions): numb
     options.initializeTimeoutMs ??
     DEFAULT_INITIALIZE_TIMEOUT_MS
   );
+}
+
+/**
+ * Where the model's instances run: its own `isolation`, else `thread` when it has a memory limit
+ * (which needs a thread of its own), else the backend's default.
+ */
+function isolationOf(config: ModelConfig, memoryLimitMb: number | undefined, options: JsBackendOptions): JsIsolation {
+  return isolationParameter(config) ?? (memoryLimitMb ? "thread" : (options.defaultIsolation ?? "thread"));
 }
 
 /** The `isolation` parameter, when the config sets it. */
