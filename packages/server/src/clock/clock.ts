@@ -11,6 +11,11 @@ export interface Clock {
   /** Call `callback` once, `delayMs` (fractional: microseconds count) from now. */
   setTimer(callback: () => void, delayMs: number): unknown;
   clearTimer(handle: unknown): void;
+  /**
+   * Call `callback` once at the end of this event-loop turn, after the I/O callbacks it runs
+   * (`setImmediate`): work that arrived in one turn is then looked at together.
+   */
+  soon(callback: () => void): void;
 }
 
 const WORKER_URL = workerEntry("./timer-worker.js", import.meta.url);
@@ -113,4 +118,7 @@ export const systemClock: Clock = {
   now: () => process.hrtime.bigint(),
   setTimer: (callback, delayMs) => timers.set(callback, delayMs),
   clearTimer: (handle) => timers.clear(handle as Timer),
+  soon: (callback) => {
+    setImmediate(callback);
+  },
 };

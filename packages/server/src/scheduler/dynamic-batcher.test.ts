@@ -31,6 +31,8 @@ class ManualClock implements Clock {
   clearTimer = (id: unknown) => {
     this.#timers = this.#timers.filter((t) => t.id !== id);
   };
+  /** At once: these tests look at each arrival's decision (the end of a turn is tested with the real clock). */
+  soon = (callback: () => void) => callback();
   /** Move time forward, firing due timers in order. */
   advanceUs(us: number): void {
     this.ns += BigInt(us) * 1000n;
@@ -65,7 +67,7 @@ class HeldInstance implements BackendInstance {
   }
 }
 
-function setup(scheduling: string, instances = 1, extraConfig = "") {
+function setup(scheduling: string, instances = 1, extraConfig = "", realClock = false) {
   const config = parseModelConfig(`name: "m" max_batch_size: 8
     input { name: "X" data_type: TYPE_FP32 dims: [ -1 ] }
     input { name: "R" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true optional: true }
@@ -80,7 +82,7 @@ function setup(scheduling: string, instances = 1, extraConfig = "") {
     config,
     stats,
     log: createLogger({ info: false }),
-    clock,
+    ...(realClock ? {} : { clock }),
     onBatch: (e) => events.push(e),
   });
   const settled: string[] = [];
@@ -442,6 +444,23 @@ describe("DynamicBatcher", () => {
       await pending;
     }
     expect(new Set(events.map((e) => e.reason))).toEqual(new Set(["delay expired"]));
+  });
+
+  it("on the real clock, batches requests that arrive in one event-loop turn, with no delay and an idle instance", async () => {
+    const { held, send, events } = setup("", 1, "", true);
+    const turn = ["a", "b", "c"].map((id) => send(id));
+    expect(held[0]?.batches).toHaveLength(0);
+    await flush();
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a", "b", "c"]]);
+    expect(events.map((e) => e.reason)).toEqual(["no delay"]);
+    held[0]?.batches[0]?.finish();
+    await Promise.all(turn);
+    // The next turn's lone request goes alone, at the end of its turn.
+    const next = send("d");
+    await flush();
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a", "b", "c"], ["d"]]);
+    held[0]?.batches[1]?.finish();
+    await next;
   });
 
   it("refuses an adaptive_queue_delay that is not true or false", () => {

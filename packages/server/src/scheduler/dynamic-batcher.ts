@@ -79,6 +79,7 @@ export class DynamicBatcher implements Scheduler {
   readonly #stats: ModelStatistics;
   readonly #log: Logger;
   readonly #clock: Clock;
+  #scheduleQueued = false;
   readonly #onBatch?: (event: BatchEvent) => void;
   readonly #preferred: number[];
   readonly #delayNs: bigint;
@@ -168,7 +169,7 @@ export class DynamicBatcher implements Scheduler {
       this.#lastArrivalNs = now;
       this.#queue.push(level, pending);
       this.#stats.pending++;
-      this.#schedule();
+      this.#scheduleSoon();
     });
   }
 
@@ -179,6 +180,22 @@ export class DynamicBatcher implements Scheduler {
       this.#schedule();
     });
   }
+
+  /**
+   * Decide at the end of this event-loop turn rather than on each arrival: requests whose
+   * sockets were read in the same turn are batched together even when nothing waits (no delay,
+   * or waiting has not paid off), and the queue is looked at once per turn, not once per request.
+   */
+  #scheduleSoon(): void {
+    if (this.#scheduleQueued) return;
+    this.#scheduleQueued = true;
+    this.#clock.soon(this.#scheduleNow);
+  }
+
+  readonly #scheduleNow = (): void => {
+    this.#scheduleQueued = false;
+    this.#schedule();
+  };
 
   /** Send every batch that is due, and set the timer for the next decision. */
   #schedule(): void {
