@@ -1,5 +1,5 @@
 import type { BackendInstance } from "../backend/backend.js";
-import { now } from "../clock/clock.js";
+import { now, systemClock } from "../clock/clock.js";
 import { backendError, InferenceError, requestId } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
@@ -22,10 +22,9 @@ interface Pending {
  *
  * Requests start at the end of the event-loop turn they arrived in (one `setImmediate`), not
  * inside the socket read that decoded them: the turn's reads are decoded one after another, then
- * its runs made one after another, each kind of work with warm caches. For a model run on the
- * event loop (a small ONNX model) this took server CPU per request on `simple` at c = 16 from
- * ~2.3× to ~1.5× the hand-written server's (bench/README.md); a lone request waits one loop
- * iteration, a few µs.
+ * its runs made one after another, each kind of work with warm caches (for `simple` at c = 16,
+ * server CPU per request fell from ~1.8× the hand-written server's to 1.1–1.7×: bench/README.md);
+ * a lone request waits one loop iteration, a few µs.
  */
 export class DefaultScheduler implements Scheduler {
   readonly #pool: InstancePool;
@@ -64,7 +63,7 @@ export class DefaultScheduler implements Scheduler {
       this.#stats.pending++;
       if (!this.#dispatchSoon) {
         this.#dispatchSoon = true;
-        setImmediate(this.#dispatchNow);
+        systemClock.soon(this.#dispatchNow);
       }
     });
   }
