@@ -122,3 +122,20 @@ export const systemClock: Clock = {
     setImmediate(callback);
   },
 };
+
+/**
+ * A trigger that runs `run` once at the end of the current event-loop turn however often it is
+ * pulled during the turn (`clock.soon`): the schedulers look at a turn's arrivals together.
+ */
+export function onceThisTurn(clock: Clock, run: () => void): () => void {
+  let queued = false;
+  const now = () => {
+    queued = false;
+    run();
+  };
+  return () => {
+    if (queued) return;
+    queued = true;
+    clock.soon(now);
+  };
+}

@@ -1,5 +1,5 @@
 import type { BackendInstance } from "../backend/backend.js";
-import { now, systemClock } from "../clock/clock.js";
+import { now, onceThisTurn, systemClock } from "../clock/clock.js";
 import { backendError, InferenceError, requestId } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
@@ -32,7 +32,6 @@ export class DefaultScheduler implements Scheduler {
   readonly #stats: ModelStatistics;
   #running = 0;
   #draining = false;
-  #dispatchSoon = false;
   #drained?: () => void;
 
   constructor(pool: InstancePool, stats: ModelStatistics) {
@@ -61,10 +60,7 @@ export class DefaultScheduler implements Scheduler {
       }
       this.#queue.push(pending);
       this.#stats.pending++;
-      if (!this.#dispatchSoon) {
-        this.#dispatchSoon = true;
-        systemClock.soon(this.#dispatchNow);
-      }
+      this.#dispatchSoon();
     });
   }
 
@@ -76,10 +72,7 @@ export class DefaultScheduler implements Scheduler {
     });
   }
 
-  readonly #dispatchNow = (): void => {
-    this.#dispatchSoon = false;
-    this.#dispatch();
-  };
+  readonly #dispatchSoon = onceThisTurn(systemClock, () => this.#dispatch());
 
   #dispatch(): void {
     while (this.#pool.hasIdle && this.#queue.length > 0) {

@@ -1,7 +1,7 @@
 import type { ModelConfig, ModelDynamicBatching } from "@galley/proto";
 import type { BackendInstance } from "../backend/backend.js";
 import { booleanParameter } from "../backend/instance-specs.js";
-import { type Clock, systemClock } from "../clock/clock.js";
+import { type Clock, onceThisTurn, systemClock } from "../clock/clock.js";
 import { backendError, InferenceError, requestId } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
 import type { ModelStatistics } from "../core/statistics.js";
@@ -79,7 +79,12 @@ export class DynamicBatcher implements Scheduler {
   readonly #stats: ModelStatistics;
   readonly #log: Logger;
   readonly #clock: Clock;
-  #scheduleQueued = false;
+  /**
+   * Decide at the end of this event-loop turn rather than on each arrival: requests whose
+   * sockets were read in the same turn are batched together even when nothing waits (no delay,
+   * or waiting has not paid off), and the queue is looked at once per turn, not once per request.
+   */
+  readonly #scheduleSoon: () => void;
   readonly #onBatch?: (event: BatchEvent) => void;
   readonly #preferred: number[];
   readonly #delayNs: bigint;
@@ -120,6 +125,7 @@ export class DynamicBatcher implements Scheduler {
     this.#stats = options.stats;
     this.#log = options.log;
     this.#clock = options.clock ?? systemClock;
+    this.#scheduleSoon = onceThisTurn(this.#clock, () => this.#schedule());
     if (options.onBatch) this.#onBatch = options.onBatch;
     this.#preferred = [...(this.#batching?.preferredBatchSize ?? [])].sort((a, b) => a - b);
     this.#delayNs = (this.#batching?.maxQueueDelayMicroseconds ?? 0n) * 1000n;
@@ -180,22 +186,6 @@ export class DynamicBatcher implements Scheduler {
       this.#schedule();
     });
   }
-
-  /**
-   * Decide at the end of this event-loop turn rather than on each arrival: requests whose
-   * sockets were read in the same turn are batched together even when nothing waits (no delay,
-   * or waiting has not paid off), and the queue is looked at once per turn, not once per request.
-   */
-  #scheduleSoon(): void {
-    if (this.#scheduleQueued) return;
-    this.#scheduleQueued = true;
-    this.#clock.soon(this.#scheduleNow);
-  }
-
-  readonly #scheduleNow = (): void => {
-    this.#scheduleQueued = false;
-    this.#schedule();
-  };
 
   /** Send every batch that is due, and set the timer for the next decision. */
   #schedule(): void {
