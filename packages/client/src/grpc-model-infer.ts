@@ -139,10 +139,13 @@ class Exchange {
     private readonly signal: AbortSignal | undefined,
   ) {
     if (signal) {
-      this.onAbort = () => this.fail(connectErrorFromNode(signal.reason));
+      // Through a local: V8 makes a function literal assigned to a property in the old
+      // generation, where it keeps this call's objects from young collections.
+      const onAbort = () => this.fail(connectErrorFromNode(signal.reason));
+      this.onAbort = onAbort;
       // It may have aborted while the request was being compressed.
-      if (signal.aborted) this.onAbort();
-      else signal.addEventListener("abort", this.onAbort, { once: true });
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
     }
   }
 

@@ -48,7 +48,9 @@ export class DefaultScheduler implements Scheduler {
         return;
       }
       if (signal) {
-        pending.onAbort = () => {
+        // Through a local: a function literal assigned to a property is made in the old
+        // generation and keeps the request from young collections (development.md).
+        const onAbort = () => {
           const at = this.#queue.indexOf(pending);
           if (at === -1) return;
           this.#queue.splice(at, 1);
@@ -56,7 +58,8 @@ export class DefaultScheduler implements Scheduler {
           reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
           this.#checkDrained();
         };
-        signal.addEventListener("abort", pending.onAbort, { once: true });
+        pending.onAbort = onAbort;
+        signal.addEventListener("abort", onAbort, { once: true });
       }
       this.#queue.push(pending);
       this.#stats.pending++;

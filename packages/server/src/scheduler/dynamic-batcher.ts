@@ -160,13 +160,16 @@ export class DynamicBatcher implements Scheduler {
         reject,
       };
       if (request.signal) {
-        pending.onAbort = () => {
+        // Through a local: a function literal assigned to a property is made in the old
+        // generation and keeps the request from young collections (development.md).
+        const onAbort = () => {
           this.#queue.remove(new Set([pending]));
           this.#stats.pending--;
           this.#settle(pending, () => reject(new InferenceError("CANCELLED", { id })));
           this.#checkDrained();
         };
-        request.signal.addEventListener("abort", pending.onAbort, { once: true });
+        pending.onAbort = onAbort;
+        request.signal.addEventListener("abort", onAbort, { once: true });
       }
       if (this.#waiting && this.#lastArrivalNs !== undefined) {
         this.#joinGaps.push(now - this.#lastArrivalNs);

@@ -183,8 +183,11 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
     const key = this.#nextKey++;
     const entry: { request: HostedRequest<P["response"]>; onAbort?: () => void } = { request };
     if (request.signal) {
-      entry.onAbort = () => this.#transport?.send({ kind: "cancel", key });
-      request.signal.addEventListener("abort", entry.onAbort, { once: true });
+      // Through a local: a function literal assigned to a property is made in the old
+      // generation and keeps the request from young collections (development.md).
+      const onAbort = () => this.#transport?.send({ kind: "cancel", key });
+      entry.onAbort = onAbort;
+      request.signal.addEventListener("abort", onAbort, { once: true });
     }
     this.#requests.set(key, entry);
     return key;

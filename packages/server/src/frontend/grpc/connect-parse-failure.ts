@@ -51,8 +51,9 @@ function rewriteGrpc(res: Http2ServerResponse, message: () => string): Http2Serv
 /** gRPC-Web: the status travels in the body, in a last frame flagged 0x80 holding `name: value\r\n` lines. */
 function rewriteGrpcWeb(res: Http2ServerResponse, message: () => string): Http2ServerResponse {
   const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
-  res.write = ((chunk: unknown, ...rest: unknown[]) =>
-    write(fixTrailerFrame(chunk, message), ...rest)) as typeof res.write;
+  // Through a local: see rewriteHeaders.
+  const fixedWrite = (chunk: unknown, ...rest: unknown[]) => write(fixTrailerFrame(chunk, message), ...rest);
+  res.write = fixedWrite as typeof res.write;
   return res;
 }
 
@@ -91,12 +92,13 @@ function rewriteConnect(res: Http2ServerResponse, message: () => string): Http2S
     if (held) writeHead(...held);
     held = undefined;
   };
-  res.writeHead = ((...args: unknown[]) => {
+  // Through locals: see rewriteHeaders.
+  const heldWriteHead = (...args: unknown[]) => {
     if (args[0] !== 500) return writeHead(...args);
     held = args;
     return res;
-  }) as typeof res.writeHead;
-  res.write = ((chunk: unknown, ...rest: unknown[]) => {
+  };
+  const fixedWrite = (chunk: unknown, ...rest: unknown[]) => {
     if (held && chunk instanceof Uint8Array && isParseFailureJson(chunk)) {
       const body = Buffer.from(JSON.stringify({ code: "invalid_argument", message: message() }));
       const headers = {
@@ -110,11 +112,14 @@ function rewriteConnect(res: Http2ServerResponse, message: () => string): Http2S
     }
     release();
     return write(chunk, ...rest);
-  }) as typeof res.write;
-  res.end = ((...args: unknown[]) => {
+  };
+  const releasingEnd = (...args: unknown[]) => {
     release();
     return end(...args);
-  }) as typeof res.end;
+  };
+  res.writeHead = heldWriteHead as typeof res.writeHead;
+  res.write = fixedWrite as typeof res.write;
+  res.end = releasingEnd as typeof res.end;
   return res;
 }
 

@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 
 /**
@@ -13,13 +14,17 @@ export function rewriteHeaders(
   };
   const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Http2ServerResponse;
   const addTrailers = res.addTrailers.bind(res);
-  res.writeHead = ((...args: unknown[]) => {
+  // Through locals: a function literal assigned to a property is made in the old generation and
+  // keeps the request from young collections (development.md).
+  const fixedWriteHead = (...args: unknown[]) => {
     apply(args[args.length - 1]);
     return writeHead(...args);
-  }) as typeof res.writeHead;
-  res.addTrailers = (trailers) => {
+  };
+  const fixedAddTrailers = (trailers: OutgoingHttpHeaders) => {
     apply(trailers);
     addTrailers(trailers);
   };
+  res.writeHead = fixedWriteHead as typeof res.writeHead;
+  res.addTrailers = fixedAddTrailers;
   return res;
 }

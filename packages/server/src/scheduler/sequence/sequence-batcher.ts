@@ -130,8 +130,11 @@ export class SequenceBatcher implements Scheduler {
         return;
       }
       if (signal) {
-        pending.onAbort = () => this.#cancel(sequence as Sequence, pending);
-        signal.addEventListener("abort", pending.onAbort, { once: true });
+        // Through a local: a function literal assigned to a property is made in the old
+        // generation and keeps the request from young collections (development.md).
+        const onAbort = () => this.#cancel(sequence as Sequence, pending);
+        pending.onAbort = onAbort;
+        signal.addEventListener("abort", onAbort, { once: true });
       }
       sequence.queue.push(pending);
       this.#stats.pending++;
