@@ -17,7 +17,7 @@ import { createHealthService } from "./frontend/grpc/health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
 import { createHttpHandler, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
-import { type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
+import { connectResponse, type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
 import { type GpuMetrics, startGpuMetrics } from "./frontend/metrics/gpu-metrics.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 import { nvmlGpuSource } from "./frontend/metrics/nvml-gpu-source.js";
@@ -203,7 +203,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
           },
         });
         const handler = (req: Http2ServerRequest, res: Http2ServerResponse) =>
-          isPlainModelInfer(req) ? serveModelInfer(core, grpc, req, res) : connect(req, res);
+          isPlainModelInfer(req) ? serveModelInfer(core, grpc, req, res) : connect(req, connectResponse(req, res));
         const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port, grpc);
         listeners.push(listener);
         addresses.grpc = listener.address;

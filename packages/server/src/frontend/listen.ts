@@ -154,7 +154,7 @@ export async function listenHttp2(
       maxSessionMemory: HTTP2_LIMITS.sessionMemoryMiB,
       settings: { initialWindowSize: HTTP2_LIMITS.streamWindowBytes, maxFrameSize: HTTP2_LIMITS.maxFrameBytes },
     },
-    (req, res) => handler(req, withTritonParseFailure(req, withSpecGrpcMessage(res))),
+    handler,
   );
   const sessions = new Set<Http2Session>();
   const pingEvery = keepalive.keepaliveTimeMs ?? 7_200_000;
@@ -204,6 +204,15 @@ function bind(server: import("node:net").Server, host: string, port: number): Pr
       resolve();
     });
   });
+}
+
+/**
+ * A response handed to connect-node, wrapped so that its `grpc-message` is written as the gRPC
+ * spec writes it and its parse failures are answered as Triton answers them. The lean `ModelInfer`
+ * path writes its own headers and takes neither wrapper (each is several functions per request).
+ */
+export function connectResponse(req: Http2ServerRequest, res: Http2ServerResponse): Http2ServerResponse {
+  return withTritonParseFailure(req, withSpecGrpcMessage(res));
 }
 
 /**
