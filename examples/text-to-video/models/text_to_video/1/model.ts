@@ -5,11 +5,14 @@
 //   (a preview through vae_decoder every PREVIEW_EVERY steps) -> vae_decoder -> upscale_video
 //   (super_resolution -> frame_interpolation)
 //
-// streaming one response per step and a final one with the video. Every user's denoiser call is a
-// separate request, so the denoiser's dynamic batcher batches concurrent users' steps. A cancelled
-// request stops its loop at the next step and cancels the BLS call in flight.
+// streaming one response per step and a final one with the video. The users' loops hand their
+// steps to one StepBatches (step-batches.ts): a denoiser call carries the step of every user whose
+// latent has that shape, up to step_batch_size users, so concurrent users' loops run in lockstep.
+// A cancelled request stops its loop at the next step; a denoiser call is cancelled once all of
+// the users it carries have cancelled.
 import type {
   BlsResponse,
+  InitializeArgs,
   InputTensor,
   Model,
   ModelContext,
@@ -18,6 +21,7 @@ import type {
   ResponseSender,
 } from "@galley/server/model";
 import { ddimStep, timesteps } from "./ddim.js";
+import { StepBatches } from "./step-batches.js";
 
 const LATENT_CHANNELS = 4;
 /** Output pixels per latent pixel: 8 (VAE) × 4 (super-resolution). */
@@ -94,7 +98,19 @@ function toBytes(image: Float32Array, n: number, h: number, w: number): Uint8Arr
 }
 
 export default class TextToVideo implements Model {
+  #stepBatchSize = 1;
+  #steps?: StepBatches;
+
+  initialize(args: InitializeArgs): void {
+    const config = JSON.parse(args.model_config) as { parameters?: Record<string, { string_value: string }> };
+    const size = Number(config.parameters?.step_batch_size?.string_value ?? "1");
+    if (!Number.isInteger(size) || size < 1)
+      throw new Error(`step_batch_size must be a whole number >= 1, not '${size}'`);
+    this.#stepBatchSize = size;
+  }
+
   execute(requests: readonly Request[], context: ModelContext): void {
+    this.#steps ??= new StepBatches(context, "denoiser", this.#stepBatchSize);
     for (const request of requests) {
       const sender = request.responseSender();
       void this.#run(request, sender, context).catch((error: unknown) => {
@@ -108,6 +124,7 @@ export default class TextToVideo implements Model {
   }
 
   async #run(request: Request, sender: ResponseSender, context: ModelContext): Promise<void> {
+    const batches = this.#steps as StepBatches;
     const signal = request.signal;
     const optional = (name: string) => (request.input(name) ? [request.input(name) as InputTensor] : []);
     const checked = await context.infer({
@@ -158,7 +175,7 @@ export default class TextToVideo implements Model {
       inputs: [{ name: "PROMPT", datatype: "BYTES", shape: [1, 1], data: [prompt] }],
       signal,
     });
-    const embedding = asInput(output(encoded, "EMBEDDING"), "TEXT_EMBEDDING");
+    const embedding = output(encoded, "EMBEDDING");
 
     const h = (height as number) / LATENT_FACTOR;
     const w = (width as number) / LATENT_FACTOR;
@@ -177,12 +194,7 @@ export default class TextToVideo implements Model {
     for (let step = 0; step < n; step++) {
       if (signal.aborted) return;
       const { t, prev } = timesteps(step, n);
-      const reply = await context.infer({
-        model: "denoiser",
-        inputs: [fp32("LATENT", [1, ...shape], latent), fp32("TIMESTEP", [1, 1], Float32Array.of(t)), embedding],
-        signal,
-      });
-      const eps = output(reply, "NOISE_PRED").typed() as Float32Array;
+      const eps = await batches.step(latent, shape, t, embedding, signal);
       // DDIM (eta = 0): predict the clean latent, then step to the previous timestep.
       ({ next: latent, x0 } = ddimStep(latent, eps, t, prev));
       if (previewEvery > 0 && ((step + 1) % previewEvery === 0 || step + 1 === n)) {
