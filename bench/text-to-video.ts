@@ -12,6 +12,7 @@
 // Modes alternate within each repetition; medians and min-max spreads over the repetitions; the
 // load average before and after.
 // Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100] [--clients=inline]
+//   [--users=1,4,8]
 // On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
 // the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle).
 import { type ChildProcess, fork } from "node:child_process";
@@ -36,7 +37,8 @@ const FRAMES = option("frames", 8);
 /** The pipeline's PROGRESS_INTERVAL_MS: galley-video's 100 ms; 0 streams a response every step. */
 const PROGRESS_MS = option("progress-ms", 100);
 const RESOLUTION = "64x64";
-const USERS = [1, 4, 8];
+/** `--users=8` (or `--users=1,8`): the user counts to run; the ratios need 8. */
+const USERS = (process.argv.find((a) => a.startsWith("--users="))?.split("=")[1] ?? "1,4,8").split(",").map(Number);
 
 async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
   const keyframes = Math.max(2, Math.ceil(FRAMES / 2));

@@ -5,7 +5,10 @@
 // encode_prompt, one back from a preview) wait for it to return and go in the next call, with the
 // loops it carried. So the loops advance in lockstep and the denoiser sees every user at every
 // step, without the dynamic batcher guessing how long to wait for users who are busy elsewhere in
-// their videos — what a client driving the steps itself cannot do.
+// their videos — what a client driving the steps itself cannot do. A call may wait a little for
+// videos that have started and are about to take their first step (in preflight or
+// encode_prompt), never for videos that are past their loop: each such video holds the loops back
+// at most `maxWaitMs` from its start, and once in they stay in lockstep.
 import type { InputTensor, ModelContext, OutputTensor } from "@galley/server/model";
 
 /** One loop's step: its latent [keyframes, 4, h, w], timestep and embedding [1, 32, 64]. */
@@ -26,6 +29,16 @@ interface Group {
   /** Denoiser calls of this group still running. */
   running: number;
   scheduled: boolean;
+  /** Set while the group's next call waits for videos about to join. */
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+/** A video that has started and not yet taken its first step (see {@link StepBatches.arriving}). */
+export interface Arrival {
+  /** When it started (performance.now(), ms). */
+  readonly since: number;
+  /** It will not take a step (refused, blocked, failed or cancelled before its loop). */
+  leave(): void;
 }
 
 const fp32 = (name: string, shape: number[], data: Float32Array): OutputTensor => ({
@@ -53,12 +66,33 @@ export class StepBatches {
   readonly #context: ModelContext;
   readonly #model: string;
   readonly #maxBatch: number;
+  readonly #maxWaitMs: number;
   readonly #groups = new Map<string, Group>();
+  readonly #coming = new Set<Arrival>();
 
-  constructor(context: ModelContext, model: string, maxBatch: number) {
+  /**
+   * @param maxBatch users per denoiser call (at most the denoiser's `max_batch_size`)
+   * @param maxWaitMs how long after its start a video not yet in its loop may hold a call back
+   */
+  constructor(context: ModelContext, model: string, maxBatch: number, maxWaitMs: number) {
     this.#context = context;
     this.#model = model;
     this.#maxBatch = maxBatch;
+    this.#maxWaitMs = maxWaitMs;
+  }
+
+  /** Announces a video that will take its first step soon; its first {@link step} passes it. */
+  arriving(): Arrival {
+    const coming = this.#coming;
+    const arrival: Arrival = {
+      since: performance.now(),
+      leave: () => {
+        if (!coming.delete(arrival)) return;
+        for (const group of this.#groups.values()) if (group.timer) this.#schedule(group);
+      },
+    };
+    coming.add(arrival);
+    return arrival;
   }
 
   /**
@@ -72,8 +106,12 @@ export class StepBatches {
     t: number,
     embedding: InputTensor,
     signal: AbortSignal,
+    arrival?: Arrival,
   ): Promise<Float32Array> {
+    if (arrival) this.#coming.delete(arrival);
     if (signal.aborted) return Promise.reject(aborted());
+    // One user per call: every step its own request, batched (or not) by the denoiser's queue.
+    if (this.#maxBatch === 1) return this.#infer(shape, [{ latent, t, embedding }], signal);
     const key = shape.join("x");
     let group = this.#groups.get(key);
     if (!group) {
@@ -102,19 +140,41 @@ export class StepBatches {
   }
 
   /**
-   * Sends the group's waiting steps after this turn (loops resumed by one call's answer all come
-   * back in the same turn), unless a call of the group is still running: its loops join then.
+   * Looks at the group after this turn (loops resumed by one call's answer all come back in the
+   * same turn), unless a call of the group is still running: its loops join then.
    */
   #schedule(group: Group): void {
     if (group.scheduled || group.running > 0) return;
     group.scheduled = true;
-    const flush = () => {
+    const look = () => {
       group.scheduled = false;
-      if (group.running > 0) return;
-      const steps = group.waiting.splice(0);
-      for (let i = 0; i < steps.length; i += this.#maxBatch) this.#call(group, steps.slice(i, i + this.#maxBatch));
+      this.#flush(group);
     };
-    setImmediate(flush);
+    setImmediate(look);
+  }
+
+  /** Sends the waiting steps, unless the call is not full and a video about to join may still come. */
+  #flush(group: Group): void {
+    if (group.running > 0 || group.waiting.length === 0) return;
+    if (group.waiting.length < this.#maxBatch) {
+      let until = 0;
+      for (const arrival of this.#coming) until = Math.max(until, arrival.since + this.#maxWaitMs);
+      const left = until - performance.now();
+      if (left > 0) {
+        if (!group.timer) {
+          const waited = () => {
+            group.timer = undefined;
+            this.#flush(group);
+          };
+          group.timer = setTimeout(waited, Math.ceil(left));
+        }
+        return;
+      }
+    }
+    if (group.timer) clearTimeout(group.timer);
+    group.timer = undefined;
+    const steps = group.waiting.splice(0);
+    for (let i = 0; i < steps.length; i += this.#maxBatch) this.#call(group, steps.slice(i, i + this.#maxBatch));
   }
 
   #call(group: Group, steps: Step[]): void {
@@ -128,7 +188,6 @@ export class StepBatches {
       step.signal.removeEventListener("abort", step.onAbort as () => void);
       step.signal.addEventListener("abort", onMemberAbort, { once: true });
     }
-    const n = steps.length;
     const settle = (outcome: { eps: Float32Array } | { error: unknown }) => {
       for (const step of steps) step.signal.removeEventListener("abort", onMemberAbort);
       const size = steps[0]?.latent.length ?? 0;
@@ -139,28 +198,35 @@ export class StepBatches {
       group.running--;
       if (group.waiting.length > 0) this.#schedule(group);
     };
+    this.#infer(group.shape, steps, controller.signal).then(
+      (eps) => settle({ eps }),
+      (error: unknown) => settle({ error }),
+    );
+  }
+
+  /** One denoiser call for `steps` (latents of shape `shape`): the noise predictions, back to back. */
+  async #infer(
+    shape: readonly number[],
+    steps: readonly Pick<Step, "latent" | "t" | "embedding">[],
+    signal: AbortSignal,
+  ): Promise<Float32Array> {
+    const n = steps.length;
     const embeddingShape = steps[0]?.embedding.shape.slice(1) ?? [];
-    this.#context
-      .infer({
-        model: this.#model,
-        inputs: [
-          fp32("LATENT", [n, ...group.shape], concat(steps.map((s) => s.latent))),
-          fp32(
-            "TIMESTEP",
-            [n, 1],
-            Float32Array.from(steps, (s) => s.t),
-          ),
-          fp32("TEXT_EMBEDDING", [n, ...embeddingShape], concat(steps.map((s) => s.embedding.typed() as Float32Array))),
-        ],
-        signal: controller.signal,
-      })
-      .then(
-        (reply) => {
-          const eps = reply.output("NOISE_PRED")?.typed();
-          if (eps instanceof Float32Array) settle({ eps });
-          else settle({ error: new Error(`${this.#model} returned no NOISE_PRED`) });
-        },
-        (error: unknown) => settle({ error }),
-      );
+    const reply = await this.#context.infer({
+      model: this.#model,
+      inputs: [
+        fp32("LATENT", [n, ...shape], concat(steps.map((s) => s.latent))),
+        fp32(
+          "TIMESTEP",
+          [n, 1],
+          Float32Array.from(steps, (s) => s.t),
+        ),
+        fp32("TEXT_EMBEDDING", [n, ...embeddingShape], concat(steps.map((s) => s.embedding.typed() as Float32Array))),
+      ],
+      signal,
+    });
+    const eps = reply.output("NOISE_PRED")?.typed();
+    if (!(eps instanceof Float32Array)) throw new Error(`${this.#model} returned no NOISE_PRED`);
+    return eps;
   }
 }
