@@ -72,7 +72,32 @@ async function counts(client: GrpcClient, model: string): Promise<[number, numbe
   return [Number(s?.inferenceCount ?? 0n), Number(s?.executionCount ?? 0n)];
 }
 
+/** A model's time per video (statistics API: queue, and compute input + infer + output) and requests per video. */
+interface Stage {
+  queueMs: number;
+  computeMs: number;
+  requests: number;
+}
+
+type Totals = Map<string, { queue: number; compute: number; requests: number }>;
+
+/** Every model's cumulative queue and compute time (ns) and successful requests. */
+async function totals(client: GrpcClient): Promise<Totals> {
+  const out: Totals = new Map();
+  for (const m of (await client.statistics("")).modelStats) {
+    const i = m.inferenceStats;
+    out.set(m.name, {
+      queue: Number(i?.queue?.ns ?? 0n),
+      compute: Number((i?.computeInput?.ns ?? 0n) + (i?.computeInfer?.ns ?? 0n) + (i?.computeOutput?.ns ?? 0n)),
+      requests: Number(i?.success?.count ?? 0n),
+    });
+  }
+  return out;
+}
+
 interface Run {
+  /** Per model, what one video cost it (ensembles and text_to_video left out: they contain the rest). */
+  stages: Map<string, Stage>;
   videosPerMinute: number;
   p50: number;
   p95: number;
@@ -157,18 +182,32 @@ function driveIn(url: string, mode: Mode, users: number): Promise<Driven> {
 async function run(url: string, mode: Mode, users: number): Promise<Run> {
   const probe = createGrpcClient({ baseUrl: url });
   const before = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
+  const stagesBefore = await totals(probe);
   const cpu = process.cpuUsage();
   const main = mainThreadCpuMs();
   const { latencies, wall, clientCpu } = await driveIn(url, mode, users);
   const used = process.cpuUsage(cpu);
   const mainUsed = mainThreadCpuMs() - main;
   const after = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
+  const stagesAfter = await totals(probe);
   probe.close();
+  const videos = users * VIDEOS;
+  const stages = new Map<string, Stage>();
+  for (const [name, a] of stagesAfter) {
+    if (["text_to_video", "encode_prompt", "upscale_video"].includes(name)) continue;
+    const b = stagesBefore.get(name) ?? { queue: 0, compute: 0, requests: 0 };
+    stages.set(name, {
+      queueMs: (a.queue - b.queue) / 1e6 / videos,
+      computeMs: (a.compute - b.compute) / 1e6 / videos,
+      requests: (a.requests - b.requests) / videos,
+    });
+  }
   const batch = (i: number) =>
     ((after[i]?.[0] ?? 0) - (before[i]?.[0] ?? 0)) / ((after[i]?.[1] ?? 0) - (before[i]?.[1] ?? 0) || 1);
   latencies.sort((a, b) => a - b);
   const pick = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
   return {
+    stages,
     videosPerMinute: (users * VIDEOS * 60_000) / wall,
     p50: pick(0.5),
     p95: pick(0.95),
@@ -211,8 +250,10 @@ async function main(): Promise<void> {
   if (failedModels.length > 0) throw new Error(`models that did not load: ${failedModels.join(", ")}`);
   const url = `http://127.0.0.1:${grpc?.port}`;
   const loadBefore = loadavg()[0] ?? 0;
-  await run(url, "pipeline", 2); // warm-up: sessions, workers, code paths
-  await run(url, "step by step", 2);
+  // Warm-up at the most users: sessions, workers, code paths, and every batch size the runs will see
+  // (a model's first batch of a new size can cost tens of ms).
+  await run(url, "pipeline", Math.max(...USERS));
+  await run(url, "step by step", Math.max(...USERS));
   const results = new Map<string, Run[]>();
   for (let rep = 0; rep < REPS; rep++)
     for (const users of USERS)
@@ -259,6 +300,22 @@ async function main(): Promise<void> {
         )} |`,
       );
     }
+  const most = Math.max(...USERS);
+  lines.push(
+    "",
+    `Where a video's time goes at ${most} users (statistics API, per video, median of the repetitions): queue + compute ms, requests`,
+    "",
+    "| model | pipeline | step by step |",
+    "| --- | --- | --- |",
+  );
+  const stageOf = (mode: string, model: string, pick: (s: Stage) => number) =>
+    median(
+      (results.get(`${mode}|${most}`) ?? []).map((r) => (r.stages.get(model) ? pick(r.stages.get(model) as Stage) : 0)),
+    );
+  const cell = (mode: string, model: string) =>
+    `${stageOf(mode, model, (s) => s.queueMs).toFixed(1)} + ${stageOf(mode, model, (s) => s.computeMs).toFixed(1)} ms, ${stageOf(mode, model, (s) => s.requests).toFixed(1)}`;
+  for (const model of [...(results.get(`pipeline|${most}`)?.[0]?.stages.keys() ?? [])].sort())
+    lines.push(`| ${model} | ${cell("pipeline", model)} | ${cell("step by step", model)} |`);
   const ratios = Array.from({ length: REPS }, (_, i) => {
     const p = results.get("pipeline|8")?.[i]?.videosPerMinute ?? 0;
     const s = results.get("step by step|8")?.[i]?.videosPerMinute ?? 1;

@@ -28,7 +28,7 @@ import { createLogger, createServer } from "@galley/server";
 const MODELS =
   process.argv.find((a) => a.startsWith("--models="))?.slice(9) ?? fileURLToPath(new URL("../models", import.meta.url));
 const HEAVY = ["text_encoder", "denoiser", "vae_decoder", "super_resolution"];
-/** The models with a configs/gpu.pbtxt: the heavy ones and the frame interpolation. */
+/** The models on the GPU in the GPU variant (the heavy ones and the frame interpolation); text_to_video has a gpu.pbtxt too, on the CPU. */
 const GPU_MODELS = [...HEAVY, "frame_interpolation"];
 const cpu = process.argv.includes("--cpu");
 

@@ -5,7 +5,8 @@
 // the ONNX model's on the same input, and the frame interpolation's with the TypeScript model's
 // (served by a second server over models/ itself, which loads only those five), the
 // super-resolution one also with the golden from the ncnn weights, and the
-// whole pipeline makes a video on the TorchScript models. Needs the PyTorch backend (libtorch, see
+// whole pipeline makes a video on the TorchScript models. The variant's text_to_video batches the
+// users' denoising steps in its loop (configs/gpu.pbtxt: step_batch_size 8), checked here too. Needs the PyTorch backend (libtorch, see
 // docs/guides/pytorch-backend.md), as the server's own PyTorch tests do.
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,7 +19,7 @@ import { generateVideo } from "../src/video.js";
 
 const MODELS = fileURLToPath(new URL("../models", import.meta.url));
 const HEAVY = ["text_encoder", "denoiser", "vae_decoder", "super_resolution"];
-/** The models with a configs/gpu.pbtxt: the heavy ones and the frame interpolation. */
+/** The models on the GPU in the GPU variant (the heavy ones and the frame interpolation); text_to_video has a gpu.pbtxt too, on the CPU. */
 const GPU_MODELS = [...HEAVY, "frame_interpolation"];
 
 let copy: string;
@@ -77,6 +78,16 @@ function values(count: number, scale = 1, seed = 1): Float32Array {
     state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
     return (state / 2 ** 32 - 0.5) * 2 * scale;
   });
+}
+
+/** The GPU variant's denoiser counts: inferences (users' steps), requests and executions (batches run). */
+async function denoiserCounts(): Promise<{ inferences: number; requests: number; executions: number }> {
+  const stats = (await torchClient.statistics("denoiser")).modelStats[0];
+  return {
+    inferences: Number(stats?.inferenceCount ?? 0n),
+    requests: Number(stats?.inferenceStats?.success?.count ?? 0n),
+    executions: Number(stats?.executionCount ?? 0n),
+  };
 }
 
 async function both(model: string, inputs: Record<string, InputTensor>, output: string) {
@@ -178,5 +189,71 @@ describe("the GPU variant's TorchScript models (run on the CPU)", () => {
     expect(new Set(video.rgb).size).toBeGreaterThan(16); // pictures, not a constant
     const again = await generateVideo(torchClient, options);
     expect(Buffer.from(again.rgb).equals(Buffer.from(video.rgb))).toBe(true);
+  });
+});
+
+describe("the GPU variant's text_to_video: users' steps batched in the loop (step_batch_size 8)", () => {
+  it("runs concurrent users' steps in one denoiser call, each user's video as if alone", async () => {
+    const options = (seed: number) => ({ prompt: `user ${seed}`, frames: 3, steps: 8, resolution: "64x64", seed });
+    const alone = await generateVideo(torchClient, options(1));
+    // A long video runs while three short ones come and go: its loop is in every denoiser call
+    // from its first step to its cancellation, so each short video's 8 steps ride in its calls,
+    // and the calls are exactly the long video's steps, however the short ones' starts fall.
+    const before = await denoiserCounts();
+    const controller = new AbortController();
+    let started: () => void = () => {};
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const long = generateVideo(
+      torchClient,
+      { prompt: "long", frames: 3, steps: 1000, resolution: "64x64", signal: controller.signal },
+      (p) => {
+        if (p.step === 2) started();
+      },
+    ).then(
+      () => "finished",
+      () => "cancelled",
+    );
+    await Promise.race([running, long]);
+    const short = await Promise.all([1, 2, 3].map((seed) => generateVideo(torchClient, options(seed))));
+    controller.abort();
+    expect(await long).toBe("cancelled");
+    const after = await denoiserCounts();
+    expect(after.inferences - before.inferences - (after.executions - before.executions)).toBe(3 * 8);
+    // One request per call, carrying every user: the pipeline batched them, not the denoiser's queue.
+    expect(after.requests - before.requests).toBe(after.executions - before.executions);
+    const first = short[0]?.rgb as Uint8Array;
+    let largest = 0;
+    for (let i = 0; i < first.length; i++) largest = Math.max(largest, Math.abs((first[i] ?? 0) - (alone.rgb[i] ?? 0)));
+    expect(largest).toBeLessThanOrEqual(1); // batched floating point may round one level apart
+    expect(Buffer.from(short[1]?.rgb ?? []).equals(Buffer.from(first))).toBe(false);
+  });
+
+  it("goes on with the other users of a batch when one cancels", async () => {
+    const controller = new AbortController();
+    const options = { prompt: "stays", frames: 3, steps: 12, resolution: "64x64", seed: 5 };
+    const alone = await generateVideo(torchClient, options);
+    const before = (await denoiserCounts()).inferences;
+    const cancelled = generateVideo(
+      torchClient,
+      { prompt: "leaves", frames: 3, steps: 1000, resolution: "64x64", signal: controller.signal },
+      (p) => {
+        if (p.step === 4) controller.abort();
+      },
+    ).then(
+      () => "finished",
+      () => "cancelled",
+    );
+    const stays = await generateVideo(torchClient, options);
+    expect(await cancelled).toBe("cancelled");
+    const steps = (await denoiserCounts()).inferences - before;
+    // Its loop stopped within a few steps of the cancel (its steps already in flight may finish).
+    expect(steps).toBeGreaterThanOrEqual(12 + 4);
+    expect(steps).toBeLessThanOrEqual(12 + 20);
+    let largest = 0;
+    for (let i = 0; i < stays.rgb.length; i++)
+      largest = Math.max(largest, Math.abs((stays.rgb[i] ?? 0) - (alone.rgb[i] ?? 0)));
+    expect(largest).toBeLessThanOrEqual(1);
   });
 });
