@@ -57,7 +57,7 @@ function concat(parts: readonly Float32Array[]): Float32Array {
   if (parts.length === 1) return parts[0] as Float32Array;
   const size = parts[0]?.length ?? 0;
   const out = new Float32Array(size * parts.length);
-  parts.forEach((part, i) => out.set(part, i * size));
+  for (let i = 0; i < parts.length; i++) out.set(parts[i] as Float32Array, i * size);
   return out;
 }
 
