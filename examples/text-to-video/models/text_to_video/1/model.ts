@@ -21,7 +21,7 @@ import type {
   ResponseSender,
 } from "@galley/server/model";
 import { ddimStep, timesteps } from "./ddim.js";
-import { type Arrival, StepBatches } from "./step-batches.js";
+import { StepBatches } from "./step-batches.js";
 
 const LATENT_CHANNELS = 4;
 /** Output pixels per latent pixel: 8 (VAE) × 4 (super-resolution). */
@@ -99,7 +99,6 @@ function toBytes(image: Float32Array, n: number, h: number, w: number): Uint8Arr
 
 export default class TextToVideo implements Model {
   #stepBatchSize = 1;
-  #stepWaitMs = 0;
   #steps?: StepBatches;
 
   initialize(args: InitializeArgs): void {
@@ -111,13 +110,10 @@ export default class TextToVideo implements Model {
   }
 
   execute(requests: readonly Request[], context: ModelContext): void {
-    this.#steps ??= new StepBatches(context, "denoiser", this.#stepBatchSize, this.#stepWaitMs);
+    this.#steps ??= new StepBatches(context, "denoiser", this.#stepBatchSize);
     for (const request of requests) {
       const sender = request.responseSender();
-      // Announced to the step batches until its first step, so that a call may wait for it.
-      const arrival = (this.#steps as StepBatches).arriving();
-      const run = this.#run(request, sender, context, arrival);
-      void run.finally(arrival.leave).catch((error: unknown) => {
+      void this.#run(request, sender, context).catch((error: unknown) => {
         // Pass the failing model's message and Triton code (INVALID_ARG from preflight) on.
         const { message, code } = error as { message: string; code?: string };
         if (!request.isCancelled())
@@ -127,7 +123,7 @@ export default class TextToVideo implements Model {
     }
   }
 
-  async #run(request: Request, sender: ResponseSender, context: ModelContext, arrival: Arrival): Promise<void> {
+  async #run(request: Request, sender: ResponseSender, context: ModelContext): Promise<void> {
     const batches = this.#steps as StepBatches;
     const signal = request.signal;
     const optional = (name: string) => (request.input(name) ? [request.input(name) as InputTensor] : []);
@@ -198,7 +194,7 @@ export default class TextToVideo implements Model {
     for (let step = 0; step < n; step++) {
       if (signal.aborted) return;
       const { t, prev } = timesteps(step, n);
-      const eps = await batches.step(latent, shape, t, embedding, signal, arrival);
+      const eps = await batches.step(latent, shape, t, embedding, signal);
       // DDIM (eta = 0): predict the clean latent, then step to the previous timestep.
       ({ next: latent, x0 } = ddimStep(latent, eps, t, prev));
       if (previewEvery > 0 && ((step + 1) % previewEvery === 0 || step + 1 === n)) {

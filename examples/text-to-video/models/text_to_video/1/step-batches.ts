@@ -5,10 +5,9 @@
 // encode_prompt, one back from a preview) wait for it to return and go in the next call, with the
 // loops it carried. So the loops advance in lockstep and the denoiser sees every user at every
 // step, without the dynamic batcher guessing how long to wait for users who are busy elsewhere in
-// their videos — what a client driving the steps itself cannot do. A call may wait a little for
-// videos that have started and are about to take their first step (in preflight or
-// encode_prompt), never for videos that are past their loop: each such video holds the loops back
-// at most `maxWaitMs` from its start, and once in they stay in lockstep.
+// their videos — what a client driving the steps itself cannot do. Nothing waits: a loop that
+// arrives while a call runs joins the next one, one call later at most (waiting for videos about
+// to take their first step was tried on the H200 and gained nothing).
 import type { InputTensor, ModelContext, OutputTensor } from "@galley/server/model";
 
 /** One loop's step: its latent [keyframes, 4, h, w], timestep and embedding [1, 32, 64]. */
@@ -29,16 +28,6 @@ interface Group {
   /** Denoiser calls of this group still running. */
   running: number;
   scheduled: boolean;
-  /** Set while the group's next call waits for videos about to join. */
-  timer?: ReturnType<typeof setTimeout>;
-}
-
-/** A video that has started and not yet taken its first step (see {@link StepBatches.arriving}). */
-export interface Arrival {
-  /** When it started (performance.now(), ms). */
-  readonly since: number;
-  /** It will not take a step (refused, blocked, failed or cancelled before its loop). */
-  leave(): void;
 }
 
 const fp32 = (name: string, shape: number[], data: Float32Array): OutputTensor => ({
@@ -66,33 +55,13 @@ export class StepBatches {
   readonly #context: ModelContext;
   readonly #model: string;
   readonly #maxBatch: number;
-  readonly #maxWaitMs: number;
   readonly #groups = new Map<string, Group>();
-  readonly #coming = new Set<Arrival>();
 
-  /**
-   * @param maxBatch users per denoiser call (at most the denoiser's `max_batch_size`)
-   * @param maxWaitMs how long after its start a video not yet in its loop may hold a call back
-   */
-  constructor(context: ModelContext, model: string, maxBatch: number, maxWaitMs: number) {
+  /** @param maxBatch users per denoiser call (at most the denoiser's `max_batch_size`) */
+  constructor(context: ModelContext, model: string, maxBatch: number) {
     this.#context = context;
     this.#model = model;
     this.#maxBatch = maxBatch;
-    this.#maxWaitMs = maxWaitMs;
-  }
-
-  /** Announces a video that will take its first step soon; its first {@link step} passes it. */
-  arriving(): Arrival {
-    const coming = this.#coming;
-    const arrival: Arrival = {
-      since: performance.now(),
-      leave: () => {
-        if (!coming.delete(arrival)) return;
-        for (const group of this.#groups.values()) if (group.timer) this.#schedule(group);
-      },
-    };
-    coming.add(arrival);
-    return arrival;
   }
 
   /**
@@ -106,9 +75,7 @@ export class StepBatches {
     t: number,
     embedding: InputTensor,
     signal: AbortSignal,
-    arrival?: Arrival,
   ): Promise<Float32Array> {
-    if (arrival) this.#coming.delete(arrival);
     if (signal.aborted) return Promise.reject(aborted());
     // One user per call: every step its own request, batched (or not) by the denoiser's queue.
     if (this.#maxBatch === 1) return this.#infer(shape, [{ latent, t, embedding }], signal);
@@ -153,26 +120,9 @@ export class StepBatches {
     setImmediate(look);
   }
 
-  /** Sends the waiting steps, unless the call is not full and a video about to join may still come. */
+  /** Sends the waiting steps, up to `maxBatch` per call. */
   #flush(group: Group): void {
-    if (group.running > 0 || group.waiting.length === 0) return;
-    if (group.waiting.length < this.#maxBatch) {
-      let until = 0;
-      for (const arrival of this.#coming) until = Math.max(until, arrival.since + this.#maxWaitMs);
-      const left = until - performance.now();
-      if (left > 0) {
-        if (!group.timer) {
-          const waited = () => {
-            group.timer = undefined;
-            this.#flush(group);
-          };
-          group.timer = setTimeout(waited, Math.ceil(left));
-        }
-        return;
-      }
-    }
-    if (group.timer) clearTimeout(group.timer);
-    group.timer = undefined;
+    if (group.running > 0) return;
     const steps = group.waiting.splice(0);
     for (let i = 0; i < steps.length; i += this.#maxBatch) this.#call(group, steps.slice(i, i + this.#maxBatch));
   }
