@@ -42,16 +42,12 @@ describe("the packed client", () => {
       packed.push(join(app, (JSON.parse(stdout) as { filename: string }[])[0]?.filename ?? ""));
     }
     writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
-    // Dependencies come from the npm cache the workspace install filled (or the registry). A
-    // registry request that stalls is retried after 30 s: npm's default waits 5 minutes, past this
-    // install's limit (seen once in CI).
+    // Dependencies come from the npm cache the workspace install filled (or the registry).
     await run(
       "npm",
       [
         "install",
         "--prefer-offline",
-        "--fetch-timeout=30000",
-        "--fetch-retries=5",
         "--no-audit",
         "--no-fund",
         "--ignore-scripts",
