@@ -230,6 +230,27 @@ describe("the GPU variant's text_to_video: users' steps batched in the loop (ste
     expect(Buffer.from(short[1]?.rgb ?? []).equals(Buffer.from(first))).toBe(false);
   });
 
+  it("refuses a step_batch_size that is not a whole number >= 1 (the load fails with why)", async () => {
+    // Loaded with a config override on the ONNX server: it is the one in explicit model control.
+    const failed = await onnxClient
+      .load("text_to_video", {
+        config: {
+          name: "text_to_video",
+          backend: "js",
+          max_batch_size: 0,
+          model_transaction_policy: { decoupled: true },
+          parameters: { step_batch_size: { string_value: "many" } },
+        },
+      })
+      .then(
+        () => "",
+        (e: unknown) => String((e as Error).message),
+      );
+    expect(failed).toMatch(
+      /^\[invalid_argument\] load failed for model 'text_to_video': .*step_batch_size must be a whole number >= 1, not 'many'/,
+    );
+  });
+
   it("goes on with the other users of a batch when one cancels", async () => {
     const controller = new AbortController();
     const options = { prompt: "stays", frames: 3, steps: 12, resolution: "64x64", seed: 5 };

@@ -103,9 +103,10 @@ export default class TextToVideo implements Model {
 
   initialize(args: InitializeArgs): void {
     const config = JSON.parse(args.model_config) as { parameters?: Record<string, { string_value: string }> };
-    const size = Number(config.parameters?.step_batch_size?.string_value ?? "1");
+    const text = config.parameters?.step_batch_size?.string_value ?? "1";
+    const size = Number(text);
     if (!Number.isInteger(size) || size < 1)
-      throw new Error(`step_batch_size must be a whole number >= 1, not '${size}'`);
+      throw new Error(`step_batch_size must be a whole number >= 1, not '${text}'`);
     this.#stepBatchSize = size;
   }
 
