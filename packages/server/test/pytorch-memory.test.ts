@@ -31,16 +31,24 @@ describe("PyTorch backend: memory", () => {
       expect(response.rawOutputContents[0]?.byteLength).toBe(4096);
       const loaded = rss();
       await client.repositoryModelUnload({ modelName: "big" });
-      return loaded;
+      return { loaded, unloaded: rss() };
     };
     // The first cycle loads libtorch's code and warms its allocators: the baseline is after it.
     await cycle();
     globalThis.gc?.();
     const baseline = rss();
     let peak = 0;
-    for (let i = 0; i < 20; i++) peak = Math.max(peak, await cycle());
-    globalThis.gc?.();
-    const after = rss();
+    const unloaded: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const measured = await cycle();
+      peak = Math.max(peak, measured.loaded);
+      unloaded.push(measured.unloaded);
+    }
+    // Right after one unload part of the model may still be on its way back to the OS (in CI once
+    // 56 MB over the baseline on Node 20; here a 23 MB reading fell back to 11 MB a cycle later):
+    // what stays is the lowest of the last five cycles. A model kept by mistake would add 100 MB a
+    // cycle to every one of them.
+    const after = Math.min(...unloaded.slice(-5));
     // Loaded, the model is there (the measure sees it); unloaded 20 times, it is gone.
     expect((peak - baseline) / MB).toBeGreaterThan(80);
     expect((after - baseline) / MB).toBeLessThan(50);
