@@ -137,6 +137,15 @@ export interface InferenceClient {
     changes?: Record<string, string | number | boolean>,
     options?: CallOptions,
   ): Promise<Record<string, string | number | boolean>>;
+  /**
+   * The trace settings (Triton's trace extension), global or of `options.model`, after applying
+   * `changes` when given: values are strings, `trace_level` a list of them, `null` clears a
+   * setting (it then follows the global setting, or the server's startup value).
+   */
+  traceSettings(
+    changes?: Record<string, string | readonly string[] | null>,
+    options?: CallOptions & { model?: string },
+  ): Promise<Record<string, string | string[]>>;
   registerSystemSharedMemory(
     name: string,
     key: string,

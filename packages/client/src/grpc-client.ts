@@ -312,6 +312,19 @@ export function createGrpcClient(options: GrpcClientOptions): GrpcClient {
       }
       return out;
     },
+    traceSettings: async (changes = {}, o = {}) => {
+      const settings = Object.fromEntries(
+        Object.entries(changes).map(([key, value]) => [
+          key,
+          { value: value === null ? [] : typeof value === "string" ? [value] : [...value] },
+        ]),
+      );
+      const response = await service.traceSetting({ settings, modelName: o.model ?? "" }, opts(o));
+      const out: Record<string, string | string[]> = {};
+      for (const [key, { value }] of Object.entries(response.settings))
+        out[key] = key === "trace_level" ? value : (value[0] ?? "");
+      return out;
+    },
     registerSystemSharedMemory: async (name, key, byteSize, offset = 0, o) => {
       await service.systemSharedMemoryRegister(
         { name, key, byteSize: BigInt(byteSize), offset: BigInt(offset) },

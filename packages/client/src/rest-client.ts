@@ -312,6 +312,13 @@ export function createRestClient(options: RestClientOptions): RestClient {
     },
     logSettings: async (changes, o) =>
       (await json(changes ? "POST" : "GET", "/v2/logging", changes, o)) as Record<string, string | number | boolean>,
+    traceSettings: async (changes, o = {}) =>
+      (await json(
+        changes ? "POST" : "GET",
+        o.model ? `/v2/models/${encodeURIComponent(o.model)}/trace/setting` : "/v2/trace/setting",
+        changes,
+        o,
+      )) as Record<string, string | string[]>,
     registerSystemSharedMemory: async (name, key, byteSize, offset = 0, o) => {
       await json(
         "POST",

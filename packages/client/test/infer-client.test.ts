@@ -138,6 +138,20 @@ describe.each(clients)("the %s client", (_, make) => {
     expect((await client.logSettings({ log_verbose_level: 1 })).log_verbose_level).toBe(1);
     await client.logSettings({ log_verbose_level: 0 });
   });
+
+  it("reads and changes trace settings, per model too, and clears them with null", async () => {
+    const client = make();
+    expect(await client.traceSettings()).toMatchObject({
+      trace_level: ["OFF"],
+      trace_rate: "1000",
+      trace_mode: "triton",
+    });
+    expect((await client.traceSettings({ trace_rate: "5" }, { model: "simple" })).trace_rate).toBe("5");
+    expect((await client.traceSettings(undefined, { model: "simple" })).trace_rate).toBe("5");
+    expect((await client.traceSettings()).trace_rate).toBe("1000");
+    expect((await client.traceSettings({ trace_rate: null }, { model: "simple" })).trace_rate).toBe("1000");
+    await expect(client.traceSettings({ trace_file: "/tmp/x" })).rejects.toThrow(/trace file location/);
+  });
 });
 
 describe.each(clients.slice(0, 4))("system shared memory through the %s client", (_, make) => {

@@ -450,6 +450,16 @@ class InferenceResponseSender:
         return self._request.is_cancelled()
 
 
+class InferenceTrace:
+    """A request's trace (`request.trace()`); a BLS request given it as `trace=` is traced as its child."""
+
+    def __init__(self, key=None):
+        self._key = key
+
+    def get_context(self, mode="triton"):
+        return None
+
+
 class InferenceRequest:
     """A request given to `execute`, or a BLS request built by the model (`exec`, `async_exec`)."""
 
@@ -479,6 +489,7 @@ class InferenceRequest:
             parameters = json.loads(parameters) if parameters else {}
         self._parameters = dict(parameters or {})
         self._preferred_memory = preferred_memory
+        self._trace = trace
         self._key = None
         self._cancelled = None
         self._sender = None
@@ -519,6 +530,9 @@ class InferenceRequest:
 
     def requested_output_names(self):
         return self._requested
+
+    def trace(self):
+        return InferenceTrace(self._key)
 
     def parameters(self):
         text = getattr(self, "_parameters_json", None)
@@ -584,6 +598,8 @@ class InferenceRequest:
         preferred = self._preferred_memory
         if preferred is not None and preferred.preferred_memory_type == TRITONSERVER_MEMORY_GPU:
             wire["preferredMemory"] = {"kind": "gpu", "deviceId": int(preferred.preferred_device_id)}
+        if isinstance(self._trace, InferenceTrace) and self._trace._key is not None:
+            wire["traceParent"] = self._trace._key
         return wire
 
 

@@ -13,6 +13,8 @@ import { ResponseCache } from "./cache/response-cache.js";
 import type { InferenceRequest, InferenceResponse } from "./core/inference-request.js";
 import { InferenceServer } from "./core/inference-server.js";
 import { SharedMemoryManager } from "./core/shared-memory.js";
+import { TraceFiles } from "./core/trace-files.js";
+import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
@@ -87,6 +89,12 @@ export interface ServerOptions {
   exitOnError?: boolean;
   /** How long `close()` waits for in-flight requests (`--exit-timeout-secs`, default 30). */
   exitTimeoutSecs?: number;
+  /**
+   * The trace extension's startup settings (`--trace-config`): level, rate, count, log frequency
+   * and file, Triton's defaults (OFF, 1000, -1, 0, none) for what is left out. The trace-setting
+   * API changes them at run time, except the file.
+   */
+  trace?: Partial<TraceConfig>;
   log?: Logger;
 }
 
@@ -171,6 +179,10 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     strictReadiness: options.strictReadiness ?? true,
     ...(options.responseCacheBytes ? { responseCache: new ResponseCache(options.responseCacheBytes) } : {}),
     sharedMemory: new SharedMemoryManager(options.allowClientShm ?? false, { gpus, open: openCudaIpcHandle, log }),
+    tracing: new TraceSettings(
+      { ...DEFAULT_TRACE_CONFIG, ...options.trace },
+      new TraceFiles((message) => log.error(message)),
+    ),
   });
   const http = options.http === undefined ? { port: 8000 } : options.http;
   const grpc = options.grpc === undefined ? { port: 8001 } : options.grpc;
@@ -259,6 +271,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       gpuMetrics?.close();
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
       await models.stop();
+      await core.tracing.close();
       await core.sharedMemory.close();
       core.stop();
     },

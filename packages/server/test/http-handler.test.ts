@@ -6,6 +6,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { InferenceError } from "../src/core/errors.js";
 import type { InferenceRequest } from "../src/core/inference-request.js";
 import type { InferenceServer, ModelView } from "../src/core/inference-server.js";
+import { TraceFiles } from "../src/core/trace-files.js";
+import { DEFAULT_TRACE_CONFIG, TraceSettings } from "../src/core/trace-settings.js";
 import { createHttpHandler } from "../src/frontend/http/http-handler.js";
 import { send } from "./http-fixture.js";
 
@@ -18,7 +20,8 @@ afterEach(async () => {
 
 /** Serve `core` (only what the handler touches) on a free port. */
 async function serve(core: Partial<InferenceServer>): Promise<number> {
-  http = createServer(createHttpHandler({ accepting: true, ...core } as InferenceServer));
+  const tracing = new TraceSettings(DEFAULT_TRACE_CONFIG, new TraceFiles(() => {}));
+  http = createServer(createHttpHandler({ accepting: true, tracing, ...core } as InferenceServer));
   await new Promise<void>((resolve) => http?.listen(0, "127.0.0.1", resolve));
   return (http.address() as AddressInfo).port;
 }

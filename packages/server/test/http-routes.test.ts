@@ -5,8 +5,7 @@ import { type HttpServer, postJson, send, startHttp } from "./http-fixture.js";
 
 let h: HttpServer;
 /** The body of a table error whose text is Galley's own (it may still change). */
-const errorBody = (id: "TRACE_NOT_SUPPORTED" | "SHM_DISABLED") =>
-  JSON.stringify({ error: new InferenceError(id).message });
+const errorBody = (id: "SHM_DISABLED") => JSON.stringify({ error: new InferenceError(id).message });
 const get = (path: string, headers: Record<string, string> = {}) => send(h.port, "GET", path, undefined, headers);
 
 beforeAll(async () => {
@@ -104,17 +103,17 @@ describe("REST routing (Triton's regexes)", () => {
     }
   });
 
-  it("answers trace settings as not supported, per model too (404 for an unknown model)", async () => {
+  it("answers trace settings, per model too (400 for an unknown model, as Triton)", async () => {
     for (const [method, path] of [
       ["GET", "/v2/trace/setting"],
       ["POST", "/v2/trace/setting"],
       ["GET", "/v2/models/simple/trace/setting"],
     ] as const) {
       const r = await send(h.port, method, path, method === "POST" ? "{}" : undefined);
-      expect(r.status).toBe(503);
-      expect(r.text).toBe(errorBody("TRACE_NOT_SUPPORTED"));
+      expect(r.status).toBe(200);
+      expect(JSON.parse(r.text)).toMatchObject({ trace_level: ["OFF"], trace_rate: "1000", trace_mode: "triton" });
     }
-    expect((await get("/v2/models/nope/trace/setting")).status).toBe(404);
+    expect((await get("/v2/models/nope/trace/setting")).text).toBe('{"error":"Request for unknown model : nope"}');
   });
 
   it("answers system shared memory as a server without client shared memory", async () => {

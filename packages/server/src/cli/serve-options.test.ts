@@ -143,4 +143,43 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
     expect(SERVE_USAGE).toMatch(/--allow-gpu-metrics <bool> .*\(default: true\)/);
     expect(SERVE_USAGE).toMatch(/--metrics-interval-ms <ms> .*\(default: 2000\)/);
   });
+
+  it("reads --trace-config as tritonserver does, and the deprecated --trace-* flags with Triton's warnings", () => {
+    const trace = (...args: string[]) => {
+      const parsed = parseServeArgs(["--model-repository=/m", ...args]);
+      if (parsed === "help") throw new Error("help");
+      return { config: parsed.server.trace, warnings: parsed.warnings };
+    };
+    expect(trace().config).toEqual({});
+    expect(
+      trace(
+        "--trace-config=triton,file=/tmp/t.json",
+        "--trace-config=level=TIMESTAMPS",
+        "--trace-config=level=tensors",
+        "--trace-config=level=OFF",
+        "--trace-config=rate=10",
+        "--trace-config=count=-1",
+        "--trace-config=triton,log-frequency=5",
+        "--trace-config=triton,extra=x",
+        "--trace-config=opentelemetry,url=localhost:4318",
+      ).config,
+    ).toEqual({ file: "/tmp/t.json", level: 0xc, rate: 10, count: -1, logFrequency: 5, extra: [["extra", "x"]] });
+    const old = trace("--trace-file=/tmp/a", "--trace-level=MAX", "--trace-rate=4", "--trace-config=rate=8");
+    expect(old.config).toEqual({ file: "/tmp/a", level: 0x4, rate: 8 });
+    expect(old.warnings).toContain(
+      "Overriding deprecated '--trace-rate' in favor of provided rate value in --trace-config!",
+    );
+    expect(old.warnings.filter((w) => w.includes("has been deprecated"))).toHaveLength(3);
+    const cases: [string, RegExp][] = [
+      [",rate=1", /No trace mode specified/],
+      ["rate", /--trace-config option format is '<trace mode>,<setting>=<value>'. Got rate/],
+      ["jaeger,url=x", /invalid value for trace mode option: jaeger/],
+      ["level=loud", /invalid value for trace level option: loud/],
+      ["rate=-1", /Bad option: "--trace-config rate"/],
+      ["count=-2", /Bad option: "--trace-config count"/],
+      ["mode=opentelemetry", /not supported by this server/],
+    ];
+    for (const [spec, message] of cases) expect(() => trace(`--trace-config=${spec}`), spec).toThrow(message);
+    expect(SERVE_USAGE).toMatch(/--trace-config triton,file=<path>/);
+  });
 });

@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import type { JsIsolation } from "../backend/js/js-backend.js";
 import type { ControlMode } from "../repository/model-manager.js";
 import type { ServerOptions } from "../server.js";
+import { parseTraceConfig } from "./trace-options.js";
 
 /** `galley serve` options, named and defaulted as tritonserver's flags (PROTOCOL.md §6). */
 export interface ServeOptions {
@@ -13,6 +14,8 @@ export interface ServeOptions {
   logInfo: boolean;
   logWarning: boolean;
   logError: boolean;
+  /** Warnings to log at startup (deprecated flags). */
+  warnings: string[];
 }
 
 /** A command-line mistake: printed with the usage text, exit code 1. */
@@ -70,6 +73,13 @@ Metrics
   --allow-gpu-metrics <bool>     per-GPU nv_gpu_* metrics through NVML where there is one (default: true)
   --metrics-interval-ms <ms>     how often GPU metrics are sampled (default: 2000)
   --metrics-config counter_latencies=<bool>   repeatable; also batch_size_histogram=<bool> (Galley's, off)
+Tracing (Triton's trace extension; the trace-setting API changes all but the file)
+  --trace-config triton,file=<path>           where traces are written (none: tracing stays off)
+  --trace-config level=<OFF|TIMESTAMPS|TENSORS>   repeatable; levels combine (default: OFF)
+  --trace-config rate=<n>                     trace every n-th request (default: 1000)
+  --trace-config count=<n>                    stop after n traces; -1: no limit (default: -1)
+  --trace-config triton,log-frequency=<n>     write <path>.<i> every n traces; 0: all to <path> (default: 0)
+  --trace-file, --trace-level, --trace-rate, --trace-count, --trace-log-frequency   deprecated forms
 Logging
   --log-verbose <level>          (default: 0)
   --log-info, --log-warning, --log-error <bool>   (default: true)
@@ -201,6 +211,18 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
       ...(match[3] !== undefined ? { device: Number(match[3]) } : {}),
     };
   });
+  let trace: ReturnType<typeof parseTraceConfig>;
+  try {
+    trace = parseTraceConfig(v["trace-config"] ?? [], {
+      file: v["trace-file"],
+      level: v["trace-level"],
+      rate: v["trace-rate"],
+      count: v["trace-count"],
+      logFrequency: v["trace-log-frequency"],
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
   const autoComplete =
     !v["disable-auto-complete-config"] && !bool("--strict-model-config", v["strict-model-config"], false);
   const server: ServerOptions = {
@@ -224,6 +246,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     rateLimit,
     rateLimitResources,
     ...(v["model-config-name"] ? { modelConfigName: v["model-config-name"] } : {}),
+    trace: trace.config,
   };
   return {
     server,
@@ -233,6 +256,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     logInfo: bool("--log-info", v["log-info"], true),
     logWarning: bool("--log-warning", v["log-warning"], true),
     logError: bool("--log-error", v["log-error"], true),
+    warnings: trace.warnings,
   };
 }
 
@@ -283,6 +307,12 @@ function parse(args: string[]) {
       "metrics-config": many,
       "allow-gpu-metrics": text,
       "metrics-interval-ms": text,
+      "trace-config": many,
+      "trace-file": text,
+      "trace-level": many,
+      "trace-rate": text,
+      "trace-count": text,
+      "trace-log-frequency": text,
       "log-verbose": text,
       "log-info": text,
       "log-warning": text,

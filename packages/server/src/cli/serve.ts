@@ -28,6 +28,7 @@ export async function serve(args: string[]): Promise<number> {
     warning: options.logWarning,
     error: options.logError,
   });
+  for (const warning of options.warnings) log.warn(warning);
   for (const repository of options.server.modelRepositories ?? []) {
     const info = await stat(repository).catch(() => undefined);
     if (!info?.isDirectory()) {

@@ -1,5 +1,6 @@
 import type { ModelConfig } from "@galley/proto";
 import type { Parameters, Tensor } from "./tensor.js";
+import type { Trace } from "./trace.js";
 
 /** An output the client asked for, with its parameters (`binary_data`, `classification`, ...). */
 export interface RequestedOutput {
@@ -49,6 +50,11 @@ export interface InferenceRequest {
    * host bytes, as Triton treats the preference.
    */
   outputsOnDevice?: number;
+  /**
+   * The request's trace when the trace extension sampled it (or its parent's child, for an
+   * ensemble step or a BLS call). Whoever made the trace ends it.
+   */
+  trace?: Trace;
 }
 
 /** One response of a decoupled model: outputs (possibly none), an error, or nothing but the final flag. */

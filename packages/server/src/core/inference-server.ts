@@ -23,6 +23,8 @@ import { applyLogSettings, type LogSettingValue } from "./log-settings.js";
 import { SharedMemoryManager } from "./shared-memory.js";
 import type { ModelStatistics } from "./statistics.js";
 import type { Parameters, Tensor } from "./tensor.js";
+import { TraceFiles } from "./trace-files.js";
+import { DEFAULT_TRACE_CONFIG, TraceSettings, type TraceSettingsReport, type TraceUpdate } from "./trace-settings.js";
 import { validateRequest } from "./validate-request.js";
 
 /** What `/v2` and the ServerMetadata RPC report. */
@@ -77,6 +79,8 @@ export interface InferenceServerOptions {
   responseCache?: ResponseCache;
   /** System shared memory (`--allow-client-shm`); off when absent. */
   sharedMemory?: SharedMemoryManager;
+  /** The trace extension (`--trace-config`); tracing is off when absent. */
+  tracing?: TraceSettings;
 }
 
 /** Galley's release, reported as the server version. */
@@ -94,6 +98,7 @@ export const EXTENSIONS = [
   "binary_tensor_data",
   "parameters",
   "statistics",
+  "trace",
   "logging",
 ];
 
@@ -122,7 +127,14 @@ export class InferenceServer {
     this.#strictReadiness = options.strictReadiness ?? true;
     this.cache = options.responseCache;
     this.sharedMemory = options.sharedMemory ?? new SharedMemoryManager(false);
+    this.tracing = options.tracing ?? new TraceSettings(DEFAULT_TRACE_CONFIG, new TraceFiles(() => {}));
   }
+
+  /**
+   * The trace extension: frontends ask it for a trace of each request (`sample`), the core and
+   * the schedulers record the request's timestamps in it.
+   */
+  readonly tracing: TraceSettings;
 
   /** Registered system shared-memory regions. */
   readonly sharedMemory: SharedMemoryManager;
@@ -325,12 +337,16 @@ export class InferenceServer {
   }
 
   /**
-   * The trace extension, which Galley does not implement: the model, when one is named, must
-   * exist (404 first), then UNSUPPORTED.
+   * The trace extension's settings: global (`model` "") or one model's. With `readChange`, the
+   * change it reads is applied first (a POST), in Triton's order: the model must be ready (400
+   * otherwise), then the change is read (the frontend's own parsing rules), then applied.
+   * @throws {@link InferenceError} as Triton answers.
    */
-  traceSettings(model = ""): never {
-    if (model !== "") this.models.resolve(model, "");
-    throw new InferenceError("TRACE_NOT_SUPPORTED");
+  traceSettings(model = "", readChange?: () => TraceUpdate): TraceSettingsReport {
+    if (model !== "" && this.models.readyVersions(model).length === 0)
+      throw new InferenceError("TRACE_UNKNOWN_MODEL", { model });
+    if (!readChange) return this.tracing.report(model);
+    return this.tracing.update(model, readChange());
   }
 
   /**
@@ -366,6 +382,7 @@ export class InferenceServer {
   async infer(request: InferenceRequest, resolved?: ModelView): Promise<InferenceResponse> {
     const start = now();
     const model = this.#loaded(request, resolved);
+    request.trace?.start(model.name, model.version, request.id, start);
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
     request.adapt?.(model.config);
     const cache = model.config.responseCache?.enable ? this.cache : undefined;
@@ -402,10 +419,12 @@ export class InferenceServer {
         const written = this.#writeSharedOutputs(request, response);
         if (written) await written;
         model.stats.recordSuccess(now() - start, 0n);
+        request.trace?.capture("REQUEST_END");
         return response;
       }
     }
     try {
+      request.trace?.capture("QUEUE_START");
       const { outputs, queueNs, parameters } = await model.scheduler.enqueue(request, batchSize);
       if (cache && key !== undefined) {
         const insert = now();
@@ -416,8 +435,10 @@ export class InferenceServer {
       const written = this.#writeSharedOutputs(request, response);
       if (written) await written;
       model.stats.recordSuccess(now() - start, queueNs);
+      request.trace?.capture("REQUEST_END");
       return response;
     } catch (error) {
+      request.trace?.capture("REQUEST_END");
       const failure = toInferenceError(error);
       model.stats.recordFailure(
         now() - start,
@@ -442,6 +463,7 @@ export class InferenceServer {
       return;
     }
     const start = now();
+    request.trace?.start(model.name, model.version, request.id, start);
     request.adapt?.(model.config);
     // Decoupled models get host bytes only.
     await placeInputs(request, this.sharedMemory, model.name, undefined, []);
@@ -465,6 +487,7 @@ export class InferenceServer {
       wake?.();
     };
     let queueNs = 0n;
+    request.trace?.capture("QUEUE_START");
     const scheduled = model.scheduler.enqueue({ ...request, signal, responder }, batchSize).then(
       (result) => {
         queueNs = result.queueNs;
@@ -502,10 +525,12 @@ export class InferenceServer {
           done = true;
           await scheduled;
           model.stats.recordSuccess(now() - start, queueNs);
+          request.trace?.capture("REQUEST_END");
           return;
         }
       }
     } catch (error) {
+      request.trace?.capture("REQUEST_END");
       const failure = toInferenceError(error);
       model.stats.recordFailure(now() - start, failure.code === "CANCELLED" ? "CANCELED" : "BACKEND");
       throw failure;

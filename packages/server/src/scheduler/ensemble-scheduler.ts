@@ -232,6 +232,8 @@ export class EnsembleScheduler implements Scheduler {
         outputs: Object.keys(step.outputMap).map((name) => ({ name, parameters: {} })),
         ...(request.signal ? { signal: request.signal } : {}),
         ...(keep?.has(index) ? { deviceOutputs: keep.get(index) } : {}),
+        // Each step of a traced ensemble request is a child trace (Triton's SpawnChildTrace).
+        ...(request.trace ? { trace: request.trace.child() } : {}),
         adapt: (config) => {
           const batching = config.maxBatchSize > 0;
           stepRequest.inputs = stepRequest.inputs.map((input, k) => {
@@ -260,6 +262,7 @@ export class EnsembleScheduler implements Scheduler {
             { cause, code: cause.code },
           );
         } finally {
+          stepRequest.trace?.end();
           this.#slots[index]?.release();
           running.delete(index);
         }

@@ -1,5 +1,7 @@
 import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
+import { now } from "../clock/clock.js";
 import type { InferenceRequest } from "../core/inference-request.js";
+import { captureCompute } from "../core/trace.js";
 
 /** A rule every execution in a pool follows (`--rate-limit execution_count`: the rate limiter). */
 export interface ExecutionPolicy {
@@ -57,10 +59,19 @@ export class InstancePool {
     return true;
   }
 
-  /** Execute a batch on an instance taken from this pool, under the policy. */
+  /**
+   * Execute a batch on an instance taken from this pool, under the policy. A traced request gets
+   * its COMPUTE_* timestamps from the batch's start, end and the instance's input and output times.
+   */
   execute(instance: BackendInstance, requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
+    if (this.#policy) return this.#executeInTurn(this.#policy, instance, requests);
     // Without a policy the batch starts now, not a microtask later.
-    return this.#policy ? this.#executeInTurn(this.#policy, instance, requests) : instance.execute(requests);
+    for (const request of requests) {
+      if (!request.trace) continue;
+      const start = now();
+      return traced(instance.execute(requests), requests, start);
+    }
+    return instance.execute(requests);
   }
 
   async #executeInTurn(
@@ -70,7 +81,8 @@ export class InstancePool {
   ): Promise<ExecuteResult> {
     const done = await policy.acquire(instance);
     try {
-      return await instance.execute(requests);
+      const start = now();
+      return await traced(instance.execute(requests), requests, start);
     } finally {
       done();
     }
@@ -80,4 +92,15 @@ export class InstancePool {
   give(instance: BackendInstance): void {
     this.#idle.push(instance);
   }
+}
+
+async function traced(
+  execution: Promise<ExecuteResult>,
+  requests: readonly InferenceRequest[],
+  startNs: bigint,
+): Promise<ExecuteResult> {
+  const result = await execution;
+  const endNs = now();
+  for (const request of requests) if (request.trace) captureCompute(request.trace, startNs, endNs, result);
+  return result;
 }

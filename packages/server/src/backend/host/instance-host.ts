@@ -1,4 +1,5 @@
 import { backendError, InferenceError } from "../../core/errors.js";
+import type { Trace } from "../../core/trace.js";
 import type { Logger } from "../../log.js";
 import type { HostToInstance, InstanceProtocol, InstanceToHost } from "./host-messages.js";
 import type { InstanceTransport, TransportFactory } from "./instance-transport.js";
@@ -15,6 +16,8 @@ export type InstanceHealth = "starting" | "up" | "restarting" | "closed";
 export interface HostedRequest<Response> {
   /** Aborting it sends the instance a `cancel` for the request. */
   readonly signal?: AbortSignal | undefined;
+  /** The request's trace, when it is traced: calls it makes (BLS) are traced as its children. */
+  readonly trace?: Trace | undefined;
   /** A response from the instance; `final` ends the request (the host forgets it first). */
   respond(response: Response | undefined, final: boolean): void;
   /** The instance went away while it held the request, which has ended. */

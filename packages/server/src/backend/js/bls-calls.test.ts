@@ -33,6 +33,8 @@ function setup(open: Set<number>) {
   const seen: InferenceRequest[] = [];
   const replies: Reply[] = [];
   const calls = new BlsCalls({
+    traceOf: () => undefined,
+    tracing: "parents",
     inference: () => ({
       async infer(request: InferenceRequest): Promise<InferenceResponse> {
         seen.push(request);

@@ -1,6 +1,7 @@
 import { InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../core/inference-request.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../core/tensor.js";
+import type { Trace } from "../../core/trace.js";
 import {
   type JsProtocol,
   tensorFromWire,
@@ -24,6 +25,14 @@ export interface BlsCallsOptions {
   signalOf(key: number): AbortSignal | undefined;
   /** Whether the instance's request `key` is still open. */
   isOpen(key: number): boolean;
+  /** The trace of an open request of the instance, by key, when it is traced. */
+  traceOf(key: number): Trace | undefined;
+  /**
+   * Which calls are traced: `parents` — every call of a traced batch, as a child of the first
+   * traced request in it (scripted models); `explicit` — a call that names its parent
+   * (`WireBlsRequest.traceParent`, Python's `trace=request.trace()`, as Triton).
+   */
+  tracing: "parents" | "explicit";
 }
 
 /** A BLS output kept on a GPU for the model, and the requests whose end lets it go. */
@@ -103,6 +112,13 @@ export class BlsCalls {
         [...transfer],
       );
     };
+    const parentTrace =
+      this.#options.tracing === "explicit"
+        ? wire.traceParent !== undefined && parents.includes(wire.traceParent)
+          ? this.#options.traceOf(wire.traceParent)
+          : undefined
+        : this.#firstTrace(parents);
+    const trace = parentTrace?.child();
     try {
       const request: InferenceRequest = {
         modelName: wire.model,
@@ -113,6 +129,7 @@ export class BlsCalls {
         outputs: wire.outputs.map((name) => ({ name, parameters: {} })),
         signal: controller.signal,
         ...(wire.preferredMemory?.kind === "gpu" ? { outputsOnDevice: wire.preferredMemory.deviceId } : {}),
+        ...(trace ? { trace } : {}),
       };
       const path = this.#options.inference();
       if (!stream) reply(await path.infer(request), true);
@@ -128,8 +145,17 @@ export class BlsCalls {
     } catch (error) {
       reply(undefined, true, error);
     } finally {
+      trace?.end();
       if (this.#calls.get(call) === controller) this.#calls.delete(call);
     }
+  }
+
+  #firstTrace(parents: readonly number[]): Trace | undefined {
+    for (const key of parents) {
+      const trace = this.#options.traceOf(key);
+      if (trace) return trace;
+    }
+    return undefined;
   }
 
   /** The model cancelled call number `call`. */

@@ -114,6 +114,8 @@ export class JsInstance implements BackendInstance {
       reply: (message, transfer) => this.#host.post(message, transfer),
       signalOf: (key) => this.#host.request(key)?.signal,
       isOpen: (key) => this.#host.request(key) !== undefined,
+      traceOf: (key) => this.#host.request(key)?.trace,
+      tracing: "parents",
     });
   }
 
@@ -149,6 +151,7 @@ export class JsInstance implements BackendInstance {
     const wires: WireRequest[] = requests.map((request) => {
       const key = this.#host.open({
         signal: request.signal,
+        trace: request.trace,
         respond: (response, final) => this.#respond(key, request, response, final),
         fail: (error) => request.responder?.(error, true),
       });

@@ -69,6 +69,8 @@ export interface WireBlsRequest {
   parameters: Parameters;
   /** Absent: host memory. */
   preferredMemory?: WirePreferredMemory;
+  /** The key of the request whose trace the call's is a child of (Python's `trace=request.trace()`). */
+  traceParent?: number;
 }
 
 export interface WireBlsResponse {

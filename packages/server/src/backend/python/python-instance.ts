@@ -131,6 +131,8 @@ export class PythonInstance implements BackendInstance {
       },
       signalOf: (key) => this.#host.request(key)?.signal,
       isOpen: (key) => this.#host.request(key) !== undefined,
+      traceOf: (key) => this.#host.request(key)?.trace,
+      tracing: "explicit",
     });
   }
 
@@ -173,6 +175,7 @@ export class PythonInstance implements BackendInstance {
       wires = requests.map((request) => {
         const key = this.#host.open({
           signal: request.signal,
+          trace: request.trace,
           respond: (response, final) => this.#respond(key, request, response, final),
           fail: (error) => request.responder?.(error, true),
         });

@@ -61,6 +61,8 @@ export interface PyBlsRequest {
   parameters: Parameters;
   /** `preferred_memory`; absent: host memory. */
   preferredMemory?: WirePreferredMemory;
+  /** `trace=request.trace()`: the key of the request whose trace the call's is a child of. */
+  traceParent?: number;
 }
 
 /** What a stub is started with. */

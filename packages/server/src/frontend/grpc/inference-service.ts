@@ -10,15 +10,21 @@ import {
   type ModelStreamInferResponse,
   ModelStreamInferResponseSchema,
   type RepositoryModelLoadRequest,
+  TraceSettingResponseSchema,
   toInferParameter,
 } from "@galley/proto";
+import { now } from "../../clock/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer, LoadOverrides, ModelView } from "../../core/inference-server.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
+import type { Trace } from "../../core/trace.js";
+import type { TraceUpdate } from "../../core/trace-settings.js";
+import { setTraceNumber, traceLevel, traceNumber } from "../../core/trace-update.js";
 import type { Logger } from "../../log.js";
 import { requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
 import { grpcError } from "./grpc-status.js";
+import { GrpcTrace } from "./grpc-trace.js";
 
 /** gRPC frontend options (tritonserver's `--grpc-*` flags). */
 export interface GrpcFrontendOptions {
@@ -74,7 +80,7 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
     modelConfig: (req) => ({ config: server.modelConfig(req.name, req.version) }),
     modelStatistics: (req) => statisticsResponse(server.statistics(req.name, req.version)),
 
-    modelInfer: (req, context) => inferUnary(server, req, context.signal),
+    modelInfer: (req, context) => inferConnect(server, req, context.signal),
 
     modelStreamInfer: (requests, context) => streamInfer(server, requests, context),
 
@@ -128,7 +134,19 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
       await server.sharedMemory.unregister(req.name, "cuda");
       return {};
     },
-    traceSetting: () => server.traceSettings(),
+    traceSetting: (req) => {
+      // No settings: a read. A list with no values clears the setting (JSON's `null`).
+      const entries = Object.entries(req.settings);
+      const report =
+        entries.length === 0
+          ? server.traceSettings(req.modelName)
+          : server.traceSettings(req.modelName, () => traceChange(entries.map(([k, v]) => [k, v.value])));
+      return create(TraceSettingResponseSchema, {
+        settings: Object.fromEntries(
+          Object.entries(report).map(([key, value]) => [key, { value: Array.isArray(value) ? value : [value] }]),
+        ),
+      });
+    },
     logSettings: (req) => {
       const changes: Record<string, LogSettingValue> = {};
       for (const [key, value] of Object.entries(req.settings)) {
@@ -156,16 +174,53 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
   return wrap(impl, options, server.log);
 }
 
+/** A TraceSetting request's settings as a change, with Triton's gRPC texts. */
+function traceChange(entries: readonly (readonly [string, readonly string[]])[]): TraceUpdate {
+  const change: TraceUpdate = {};
+  if (entries.some(([name]) => name === "trace_file")) throw new InferenceError("TRACE_FILE_UNSUPPORTED");
+  for (const [name, values] of entries) {
+    if (name === "trace_level") {
+      if (values.length === 0) change.level = null;
+      else {
+        const level = traceLevel(values);
+        if (level !== undefined) change.level = level;
+      }
+    } else if (name === "trace_rate" || name === "trace_count" || name === "log_frequency") {
+      if (values.length > 1)
+        throw new InferenceError("BAD_TRACE_SETTING", { message: `expect only 1 value for '${name}'` });
+      const value = values[0];
+      setTraceNumber(change, name, value === undefined ? null : traceNumber(name, value, "grpc"));
+    }
+  }
+  return change;
+}
+
 /** `ModelInfer`'s semantics, shared by connect-node's route and the lean path in `unary-infer.ts`. */
 export async function inferUnary(
   server: InferenceServer,
   req: ModelInferRequest,
   signal: AbortSignal,
+  trace?: Trace,
 ): Promise<ModelInferResponse> {
   if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
   const model = server.model(req.modelName, req.modelVersion);
   if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
-  return responseToGrpc(await server.infer(requestFromGrpc(req, signal), model));
+  const request = requestFromGrpc(req, signal);
+  if (trace) request.trace = trace;
+  return responseToGrpc(await server.infer(request, model));
+}
+
+/** ModelInfer through connect-node (gRPC-Web, Connect): traced without the frontend's timestamps. */
+async function inferConnect(server: InferenceServer, req: ModelInferRequest, signal: AbortSignal) {
+  const trace = server.tracing.sample(req.modelName);
+  if (!trace) return inferUnary(server, req, signal);
+  try {
+    const response = await inferUnary(server, req, signal, trace);
+    trace.capture("INFER_RESPONSE_COMPLETE");
+    return response;
+  } finally {
+    trace.end();
+  }
 }
 
 /**
@@ -230,10 +285,25 @@ async function* streamInfer(
     notify();
   };
   const final = (value: boolean) => ({ triton_final_response: toInferParameter(value) });
+  /** Traced requests' messages not yet written, and whether each is the request's last. */
+  const traced = new Map<ModelStreamInferResponse, { trace: GrpcTrace; last: boolean }>();
+  const openTraces = new Set<GrpcTrace>();
+  const finish = (trace: GrpcTrace) => {
+    openTraces.delete(trace);
+    trace.end();
+  };
 
-  const serve = async (req: ModelInferRequest) => {
+  const serve = async (req: ModelInferRequest, readStart: bigint, readEnd: bigint) => {
     let model: ModelView | undefined;
     let slot: { message?: ModelStreamInferResponse } | undefined;
+    const sampled = server.tracing.sample(req.modelName);
+    const trace = sampled && new GrpcTrace(sampled, readStart, readEnd);
+    if (trace) openTraces.add(trace);
+    const follow = (message: ModelStreamInferResponse, last: boolean) => {
+      if (!trace) return;
+      trace.responded();
+      traced.set(message, { trace, last });
+    };
     try {
       if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
       model = server.model(req.modelName, req.modelVersion);
@@ -244,6 +314,7 @@ async function* streamInfer(
       const emptyFinal = req.parameters.triton_enable_empty_final_response?.parameterChoice;
       const wantEmptyFinal = emptyFinal?.case === "boolParam" && emptyFinal.value;
       const request = requestFromGrpc(req, context.signal);
+      if (trace) request.trace = trace.trace;
       for await (const item of server.stream(request, model)) {
         if (item.empty && !wantEmptyFinal) continue;
         const response = item.empty
@@ -255,6 +326,7 @@ async function* streamInfer(
           : responseToGrpc(item.response);
         Object.assign(response.parameters, final(item.final));
         const message = create(ModelStreamInferResponseSchema, { inferResponse: response });
+        follow(message, item.final);
         if (slot) {
           slot.message = message;
           flushSlots();
@@ -281,6 +353,7 @@ async function* streamInfer(
           ...(model?.decoupled ? { parameters: final(true) } : {}),
         },
       });
+      follow(message, true);
       if (slot) {
         slot.message = message;
         flushSlots();
@@ -288,16 +361,21 @@ async function* streamInfer(
         ready.push(message);
         notify();
       }
+    } finally {
+      // Ends here when no message of it is left to write (else when its last one is written).
+      if (trace && ![...traced.values()].some((t) => t.trace === trace)) finish(trace);
     }
   };
 
   const consume = (async () => {
+    let readStart = now();
     for await (const req of requests) {
       pending++;
-      void serve(req).finally(() => {
+      void serve(req, readStart, now()).finally(() => {
         pending--;
         notify();
       });
+      readStart = now();
     }
   })().then(
     () => {
@@ -310,20 +388,34 @@ async function* streamInfer(
       notify();
     },
   );
-  while (true) {
-    if (fatal !== undefined) throw fatal;
-    const next = ready.shift();
-    if (next) {
-      yield next;
-      continue;
+  try {
+    while (true) {
+      if (fatal !== undefined) throw fatal;
+      const next = ready.shift();
+      if (next) {
+        const followed = traced.get(next);
+        if (!followed) {
+          yield next;
+          continue;
+        }
+        traced.delete(next);
+        followed.trace.mark("GRPC_SEND_START");
+        yield next;
+        followed.trace.mark("GRPC_SEND_END");
+        if (followed.last) finish(followed.trace);
+        continue;
+      }
+      if (inputDone && pending === 0) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+      wake = undefined;
     }
-    if (inputDone && pending === 0) break;
-    await new Promise<void>((resolve) => {
-      wake = resolve;
-    });
-    wake = undefined;
+    await consume;
+  } finally {
+    // Requests whose last message was never written (the stream ended, an empty final not sent).
+    for (const trace of openTraces) trace.end();
   }
-  await consume;
 }
 
 /** Add the restricted-protocol check and Triton's error mapping to every RPC. */

@@ -3,11 +3,13 @@ import { promisify } from "node:util";
 import { gunzip, inflate } from "node:zlib";
 import { toBinary } from "@bufbuild/protobuf";
 import { type ModelInferResponse, ModelInferResponseSchema } from "@galley/proto";
+import { now } from "../../clock/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { specPercentEncode } from "../listen.js";
 import { decodeModelInfer } from "./grpc-codec.js";
 import { grpcCode } from "./grpc-status.js";
+import { GrpcTrace } from "./grpc-trace.js";
 import { type GrpcFrontendOptions, inferUnary, restrictedHeader } from "./inference-service.js";
 
 /** The one RPC served without connect-node: it carries the tensors, so it is the one that must be lean. */
@@ -108,11 +110,22 @@ export function serveModelInfer(
     stream.uncork();
   }
 
+  const readStart = now();
+  let trace: GrpcTrace | undefined;
   readMessage(stream, headers)
     .then(async (bytes) => {
       const header = restrictedHeader(options, "modelInfer", (name) => headerValue(headers, name));
       if (header) throw new InferenceError("RESTRICTED_GRPC", { header });
-      succeed(await inferUnary(server, decodeModelInfer(bytes), abort.signal));
+      const req = decodeModelInfer(bytes);
+      // Sampled once the request is read, before the core looks at the model (as Triton).
+      const sampled = server.tracing.sample(req.modelName);
+      if (!sampled) return succeed(await inferUnary(server, req, abort.signal));
+      trace = new GrpcTrace(sampled, readStart, now());
+      const response = await inferUnary(server, req, abort.signal, sampled);
+      trace.responded();
+      trace.mark("GRPC_SEND_START");
+      succeed(response);
+      trace.mark("GRPC_SEND_END");
     })
     .catch((error: unknown) => {
       if (error instanceof GrpcStatus) return fail(error.code, error.message);
@@ -120,7 +133,8 @@ export function serveModelInfer(
       const hidden = hiddenCause(failure);
       if (hidden !== undefined) server.log.error(`gRPC ModelInfer: ${hidden}`);
       fail(grpcCode(failure), failure.message);
-    });
+    })
+    .finally(() => trace?.end());
 }
 
 class GrpcStatus extends Error {

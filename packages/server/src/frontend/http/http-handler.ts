@@ -7,13 +7,7 @@ import { ACCEPTED_ENCODINGS } from "./compression.js";
 import type { Context } from "./context.js";
 import { handleGenerate } from "./generate-route.js";
 import { handleInfer } from "./infer-route.js";
-import {
-  handleModelConfig,
-  handleModelMetadata,
-  handleModelReady,
-  handleModelTrace,
-  handleStatistics,
-} from "./model-routes.js";
+import { handleModelConfig, handleModelMetadata, handleModelReady, handleStatistics } from "./model-routes.js";
 import { Reply } from "./reply.js";
 import { handleIndex, handleLoad, handleUnload } from "./repository-routes.js";
 import { categoryOf, matchRoute, methodsOf, type Route } from "./routes.js";
@@ -86,9 +80,9 @@ async function dispatch(ctx: Context, route: Route): Promise<void> {
     case "generate_stream":
       return handleGenerate(ctx, route.model, route.version, true);
     case "trace/setting":
-      return handleModelTrace(ctx, route.model);
+      return handleTrace(ctx, route.model);
     case "trace":
-      return handleTrace();
+      return handleTrace(ctx);
     case "logging":
       return handleLogging(ctx);
     case "index":

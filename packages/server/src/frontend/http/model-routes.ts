@@ -28,11 +28,6 @@ export function handleStatistics(ctx: Context, model: string, version: string): 
   ctx.reply.json(200, statisticsJson(json));
 }
 
-/** `.../trace/setting` for one model: a known model, then tracing is not available. */
-export function handleModelTrace(ctx: Context, model: string): void {
-  ctx.server.traceSettings(model);
-}
-
 /** The protobuf JSON's 64-bit strings as JSON numbers, keys in Triton's order. */
 function statisticsJson(json: unknown): unknown {
   const numbers = (value: unknown): unknown => {

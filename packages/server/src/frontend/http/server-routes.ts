@@ -1,8 +1,11 @@
 import { InferenceError } from "../../core/errors.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
 import { CUDA_IPC_HANDLE_BYTES } from "../../core/shared-memory.js";
+import type { TraceUpdate } from "../../core/trace-settings.js";
+import { setTraceNumber, traceLevel, traceNumber } from "../../core/trace-update.js";
 import { type Context, requiredJsonBody } from "./context.js";
-import { asBool, asString, asUint, internal, member, required } from "./json-access.js";
+import { asArray, asBool, asString, asUint, internal, member, required } from "./json-access.js";
+import type { JsonValue } from "./json-parse.js";
 
 /** `GET /v2/health/live|ready`: 200 or 400, empty body, no content type. */
 export function handleHealth(ctx: Context, which: "live" | "ready"): void {
@@ -50,9 +53,47 @@ export async function handleLogging(ctx: Context): Promise<void> {
   });
 }
 
-/** `GET|POST /v2/trace/setting`: tracing is not available in this build. */
-export function handleTrace(): void {
-  throw new InferenceError("TRACE_NOT_SUPPORTED");
+/**
+ * `GET|POST /v2[/models/{m}]/trace/setting` (the trace extension), in Triton's order: the model
+ * must be ready (400 `Request for unknown model : m`), then a POST's body is read field by field —
+ * `trace_file` present at all is 501, `trace_level` a list of strings, the numbers strings, `null`
+ * clears a field, unknown keys are ignored — and applied. The reply is the settings in force.
+ */
+export async function handleTrace(ctx: Context, model = ""): Promise<void> {
+  let report = ctx.server.traceSettings(model);
+  if (ctx.req.method === "POST") {
+    const json = await requiredJsonBody(ctx);
+    const change = traceChange(json);
+    report = ctx.server.traceSettings(model, () => change);
+  }
+  ctx.reply.json(200, report);
+}
+
+function traceChange(json: JsonValue): TraceUpdate {
+  if (member(json, "trace_file") !== undefined) throw new InferenceError("TRACE_FILE_UNSUPPORTED");
+  const change: TraceUpdate = {};
+  const level = member(json, "trace_level");
+  if (level === null) change.level = null;
+  else if (level !== undefined) {
+    const known = traceLevel(internal("", () => asArray(level).map(asString)));
+    if (known !== undefined) change.level = known;
+  }
+  for (const name of ["trace_rate", "trace_count", "log_frequency"] as const) {
+    const value = member(json, name);
+    if (value === undefined) continue;
+    setTraceNumber(
+      change,
+      name,
+      value === null
+        ? null
+        : traceNumber(
+            name,
+            internal("", () => asString(value)),
+            "http",
+          ),
+    );
+  }
+  return change;
 }
 
 /**

@@ -1,0 +1,260 @@
+import { InferenceError } from "./errors.js";
+import { TRACE_TENSORS, TRACE_TIMESTAMPS, Trace, type TraceSink } from "./trace.js";
+import type { TraceFiles } from "./trace-files.js";
+
+/** The startup trace configuration (`--trace-config`), Triton's defaults unless given. */
+export interface TraceConfig {
+  /** Bits of {@link TRACE_TIMESTAMPS} and {@link TRACE_TENSORS}; 0 is OFF (default). */
+  level: number;
+  /** Every `rate`-th request is traced (default 1000). */
+  rate: number;
+  /** How many more traces to take; -1 (default) is no limit. */
+  count: number;
+  /** Write `<file>.<n>` every this many traces; 0 (default) appends to `<file>`. */
+  logFrequency: number;
+  /** Where traces go; tracing is off without one (default ""). */
+  file: string;
+  /** Other `--trace-config triton,<setting>=<value>` entries, reported by the settings API. */
+  extra?: readonly (readonly [string, string])[];
+}
+
+export const DEFAULT_TRACE_CONFIG: TraceConfig = { level: 0, rate: 1000, count: -1, logFrequency: 0, file: "" };
+
+/** One change of the trace-setting API: a value sets a field, `null` clears it, absent leaves it. */
+export interface TraceUpdate {
+  level?: number | null;
+  rate?: number | null;
+  count?: number | null;
+  logFrequency?: number | null;
+}
+
+/** What the trace-setting API reports: `trace_level` is a list, every other value a string. */
+export type TraceSettingsReport = Record<string, string | string[]>;
+
+type Field = "level" | "rate" | "count" | "logFrequency";
+const FIELDS: readonly Field[] = ["level", "rate", "count", "logFrequency"];
+type Values = Record<Field, number> & { file: string };
+
+/**
+ * One setting object (Triton's `TraceSetting`): its values, which of them were given through the
+ * API (the others follow the fallback), its sampling counter and the traces it collected.
+ */
+class TraceSetting implements TraceSink {
+  /** Requests counted for sampling; with `rate` N the N-th, 2N-th, ... are traced. */
+  #seen = 0;
+  #collected = 0;
+  #inFlight = 0;
+  #buffer: string[] = [];
+  #retired = false;
+
+  constructor(
+    readonly values: Values,
+    readonly specified: ReadonlySet<Field>,
+    readonly files: TraceFiles,
+  ) {}
+
+  /** Why this setting traces nothing, or undefined when it traces. */
+  get invalidReason(): string | undefined {
+    const v = this.values;
+    if (v.level === 0) return "tracing is disabled";
+    if (v.rate === 0) return "sample rate must be non-zero";
+    if (v.file === "") return "trace file name is not given";
+    if (v.count === 0) return "";
+    return undefined;
+  }
+
+  sample(): Trace | undefined {
+    if (this.invalidReason !== undefined) return undefined;
+    if (++this.#seen % this.values.rate !== 0) return undefined;
+    if (this.values.count > 0) this.values.count--;
+    this.#inFlight++;
+    return Trace.root(this, this.values.level);
+  }
+
+  collect(text: string): void {
+    this.#inFlight--;
+    this.#collected++;
+    const { logFrequency, count, file } = this.values;
+    if (text === "") {
+      this.#settle();
+      return;
+    }
+    // Unlimited traces into the one array: written as they finish, not held until shutdown.
+    if (logFrequency === 0 && count < 0 && !this.#retired) {
+      this.files.append(file, text);
+      return;
+    }
+    this.#buffer.push(text);
+    // Triton's rule: a count that ran out flushes when every request counted was collected
+    // (which only happens at rate 1; otherwise the rest is written when the setting goes).
+    if ((logFrequency !== 0 && this.#buffer.length >= logFrequency) || (count === 0 && this.#collected === this.#seen))
+      this.#flushIndexed();
+    this.#settle();
+  }
+
+  /** Retired, and everything it held is written. */
+  get gone(): boolean {
+    return this.#retired && this.#inFlight === 0;
+  }
+
+  /** The setting was replaced: what it holds is written once its traces in flight end. */
+  retire(): void {
+    this.#retired = true;
+    this.#settle();
+  }
+
+  /** The server stops: write what is held. */
+  flush(): void {
+    if (this.#buffer.length === 0) return;
+    if (this.values.logFrequency !== 0) this.#flushIndexed();
+    else {
+      this.files.append(this.values.file, this.#buffer.join(","));
+      this.#buffer = [];
+    }
+  }
+
+  #settle(): void {
+    if (this.#retired && this.#inFlight === 0) this.flush();
+  }
+
+  #flushIndexed(): void {
+    if (this.#buffer.length === 0) return;
+    this.files.writeIndexed(this.values.file, this.#buffer);
+    this.#buffer = [];
+  }
+}
+
+/**
+ * Triton's trace manager, mode `triton`: the global setting and per-model overrides, sampling at
+ * the frontends, and the settings API's update rules — a field given through the API is kept
+ * until cleared (`null`); a cleared or never-given field follows the global setting (for a
+ * model) or the startup configuration (for the global one); every update makes a new setting,
+ * so sampling counts again from zero; a global update re-derives every model override.
+ */
+export class TraceSettings {
+  readonly #startup: Values;
+  readonly #extra: readonly (readonly [string, string])[];
+  readonly #files: TraceFiles;
+  #global: TraceSetting;
+  readonly #models = new Map<string, TraceSetting>();
+  readonly #retired = new Set<TraceSetting>();
+  /** Some setting may trace: the frontends' one check per request when tracing is off. */
+  #enabled = false;
+
+  constructor(config: TraceConfig, files: TraceFiles) {
+    this.#startup = {
+      level: config.level,
+      rate: config.rate,
+      count: config.count,
+      logFrequency: config.logFrequency,
+      file: config.file,
+    };
+    this.#extra = config.extra ?? [];
+    this.#files = files;
+    this.#global = new TraceSetting({ ...this.#startup }, new Set(), files);
+    this.#refresh();
+  }
+
+  /** A trace for a request to `model` when its setting samples this one, else undefined. */
+  sample(model: string): Trace | undefined {
+    if (!this.#enabled) return undefined;
+    return (this.#models.get(model) ?? this.#global).sample();
+  }
+
+  /** The settings in force for `model` (its override, or the global setting), or the global ones. */
+  report(model = ""): TraceSettingsReport {
+    const v = ((model !== "" ? this.#models.get(model) : undefined) ?? this.#global).values;
+    const level: string[] = [];
+    if (v.level & TRACE_TIMESTAMPS) level.push("TIMESTAMPS");
+    if (v.level & TRACE_TENSORS) level.push("TENSORS");
+    const report: TraceSettingsReport = {
+      trace_level: level.length === 0 ? ["OFF"] : level,
+      trace_rate: String(v.rate),
+      trace_count: String(v.count),
+      log_frequency: String(v.logFrequency),
+      trace_file: v.file,
+      trace_mode: "triton",
+    };
+    for (const [key, value] of this.#extra) report[key] = value;
+    return report;
+  }
+
+  /**
+   * Apply a change to `model`'s setting ("" for the global one) and return what is then in force.
+   * @throws {@link InferenceError} TRACE_SETTING_INVALID when the result could not trace and is
+   * not OFF (Triton's rule; after a global change, an override that became invalid reports it).
+   */
+  update(model: string, change: TraceUpdate): TraceSettingsReport {
+    if (model === "") {
+      this.#replaceGlobal(this.#derive(this.#global, this.#startup, change));
+      let failure: unknown;
+      for (const [name, setting] of this.#models) {
+        try {
+          this.#replaceModel(name, this.#derive(setting, this.#global.values, {}));
+        } catch (error) {
+          failure ??= error;
+        }
+      }
+      this.#refresh();
+      if (failure) throw failure;
+    } else {
+      const current = this.#models.get(model);
+      this.#replaceModel(model, this.#derive(current, this.#global.values, change));
+      this.#refresh();
+    }
+    return this.report(model);
+  }
+
+  /** Write every trace held and close the files. */
+  async close(): Promise<void> {
+    this.#global.flush();
+    for (const setting of this.#models.values()) setting.flush();
+    for (const setting of this.#retired) setting.flush();
+    this.#enabled = false;
+    await this.#files.close();
+  }
+
+  #derive(current: TraceSetting | undefined, fallback: Values, change: TraceUpdate): TraceSetting {
+    const values: Values = { ...fallback, file: fallback.file };
+    const specified = new Set<Field>();
+    for (const field of FIELDS) {
+      const given = change[field];
+      if (given === null) continue;
+      if (given !== undefined) {
+        values[field] = given;
+        specified.add(field);
+      } else if (current?.specified.has(field)) {
+        values[field] = current.values[field];
+        specified.add(field);
+      }
+    }
+    const setting = new TraceSetting(values, specified, this.#files);
+    const reason = setting.invalidReason;
+    if (reason !== undefined && values.level !== 0) throw new InferenceError("TRACE_SETTING_INVALID", { reason });
+    return setting;
+  }
+
+  #replaceGlobal(next: TraceSetting): void {
+    this.#retire(this.#global);
+    this.#global = next;
+  }
+
+  #replaceModel(model: string, next: TraceSetting): void {
+    const old = this.#models.get(model);
+    if (old) this.#retire(old);
+    if (next.specified.size === 0) this.#models.delete(model);
+    else this.#models.set(model, next);
+  }
+
+  #retire(setting: TraceSetting): void {
+    setting.retire();
+    for (const old of this.#retired) if (old.gone) this.#retired.delete(old);
+    if (!setting.gone) this.#retired.add(setting);
+  }
+
+  #refresh(): void {
+    let enabled = this.#global.invalidReason === undefined;
+    for (const setting of this.#models.values()) enabled ||= setting.invalidReason === undefined;
+    this.#enabled = enabled;
+  }
+}
