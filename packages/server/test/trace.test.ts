@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { parseTraceFile, summarizeTraces } from "../src/cli/trace-summary.js";
 import { copyPythonModels, pythonWithNumpy } from "./python-harness.js";
 import {
   bytesTensor,
@@ -42,6 +43,8 @@ interface Traced {
   /** Timestamp names in the order written, and their values. */
   names: string[];
   ns: Map<string, bigint>;
+  /** TENSORS-level objects: `<activity> <name>` → the tensor's fields. */
+  tensors: Map<string, { data: string; shape: string; dtype: string }>;
 }
 
 /** The traces of a Triton trace file, by id. */
@@ -53,7 +56,7 @@ function readTraces(path: string): Map<number, Traced> {
   const of = (id: number) => {
     let t = traces.get(id);
     if (!t) {
-      t = { id, model: "", version: 0, names: [], ns: new Map() };
+      t = { id, model: "", version: 0, names: [], ns: new Map(), tensors: new Map() };
       traces.set(id, t);
     }
     return t;
@@ -65,6 +68,9 @@ function readTraces(path: string): Map<number, Traced> {
       t.version = object.model_version as number;
       if ("parent_id" in object) t.parent = object.parent_id as number;
       if ("request_id" in object) t.requestId = object.request_id as string;
+    } else if ("activity" in object) {
+      const tensor = object.tensor as { name: string; data: string; shape: string; dtype: string };
+      t.tensors.set(`${object.activity} ${tensor.name}`, tensor);
     } else {
       const [stamp] = object.timestamps as { name: string; ns: string }[];
       if (!stamp) throw new Error("a timestamp object without its timestamp");
@@ -259,6 +265,36 @@ describe("the trace file", () => {
     expect(new Set(traces.map((t) => t.id)).size).toBe(3);
   });
 
+  it("records the tensors at level TENSORS: the inputs as queued, the outputs as the backend made them", async () => {
+    const file = traceFile();
+    const s = await startServer({
+      http: true,
+      controlMode: "explicit",
+      loadModels: ["simple"],
+      trace: { file, level: 0x4 | 0x8, rate: 1 },
+    });
+    await rest(s, "POST", "/v2/models/simple/infer", simpleJson);
+    await s.close();
+    const [t] = [...readTraces(file).values()] as Traced[];
+    expect(t?.tensors.get("TENSOR_QUEUE_INPUT INPUT0")).toEqual({
+      name: "INPUT0",
+      data: range(16).join(","),
+      shape: "1,16",
+      dtype: "INT32",
+    });
+    expect(t?.tensors.get("TENSOR_BACKEND_OUTPUT OUTPUT0")?.data).toBe(
+      range(16)
+        .map((i) => 2 * i)
+        .join(","),
+    );
+    expect(t?.tensors.get("TENSOR_BACKEND_OUTPUT OUTPUT1")?.data).toBe(
+      range(16)
+        .map(() => 0)
+        .join(","),
+    );
+    expect(t?.ns.has("REQUEST_START")).toBe(true);
+  });
+
   it("samples every rate-th request and stops after count; GET shows the count left", async () => {
     const file = traceFile();
     const s = await startServer({
@@ -325,6 +361,13 @@ describe("the trace file", () => {
       expect(step.ns.get("REQUEST_START") as bigint).toBeGreaterThanOrEqual(ensemble.ns.get("QUEUE_START") as bigint);
       expect(step.ns.get("REQUEST_END") as bigint).toBeLessThanOrEqual(ensemble.ns.get("REQUEST_END") as bigint);
     }
+    // galley trace-summary: the ensemble's six child requests, and the time no step covered.
+    const summary = summarizeTraces(parseTraceFile(readFileSync(file, "utf8")));
+    expect(summary).toMatch(/^ensemble_add_sub \(1\): 1 trace$/m);
+    expect(summary).toMatch(/^ {4}simple: 6\.0 calls, [0-9.]+ us$/m);
+    expect(summary).toMatch(/^ {4}in no child request \(avg\): [0-9.]+ us$/m);
+    expect(summary).toMatch(/^simple \(1\), as a child: 6 traces$/m);
+    expect(summary).toMatch(/^ {2}gRPC request \(avg\): [0-9.]+ us$/m);
   });
 
   it("traces a scripted model's BLS call as a child of the request that made it", async () => {

@@ -1,5 +1,6 @@
 import { runConfigCommand } from "@galley/config";
 import { serve } from "./serve.js";
+import { traceSummary } from "./trace-summary.js";
 
 const USAGE = `Usage: galley <command> [options]
 
@@ -7,6 +8,7 @@ Commands:
   serve    run the inference server (galley serve --help)
   config   validate, print, build and scaffold model configurations (galley config --help)
   perf     measure a model's throughput and latency under load, as perf_analyzer (galley perf --help)
+  trace-summary <file>...   where traced requests' time went, per model (files from --trace-config)
 `;
 
 /**
@@ -37,6 +39,7 @@ const commands: Record<string, (args: string[]) => Promise<number>> = {
   serve,
   config: (args) => runConfigCommand(args),
   perf,
+  "trace-summary": traceSummary,
 };
 
 const [command, ...rest] = process.argv.slice(2);

@@ -424,8 +424,13 @@ export class InferenceServer {
       }
     }
     try {
-      request.trace?.capture("QUEUE_START");
+      const trace = request.trace;
+      if (trace) {
+        trace.capture("QUEUE_START");
+        trace.captureTensors("TENSOR_QUEUE_INPUT", request.inputs);
+      }
       const { outputs, queueNs, parameters } = await model.scheduler.enqueue(request, batchSize);
+      trace?.captureTensors("TENSOR_BACKEND_OUTPUT", outputs);
       if (cache && key !== undefined) {
         const insert = now();
         cache.put(key, outputs);
@@ -488,6 +493,7 @@ export class InferenceServer {
     };
     let queueNs = 0n;
     request.trace?.capture("QUEUE_START");
+    request.trace?.captureTensors("TENSOR_QUEUE_INPUT", request.inputs);
     const scheduled = model.scheduler.enqueue({ ...request, signal, responder }, batchSize).then(
       (result) => {
         queueNs = result.queueNs;
@@ -507,6 +513,7 @@ export class InferenceServer {
         }
         const { response, final } = next;
         if (response instanceof Error) throw toInferenceError(response);
+        if (response) request.trace?.captureTensors("TENSOR_BACKEND_OUTPUT", response.outputs);
         const outputs = response ? this.#shapeOutputs(request, model, response.outputs, batchSize) : [];
         const shaped: InferenceResponse = {
           modelName: model.name,

@@ -1,4 +1,6 @@
 import { now } from "../clock/clock.js";
+import type { Tensor } from "./tensor.js";
+import { tensorTraceJson } from "./trace-tensor.js";
 
 /** Trace levels, Triton's bits: `TIMESTAMPS` 0x4, `TENSORS` 0x8; 0 is `OFF`. */
 export const TRACE_TIMESTAMPS = 0x4;
@@ -62,6 +64,17 @@ export class Trace {
   /** Whether timestamps are recorded (level TIMESTAMPS); a TENSORS-only trace records none. */
   get timestamps(): boolean {
     return (this.#tree.level & TRACE_TIMESTAMPS) !== 0;
+  }
+
+  /** Whether tensors are recorded (level TENSORS). */
+  get tensors(): boolean {
+    return (this.#tree.level & TRACE_TENSORS) !== 0;
+  }
+
+  /** Record `tensors` as `activity` (`TENSOR_QUEUE_INPUT`, `TENSOR_BACKEND_OUTPUT`) at level TENSORS. */
+  captureTensors(activity: string, tensors: readonly Tensor[]): void {
+    if (!this.tensors || this.#ended) return;
+    for (const tensor of tensors) this.events.push(tensorTraceJson(this.id, activity, tensor));
   }
 
   /** A child trace (an ensemble step, a BLS call): a new id, this one's as its `parent_id`. */
