@@ -13,6 +13,9 @@
 // load average before and after.
 // Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100] [--clients=inline]
 //   [--users=1,4,8]
+// --trace=<file>: after the measured runs, one more pipeline run at the most users with every
+// text_to_video request traced (Triton's trace extension, children included), then where a video's
+// time went from that trace (galley trace-summary's report), the file kept.
 // On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
 // the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle).
 import { type ChildProcess, fork } from "node:child_process";
@@ -25,6 +28,7 @@ import { generateVideo } from "@galley/example-text-to-video";
 import { createLogger, createServer } from "@galley/server";
 // The schedule and DDIM update as the pipeline's own model uses them: a client has to do the same.
 import { ddimStep, timesteps } from "../examples/text-to-video/models/text_to_video/1/ddim.js";
+import { parseTraceFile, summarizeTraces } from "../packages/server/src/cli/trace-summary.js";
 
 const option = (name: string, fallback: number) => {
   const found = process.argv.find((a) => a.startsWith(`--${name}=`));
@@ -238,7 +242,9 @@ async function main(): Promise<void> {
     process.argv.find((a) => a.startsWith("--models="))?.slice(9) ??
     fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url));
   const config = process.argv.find((a) => a.startsWith("--config="))?.slice(9);
+  const traceFile = process.argv.find((a) => a.startsWith("--trace="))?.slice(8);
   const server = createServer({
+    ...(traceFile ? { trace: { file: traceFile } } : {}),
     modelRepositories: [models],
     ...(config ? { modelConfigName: config } : {}),
     http: false,
@@ -264,6 +270,14 @@ async function main(): Promise<void> {
       }
   process.stderr.write("\n");
   const loadAfter = loadavg()[0] ?? 0;
+  if (traceFile) {
+    const control = createGrpcClient({ baseUrl: url });
+    const model = { model: "text_to_video" };
+    await control.traceSettings({ trace_level: ["TIMESTAMPS"], trace_rate: "1" }, model);
+    await run(url, "pipeline", Math.max(...USERS));
+    await control.traceSettings({ trace_level: ["OFF"] }, model);
+    control.close();
+  }
   await server.close();
 
   const lines = [
@@ -333,6 +347,12 @@ async function main(): Promise<void> {
     `8 users, CPU per video, step by step / pipeline: ${spread(cpuRatios, 2)} (the throughput ratio's bound where the cores are the limit)`,
     `8 users, pipeline's average denoiser batch: ${denoiser8.toFixed(2)} (target >= 3: ${denoiser8 >= 3 ? "met" : "NOT met"})`,
   );
+  if (traceFile)
+    lines.push(
+      "",
+      `Traced pipeline run at ${Math.max(...USERS)} users (${traceFile}):`,
+      summarizeTraces(parseTraceFile(readFileSync(traceFile, "utf8"))),
+    );
   process.stdout.write(`${lines.join("\n")}\n`);
   child?.kill();
 }

@@ -125,7 +125,7 @@ export function summarizeTraces(traces: Map<number, TraceRecord>): string {
     const parents = list.filter((t) => children.has(t.id));
     if (parents.length === 0) continue;
     const perModel = new Map<string, { us: number; calls: number }>();
-    const uncovered: number[] = [];
+    const uncovered: Uncovered[] = [];
     for (const parent of parents) {
       const kids = children.get(parent.id) ?? [];
       for (const kid of kids) {
@@ -140,13 +140,38 @@ export function summarizeTraces(traces: Map<number, TraceRecord>): string {
     lines.push(`  child requests, per ${key.split(" ")[0]} request:`);
     for (const [model, { us, calls }] of [...perModel].sort(([a], [b]) => a.localeCompare(b)))
       lines.push(`    ${model}: ${(calls / parents.length).toFixed(1)} calls, ${(us / parents.length).toFixed(1)} us`);
-    row("in no child request", 2, uncovered);
+    row(
+      "in no child request",
+      2,
+      uncovered.map((u) => u.before + u.between + u.after),
+    );
+    row(
+      "before the first",
+      3,
+      uncovered.map((u) => u.before),
+    );
+    row(
+      "between them",
+      3,
+      uncovered.map((u) => u.between),
+    );
+    row(
+      "after the last",
+      3,
+      uncovered.map((u) => u.after),
+    );
   }
   return lines.join("\n");
 }
 
-/** The part of a request's core time (REQUEST_START to REQUEST_END) no child request covers, µs. */
-function uncoveredUs(parent: TraceRecord, kids: readonly TraceRecord[]): number | undefined {
+/** The parts of a request's core time (REQUEST_START to REQUEST_END) no child request covers, µs. */
+interface Uncovered {
+  before: number;
+  between: number;
+  after: number;
+}
+
+function uncoveredUs(parent: TraceRecord, kids: readonly TraceRecord[]): Uncovered | undefined {
   const start = parent.stamps.get("REQUEST_START");
   const end = parent.stamps.get("REQUEST_END");
   if (start === undefined || end === undefined) return undefined;
@@ -154,15 +179,19 @@ function uncoveredUs(parent: TraceRecord, kids: readonly TraceRecord[]): number 
     .map((k) => [k.stamps.get("REQUEST_START"), k.stamps.get("REQUEST_END")] as const)
     .filter((s): s is readonly [bigint, bigint] => s[0] !== undefined && s[1] !== undefined)
     .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  let covered = 0n;
-  let reach = start;
+  if (spans.length === 0) return { before: Number(end - start) / 1000, between: 0, after: 0 };
+  let between = 0n;
+  let reach = spans[0]?.[0] ?? start;
   for (const [a, b] of spans) {
-    const from = a > reach ? a : reach;
-    const to = b < end ? b : end;
-    if (to > from) covered += to - from;
-    if (to > reach) reach = to;
+    if (a > reach) between += a - reach;
+    if (b > reach) reach = b;
   }
-  return Number(end - start - covered) / 1000;
+  const first = spans[0]?.[0] ?? start;
+  return {
+    before: Number(first > start ? first - start : 0n) / 1000,
+    between: Number(between) / 1000,
+    after: Number(end > reach ? end - reach : 0n) / 1000,
+  };
 }
 
 /** `galley trace-summary <file>...`: print {@link summarizeTraces} of each file. */

@@ -88,6 +88,8 @@ serveThread((port, fail, slot) => {
   let memoryLimit = 0;
   /** Requests not yet finished, by key: cancellation and late sends find them here. */
   const open = new Map<number, { controller: AbortController; finished: boolean }>();
+  /** The decoupled batches' turn: each runs when the one before it has returned from `execute`. */
+  let executing: Promise<void> = Promise.resolve();
 
   const log = (level: "info" | "warn" | "error" | "verbose") => (message: string) =>
     post({ kind: "log", level, message: String(message) });
@@ -289,13 +291,13 @@ serveThread((port, fail, slot) => {
     };
   }
 
-  async function execute(batch: number, wires: WireRequest[]): Promise<void> {
+  async function execute(batch: number, wires: WireRequest[], made?: Request[]): Promise<void> {
     const current = model;
     if (!current) {
       post({ kind: "executed", batch, result: { error: { message: "the model is not initialized" } } });
       return;
     }
-    const requests = wires.map(makeRequest);
+    const requests = made ?? wires.map(makeRequest);
     try {
       const result = await batchKeys.run(
         wires.map((w) => w.key),
@@ -375,9 +377,18 @@ serveThread((port, fail, slot) => {
       case "start":
         void initialize(message.init);
         return;
-      case "execute":
-        void execute(message.batch, message.payload);
+      case "execute": {
+        if (!decoupled) {
+          void execute(message.batch, message.payload);
+          return;
+        }
+        // A decoupled instance takes several batches at once (`depth`): they run one after another,
+        // and their requests are open from now, so a cancel that comes while they wait is kept.
+        const { batch, payload } = message;
+        const made = payload.map(makeRequest);
+        executing = executing.then(() => execute(batch, payload, made));
         return;
+      }
       case "cancel":
         open.get(message.key)?.controller.abort();
         return;

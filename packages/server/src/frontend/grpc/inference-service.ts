@@ -398,10 +398,11 @@ async function* streamInfer(
           yield next;
           continue;
         }
-        traced.delete(next);
         followed.trace.mark("GRPC_SEND_START");
         yield next;
         followed.trace.mark("GRPC_SEND_END");
+        // Deleted only now: until it is written, the request's own end leaves its trace open.
+        traced.delete(next);
         if (followed.last) finish(followed.trace);
         continue;
       }
