@@ -17,6 +17,7 @@ import { TraceFiles } from "./core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
 import { createHealthService } from "./frontend/grpc/health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
+import { isPlainModelStreamInfer, serveModelStreamInfer } from "./frontend/grpc/stream-infer.js";
 import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
 import { createHttpHandler, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
 import { connectResponse, type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
@@ -215,7 +216,11 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
           },
         });
         const handler = (req: Http2ServerRequest, res: Http2ServerResponse) =>
-          isPlainModelInfer(req) ? serveModelInfer(core, grpc, req, res) : connect(req, connectResponse(req, res));
+          isPlainModelInfer(req)
+            ? serveModelInfer(core, grpc, req, res)
+            : isPlainModelStreamInfer(req)
+              ? serveModelStreamInfer(core, grpc, req, res)
+              : connect(req, connectResponse(req, res));
         const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port, grpc);
         listeners.push(listener);
         addresses.grpc = listener.address;

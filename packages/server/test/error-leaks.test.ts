@@ -63,12 +63,12 @@ describe("a gRPC request that is not a valid protobuf encoding", () => {
     });
   });
 
-  it("ModelStreamInfer: INVALID_ARGUMENT without the decoder's text", async () => {
+  it("ModelStreamInfer: INVALID_ARGUMENT without the decoder's text (the lean stream path decodes as the unary one)", async () => {
     const { grpcUrl } = await startServer({ controlMode: "explicit", loadModels: ["simple"] });
     const reply = await grpcCall(grpcUrl, "/inference.GRPCInferenceService/ModelStreamInfer", truncatedInfer());
     expect(reply).toMatchObject({
       status: 3,
-      message: "unable to parse the request message: not a valid protobuf encoding",
+      message: "unable to parse the ModelInferRequest message: field 'inputs.contents.fp32_contents' is cut short",
     });
   });
 });

@@ -82,7 +82,11 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
 
     modelInfer: (req, context) => inferConnect(server, req, context.signal),
 
-    modelStreamInfer: (requests, context) => streamInfer(server, requests, context),
+    modelStreamInfer: (requests, context) =>
+      streamInfer(server, requests, {
+        signal: context.signal,
+        closeOnError: context.requestHeader.get("triton_grpc_error") === "true",
+      }),
 
     repositoryIndex: async (req) => ({
       models: (await server.repositoryIndex(req.ready, req.repositoryName)).map((e) => ({
@@ -265,12 +269,12 @@ function typeName(kind: string | undefined): string {
  * opened with the `triton_grpc_error: true` header: then the first error ends the stream with its
  * status.
  */
-async function* streamInfer(
+export async function* streamInfer(
   server: InferenceServer,
   requests: AsyncIterable<ModelInferRequest>,
-  context: HandlerContext,
+  context: { signal: AbortSignal; closeOnError: boolean },
 ): AsyncGenerator<ModelStreamInferResponse> {
-  const closeOnError = context.requestHeader.get("triton_grpc_error") === "true";
+  const { closeOnError } = context;
   /** Default-mode responses wait here for the requests before them; decoupled ones do not. */
   const slots: { message?: ModelStreamInferResponse }[] = [];
   const ready: ModelStreamInferResponse[] = [];

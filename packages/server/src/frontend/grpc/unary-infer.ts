@@ -1,8 +1,5 @@
 import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
-import { promisify } from "node:util";
-import { gunzip, inflate } from "node:zlib";
-import { toBinary } from "@bufbuild/protobuf";
-import { type ModelInferResponse, ModelInferResponseSchema } from "@galley/proto";
+import type { ModelInferResponse } from "@galley/proto";
 import { now } from "../../clock/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
@@ -11,19 +8,18 @@ import { decodeModelInfer } from "./grpc-codec.js";
 import { grpcCode } from "./grpc-status.js";
 import { GrpcTrace } from "./grpc-trace.js";
 import { type GrpcFrontendOptions, inferUnary, restrictedHeader } from "./inference-service.js";
+import {
+  GrpcStatus,
+  headerValue,
+  inferResponsePieces,
+  MAX_MESSAGE_BYTES,
+  messageBytes,
+  messagePrefix,
+  parseTimeout,
+} from "./lean-wire.js";
 
 /** The one RPC served without connect-node: it carries the tensors, so it is the one that must be lean. */
 export const MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer";
-
-/** Triton accepts messages up to INT32_MAX bytes. */
-const MAX_MESSAGE_BYTES = 0x7fffffff;
-/** `raw_output_contents` is field 6 of `ModelInferResponse`, length-delimited: tag (6 << 3) | 2. */
-const RAW_OUTPUT_TAG = 0x32;
-const DECOMPRESS: Record<string, (data: Uint8Array) => Promise<Uint8Array>> = {
-  gzip: promisify(gunzip),
-  deflate: promisify(inflate),
-};
-const UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
 
 /**
  * Whether a request is a plain gRPC `ModelInfer` that {@link serveModelInfer} answers. gRPC-Web and
@@ -87,19 +83,8 @@ export function serveModelInfer(
     if (answered || stream.destroyed) return;
     answered = true;
     clearTimeout(timer);
-    const raw = response.rawOutputContents;
-    response.rawOutputContents = [];
-    const head = toBinary(ModelInferResponseSchema, response);
-    const pieces: Uint8Array[] = [head];
-    let length = head.byteLength;
-    for (const bytes of raw) {
-      const prefix = fieldPrefix(bytes.byteLength);
-      pieces.push(prefix, bytes);
-      length += prefix.byteLength + bytes.byteLength;
-    }
-    const frame = Buffer.allocUnsafe(5);
-    frame[0] = 0;
-    frame.writeUInt32BE(length, 1);
+    const { pieces, length } = inferResponsePieces(response);
+    const frame = messagePrefix(length);
     // The compatibility response owns the stream's trailers; write through it.
     res.writeHead(200, { "content-type": contentType });
     res.addTrailers({ "grpc-status": "0" });
@@ -135,15 +120,6 @@ export function serveModelInfer(
       fail(grpcCode(failure), failure.message);
     })
     .finally(() => trace?.end());
-}
-
-class GrpcStatus extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /**
@@ -196,37 +172,6 @@ function readMessage(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): P
           : "protocol error: received extra input message for unary method",
       );
     }
-    const message = body.subarray(5);
-    if ((body[0] as number) & 1) {
-      const encoding = headerValue(headers, "grpc-encoding") ?? "identity";
-      const decompress = DECOMPRESS[encoding];
-      if (!decompress) throw new GrpcStatus(12, `Compression algorithm ${encoding} is not supported`);
-      return decompress(message);
-    }
-    return message;
+    return messageBytes(body[0] as number, body.subarray(5), headers);
   });
-}
-
-function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
-  const value = headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-/** `grpc-timeout`: up to 8 digits and a unit (H, M, S, m, u, n), as milliseconds. */
-function parseTimeout(value: string | string[] | undefined): number | undefined {
-  if (typeof value !== "string") return undefined;
-  const match = /^(\d{1,8})([HMSmun])$/.exec(value);
-  if (!match) return undefined;
-  return Math.min(Number(match[1]) * (UNITS[match[2] as string] as number), 2_147_483_647);
-}
-
-function fieldPrefix(length: number): Uint8Array {
-  const out = [RAW_OUTPUT_TAG];
-  let n = length;
-  while (n > 0x7f) {
-    out.push((n & 0x7f) | 0x80);
-    n = Math.floor(n / 128);
-  }
-  out.push(n);
-  return Uint8Array.from(out);
 }

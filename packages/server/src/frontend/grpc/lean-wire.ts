@@ -1,0 +1,95 @@
+// What the lean gRPC paths (unary-infer.ts, stream-infer.ts) share: gRPC's length-prefixed
+// messages, their compression and deadlines, and responses written as pieces so that no output
+// tensor is copied into an encoded message (protobuf lets a repeated field come last).
+import type { IncomingHttpHeaders } from "node:http2";
+import { promisify } from "node:util";
+import { gunzip, inflate } from "node:zlib";
+import { toBinary } from "@bufbuild/protobuf";
+import { type ModelInferResponse, ModelInferResponseSchema } from "@galley/proto";
+
+/** Triton accepts messages up to INT32_MAX bytes. */
+export const MAX_MESSAGE_BYTES = 0x7fffffff;
+/** `raw_output_contents` is field 6 of `ModelInferResponse`, length-delimited: tag (6 << 3) | 2. */
+const RAW_OUTPUT_TAG = 0x32;
+const DECOMPRESS: Record<string, (data: Uint8Array) => Promise<Uint8Array>> = {
+  gzip: promisify(gunzip),
+  deflate: promisify(inflate),
+};
+const UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
+
+/** A gRPC status to answer with (code and message), for failures below the core. */
+export class GrpcStatus extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** `grpc-timeout` in ms (capped at the longest timer), or undefined when absent or malformed. */
+export function parseTimeout(value: string | string[] | undefined): number | undefined {
+  if (typeof value !== "string") return undefined;
+  const match = /^(\d{1,8})([HMSmun])$/.exec(value);
+  if (!match) return undefined;
+  return Math.min(Number(match[1]) * (UNITS[match[2] as string] as number), 2_147_483_647);
+}
+
+/**
+ * One message's bytes after its 5-byte prefix, decompressed when its flag says so.
+ * @throws {@link GrpcStatus} UNIMPLEMENTED for an encoding other than gzip or deflate.
+ */
+export function messageBytes(
+  flag: number,
+  message: Uint8Array,
+  headers: IncomingHttpHeaders,
+): Uint8Array | Promise<Uint8Array> {
+  if ((flag & 1) === 0) return message;
+  const encoding = headerValue(headers, "grpc-encoding") ?? "identity";
+  const decompress = DECOMPRESS[encoding];
+  if (!decompress) throw new GrpcStatus(12, `Compression algorithm ${encoding} is not supported`);
+  return decompress(message);
+}
+
+/** A length-delimited field's tag and length, as bytes. */
+export function fieldPrefix(tag: number, length: number): Uint8Array {
+  const out = [tag];
+  let n = length;
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return Uint8Array.from(out);
+}
+
+/**
+ * A `ModelInferResponse` as pieces: its encoded head, then each raw output as a field of its own
+ * around the output's bytes (a view, not a copy). Takes the raw outputs out of `response`.
+ */
+export function inferResponsePieces(response: ModelInferResponse): { pieces: Uint8Array[]; length: number } {
+  const raw = response.rawOutputContents;
+  response.rawOutputContents = [];
+  const head = toBinary(ModelInferResponseSchema, response);
+  const pieces: Uint8Array[] = [head];
+  let length = head.byteLength;
+  for (const bytes of raw) {
+    const prefix = fieldPrefix(RAW_OUTPUT_TAG, bytes.byteLength);
+    pieces.push(prefix, bytes);
+    length += prefix.byteLength + bytes.byteLength;
+  }
+  return { pieces, length };
+}
+
+/** The 5-byte prefix of an uncompressed message of `length` bytes. */
+export function messagePrefix(length: number): Buffer {
+  const frame = Buffer.allocUnsafe(5);
+  frame[0] = 0;
+  frame.writeUInt32BE(length, 1);
+  return frame;
+}
