@@ -112,7 +112,10 @@ export function serveModelStreamInfer(
   });
 
   function fail(error: unknown): void {
-    if (error instanceof GrpcStatus) return finish(error.code, error.message);
+    if (error instanceof GrpcStatus) {
+      finish(error.code, error.message);
+      return;
+    }
     const failure = toInferenceError(error);
     const hidden = hiddenCause(failure);
     if (hidden !== undefined) server.log.error(`gRPC ModelStreamInfer: ${hidden}`);
