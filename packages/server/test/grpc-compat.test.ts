@@ -236,6 +236,33 @@ describe("an @grpc/grpc-js client built from our .proto files", () => {
     expect(output(byId.get("s-3"), "OUTPUT0")).toEqual(A.map((v) => 2 * v));
   });
 
+  it("reads and changes trace settings as tritonclient's update_trace_settings sends them", async () => {
+    const { grpcPort } = await startServer({ controlMode: "explicit", loadModels: ["simple"] });
+    const client = connect(Inference, grpcPort);
+    type Settings = { settings: Record<string, { value: string[] }> };
+    const values = (r: Settings) => Object.fromEntries(Object.entries(r.settings).map(([k, v]) => [k, v.value]));
+    const set = await unary<Settings>(client, "TraceSetting", {
+      model_name: "simple",
+      settings: { trace_rate: { value: ["5"] }, trace_count: { value: ["2"] } },
+    });
+    expect(values(set)).toMatchObject({
+      trace_rate: ["5"],
+      trace_count: ["2"],
+      trace_level: ["OFF"],
+      trace_mode: ["triton"],
+    });
+    // None in tritonclient is an empty list: the model's rate follows the global one again.
+    const cleared = await unary<Settings>(client, "TraceSetting", {
+      model_name: "simple",
+      settings: { trace_rate: { value: [] } },
+    });
+    expect(values(cleared).trace_rate).toEqual(["1000"]);
+    const unknown = await failure(unary(client, "TraceSetting", { model_name: "nope" }));
+    expect([unknown.code, unknown.details]).toEqual([grpc.status.INVALID_ARGUMENT, "Request for unknown model : nope"]);
+    const metadata = await unary<{ extensions: string[] }>(client, "ServerMetadata", {});
+    expect(metadata.extensions).toContain("trace");
+  });
+
   it("calls grpc.health.v1.Health/Check", async () => {
     const { grpcPort, server } = await startServer();
     const health = connect(Health, grpcPort);

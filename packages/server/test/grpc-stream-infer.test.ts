@@ -1,12 +1,20 @@
 // The lean ModelStreamInfer path (src/frontend/grpc/stream-infer.ts) driven by a client on
 // node:http2 alone: messages split across and packed into DATA frames, compression, large raw
 // outputs, per-request errors and triton_grpc_error, deadlines and restricted protocols.
-import { connect } from "node:http2";
 import { gzipSync } from "node:zlib";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ModelInferRequestSchema, ModelStreamInferResponseSchema } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
-import { bytesTensor, cleanup, int32Bytes, range, readBytesTensor, readInt32, startServer } from "./support/harness.js";
+import { frame, rawGrpc } from "./grpc-wire.js";
+import {
+  bytesTensor,
+  cleanup,
+  range,
+  readBytesTensor,
+  readInt32,
+  simpleRequest,
+  startServer,
+} from "./support/harness.js";
 
 afterEach(cleanup);
 
@@ -23,79 +31,24 @@ interface Reply {
 const decode = (bytes: Buffer) => fromBinary(ModelStreamInferResponseSchema, bytes);
 
 /** One raw ModelStreamInfer call: each of `writes` goes out as its own write, then the stream ends (unless `keepOpen`). */
-function stream(
+async function stream(
   port: number,
   writes: Buffer[],
   headers: Record<string, string> = {},
   keepOpen = false,
 ): Promise<Reply> {
-  const session = connect(`http://127.0.0.1:${port}`);
-  return new Promise<Reply>((resolve, reject) => {
-    session.once("error", reject);
-    const s = session.request({
-      ":method": "POST",
-      ":path": "/inference.GRPCInferenceService/ModelStreamInfer",
-      "content-type": "application/grpc",
-      te: "trailers",
-      ...headers,
-    });
-    for (const w of writes) s.write(w);
-    if (!keepOpen) s.end();
-    let all: Record<string, unknown> = {};
-    const chunks: Buffer[] = [];
-    s.on("response", (h) => {
-      all = { ...h };
-    });
-    s.on("trailers", (t) => {
-      all = { ...all, ...t };
-    });
-    s.on("data", (chunk: Buffer) => chunks.push(chunk));
-    s.on("error", reject);
-    s.on("end", () => {
-      // The status ends the call: a client still sending stops, as gRPC clients do.
-      if (keepOpen) s.close();
-      const data = Buffer.concat(chunks);
-      const responses: Reply["responses"] = [];
-      for (let at = 0; at + 5 <= data.length; ) {
-        const length = data.readUInt32BE(at + 1);
-        responses.push(decode(data.subarray(at + 5, at + 5 + length)));
-        at += 5 + length;
-      }
-      resolve({
-        status: Number(all["grpc-status"]),
-        message: decodeURIComponent(String(all["grpc-message"] ?? "")),
-        headers: all,
-        responses,
-      });
-    });
-  }).finally(() => session.close());
-}
-
-function frame(message: Uint8Array, compressed = false): Buffer {
-  const out = Buffer.alloc(5 + message.byteLength);
-  out[0] = compressed ? 1 : 0;
-  out.writeUInt32BE(message.byteLength, 1);
-  out.set(message, 5);
-  return out;
+  const reply = await rawGrpc(`http://127.0.0.1:${port}`, "/inference.GRPCInferenceService/ModelStreamInfer", writes, {
+    headers,
+    keepOpen,
+  });
+  return { ...reply, responses: reply.messages.map(decode) };
 }
 
 function simple(id: string, model = "simple"): Uint8Array {
-  return toBinary(ModelInferRequestSchema, {
-    $typeName: "inference.ModelInferRequest",
-    modelName: model,
-    modelVersion: "",
-    id,
-    parameters: {},
-    inputs: ["INPUT0", "INPUT1"].map((name) => ({
-      $typeName: "inference.ModelInferRequest.InferInputTensor" as const,
-      name,
-      datatype: "INT32",
-      shape: [1n, 16n],
-      parameters: {},
-    })),
-    outputs: [],
-    rawInputContents: [int32Bytes(A), int32Bytes(B)],
-  });
+  return toBinary(
+    ModelInferRequestSchema,
+    create(ModelInferRequestSchema, { ...simpleRequest(A, B, { id }), modelName: model }),
+  );
 }
 
 const sum = A.map((a, i) => a + (B[i] as number));

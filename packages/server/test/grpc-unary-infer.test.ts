@@ -5,9 +5,10 @@ import { appendFileSync } from "node:fs";
 import { connect } from "node:http2";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ModelInferRequestSchema, ModelInferResponseSchema } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
+import { frame, type GrpcReply, rawGrpc } from "./grpc-wire.js";
 import {
   bytesTensor,
   cleanup,
@@ -16,6 +17,7 @@ import {
   range,
   readBytesTensor,
   readInt32,
+  simpleRequest,
   startServer,
   tempRepository,
   waitFor,
@@ -26,90 +28,26 @@ afterEach(cleanup);
 const A = range(16);
 const B = range(16).map((i) => 3 * i);
 
-interface Reply {
-  status: number;
-  message: string;
-  headers: Record<string, unknown>;
-  messages: Buffer[];
-}
+type Reply = GrpcReply;
 
-/** One raw gRPC call: `body` is sent as it is (callers build the frames). */
+/** One raw ModelInfer call: `body` is sent as it is (callers build the frames). */
 function call(
   port: number,
   body: Buffer,
   headers: Record<string, string> = {},
   cancelAfterMs?: number,
 ): Promise<Reply> {
-  const session = connect(`http://127.0.0.1:${port}`);
-  return new Promise<Reply>((resolve, reject) => {
-    session.once("error", reject);
-    const stream = session.request({
-      ":method": "POST",
-      ":path": "/inference.GRPCInferenceService/ModelInfer",
-      "content-type": "application/grpc",
-      te: "trailers",
-      ...headers,
-    });
-    stream.end(body);
-    if (cancelAfterMs !== undefined) {
-      setTimeout(() => {
-        stream.close(0x8); // NGHTTP2_CANCEL, what a client's cancel sends
-        resolve({ status: -1, message: "cancelled by the client", headers: {}, messages: [] });
-      }, cancelAfterMs);
-    }
-    let all: Record<string, unknown> = {};
-    const chunks: Buffer[] = [];
-    stream.on("response", (h) => {
-      all = { ...h };
-    });
-    stream.on("trailers", (t) => {
-      all = { ...all, ...t };
-    });
-    stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-    stream.on("error", reject);
-    stream.on("end", () => {
-      const data = Buffer.concat(chunks);
-      const messages: Buffer[] = [];
-      for (let at = 0; at + 5 <= data.length; ) {
-        const length = data.readUInt32BE(at + 1);
-        messages.push(data.subarray(at + 5, at + 5 + length));
-        at += 5 + length;
-      }
-      resolve({
-        status: Number(all["grpc-status"]),
-        message: decodeURIComponent(String(all["grpc-message"] ?? "")),
-        headers: all,
-        messages,
-      });
-    });
-  }).finally(() => session.close());
-}
-
-function frame(message: Uint8Array, compressed = false): Buffer {
-  const out = Buffer.alloc(5 + message.byteLength);
-  out[0] = compressed ? 1 : 0;
-  out.writeUInt32BE(message.byteLength, 1);
-  out.set(message, 5);
-  return out;
+  return rawGrpc(`http://127.0.0.1:${port}`, "/inference.GRPCInferenceService/ModelInfer", [body], {
+    headers,
+    ...(cancelAfterMs !== undefined ? { cancelAfterMs } : {}),
+  });
 }
 
 function simple(id = "", model = "simple"): Uint8Array {
-  return toBinary(ModelInferRequestSchema, {
-    $typeName: "inference.ModelInferRequest",
-    modelName: model,
-    modelVersion: "",
-    id,
-    parameters: {},
-    inputs: ["INPUT0", "INPUT1"].map((name) => ({
-      $typeName: "inference.ModelInferRequest.InferInputTensor" as const,
-      name,
-      datatype: "INT32",
-      shape: [1n, 16n],
-      parameters: {},
-    })),
-    outputs: [],
-    rawInputContents: [int32Bytes(A), int32Bytes(B)],
-  });
+  return toBinary(
+    ModelInferRequestSchema,
+    create(ModelInferRequestSchema, { ...simpleRequest(A, B, { id }), modelName: model }),
+  );
 }
 
 function outputs(reply: Reply): Record<string, Uint8Array> {

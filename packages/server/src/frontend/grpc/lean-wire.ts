@@ -1,7 +1,7 @@
 // What the lean gRPC paths (unary-infer.ts, stream-infer.ts) share: gRPC's length-prefixed
 // messages, their compression and deadlines, and responses written as pieces so that no output
 // tensor is copied into an encoded message (protobuf lets a repeated field come last).
-import type { IncomingHttpHeaders } from "node:http2";
+import type { Http2ServerRequest, IncomingHttpHeaders } from "node:http2";
 import { promisify } from "node:util";
 import { gunzip, inflate } from "node:zlib";
 import { toBinary } from "@bufbuild/protobuf";
@@ -27,13 +27,26 @@ export class GrpcStatus extends Error {
   }
 }
 
+/** Whether a request is a plain gRPC call (not gRPC-Web or Connect, left to connect-node) of the RPC at `path`. */
+export function isPlainGrpc(req: Http2ServerRequest, path: string): boolean {
+  if (req.method !== "POST" || req.url !== path) return false;
+  const type = req.headers["content-type"];
+  return type === "application/grpc" || type === "application/grpc+proto";
+}
+
+/** A timer that calls `expired` at the call's `grpc-timeout`; undefined when it has none. */
+export function deadlineTimer(headers: IncomingHttpHeaders, expired: () => void): NodeJS.Timeout | undefined {
+  const deadline = parseTimeout(headers["grpc-timeout"]);
+  return deadline === undefined ? undefined : setTimeout(expired, deadline);
+}
+
 export function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name];
   return Array.isArray(value) ? value[0] : value;
 }
 
 /** `grpc-timeout` in ms (capped at the longest timer), or undefined when absent or malformed. */
-export function parseTimeout(value: string | string[] | undefined): number | undefined {
+function parseTimeout(value: string | string[] | undefined): number | undefined {
   if (typeof value !== "string") return undefined;
   const match = /^(\d{1,8})([HMSmun])$/.exec(value);
   if (!match) return undefined;

@@ -7,14 +7,15 @@ import { decodeModelInfer } from "./grpc-codec.js";
 import { grpcCode } from "./grpc-status.js";
 import { type GrpcFrontendOptions, restrictedHeader, streamInfer } from "./inference-service.js";
 import {
+  deadlineTimer,
   fieldPrefix,
   GrpcStatus,
   headerValue,
   inferResponsePieces,
+  isPlainGrpc,
   MAX_MESSAGE_BYTES,
   messageBytes,
   messagePrefix,
-  parseTimeout,
 } from "./lean-wire.js";
 
 /** The RPC served here without connect-node: its responses carry a pipeline's outputs (videos). */
@@ -26,9 +27,7 @@ const utf8 = new TextEncoder();
 
 /** Whether a request is a plain gRPC `ModelStreamInfer` that {@link serveModelStreamInfer} answers. */
 export function isPlainModelStreamInfer(req: Http2ServerRequest): boolean {
-  if (req.method !== "POST" || req.url !== MODEL_STREAM_INFER_PATH) return false;
-  const type = req.headers["content-type"];
-  return type === "application/grpc" || type === "application/grpc+proto";
+  return isPlainGrpc(req, MODEL_STREAM_INFER_PATH);
 }
 
 /**
@@ -51,14 +50,10 @@ export function serveModelStreamInfer(
   const abort = new AbortController();
   let started = false;
   let finished = false;
-  const deadline = parseTimeout(headers["grpc-timeout"]);
-  const timer =
-    deadline === undefined
-      ? undefined
-      : setTimeout(() => {
-          abort.abort();
-          finish(4, "Deadline Exceeded");
-        }, deadline);
+  const timer = deadlineTimer(headers, () => {
+    abort.abort();
+    finish(4, "Deadline Exceeded");
+  });
   function finish(code: number, message = ""): void {
     if (finished || stream.destroyed) return;
     finished = true;

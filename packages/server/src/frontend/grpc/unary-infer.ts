@@ -9,13 +9,14 @@ import { grpcCode } from "./grpc-status.js";
 import { GrpcTrace } from "./grpc-trace.js";
 import { type GrpcFrontendOptions, inferUnary, restrictedHeader } from "./inference-service.js";
 import {
+  deadlineTimer,
   GrpcStatus,
   headerValue,
   inferResponsePieces,
+  isPlainGrpc,
   MAX_MESSAGE_BYTES,
   messageBytes,
   messagePrefix,
-  parseTimeout,
 } from "./lean-wire.js";
 
 /** The one RPC served without connect-node: it carries the tensors, so it is the one that must be lean. */
@@ -26,9 +27,7 @@ export const MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer";
  * Connect requests, and every other RPC, stay with connect-node.
  */
 export function isPlainModelInfer(req: Http2ServerRequest): boolean {
-  if (req.method !== "POST" || req.url !== MODEL_INFER_PATH) return false;
-  const type = req.headers["content-type"];
-  return type === "application/grpc" || type === "application/grpc+proto";
+  return isPlainGrpc(req, MODEL_INFER_PATH);
 }
 
 /**
@@ -50,14 +49,10 @@ export function serveModelInfer(
   const contentType = headers["content-type"] as string;
   const abort = new AbortController();
   let answered = false;
-  const deadline = parseTimeout(headers["grpc-timeout"]);
-  const timer =
-    deadline === undefined
-      ? undefined
-      : setTimeout(() => {
-          abort.abort();
-          fail(4, "Deadline Exceeded");
-        }, deadline);
+  const timer = deadlineTimer(headers, () => {
+    abort.abort();
+    fail(4, "Deadline Exceeded");
+  });
   stream.once("close", () => {
     clearTimeout(timer);
     if (!answered) abort.abort();
