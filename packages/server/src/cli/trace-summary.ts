@@ -61,11 +61,13 @@ export function summarizeTraces(traces: Map<number, TraceRecord>): string {
   const lines: string[] = [];
   for (const [key, list] of [...byModel].sort(([a], [b]) => a.localeCompare(b))) {
     lines.push(`${key}: ${list.length} trace${list.length === 1 ? "" : "s"}`);
-    const row = (label: string, depth: number, values: (number | undefined)[]) => {
+    const row = (label: string, depth: number, values: (number | undefined)[], median = false) => {
       const known = values.filter((v): v is number => v !== undefined);
       if (known.length === 0) return;
       const mean = known.reduce((a, b) => a + b, 0) / known.length;
-      lines.push(`${"  ".repeat(depth)}${label} (avg): ${mean.toFixed(1)} us`);
+      const sorted = median ? [...known].sort((a, b) => a - b) : [];
+      const p50 = median ? `, p50 ${(sorted[sorted.length >> 1] as number).toFixed(1)} us` : "";
+      lines.push(`${"  ".repeat(depth)}${label} (avg): ${mean.toFixed(1)} us${p50}`);
     };
     row(
       "HTTP request",
@@ -122,6 +124,8 @@ export function summarizeTraces(traces: Map<number, TraceRecord>): string {
       3,
       list.map((t) => span(t, "COMPUTE_OUTPUT_START", "COMPUTE_END")),
     );
+    const idle = idleGaps(list);
+    if (idle.length > 0) row(`idle between its requests (${idle.length} gaps)`, 1, idle, true);
     const parents = list.filter((t) => children.has(t.id));
     if (parents.length === 0) continue;
     const perModel = new Map<string, { us: number; calls: number }>();
@@ -162,6 +166,24 @@ export function summarizeTraces(traces: Map<number, TraceRecord>): string {
     );
   }
   return lines.join("\n");
+}
+
+/**
+ * The model's idle stretches between its traced requests (none in flight), µs: for a model whose
+ * calls follow one another (a pipeline's steps in lockstep), the time the caller took between them.
+ */
+function idleGaps(list: readonly TraceRecord[]): number[] {
+  const spans = list
+    .map((t) => [t.stamps.get("REQUEST_START"), t.stamps.get("REQUEST_END")] as const)
+    .filter((s): s is readonly [bigint, bigint] => s[0] !== undefined && s[1] !== undefined)
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const gaps: number[] = [];
+  let reach = spans[0]?.[1];
+  for (const [a, b] of spans.slice(1)) {
+    if (reach !== undefined && a > reach) gaps.push(Number(a - reach) / 1000);
+    if (reach === undefined || b > reach) reach = b;
+  }
+  return gaps;
 }
 
 /** The parts of a request's core time (REQUEST_START to REQUEST_END) no child request covers, µs. */
