@@ -43,7 +43,7 @@ export {
 } from "./core/inference-server.js";
 export type { LogSettingValue } from "./core/log-settings.js";
 export type { DeviceTensor, Parameters, ParameterValue, Tensor } from "./core/tensor.js";
-export { type Trace, TRACE_TENSORS, TRACE_TIMESTAMPS } from "./core/trace.js";
+export { TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace } from "./core/trace.js";
 export type { TraceConfig, TraceSettings, TraceSettingsReport, TraceUpdate } from "./core/trace-settings.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";
