@@ -295,6 +295,37 @@ describe("the trace file", () => {
     expect(t?.ns.has("REQUEST_START")).toBe(true);
   });
 
+  it("traces the generate endpoints too (one response, and server-sent events)", async () => {
+    const file = traceFile();
+    const s = await startServer({
+      http: true,
+      controlMode: "explicit",
+      loadModels: ["simple"],
+      trace: { file, level: 0x4, rate: 1 },
+    });
+    const body = { INPUT0: range(16), INPUT1: range(16), id: "g" };
+    expect((await rest(s, "POST", "/v2/models/simple/generate", body)).status).toBe(200);
+    const events = await fetch(`${s.httpUrl}/v2/models/simple/generate_stream`, {
+      method: "POST",
+      body: JSON.stringify(body),
+    });
+    expect((await events.text()).startsWith("data: ")).toBe(true);
+    await s.close();
+    const traces = [...readTraces(file).values()];
+    expect(traces).toHaveLength(2);
+    for (const t of traces) {
+      expect([t.model, t.requestId]).toEqual(["simple", "g"]);
+      expectOrdered(t, [
+        "HTTP_RECV_START",
+        "HTTP_RECV_END",
+        ...CORE,
+        "INFER_RESPONSE_COMPLETE",
+        "HTTP_SEND_START",
+        "HTTP_SEND_END",
+      ]);
+    }
+  });
+
   it("samples every rate-th request and stops after count; GET shows the count left", async () => {
     const file = traceFile();
     const s = await startServer({

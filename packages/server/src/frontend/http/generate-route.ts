@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { type ErrorId, hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
-import type { StreamedResponse } from "../../core/inference-request.js";
+import type { InferenceRequest, StreamedResponse } from "../../core/inference-request.js";
+import type { Trace } from "../../core/trace.js";
 import { readBody } from "./body.js";
 import { type Context, header } from "./context.js";
 import { decodeGenerate } from "./generate-request.js";
@@ -40,13 +41,32 @@ export async function handleGenerate(
   modelVersion: string,
   streaming: boolean,
 ): Promise<void> {
+  // Sampled before the model is looked up, as Triton's generate endpoints do.
+  const trace = ctx.server.tracing.sample(modelName);
+  if (!trace) return generate(ctx, modelName, modelVersion, streaming);
+  trace.capture("HTTP_RECV_START");
+  try {
+    await generate(ctx, modelName, modelVersion, streaming, trace);
+  } finally {
+    trace.end();
+  }
+}
+
+async function generate(
+  ctx: Context,
+  modelName: string,
+  modelVersion: string,
+  streaming: boolean,
+  trace?: Trace,
+): Promise<void> {
   const { req, reply, server } = ctx;
   const metadata = server.modelMetadata(modelName, modelVersion);
   const encoding = header(req, "content-encoding");
   // Triton reads generate bodies as they arrive: even gzip and deflate are refused.
   if (encoding !== undefined && encoding !== "" && encoding !== "identity") throw invalidArgument(IDENTITY_ONLY);
   const body = await readBody(req, { limit: ctx.limit, encoding: "identity" });
-  const request = decodeGenerate(parseBody(body.bytes), metadata.inputs, modelName, modelVersion);
+  const request: InferenceRequest = decodeGenerate(parseBody(body.bytes), metadata.inputs, modelName, modelVersion);
+  trace?.capture("HTTP_RECV_END");
 
   const controller = new AbortController();
   const onClose = () => {
@@ -54,8 +74,12 @@ export async function handleGenerate(
   };
   reply.res.once("close", onClose);
   try {
-    const responses = server.stream({ ...request, signal: controller.signal });
-    await (streaming ? streamEvents(ctx, responses, controller.signal) : answerOne(ctx, responses, controller.signal));
+    const call: InferenceRequest = { ...request, signal: controller.signal };
+    if (trace) call.trace = trace;
+    const responses = server.stream(call);
+    await (streaming
+      ? streamEvents(ctx, responses, controller.signal, trace)
+      : answerOne(ctx, responses, controller.signal, trace));
   } finally {
     reply.res.off("close", onClose);
   }
@@ -69,6 +93,7 @@ async function answerOne(
   { reply }: Context,
   responses: AsyncIterable<StreamedResponse>,
   gone: AbortSignal,
+  trace?: Trace,
 ): Promise<void> {
   let body: Uint8Array | undefined;
   let count = 0;
@@ -84,7 +109,13 @@ async function answerOne(
     count++;
   }
   if (count !== 1 || !body) throw internalError(ONE_RESPONSE);
+  if (!trace) return reply.send(200, [body], { "Content-Type": "application/json" });
+  trace.capture("INFER_RESPONSE_COMPLETE");
+  trace.capture("HTTP_SEND_START");
+  const sent = new Promise<void>((done) => reply.res.once("finish", done).once("close", done));
   reply.send(200, [body], { "Content-Type": "application/json" });
+  await sent;
+  trace.capture("HTTP_SEND_END");
 }
 
 /**
@@ -96,6 +127,7 @@ async function streamEvents(
   { reply, server, req }: Context,
   responses: AsyncIterable<StreamedResponse>,
   gone: AbortSignal,
+  trace?: Trace,
 ): Promise<void> {
   const res = reply.res;
   let failure: InferenceError | undefined;
@@ -103,7 +135,11 @@ async function streamEvents(
     for await (const { response, empty } of responses) {
       if (empty || gone.aborted) continue;
       const event = encodeGenerateResponse(response);
-      if (!res.headersSent) reply.begin(200, SSE);
+      if (!res.headersSent) {
+        trace?.capture("INFER_RESPONSE_COMPLETE");
+        trace?.capture("HTTP_SEND_START");
+        reply.begin(200, SSE);
+      }
       await write(res, Buffer.concat([DATA, event, END]));
     }
   } catch (error) {
@@ -116,7 +152,12 @@ async function streamEvents(
   if (gone.aborted) return;
   if (!res.headersSent) reply.begin(failure ? httpStatus(failure) : 200, SSE);
   if (failure) await write(res, Buffer.concat([DATA, jsonBytes({ error: failure.message }), END]));
-  res.end();
+  if (!trace) {
+    res.end();
+    return;
+  }
+  await new Promise<void>((done) => res.end(done));
+  trace.capture("HTTP_SEND_END");
 }
 
 /** Write a chunk; when the socket's buffer is full, wait until it drains or closes. */
