@@ -117,6 +117,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
               args: initializeArgs(config, spec, modelConfig, context),
             },
             outputRules: rules,
+            depth: instanceDepth(config),
             ...(memoryLimitMb ? { memoryLimitMb } : {}),
             executeTimeoutMs,
             initializeTimeoutMs,
@@ -245,4 +246,17 @@ function autoCompleteOnce(
     clearTimeout(timer);
     void transport?.kill();
   });
+}
+
+/**
+ * How many batches an instance takes at once: a decoupled model's `execute` returns before its
+ * responses, so under the default scheduler its instance takes up to 4 (run in order in its
+ * thread): a request does not wait in the server's queue for the last one's round trip to the
+ * thread (4.0 ms a video for text_to_video with 8 users, in a trace). With dynamic batching it
+ * takes one, so that batches form while an `execute` is out, as in Triton; default-mode models
+ * take one.
+ */
+function instanceDepth(config: ModelConfig): number {
+  const decoupled = config.modelTransactionPolicy?.decoupled ?? false;
+  return decoupled && config.schedulingChoice.case === undefined ? 4 : 1;
 }

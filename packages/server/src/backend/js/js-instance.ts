@@ -37,6 +37,8 @@ export interface JsInstanceOptions {
    * absent: a worker thread of its own.
    */
   thread?: TransportFactory<HostToInstance<JsProtocol>, InstanceToHost<JsProtocol>>;
+  /** How many batches the instance takes at once (see `instanceDepth` in js-backend.ts); default 1. */
+  depth?: number;
   /** `memory_limit_mb`: the worker's V8 heap limit, and the limit on heap plus ArrayBuffers, in MiB (a thread of its own only). */
   memoryLimitMb?: number;
   /** `execute_timeout_ms`: an execute that takes longer restarts the instance; 0 or absent: none. */
@@ -76,12 +78,7 @@ const MiB = 1024 * 1024;
 export class JsInstance implements BackendInstance {
   readonly name: string;
   readonly rateLimiter?: ModelRateLimiter;
-  /**
-   * A decoupled model's `execute` returns before its responses (they are sent as they come), so
-   * its instance takes up to 4 batches at once, run in order in its thread: a request does not
-   * wait in the server's queue for the last one's round trip to the thread (4.4 ms a video for
-   * text_to_video with 8 users, in a trace). Default-mode models take one at a time.
-   */
+  /** Batches taken at once, run one after another in order in the worker (decoupled models only). */
   readonly depth: number;
   readonly #options: JsInstanceOptions;
   readonly #host: InstanceHost<JsProtocol>;
@@ -92,7 +89,7 @@ export class JsInstance implements BackendInstance {
   private constructor(options: JsInstanceOptions) {
     this.name = options.name;
     if (options.rateLimiter) this.rateLimiter = options.rateLimiter;
-    this.depth = options.init.decoupled ? 4 : 1;
+    this.depth = options.init.decoupled ? (options.depth ?? 1) : 1;
     this.#options = options;
     const limit = options.memoryLimitMb;
     this.#host = createInstanceHost<JsProtocol>({
