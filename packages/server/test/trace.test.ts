@@ -326,6 +326,22 @@ describe("the trace file", () => {
     }
   });
 
+  it("writes a failed request's trace too, ended by REQUEST_END", async () => {
+    const file = traceFile();
+    const s = await startServer({
+      http: true,
+      controlMode: "explicit",
+      loadModels: ["simple"],
+      trace: { file, level: 0x4, rate: 1 },
+    });
+    const bad = { ...simpleJson, inputs: [...simpleJson.inputs, { ...simpleJson.inputs[0], name: "INPUT9" }] };
+    expect((await rest(s, "POST", "/v2/models/simple/infer", bad)).status).toBe(400);
+    await s.close();
+    const [t] = [...readTraces(file).values()] as Traced[];
+    expectOrdered(t as Traced, ["HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "REQUEST_END"]);
+    expect(t?.ns.has("QUEUE_START")).toBe(false);
+  });
+
   it("samples every rate-th request and stops after count; GET shows the count left", async () => {
     const file = traceFile();
     const s = await startServer({

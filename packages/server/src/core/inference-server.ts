@@ -379,10 +379,20 @@ export class InferenceServer {
    *
    * @throws {@link InferenceError} with Triton's code and message.
    */
-  async infer(request: InferenceRequest, resolved?: ModelView): Promise<InferenceResponse> {
+  infer(request: InferenceRequest, resolved?: ModelView): Promise<InferenceResponse> {
     const start = now();
-    const model = this.#loaded(request, resolved);
-    request.trace?.start(model.name, model.version, request.id, start);
+    try {
+      const model = this.#loaded(request, resolved);
+      const trace = request.trace;
+      if (!trace) return this.#inferOn(model, request, start);
+      trace.start(model.name, model.version, request.id, start);
+      return this.#inferOn(model, request, start).finally(() => trace.capture("REQUEST_END"));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  async #inferOn(model: LoadedModel, request: InferenceRequest, start: bigint): Promise<InferenceResponse> {
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
     request.adapt?.(model.config);
     const cache = model.config.responseCache?.enable ? this.cache : undefined;
@@ -419,7 +429,6 @@ export class InferenceServer {
         const written = this.#writeSharedOutputs(request, response);
         if (written) await written;
         model.stats.recordSuccess(now() - start, 0n);
-        request.trace?.capture("REQUEST_END");
         return response;
       }
     }
@@ -440,10 +449,8 @@ export class InferenceServer {
       const written = this.#writeSharedOutputs(request, response);
       if (written) await written;
       model.stats.recordSuccess(now() - start, queueNs);
-      request.trace?.capture("REQUEST_END");
       return response;
     } catch (error) {
-      request.trace?.capture("REQUEST_END");
       const failure = toInferenceError(error);
       model.stats.recordFailure(
         now() - start,
@@ -478,6 +485,7 @@ export class InferenceServer {
       batchSize = validateRequest(request, model.config);
     } catch (error) {
       model.stats.recordFailure(now() - start, "OTHER");
+      request.trace?.capture("REQUEST_END");
       throw error;
     }
     const queue: { response: DecoupledResponse; final: boolean }[] = [];
