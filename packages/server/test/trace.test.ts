@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { parseTraceFile, summarizeTraces } from "../src/cli/trace-summary.js";
+import type { TraceConfig } from "../src/core/trace-settings.js";
 import { copyPythonModels, pythonWithNumpy } from "./python-harness.js";
 import {
   bytesTensor,
@@ -91,6 +92,16 @@ function expectOrdered(t: Traced, names: readonly string[]): void {
   }
 }
 
+/** A server with `simple` (or `models`) loaded, REST and gRPC, tracing into a fresh file as `trace` says. */
+async function traced(
+  trace: Partial<TraceConfig>,
+  models: string[] = ["simple"],
+): Promise<{ s: Running; file: string }> {
+  const file = traceFile();
+  const s = await startServer({ http: true, controlMode: "explicit", loadModels: models, trace: { file, ...trace } });
+  return { s, file };
+}
+
 const CORE = [
   "REQUEST_START",
   "QUEUE_START",
@@ -160,13 +171,7 @@ describe("trace settings (REST)", () => {
   });
 
   it("keeps a model's given fields, lets the others follow the global setting, and clears with null", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      http: true,
-      controlMode: "explicit",
-      loadModels: ["simple"],
-      trace: { file, level: 0 },
-    });
+    const { s, file } = await traced({ level: 0 });
     const model = "/v2/models/simple/trace/setting";
     const on = await rest(s, "POST", model, { trace_level: ["TIMESTAMPS"], trace_rate: "1" });
     expect(on.json).toMatchObject({ trace_level: ["TIMESTAMPS"], trace_rate: "1", trace_file: file });
@@ -237,13 +242,7 @@ describe("trace settings (gRPC)", () => {
 
 describe("the trace file", () => {
   it("holds every REST request's timestamps in order, its model and request id, as one JSON array", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      http: true,
-      controlMode: "explicit",
-      loadModels: ["simple"],
-      trace: { file, level: 0x4, rate: 1 },
-    });
+    const { s, file } = await traced({ level: 0x4, rate: 1 });
     for (let i = 0; i < 3; i++) {
       const response = await rest(s, "POST", "/v2/models/simple/infer", simpleJson);
       expect(response.status).toBe(200);
@@ -266,13 +265,7 @@ describe("the trace file", () => {
   });
 
   it("records the tensors at level TENSORS: the inputs as queued, the outputs as the backend made them", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      http: true,
-      controlMode: "explicit",
-      loadModels: ["simple"],
-      trace: { file, level: 0x4 | 0x8, rate: 1 },
-    });
+    const { s, file } = await traced({ level: 0x4 | 0x8, rate: 1 });
     await rest(s, "POST", "/v2/models/simple/infer", simpleJson);
     await s.close();
     const [t] = [...readTraces(file).values()] as Traced[];
@@ -296,13 +289,7 @@ describe("the trace file", () => {
   });
 
   it("traces the generate endpoints too (one response, and server-sent events)", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      http: true,
-      controlMode: "explicit",
-      loadModels: ["simple"],
-      trace: { file, level: 0x4, rate: 1 },
-    });
+    const { s, file } = await traced({ level: 0x4, rate: 1 });
     const body = { INPUT0: range(16), INPUT1: range(16), id: "g" };
     expect((await rest(s, "POST", "/v2/models/simple/generate", body)).status).toBe(200);
     const events = await fetch(`${s.httpUrl}/v2/models/simple/generate_stream`, {
@@ -327,13 +314,7 @@ describe("the trace file", () => {
   });
 
   it("writes a failed request's trace too, ended by REQUEST_END", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      http: true,
-      controlMode: "explicit",
-      loadModels: ["simple"],
-      trace: { file, level: 0x4, rate: 1 },
-    });
+    const { s, file } = await traced({ level: 0x4, rate: 1 });
     const bad = { ...simpleJson, inputs: [...simpleJson.inputs, { ...simpleJson.inputs[0], name: "INPUT9" }] };
     expect((await rest(s, "POST", "/v2/models/simple/infer", bad)).status).toBe(400);
     await s.close();
@@ -343,13 +324,7 @@ describe("the trace file", () => {
   });
 
   it("samples every rate-th request and stops after count; GET shows the count left", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      http: true,
-      controlMode: "explicit",
-      loadModels: ["simple"],
-      trace: { file, level: 0x4, rate: 3, count: 2 },
-    });
+    const { s, file } = await traced({ level: 0x4, rate: 3, count: 2 });
     for (let i = 0; i < 9; i++) expect((await rest(s, "POST", "/v2/models/simple/infer", simpleJson)).status).toBe(200);
     expect((await rest(s, "GET", "/v2/trace/setting")).json.trace_count).toBe("0");
     await s.close();
@@ -357,25 +332,14 @@ describe("the trace file", () => {
   });
 
   it("writes <file>.<n> every log_frequency traces, the rest at shutdown", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      http: true,
-      controlMode: "explicit",
-      loadModels: ["simple"],
-      trace: { file, level: 0x4, rate: 1, logFrequency: 2 },
-    });
+    const { s, file } = await traced({ level: 0x4, rate: 1, logFrequency: 2 });
     for (let i = 0; i < 5; i++) expect((await rest(s, "POST", "/v2/models/simple/infer", simpleJson)).status).toBe(200);
     await s.close();
     expect([0, 1, 2].map((n) => readTraces(`${file}.${n}`).size)).toEqual([2, 2, 1]);
   });
 
   it("traces gRPC requests with the frontend's timestamps after the core's, and ensemble steps as children", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      controlMode: "explicit",
-      loadModels: ["simple", "ensemble_add_sub"],
-      trace: { file, level: 0x4, rate: 1 },
-    });
+    const { s, file } = await traced({ level: 0x4, rate: 1 }, ["simple", "ensemble_add_sub"]);
     await s.client.modelInfer(simpleRequest(range(16), range(16), { id: "unary" }));
     await s.client.modelInfer({
       modelName: "ensemble_add_sub",
@@ -418,12 +382,7 @@ describe("the trace file", () => {
   });
 
   it("traces a scripted model's BLS call as a child of the request that made it", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      controlMode: "explicit",
-      loadModels: ["bls_sync", "add_sub"],
-      trace: { file, level: 0x4, rate: 1 },
-    });
+    const { s, file } = await traced({ level: 0x4, rate: 1 }, ["bls_sync", "add_sub"]);
     await s.client.modelInfer({
       modelName: "bls_sync",
       inputs: [
@@ -469,13 +428,7 @@ describe("the trace file", () => {
   });
 
   it("samples nothing while the level is OFF, and starts when the API turns it on", async () => {
-    const file = traceFile();
-    const s = await startServer({
-      http: true,
-      controlMode: "explicit",
-      loadModels: ["simple"],
-      trace: { file, rate: 1 },
-    });
+    const { s, file } = await traced({ rate: 1 });
     await rest(s, "POST", "/v2/models/simple/infer", simpleJson);
     await rest(s, "POST", "/v2/trace/setting", { trace_level: ["TIMESTAMPS"] });
     await rest(s, "POST", "/v2/models/simple/infer", { ...simpleJson, id: "after" });
