@@ -31,6 +31,13 @@ export interface TraceUpdate {
 /** What the trace-setting API reports: `trace_level` is a list, every other value a string. */
 export type TraceSettingsReport = Record<string, string | string[]>;
 
+/**
+ * The most bytes of finished traces a setting holds before writing them, whatever its
+ * `log_frequency` or `count` (both can be set to billions through the API): past it the traces
+ * held go to their file at once — `<file>.<n>` with fewer than `log_frequency` traces, or `<file>`.
+ */
+export const MAX_HELD_TRACE_BYTES = 64 * 1024 * 1024;
+
 type Field = "level" | "rate" | "count" | "logFrequency";
 const FIELDS: readonly Field[] = ["level", "rate", "count", "logFrequency"];
 type Values = Record<Field, number> & { file: string };
@@ -45,12 +52,14 @@ class TraceSetting implements TraceSink {
   #collected = 0;
   #inFlight = 0;
   #buffer: string[] = [];
+  #bufferedBytes = 0;
   #retired = false;
 
   constructor(
     readonly values: Values,
     readonly specified: ReadonlySet<Field>,
     readonly files: TraceFiles,
+    readonly maxHeldBytes: number,
   ) {}
 
   /** Why this setting traces nothing, or undefined when it traces. */
@@ -85,9 +94,14 @@ class TraceSetting implements TraceSink {
       return;
     }
     this.#buffer.push(text);
+    this.#bufferedBytes += text.length;
+    if (this.#bufferedBytes > this.maxHeldBytes) this.flush();
     // Triton's rule: a count that ran out flushes when every request counted was collected
     // (which only happens at rate 1; otherwise the rest is written when the setting goes).
-    if ((logFrequency !== 0 && this.#buffer.length >= logFrequency) || (count === 0 && this.#collected === this.#seen))
+    else if (
+      (logFrequency !== 0 && this.#buffer.length >= logFrequency) ||
+      (count === 0 && this.#collected === this.#seen)
+    )
       this.#flushIndexed();
     this.#settle();
   }
@@ -110,6 +124,7 @@ class TraceSetting implements TraceSink {
     else {
       this.files.append(this.values.file, this.#buffer.join(","));
       this.#buffer = [];
+      this.#bufferedBytes = 0;
     }
   }
 
@@ -121,6 +136,7 @@ class TraceSetting implements TraceSink {
     if (this.#buffer.length === 0) return;
     this.files.writeIndexed(this.values.file, this.#buffer);
     this.#buffer = [];
+    this.#bufferedBytes = 0;
   }
 }
 
@@ -141,7 +157,11 @@ export class TraceSettings {
   /** Some setting may trace: the frontends' one check per request when tracing is off. */
   #enabled = false;
 
-  constructor(config: TraceConfig, files: TraceFiles) {
+  readonly #maxHeldBytes: number;
+
+  /** `maxHeldBytes`: see {@link MAX_HELD_TRACE_BYTES} (tests set less). */
+  constructor(config: TraceConfig, files: TraceFiles, maxHeldBytes = MAX_HELD_TRACE_BYTES) {
+    this.#maxHeldBytes = maxHeldBytes;
     this.#startup = {
       level: config.level,
       rate: config.rate,
@@ -151,7 +171,7 @@ export class TraceSettings {
     };
     this.#extra = config.extra ?? [];
     this.#files = files;
-    this.#global = new TraceSetting({ ...this.#startup }, new Set(), files);
+    this.#global = new TraceSetting({ ...this.#startup }, new Set(), files, maxHeldBytes);
     this.#refresh();
   }
 
@@ -228,7 +248,7 @@ export class TraceSettings {
         specified.add(field);
       }
     }
-    const setting = new TraceSetting(values, specified, this.#files);
+    const setting = new TraceSetting(values, specified, this.#files, this.#maxHeldBytes);
     const reason = setting.invalidReason;
     if (reason !== undefined && values.level !== 0) throw new InferenceError("TRACE_SETTING_INVALID", { reason });
     return setting;
