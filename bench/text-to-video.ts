@@ -16,6 +16,9 @@
 // --trace=<file>: after the measured runs, one more pipeline run at the most users with every
 // text_to_video request traced (Triton's trace extension, children included), then where a video's
 // time went from that trace (galley trace-summary's report), the file kept.
+// --batch-reasons: why the denoiser's dynamic batcher sent each batch (its verbose log: filled, delay
+// expired, waiting has not paid off, ...), counted per mode at the most users: a batcher that waits
+// stalls every loop of the pipeline's lockstep call.
 // On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
 // the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle).
 import { type ChildProcess, fork } from "node:child_process";
@@ -124,6 +127,22 @@ function mainThreadCpuMs(): number {
 }
 
 type Mode = "pipeline" | "step by step";
+
+const BATCH_REASONS = process.argv.includes("--batch-reasons");
+/** `mode|users` -> the denoiser batcher's reason for each batch it sent -> batches (--batch-reasons). */
+const batchReasons = new Map<string, Map<string, number>>();
+/** The measured run the server's log lines belong to (runs are one at a time). */
+let reasonsKey: string | undefined;
+const DENOISER_BATCH = /model 'denoiser': batch of size \d+ \(\d+ request\(s\)\) sent: (.*)$/;
+
+/** The server's log: only the denoiser's batch lines are kept, counted under the current run. */
+function countBatchReason(line: string): void {
+  const reason = DENOISER_BATCH.exec(line.trimEnd())?.[1];
+  if (reason === undefined || reasonsKey === undefined) return;
+  const counts = batchReasons.get(reasonsKey) ?? new Map<string, number>();
+  counts.set(reason, (counts.get(reason) ?? 0) + 1);
+  batchReasons.set(reasonsKey, counts);
+}
 interface Driven {
   latencies: number[];
   wall: number;
@@ -189,7 +208,9 @@ async function run(url: string, mode: Mode, users: number): Promise<Run> {
   const stagesBefore = await totals(probe);
   const cpu = process.cpuUsage();
   const main = mainThreadCpuMs();
+  reasonsKey = `${mode}|${users}`;
   const { latencies, wall, clientCpu } = await driveIn(url, mode, users);
+  reasonsKey = undefined;
   const used = process.cpuUsage(cpu);
   const mainUsed = mainThreadCpuMs() - main;
   const after = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
@@ -250,7 +271,7 @@ async function main(): Promise<void> {
     http: false,
     grpc: { host: "127.0.0.1", port: await freePort() },
     metrics: false,
-    log: createLogger({ write: () => {} }),
+    log: BATCH_REASONS ? createLogger({ verboseLevel: 1, write: countBatchReason }) : createLogger({ write: () => {} }),
   });
   const { grpc, failedModels } = await server.listen();
   if (failedModels.length > 0) throw new Error(`models that did not load: ${failedModels.join(", ")}`);
@@ -330,6 +351,18 @@ async function main(): Promise<void> {
     `${stageOf(mode, model, (s) => s.queueMs).toFixed(1)} + ${stageOf(mode, model, (s) => s.computeMs).toFixed(1)} ms, ${stageOf(mode, model, (s) => s.requests).toFixed(1)}`;
   for (const model of [...(results.get(`pipeline|${most}`)?.[0]?.stages.keys() ?? [])].sort())
     lines.push(`| ${model} | ${cell("pipeline", model)} | ${cell("step by step", model)} |`);
+  if (BATCH_REASONS) {
+    const reasons = new Set([...batchReasons.values()].flatMap((m) => [...m.keys()]));
+    const count = (mode: string, reason: string) => batchReasons.get(`${mode}|${most}`)?.get(reason) ?? 0;
+    lines.push(
+      "",
+      `Why the denoiser's batches were sent at ${most} users (its batcher's verbose log; every run at that count: warm-up, repetitions, a traced run)`,
+      "",
+      "| reason | pipeline | step by step |",
+      "| --- | --- | --- |",
+      ...[...reasons].sort().map((r) => `| ${r} | ${count("pipeline", r)} | ${count("step by step", r)} |`),
+    );
+  }
   const ratios = Array.from({ length: REPS }, (_, i) => {
     const p = results.get("pipeline|8")?.[i]?.videosPerMinute ?? 0;
     const s = results.get("step by step|8")?.[i]?.videosPerMinute ?? 1;
