@@ -143,6 +143,7 @@ function countBatchReason(line: string): void {
   counts.set(reason, (counts.get(reason) ?? 0) + 1);
   batchReasons.set(reasonsKey, counts);
 }
+
 interface Driven {
   latencies: number[];
   wall: number;
@@ -352,7 +353,8 @@ async function main(): Promise<void> {
   for (const model of [...(results.get(`pipeline|${most}`)?.[0]?.stages.keys() ?? [])].sort())
     lines.push(`| ${model} | ${cell("pipeline", model)} | ${cell("step by step", model)} |`);
   if (BATCH_REASONS) {
-    const reasons = new Set([...batchReasons.values()].flatMap((m) => [...m.keys()]));
+    const atMost = ["pipeline", "step by step"].map((mode) => batchReasons.get(`${mode}|${most}`) ?? new Map());
+    const reasons = new Set(atMost.flatMap((m) => [...m.keys()]));
     const count = (mode: string, reason: string) => batchReasons.get(`${mode}|${most}`)?.get(reason) ?? 0;
     lines.push(
       "",
