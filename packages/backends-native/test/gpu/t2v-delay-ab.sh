@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The text-to-video benchmark at 8 users with the denoiser's max_queue_delay_microseconds at each
+# of several values, interleaved (a round runs every value once, in turn), so that the spread
+# between calls on the lent machine falls on every value alike. Each value gets a copy of the
+# models with only that line of the denoiser's config changed. On the GPU machine, after
+# device-run.sh's build step (it unpacks Node and builds the addons the bundle needs):
+#   bash packages/backends-native/test/gpu/t2v-delay-ab.sh
+# GALLEY_AB_DELAYS ("6000 0"), GALLEY_AB_ROUNDS (3), GALLEY_AB_ARGS ("--reps=1 --videos=5"),
+# GALLEY_AB_CONFIG (gpu: the config name, configs/<name>.pbtxt; "default": config.pbtxt), GALLEY_AB_MODELS
+# (examples/text-to-video/models), GALLEY_AB_BENCH (the bundled benchmark; on a CPU machine, for
+# a check of this script: "npx tsx bench/text-to-video.ts" with a copy of the models whose GPU
+# configs say KIND_CPU). Logs go to $OUT (or /tmp/galley-ab-out); a summary is printed at the end.
+set -uo pipefail
+out=${OUT:-/tmp/galley-ab-out}
+delays=${GALLEY_AB_DELAYS:-6000 0}
+rounds=${GALLEY_AB_ROUNDS:-3}
+config=${GALLEY_AB_CONFIG:-gpu}
+models=${GALLEY_AB_MODELS:-examples/text-to-video/models}
+bench=${GALLEY_AB_BENCH:-node packages/backends-native/build/gpu-carry/text-to-video-bench.mjs}
+[ -d /tmp/galley-node/bin ] && export PATH=/tmp/galley-node/bin:$PATH
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+file=configs/$config.pbtxt
+config_arg=--config=$config
+if [ "$config" = default ]; then
+  file=config.pbtxt
+  config_arg=
+fi
+for delay in $delays; do
+  case $delay in *[!0-9]*) echo "not a delay in microseconds: $delay" >&2 && exit 2 ;; esac
+  cp -r "$models" "$work/$delay"
+  target=$work/$delay/denoiser/$file
+  if ! grep -q "max_queue_delay_microseconds:" "$target"; then
+    echo "$target has no max_queue_delay_microseconds line to change" >&2
+    exit 2
+  fi
+  sed -i "s/max_queue_delay_microseconds: *[0-9]*/max_queue_delay_microseconds: $delay/" "$target"
+done
+status=0
+for round in $(seq 1 "$rounds"); do
+  for delay in $delays; do
+    log=$out/ab-$delay-$round.log
+    # shellcheck disable=SC2086
+    timeout "${GALLEY_AB_TIMEOUT:-150}" $bench $config_arg --models="$work/$delay" --users=8 --batch-reasons \
+      ${GALLEY_AB_ARGS:---reps=1 --videos=5} >"$log" 2>&1
+    rc=$?
+    [ $rc = 0 ] || status=1
+    echo "round $round, delay $delay us: exit $rc ($log)"
+  done
+done
+echo
+echo "| delay µs | round | pipeline videos/min | step by step videos/min | ratio | denoiser batch, pipeline / step by step |"
+echo "| --- | --- | --- | --- | --- | --- |"
+for delay in $delays; do
+  for round in $(seq 1 "$rounds"); do
+    log=$out/ab-$delay-$round.log
+    field() { grep "^| 8 | $1 |" "$log" | cut -d'|' -f"$2" | awk '{print $1}'; }
+    ratio=$(grep -o "throughput: [0-9.]*" "$log" | awk '{print $2}')
+    echo "| $delay | $round | $(field pipeline 4) | $(field "step by step" 4) | ${ratio:-?} | $(field pipeline 8) / $(field "step by step" 8) |"
+  done
+done
+exit $status
