@@ -24,8 +24,17 @@ const arg = (name: string, fallback: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ??
   process.env[`BENCH_${name.toUpperCase()}`] ??
   fallback;
-const REPS = Number(arg("reps", "5"));
-const SAMPLES = Number(arg("samples", "2000"));
+/** A whole number from 1 to `max`, or a clear error. */
+const count = (name: string, fallback: string, max: number) => {
+  const value = Number(arg(name, fallback));
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    console.error(`--${name} must be a whole number from 1 to ${max}`);
+    process.exit(2);
+  }
+  return value;
+};
+const REPS = count("reps", "5", 100);
+const SAMPLES = count("samples", "2000", 1_000_000);
 const PYTHON = arg("python", "python3");
 const ELEMENTS = 16;
 

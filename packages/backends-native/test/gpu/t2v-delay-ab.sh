@@ -18,6 +18,7 @@ config=${GALLEY_AB_CONFIG:-gpu}
 models=${GALLEY_AB_MODELS:-examples/text-to-video/models}
 bench=${GALLEY_AB_BENCH:-node packages/backends-native/build/gpu-carry/text-to-video-bench.mjs}
 [ -d /tmp/galley-node/bin ] && export PATH=/tmp/galley-node/bin:$PATH
+case $rounds in '' | *[!0-9]* | 0) echo "GALLEY_AB_ROUNDS must be a whole number of rounds, at least 1: $rounds" >&2 && exit 2 ;; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
