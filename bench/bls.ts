@@ -12,12 +12,13 @@
 // route adds over the direct call, against the ping-pong's cost measured in the same run.
 //
 //   npx tsx bench/bls.ts [--reps=5] [--samples=2000] [--python=python3]
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import { createServer, type InferenceRequest } from "@galley/server";
-import { model, node, OnnxType, tensorInfo } from "../examples/scripts/onnx-builder.js";
+import type { InferenceRequest } from "@galley/server";
+import { IDENTITY, writeIdentityRepository } from "./lib/identity.js";
+import { startInProcess } from "./lib/in-process.js";
 import { formatSpread, median, percentile, spread, table } from "./lib/stats.js";
 
 const arg = (name: string, fallback: string) =>
@@ -38,30 +39,13 @@ const SAMPLES = count("samples", "2000", 1_000_000);
 const PYTHON = arg("python", "python3");
 const ELEMENTS = 16;
 
-const repo = mkdtempSync(join(tmpdir(), "galley-bench-bls-"));
-const write = (path: string, text: string | Uint8Array) => {
+// The callee, `identity_fp32` (bench/lib/identity.ts), and the two callers beside it.
+const identity = await writeIdentityRepository();
+const repo = identity.dir;
+const write = (path: string, text: string) => {
   mkdirSync(join(repo, path, ".."), { recursive: true });
   writeFileSync(join(repo, path), text);
 };
-write(
-  "identity/config.pbtxt",
-  `name: "identity"
-platform: "onnxruntime_onnx"
-max_batch_size: 0
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-`,
-);
-write(
-  "identity/1/model.onnx",
-  model({
-    name: "identity",
-    doc: "OUTPUT0 = INPUT0 (benchmark only)",
-    inputs: [tensorInfo("INPUT0", OnnxType.FLOAT, ["n"])],
-    outputs: [tensorInfo("OUTPUT0", OnnxType.FLOAT, ["n"])],
-    nodes: [node("Identity", ["INPUT0"], ["OUTPUT0"])],
-  }),
-);
 // The callers: CALLS (INT32 [1]) calls in a row, each call's µs in MICROS (FP64 [CALLS]).
 const caller = (name: string, backend: string) => `name: "${name}"
 backend: "${backend}"
@@ -81,7 +65,7 @@ write(
       for (let i = 0; i < calls; i++) {
         const input = { name: "INPUT0", datatype: "FP32", shape: [${ELEMENTS}], data: new Float32Array(${ELEMENTS}).fill(i) };
         const start = performance.now();
-        const reply = await context.infer({ model: "identity", inputs: [input] });
+        const reply = await context.infer({ model: "${IDENTITY}", inputs: [input] });
         micros[i] = (performance.now() - start) * 1000;
         if (reply.output("OUTPUT0")?.typed()[0] !== i) throw new Error("identity answered wrongly");
       }
@@ -111,7 +95,7 @@ class TritonPythonModel:
                 data = np.full(${ELEMENTS}, i, dtype=np.float32)
                 start = time.perf_counter_ns()
                 reply = pb_utils.InferenceRequest(
-                    model_name="identity",
+                    model_name="${IDENTITY}",
                     requested_output_names=["OUTPUT0"],
                     inputs=[pb_utils.Tensor("INPUT0", data)],
                 ).exec()
@@ -125,17 +109,7 @@ class TritonPythonModel:
 `,
 );
 
-const quiet = { info() {}, warn() {}, error() {}, verbose() {} } as never;
-const server = createServer({
-  modelRepositories: [repo],
-  http: false,
-  grpc: false,
-  metrics: false,
-  log: quiet,
-  pythonExecutable: PYTHON,
-});
-const { failedModels } = await server.listen();
-if (failedModels.length > 0) throw new Error(`models failed to load: ${failedModels.join(", ")} (python: ${PYTHON})`);
+const server = await startInProcess(repo, { pythonExecutable: PYTHON });
 
 const bytes = (data: ArrayBufferView) => new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 const request = (modelName: string, name: string, datatype: "FP32" | "INT32", data: ArrayBufferView) =>
@@ -152,7 +126,7 @@ const request = (modelName: string, name: string, datatype: "FP32" | "INT32", da
 async function direct(samples: number): Promise<number[]> {
   const micros: number[] = [];
   for (let i = 0; i < samples; i++) {
-    const call = request("identity", "INPUT0", "FP32", new Float32Array(ELEMENTS).fill(i));
+    const call = request(IDENTITY, "INPUT0", "FP32", new Float32Array(ELEMENTS).fill(i));
     const start = performance.now();
     const reply = await server.core.infer(call);
     micros.push((performance.now() - start) * 1000);
@@ -178,7 +152,7 @@ const echo = new Worker(
 async function pingPong(samples: number): Promise<number[]> {
   const micros: number[] = [];
   for (let i = 0; i < samples; i++) {
-    const message = { model: "identity", data: new Float32Array(ELEMENTS).fill(i) };
+    const message = { model: IDENTITY, data: new Float32Array(ELEMENTS).fill(i) };
     const start = performance.now();
     await new Promise<void>((resolve) => {
       echo.once("message", () => resolve());
@@ -228,4 +202,4 @@ console.log(
 
 await echo.terminate();
 await server.close();
-rmSync(repo, { recursive: true, force: true });
+await identity.remove();

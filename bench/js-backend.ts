@@ -8,8 +8,9 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { createServer, type InferenceRequest } from "@galley/server";
-import { model, node, OnnxType, tensorInfo } from "../examples/scripts/onnx-builder.js";
+import type { InferenceRequest } from "@galley/server";
+import { identityOnnx } from "./lib/identity.js";
+import { startInProcess } from "./lib/in-process.js";
 import { formatSpread, median, percentile, spread, table } from "./lib/stats.js";
 
 const arg = (name: string, fallback: number) => {
@@ -41,20 +42,9 @@ writeFileSync(
   join(repo, "identity_onnx", "config.pbtxt"),
   `name: "identity_onnx"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 0\n${io}\n`,
 );
-writeFileSync(
-  join(repo, "identity_onnx", "1", "model.onnx"),
-  model({
-    name: "identity",
-    doc: "OUTPUT0 = INPUT0 (benchmark only)",
-    inputs: [tensorInfo("INPUT0", OnnxType.FLOAT, ["n"])],
-    outputs: [tensorInfo("OUTPUT0", OnnxType.FLOAT, ["n"])],
-    nodes: [node("Identity", ["INPUT0"], ["OUTPUT0"])],
-  }),
-);
+writeFileSync(join(repo, "identity_onnx", "1", "model.onnx"), identityOnnx());
 
-const quiet = { info() {}, warn() {}, error() {}, verbose() {} } as never;
-const server = createServer({ modelRepositories: [repo], http: false, grpc: false, metrics: false, log: quiet });
-await server.listen();
+const server = await startInProcess(repo);
 
 /** A request whose input owns its buffer, as a binary HTTP body's tensors do. */
 function request(modelName: string, bytes: number): { request: InferenceRequest; buffer: ArrayBuffer } {

@@ -9,7 +9,8 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createServer, type InferenceRequest } from "@galley/server";
+import type { InferenceRequest } from "@galley/server";
+import { startInProcess } from "./lib/in-process.js";
 import { formatSpread, median, percentile, spread, table } from "./lib/stats.js";
 
 const arg = (name: string, fallback: string) =>
@@ -64,17 +65,7 @@ class TritonPythonModel:
   writeFileSync(join(repo, name, "1", file), source);
 }
 
-const quiet = { info() {}, warn() {}, error() {}, verbose() {} } as never;
-const server = createServer({
-  modelRepositories: [repo],
-  http: false,
-  grpc: false,
-  metrics: false,
-  log: quiet,
-  pythonExecutable: PYTHON,
-});
-const { failedModels } = await server.listen();
-if (failedModels.length > 0) throw new Error(`models failed to load: ${failedModels.join(", ")} (python: ${PYTHON})`);
+const server = await startInProcess(repo, { pythonExecutable: PYTHON });
 
 function tensor(name: string, datatype: "FP32" | "INT32" | "UINT8", shape: number[], data: Uint8Array) {
   return { name, datatype, shape, data, parameters: {}, movable: true };
