@@ -8,7 +8,9 @@
 // API), and the CPU time per video of the server's process and the clients' (a child process;
 // --clients=inline runs them in the server's), the whole cost of a video in each mode: when the
 // cores are the limit, the ratio of the two modes' CPU per video bounds their throughput ratio.
-// "Main thread busy": the server's event loop's share of the wall time (near 1: it is the limit).
+// "Main thread busy": the server's event loop's share of the wall time (near 1: it is the limit);
+// "main ms/video": that thread's CPU per video, and "main GC ms/video" the garbage collector's
+// pauses on it (Node's `gc` performance entries): what every message through that thread queues behind.
 // Modes alternate within each repetition; medians and min-max spreads over the repetitions; the
 // load average before and after.
 // Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100] [--clients=inline]
@@ -25,6 +27,7 @@ import { type ChildProcess, fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer as createNetServer } from "node:net";
 import { loadavg } from "node:os";
+import { PerformanceObserver } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { createGrpcClient, type GrpcClient, tensor } from "@galley/client";
 import { generateVideo } from "@galley/example-text-to-video";
@@ -113,7 +116,17 @@ interface Run {
   cpuPerVideo: number;
   /** The server's main thread: the share of the run's wall time it was busy (Linux; NaN elsewhere). */
   mainBusy: number;
+  /** The server's main thread: its CPU ms per video (Linux; NaN elsewhere). */
+  mainPerVideo: number;
+  /** The garbage collector's pauses on the server's main thread, ms per video. */
+  gcPerVideo: number;
 }
+
+/** The garbage collector's pauses on this process's main thread so far, in ms. */
+let gcPauseMs = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) gcPauseMs += entry.duration;
+}).observe({ entryTypes: ["gc"] });
 
 /** CPU time of this process's main thread so far, in ms (utime + stime from /proc, in clock ticks of 10 ms). */
 function mainThreadCpuMs(): number {
@@ -209,11 +222,13 @@ async function run(url: string, mode: Mode, users: number): Promise<Run> {
   const stagesBefore = await totals(probe);
   const cpu = process.cpuUsage();
   const main = mainThreadCpuMs();
+  const gcBefore = gcPauseMs;
   reasonsKey = `${mode}|${users}`;
   const { latencies, wall, clientCpu } = await driveIn(url, mode, users);
   reasonsKey = undefined;
   const used = process.cpuUsage(cpu);
   const mainUsed = mainThreadCpuMs() - main;
+  // The observer hears of a pause a turn later: the counts below come after the statistics calls.
   const after = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
   const stagesAfter = await totals(probe);
   probe.close();
@@ -241,6 +256,8 @@ async function run(url: string, mode: Mode, users: number): Promise<Run> {
     denoiserBatch: batch(1),
     cpuPerVideo: (used.user + used.system + clientCpu) / 1000 / (users * VIDEOS),
     mainBusy: mainUsed / wall,
+    mainPerVideo: mainUsed / videos,
+    gcPerVideo: (gcPauseMs - gcBefore) / videos,
   };
 }
 
@@ -305,8 +322,8 @@ async function main(): Promise<void> {
   const lines = [
     `text-to-video at ${RESOLUTION}, clients in ${CLIENTS === "process" ? "a process of their own" : "the server's process"}, ${FRAMES} frames, ${STEPS} steps, pipeline progress every ${PROGRESS_MS} ms at most, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max); load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after`,
     "",
-    "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video | main thread busy |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video | main thread busy | main ms/video | main GC ms/video |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   for (const users of USERS)
     for (const mode of ["pipeline", "step by step"]) {
@@ -333,6 +350,12 @@ async function main(): Promise<void> {
         )} | ${spread(
           runs.map((r) => r.mainBusy),
           2,
+        )} | ${spread(
+          runs.map((r) => r.mainPerVideo),
+          1,
+        )} | ${spread(
+          runs.map((r) => r.gcPerVideo),
+          1,
         )} |`,
       );
     }
