@@ -8,7 +8,7 @@
 //   BLS JS       `context.infer` from a scripted model (its worker) and back, timed there;
 //   BLS Python   `pb_utils.InferenceRequest(...).exec()` from a Python model (its stub process)
 //                and back, timed there.
-// Printed: p50 and p90 µs per call, median (min–max) over the repetitions, and what each BLS
+// Printed: p50 and p90 µs per call, median [min–max] over the repetitions, and what each BLS
 // route adds over the direct call, against the ping-pong's cost measured in the same run.
 //
 //   npx tsx bench/bls.ts [--reps=5] [--samples=2000] [--python=python3]
