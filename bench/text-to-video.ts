@@ -122,11 +122,8 @@ interface Run {
   gcPerVideo: number;
 }
 
-/** The garbage collector's pauses on this process's main thread so far, in ms. */
+/** The garbage collector's pauses on the server's main thread so far, in ms (counted from `main`). */
 let gcPauseMs = 0;
-new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) gcPauseMs += entry.duration;
-}).observe({ entryTypes: ["gc"] });
 
 /** CPU time of this process's main thread so far, in ms (utime + stime from /proc, in clock ticks of 10 ms). */
 function mainThreadCpuMs(): number {
@@ -277,6 +274,9 @@ const spread = (values: number[], digits: number) =>
   `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
 
 async function main(): Promise<void> {
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) gcPauseMs += entry.duration;
+  }).observe({ entryTypes: ["gc"] });
   const models =
     process.argv.find((a) => a.startsWith("--models="))?.slice(9) ??
     fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url));

@@ -22,6 +22,7 @@ case $rounds in '' | *[!0-9]* | 0) echo "GALLEY_AB_ROUNDS must be a whole number
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
+case $config in '' | *[!A-Za-z0-9_-]*) echo "GALLEY_AB_CONFIG must be a config name (letters, digits, _ and -): $config" >&2 && exit 2 ;; esac
 file=configs/$config.pbtxt
 config_arg=--config=$config
 if [ "$config" = default ]; then
