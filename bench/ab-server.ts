@@ -14,10 +14,15 @@
 //   npx tsx bench/ab-server.ts --before=/tmp/before [--after=<checkout>] [--requests=3000] [--reps=3]
 //
 // `--after` defaults to this checkout; give a worktree of the commit to measure when the checkout
-// holds other work in progress.
+// holds other work in progress. `--load=h2load` sends the load from h2load (lib/h2load.ts, Debian's
+// nghttp2-client) instead of a Node process: a client in C, as the issue's wrk and perf_analyzer
+// are, whose own CPU does not hold the servers' rate down on 2 shared cores (a Node gRPC client
+// spends more CPU per call than Galley's server does). Galley's statistics must then count every
+// request as a success (gRPC statuses travel in trailers, which h2load does not read).
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import type { CountLoadJob, CountLoadResult, CountLoadTarget } from "./lib/count-load-process.js";
+import type { CountLoadResult, CountLoadTarget } from "./lib/count-load-process.js";
+import { createH2load } from "./lib/h2load.js";
 import { type Child, startChild } from "./lib/ipc.js";
 import { machineLine, option, textOption } from "./lib/setup.js";
 import { formatSpread, median, pairedRatios, spread, table } from "./lib/stats.js";
@@ -27,6 +32,8 @@ const reps = option("reps", 3);
 const before = textOption("before", "");
 /** The build measured as "after": another checkout, or `current` (this one's @galley/server). */
 const after = textOption("after", "current");
+const loadKind = textOption("load", "node");
+if (loadKind !== "node" && loadKind !== "h2load") throw new Error(`--load=${loadKind}: node or h2load`);
 const CONCURRENCY = [1, 4, 16];
 const TICKS = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 
@@ -43,6 +50,7 @@ if (before)
   servers.set("before", await startChild<Ready>(new URL("./lib/galley-build-process.ts", import.meta.url), [before]));
 servers.set("after", await startChild<Ready>(new URL("./lib/galley-build-process.ts", import.meta.url), [after]));
 const load = await startChild<null>(new URL("./lib/count-load-process.ts", import.meta.url));
+const h2load = loadKind === "h2load" ? createH2load() : undefined;
 
 interface Point {
   key: string;
@@ -59,19 +67,47 @@ const target = (p: Point): CountLoadTarget => {
   if (p.protocol === "grpc") return { kind: "grpc-galley", port: ready.grpc as number };
   return { kind: p.protocol === "json" ? "http-json" : "http-binary", port: ready.http };
 };
+/** Galley's success and failure counts for `simple` so far (every protocol is counted there). */
+async function galleyCounts(p: Point): Promise<{ success: number; fail: number }> {
+  const http = (servers.get(p.server)?.ready as Ready).http;
+  const res = await fetch(`http://127.0.0.1:${http}/v2/models/simple/stats`);
+  const body = (await res.json()) as {
+    model_stats: { inference_stats: { success: { count: number }; fail: { count: number } } }[];
+  };
+  const stats = body.model_stats[0]?.inference_stats;
+  return { success: stats?.success.count ?? Number.NaN, fail: stats?.fail.count ?? Number.NaN };
+}
+
+/** `requests` requests of one point, `concurrency` at a time, from the chosen load generator. */
+async function send(p: Point, concurrency: number, requests: number): Promise<CountLoadResult> {
+  if (!h2load) return load.call<CountLoadResult>({ target: target(p), concurrency, requests });
+  const ready = servers.get(p.server)?.ready as Ready;
+  const port = (p.protocol === "grpc" ? ready.grpc : ready.http) as number;
+  const before = p.server === "hand-written" ? undefined : await galleyCounts(p);
+  const result = await h2load.load({ protocol: p.protocol, port }, concurrency, requests);
+  if (before && result.errors === 0) {
+    const now = await galleyCounts(p);
+    if (now.success - before.success !== requests || now.fail !== before.fail)
+      return {
+        ...result,
+        errors: requests,
+        firstError: `statistics: ${now.success - before.success} successes, ${now.fail - before.fail} failures`,
+      };
+  }
+  return result;
+}
+
 const cpu = new Map<string, number[]>();
 const rps = new Map<string, number[]>();
 const push = (m: Map<string, number[]>, key: string, v: number) => m.set(key, [...(m.get(key) ?? []), v]);
 try {
-  for (const p of points)
-    for (const c of CONCURRENCY) await load.call({ target: target(p), concurrency: c, requests: requests / 4 });
+  for (const p of points) for (const c of CONCURRENCY) await send(p, c, requests / 4);
   for (let rep = 0; rep < reps; rep++) {
     for (const c of CONCURRENCY) {
       for (const p of points) {
         const pid = servers.get(p.server)?.ready.pid as number;
-        const job: CountLoadJob = { target: target(p), concurrency: c, requests };
         const start = cpuUs(pid);
-        const result = await load.call<CountLoadResult>(job);
+        const result = await send(p, c, requests);
         if (result.errors > 0) throw new Error(`${p.key}: ${result.errors} errors, first: ${result.firstError}`);
         push(cpu, `${p.key}/${c}`, (cpuUs(pid) - start) / requests);
         push(rps, `${p.key}/${c}`, requests / (result.wallMs / 1000));
@@ -79,12 +115,13 @@ try {
     }
   }
 } finally {
+  h2load?.close();
   await load.stop();
   for (const s of servers.values()) await s.stop();
 }
 
 const f = (v: number[] | undefined, d = 0) => formatSpread(spread(v ?? []), d);
-console.log(`simple, ${requests} requests per point × ${reps} reps; ${machineLine()}`);
+console.log(`simple, ${requests} requests per point × ${reps} reps, load from ${loadKind}; ${machineLine()}`);
 console.log("CPU from /proc/<pid>/stat (utime+stime of the server process)\n");
 console.log(
   table(
