@@ -69,8 +69,8 @@ const target = (p: Point): CountLoadTarget => {
 };
 /** Galley's success and failure counts for `simple` so far (every protocol is counted there). */
 async function galleyCounts(p: Point): Promise<{ success: number; fail: number }> {
-  const http = (servers.get(p.server)?.ready as Ready).http;
-  const res = await fetch(`http://127.0.0.1:${http}/v2/models/simple/stats`);
+  const ready = servers.get(p.server)?.ready as Ready;
+  const res = await fetch(`http://127.0.0.1:${ready.http}/v2/models/simple/stats`);
   const body = (await res.json()) as {
     model_stats: { inference_stats: { success: { count: number }; fail: { count: number } } }[];
   };

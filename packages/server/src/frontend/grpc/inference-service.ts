@@ -15,6 +15,7 @@ import {
 } from "@galley/proto";
 import { now } from "../../clock/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
+import type { InferenceResponse } from "../../core/inference-request.js";
 import type { InferenceServer, LoadOverrides, ModelView } from "../../core/inference-server.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
@@ -206,12 +207,22 @@ export async function inferUnary(
   signal: AbortSignal,
   trace?: Trace,
 ): Promise<ModelInferResponse> {
+  return responseToGrpc(await inferUnaryCore(server, req, signal, trace));
+}
+
+/** {@link inferUnary}'s core response, before it becomes a `ModelInferResponse`. */
+export async function inferUnaryCore(
+  server: InferenceServer,
+  req: ModelInferRequest,
+  signal: AbortSignal,
+  trace?: Trace,
+): Promise<InferenceResponse> {
   if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
   const model = server.model(req.modelName, req.modelVersion);
   if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
   const request = requestFromGrpc(req, signal);
   if (trace) request.trace = trace;
-  return responseToGrpc(await server.infer(request, model));
+  return server.infer(request, model);
 }
 
 /** ModelInfer through connect-node (gRPC-Web, Connect): traced without the frontend's timestamps. */

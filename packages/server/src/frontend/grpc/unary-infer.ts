@@ -1,22 +1,22 @@
 import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
-import type { ModelInferResponse } from "@galley/proto";
 import { now } from "../../clock/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
+import type { InferenceResponse } from "../../core/inference-request.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { specPercentEncode } from "../listen.js";
 import { decodeModelInfer } from "./grpc-codec.js";
 import { grpcCode } from "./grpc-status.js";
 import { GrpcTrace } from "./grpc-trace.js";
-import { type GrpcFrontendOptions, inferUnary, restrictedHeader } from "./inference-service.js";
+import { type GrpcFrontendOptions, inferUnaryCore, restrictedHeader } from "./inference-service.js";
 import {
   deadlineTimer,
   GrpcStatus,
   headerValue,
-  inferResponsePieces,
   isPlainGrpc,
   MAX_MESSAGE_BYTES,
   messageBytes,
   messagePrefix,
+  responsePieces,
 } from "./lean-wire.js";
 
 /** The one RPC served without connect-node: it carries the tensors, so it is the one that must be lean. */
@@ -74,11 +74,11 @@ export function serveModelInfer(
     );
   }
 
-  function succeed(response: ModelInferResponse): void {
+  function succeed(response: InferenceResponse): void {
     if (answered || stream.destroyed) return;
     answered = true;
     clearTimeout(timer);
-    const { pieces, length } = inferResponsePieces(response);
+    const { pieces, length } = responsePieces(response);
     const frame = messagePrefix(length);
     // The compatibility response owns the stream's trailers; write through it.
     res.writeHead(200, { "content-type": contentType });
@@ -99,9 +99,9 @@ export function serveModelInfer(
       const req = decodeModelInfer(bytes);
       // Sampled once the request is read, before the core looks at the model (as Triton).
       const sampled = server.tracing.sample(req.modelName);
-      if (!sampled) return succeed(await inferUnary(server, req, abort.signal));
+      if (!sampled) return succeed(await inferUnaryCore(server, req, abort.signal));
       trace = new GrpcTrace(sampled, readStart, now());
-      const response = await inferUnary(server, req, abort.signal, sampled);
+      const response = await inferUnaryCore(server, req, abort.signal, sampled);
       trace.responded();
       trace.mark("GRPC_SEND_START");
       succeed(response);
