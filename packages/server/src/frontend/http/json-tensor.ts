@@ -47,6 +47,8 @@ export function tensorFromJson(name: string, type: string, count: number, data: 
   if (type === "FP16" || type === "BF16") throw new InferenceError("JSON_HALF_INPUT", { datatype: type, input: name });
   const info = datatype(type);
   if (!info) throw new InferenceError("UNKNOWN_DATATYPE", { id: requestId(id), datatype: type, input: name });
+  const flat = LITTLE_ENDIAN ? flatIntegers(type, count, data) : undefined;
+  if (flat) return flat;
   // Never allocate more than the data can fill: a huge shape with little data fails below.
   const leaves = countLeaves(data, count + 1);
   const filled = Math.min(count, leaves);
@@ -84,6 +86,48 @@ export function tensorFromJson(name: string, type: string, count: number, data: 
   internal("Unable to parse 'data'", () => visit(data));
   if (index !== count) throw new InferenceError("JSON_DATA_TOO_FEW");
   return out;
+}
+
+type NumberArray =
+  | Int8Array
+  | Int16Array
+  | Int32Array
+  | Uint8Array
+  | Uint16Array
+  | Uint32Array
+  | Float32Array
+  | Float64Array;
+
+/** The typed arrays whose stores convert as the DataView setters below do, and whether the type is unsigned. */
+const NUMBER_ARRAYS: Record<string, [new (length: number) => NumberArray, boolean]> = {
+  INT8: [Int8Array, false],
+  INT16: [Int16Array, false],
+  INT32: [Int32Array, false],
+  UINT8: [Uint8Array, true],
+  UINT16: [Uint16Array, true],
+  UINT32: [Uint32Array, true],
+  FP32: [Float32Array, false],
+  FP64: [Float64Array, false],
+};
+
+/**
+ * The common case in one pass over a typed array: `data` a flat array of exactly `count` integer
+ * literals held as numbers (non-negative for an unsigned type), for a type of up to 32 bits or a
+ * float. A typed array's store wraps modulo 2^bits or rounds as the DataView setters do, so the
+ * bytes are the general walk's; anything else (nesting, decimals, bigints, BOOL and the 64-bit
+ * integers, a wrong count) is left to that walk and its errors. Little-endian hosts only.
+ */
+function flatIntegers(type: string, count: number, data: JsonValue[]): Uint8Array | undefined {
+  const kind = NUMBER_ARRAYS[type];
+  if (!kind || data.length !== count || isDecimalArray(data)) return undefined;
+  const [Numbers, unsigned] = kind;
+  const out = new Numbers(count);
+  for (let i = 0; i < count; i++) {
+    const x = data[i];
+    if (typeof x !== "number" || (unsigned && x < 0)) return undefined;
+    out[i] = x;
+  }
+  return new Uint8Array(out.buffer, 0, out.byteLength);
 }
 
 /** BYTES `data`: every leaf must be a string; each is UTF-8 encoded and length-prefixed. */
@@ -181,12 +225,32 @@ export function writeTensorJson(writer: JsonWriter, tensor: Tensor): void {
       writer.raw("]");
       return;
     }
-    const parts: string[] = new Array(count);
-    for (let e = 0; e < count; e++) parts[e] = read(view, e);
-    writer.raw(parts.join(","));
+    const Integers = LITTLE_ENDIAN && data.byteOffset % info.byteSize === 0 ? INTEGER_VIEWS[type] : undefined;
+    if (Integers) {
+      // A typed array's join prints each integer as String() does, in one native call.
+      writer.raw(new Integers(data.buffer as ArrayBuffer, data.byteOffset, count).join(","));
+    } else {
+      const parts: string[] = new Array(count);
+      for (let e = 0; e < count; e++) parts[e] = read(view, e);
+      writer.raw(parts.join(","));
+    }
   }
   writer.raw("]");
 }
+
+type IntegerView = new (buffer: ArrayBuffer, byteOffset: number, length: number) => { join(separator: string): string };
+
+/** The integer types whose typed arrays print their elements as {@link READERS} does. */
+const INTEGER_VIEWS: Record<string, IntegerView> = {
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+};
 
 const READERS: Record<string, (view: DataView, index: number) => string> = {
   BOOL: (v, i) => (v.getUint8(i) === 0 ? "false" : "true"),
