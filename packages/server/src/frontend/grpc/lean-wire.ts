@@ -71,16 +71,12 @@ export function messageBytes(
   return decompress(message);
 }
 
-/** A length-delimited field's tag and length, as bytes. */
-export function fieldPrefix(tag: number, length: number): Uint8Array {
-  const out = [tag];
-  let n = length;
-  while (n > 0x7f) {
-    out.push((n & 0x7f) | 0x80);
-    n = Math.floor(n / 128);
-  }
-  out.push(n);
-  return Uint8Array.from(out);
+/** A length-delimited field's tag and length, as bytes (a Buffer, which HTTP/2 writes as it is). */
+export function fieldPrefix(tag: number, length: number): Buffer {
+  const out = Buffer.allocUnsafe(1 + varintSize(length));
+  out[0] = tag;
+  writeVarint(out, 1, length);
+  return out;
 }
 
 /**
