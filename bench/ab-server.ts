@@ -4,10 +4,10 @@
 // measured. For each concurrency (1, 4, 16) and protocol (REST JSON, REST binary, gRPC through
 // @galley/client's lean infer; the hand-written server speaks JSON only), a fixed number of
 // requests from one load process (lib/count-load-process.ts); server CPU per request from
-// /proc/<pid>/stat and requests/s. Repetitions interleave every point; ratios are paired per
-// repetition: throughput / the hand-written server's at the same concurrency (targets: JSON
-// ≥ 0.9, binary and gRPC ≥ 1.0), and CPU per request / the hand-written server's at c = 16
-// (target ≤ 1.5).
+// /proc/<pid>/stat and requests/s. Repetitions interleave every point (every other one in reverse
+// order); ratios are paired per repetition: throughput / the hand-written server's at the same
+// concurrency (targets: JSON ≥ 0.9, binary and gRPC ≥ 1.0), and CPU per request / the
+// hand-written server's at c = 16 (target ≤ 1.5).
 //
 //   git worktree add /tmp/before <commit> && ln -s $PWD/node_modules /tmp/before/node_modules
 //   (cd /tmp/before/packages/server && npx tsc -p tsconfig.build.json)
@@ -104,7 +104,8 @@ try {
   for (const p of points) for (const c of CONCURRENCY) await send(p, c, requests / 4);
   for (let rep = 0; rep < reps; rep++) {
     for (const c of CONCURRENCY) {
-      for (const p of points) {
+      // Every other repetition in reverse, so that no build is always measured right after another.
+      for (const p of rep % 2 === 0 ? points : [...points].reverse()) {
         const pid = servers.get(p.server)?.ready.pid as number;
         const start = cpuUs(pid);
         const result = await send(p, c, requests);
