@@ -49,8 +49,13 @@ const HEAD_END = Buffer.from("\r\n\r\n");
  * it refuses any byte after the request's body.
  */
 export function answerClientErrors(server: Http1Server): void {
-  /** Each socket's responses not yet closed: Node writes its answer only if none has started. */
-  const open = new WeakMap<object, Set<ServerResponse>>();
+  /**
+   * Each socket's responses, of which those not yet closed matter: Node writes its answer only if
+   * none has started. Closed ones are dropped when the socket's next request comes, rather than by
+   * a `close` listener on every response (one listener fewer per request).
+   */
+  const seen = new WeakMap<object, Set<ServerResponse>>();
+  const open = (socket: object): ServerResponse[] => [...(seen.get(socket) ?? [])].filter((res) => !res.closed);
   /** Where, in each socket's parser reads, its messages began and completed. */
   const reads = new WeakMap<object, ParserReads>();
   /** Sockets served through a {@link HeadReplay}, or being refused: Node's handling of them has ended. */
@@ -64,10 +69,13 @@ export function answerClientErrors(server: Http1Server): void {
 
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
-    const responses = open.get(socket) ?? new Set<ServerResponse>();
-    open.set(socket, responses);
+    let responses = seen.get(socket);
+    if (!responses) {
+      responses = new Set<ServerResponse>();
+      seen.set(socket, responses);
+    }
+    for (const earlier of responses) if (earlier.closed) responses.delete(earlier);
     responses.add(res);
-    res.once("close", () => responses.delete(res));
   });
 
   server.on("clientError", (error: Error & { code?: string; reason?: string; rawPacket?: Buffer }, socket: Socket) => {
@@ -86,7 +94,7 @@ export function answerClientErrors(server: Http1Server): void {
       at !== undefined &&
       at.began === at.current &&
       at.completed !== at.current &&
-      (open.get(socket)?.size ?? 0) === 0
+      open(socket).length === 0
     ) {
       takenOver.add(socket);
       takeOver(server, socket, raw, (replay) => replays.add(replay));
@@ -100,7 +108,7 @@ export function answerClientErrors(server: Http1Server): void {
       }
       socket.destroy(error);
     };
-    const pending = [...(open.get(socket) ?? [])];
+    const pending = open(socket);
     if (pending.length === 0) return answer();
     let left = pending.length;
     for (const res of pending) res.once("close", () => --left === 0 && answer());
