@@ -2,7 +2,8 @@
 // valid encodings of random requests, then cut, overwritten, spliced or replaced by random bytes.
 // Decoding and conversion to a core request either succeed or fail with an error from the table
 // (GRPC_BAD_MESSAGE for bytes that are not a ModelInferRequest); nothing else is thrown and
-// nothing hangs.
+// nothing hangs. The unary path's one-pass decoder (lean-request.ts) must, for any bytes, either
+// leave them to that path or give exactly the core request that path gives.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { type InferParameter, ModelInferRequestSchema } from "@galley/proto";
 import fc from "fast-check";
@@ -10,6 +11,7 @@ import { describe, expect, it } from "vitest";
 import { decodeOrTableError, showBytes } from "../../../test/support/fuzz.js";
 import { InferenceError } from "../../core/errors.js";
 import { decodeModelInfer, requestFromGrpc } from "./grpc-codec.js";
+import { leanModelInfer } from "./lean-request.js";
 
 const int64 = fc.bigInt({ min: -(1n << 63n), max: (1n << 63n) - 1n });
 
@@ -133,5 +135,63 @@ describe("fuzzing the gRPC ModelInfer decode path", () => {
       { numRuns: 1500 },
     );
     expect(refused).toBeGreaterThan(50);
+  });
+
+  it("decodes in one pass only what the general path decodes, to the same request", () => {
+    const ascii = fc.string({ unit: fc.constantFrom(..."abcXYZ_0189.-/"), maxLength: 10 });
+    const common = fc
+      .array(
+        fc.record({
+          name: ascii,
+          datatype: fc.constantFrom("FP32", "INT32", "BYTES", ""),
+          shape: fc.array(
+            fc.oneof(
+              { weight: 6, arbitrary: fc.bigInt({ min: 0n, max: 300n }) },
+              { weight: 2, arbitrary: fc.bigInt({ min: 0n, max: (1n << 49n) - 1n }) },
+              { weight: 1, arbitrary: fc.bigInt({ min: -2n, max: -1n }) },
+              { weight: 1, arbitrary: fc.bigInt({ min: 1n << 49n, max: (1n << 63n) - 1n }) },
+            ),
+            { maxLength: 4 },
+          ),
+          raw: fc.uint8Array({ maxLength: 40 }),
+        }),
+        { maxLength: 4 },
+      )
+      .chain((inputs) =>
+        fc.record({
+          modelName: ascii,
+          modelVersion: fc.constantFrom("", "1", "12"),
+          id: ascii,
+          inputs: fc.constant(inputs.map(({ name, datatype, shape }) => ({ name, datatype, shape }))),
+          outputs: fc.array(fc.record({ name: ascii }), { maxLength: 3 }),
+          rawInputContents: fc.constant(inputs.map(({ raw }) => raw)),
+        }),
+      )
+      .map((init) => toBinary(ModelInferRequestSchema, create(ModelInferRequestSchema, init)));
+    let covered = 0;
+    fc.assert(
+      fc.property(fc.oneof(common, encoded, damaged), (bytes) => {
+        const lean = leanModelInfer(bytes);
+        if (lean === undefined) return;
+        covered++;
+        expect(lean).toEqual(requestFromGrpc(decodeModelInfer(bytes)));
+      }),
+      { numRuns: 4000 },
+    );
+    expect(covered).toBeGreaterThan(500);
+    // What tritonclient and perf_analyzer send for `simple` is covered.
+    const simple = toBinary(
+      ModelInferRequestSchema,
+      create(ModelInferRequestSchema, {
+        modelName: "simple",
+        inputs: ["INPUT0", "INPUT1"].map((name) => ({ name, datatype: "INT32", shape: [1n, 16n] })),
+        outputs: [{ name: "OUTPUT0" }, { name: "OUTPUT1" }],
+        rawInputContents: [new Uint8Array(64), new Uint8Array(64).fill(1)],
+      }),
+    );
+    expect(leanModelInfer(simple)?.inputs.map((i) => i.shape)).toEqual([
+      [1, 16],
+      [1, 16],
+    ]);
   });
 });

@@ -15,7 +15,7 @@ import {
 } from "@galley/proto";
 import { now } from "../../clock/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
-import type { InferenceResponse } from "../../core/inference-request.js";
+import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
 import type { InferenceServer, LoadOverrides, ModelView } from "../../core/inference-server.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
@@ -217,12 +217,31 @@ export async function inferUnaryCore(
   signal: AbortSignal,
   trace?: Trace,
 ): Promise<InferenceResponse> {
-  if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-  const model = server.model(req.modelName, req.modelVersion);
-  if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
+  const model = unaryModel(server, req.modelName, req.modelVersion);
   const request = requestFromGrpc(req, signal);
   if (trace) request.trace = trace;
   return server.infer(request, model);
+}
+
+/** The same for a request already decoded to a core request (`leanModelInfer`). */
+export async function inferDecoded(
+  server: InferenceServer,
+  decoded: InferenceRequest,
+  signal: AbortSignal,
+  trace?: Trace,
+): Promise<InferenceResponse> {
+  const model = unaryModel(server, decoded.modelName, decoded.modelVersion);
+  const request: InferenceRequest = { ...decoded, signal };
+  if (trace) request.trace = trace;
+  return server.infer(request, model);
+}
+
+/** The model a unary ModelInfer names, checked before its request is converted (Triton's order of errors). */
+function unaryModel(server: InferenceServer, name: string, version: string): ModelView {
+  if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
+  const model = server.model(name, version);
+  if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
+  return model;
 }
 
 /** ModelInfer through connect-node (gRPC-Web, Connect): traced without the frontend's timestamps. */

@@ -102,7 +102,7 @@ export function inferResponsePieces(response: ModelInferResponse): { pieces: Uin
  * the head written here directly when the response has no parameters and its dims are whole
  * numbers from 0 to 2^53: the same bytes as protobuf-es's `create` and `toBinary`
  * (`lean-wire.test.ts` compares them), at a tenth of their CPU (`simple`'s response: 0.7 against
- * 8.6 µs on Node 26, `bench/grpc-response.ts`). Any other response goes through protobuf-es.
+ * 8.6 µs on Node 26, `bench/grpc-codec.ts`). Any other response goes through protobuf-es.
  */
 export function responsePieces(response: InferenceResponse): { pieces: Uint8Array[]; length: number } {
   const head = responseHead(response);

@@ -1,13 +1,16 @@
 import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
+import type { ModelInferRequest } from "@galley/proto";
 import { now } from "../../clock/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceResponse } from "../../core/inference-request.js";
 import type { InferenceServer } from "../../core/inference-server.js";
+import type { Trace } from "../../core/trace.js";
 import { specPercentEncode } from "../listen.js";
 import { decodeModelInfer } from "./grpc-codec.js";
 import { grpcCode } from "./grpc-status.js";
 import { GrpcTrace } from "./grpc-trace.js";
-import { type GrpcFrontendOptions, inferUnaryCore, restrictedHeader } from "./inference-service.js";
+import { type GrpcFrontendOptions, inferDecoded, inferUnaryCore, restrictedHeader } from "./inference-service.js";
+import { leanModelInfer } from "./lean-request.js";
 import {
   deadlineTimer,
   GrpcStatus,
@@ -96,12 +99,18 @@ export function serveModelInfer(
     .then(async (bytes) => {
       const header = restrictedHeader(options, "modelInfer", (name) => headerValue(headers, name));
       if (header) throw new InferenceError("RESTRICTED_GRPC", { header });
-      const req = decodeModelInfer(bytes);
+      // The common request in one pass; any other through protobuf-es, with its errors.
+      const decoded = leanModelInfer(bytes);
+      const req = decoded ? undefined : decodeModelInfer(bytes);
+      const infer = (sampled?: Trace) =>
+        decoded
+          ? inferDecoded(server, decoded, abort.signal, sampled)
+          : inferUnaryCore(server, req as ModelInferRequest, abort.signal, sampled);
       // Sampled once the request is read, before the core looks at the model (as Triton).
-      const sampled = server.tracing.sample(req.modelName);
-      if (!sampled) return succeed(await inferUnaryCore(server, req, abort.signal));
+      const sampled = server.tracing.sample(decoded ? decoded.modelName : (req as ModelInferRequest).modelName);
+      if (!sampled) return succeed(await infer());
       trace = new GrpcTrace(sampled, readStart, now());
-      const response = await inferUnaryCore(server, req, abort.signal, sampled);
+      const response = await infer(sampled);
       trace.responded();
       trace.mark("GRPC_SEND_START");
       succeed(response);

@@ -1,0 +1,66 @@
+// What the gRPC frontend's own encoding costs per ModelInfer call, before and after node:http2:
+// reading the request (protobuf-es's `fromBinary` + `requestFromGrpc`, the general path, against
+// the unary path's one-pass `leanModelInfer`) and writing the response (protobuf-es's `create` +
+// `toBinary`, as connect-node and the streaming path write it, against the unary path's lean head,
+// `responsePieces`), for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved.
+//
+//   npx tsx bench/grpc-codec.ts [--reps=5] [--calls=200000]
+import { loadavg } from "node:os";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { ModelInferRequestSchema } from "@galley/proto";
+import { decodeModelInfer, requestFromGrpc, responseToGrpc } from "../packages/server/src/frontend/grpc/grpc-codec.js";
+import { leanModelInfer } from "../packages/server/src/frontend/grpc/lean-request.js";
+import { inferResponsePieces, responsePieces } from "../packages/server/src/frontend/grpc/lean-wire.js";
+import { option } from "./lib/setup.js";
+import { formatSpread, spread, table } from "./lib/stats.js";
+
+const reps = option("reps", 5);
+const calls = option("calls", 200_000);
+const NAMES = ["0", "1"];
+const request = toBinary(
+  ModelInferRequestSchema,
+  create(ModelInferRequestSchema, {
+    modelName: "simple",
+    inputs: NAMES.map((n) => ({ name: `INPUT${n}`, datatype: "INT32", shape: [1n, 16n] })),
+    outputs: NAMES.map((n) => ({ name: `OUTPUT${n}` })),
+    rawInputContents: NAMES.map(() => new Uint8Array(64)),
+  }),
+);
+const response = () => ({
+  modelName: "simple",
+  modelVersion: "1",
+  id: "",
+  parameters: {},
+  outputs: NAMES.map((n) => ({
+    name: `OUTPUT${n}`,
+    datatype: "INT32" as const,
+    shape: [1, 16],
+    data: new Uint8Array(64),
+    parameters: {},
+  })),
+});
+/** Each way, returning a size that must be the same every call (the inputs' bytes, the response's). */
+const ways: Record<string, [number, () => number]> = {
+  "request: fromBinary + requestFromGrpc": [128, () => requestFromGrpc(decodeModelInfer(request)).inputs.length * 64],
+  "request: leanModelInfer": [128, () => (leanModelInfer(request)?.inputs.length ?? 0) * 64],
+  "response: create + toBinary": [187, () => inferResponsePieces(responseToGrpc(response())).length],
+  "response: lean head (responsePieces)": [187, () => responsePieces(response()).length],
+};
+const results = new Map<string, number[]>();
+for (let rep = -1; rep < reps; rep++) {
+  for (const [name, [size, run]] of Object.entries(ways)) {
+    let bytes = 0;
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < calls; i++) bytes += run();
+    const us = Number(process.hrtime.bigint() - start) / calls / 1000;
+    if (bytes !== calls * size) throw new Error(`${name}: ${bytes / calls} bytes a call, expected ${size}`);
+    if (rep >= 0) results.set(name, [...(results.get(name) ?? []), us]);
+  }
+}
+console.log(`node ${process.version}, load average ${loadavg()[0]?.toFixed(2)}; ${reps} × ${calls} calls each`);
+console.log(
+  table(
+    ["way", "µs per call"],
+    [...results].map(([name, v]) => [name, formatSpread(spread(v), 2)]),
+  ),
+);
