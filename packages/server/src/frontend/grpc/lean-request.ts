@@ -1,12 +1,12 @@
 // ModelInfer's request bytes straight to a core request, for the shape nearly every client sends:
 // model name, version, id, inputs (name, datatype, packed shape) with one raw buffer each, and
 // requested outputs by name. protobuf-es's `fromBinary` and `requestFromGrpc` cost 3.9–5.4 µs for
-// `simple`'s request on Node 26 (reflection, a message object per tensor, bigint dims); this is
-// one pass (0.8 µs, `bench/grpc-codec.ts`). Whatever it does not cover — parameters, typed contents, shared memory, dims of 2^49
-// or more or negative, unpacked shapes, repeated scalars, non-ASCII strings, unknown fields, raw
-// buffers not one per input, any malformed byte — it leaves to that general path (undefined), so
-// every error and every uncommon request is answered exactly as before. `grpc-codec.fuzz.test.ts`
-// holds it to that path over random and damaged encodings.
+// `simple`'s request on Node 26 (reflection, a message object per tensor, bigint dims); this is one
+// pass (0.8 µs, `bench/grpc-codec.ts`). Whatever it does not cover — parameters, typed contents,
+// shared memory, dims of 2^49 or more or negative, unpacked shapes, repeated scalars, non-ASCII
+// strings, unknown fields, raw buffers not one per input, any malformed byte — it leaves to that
+// general path (undefined), so every error and every uncommon request is answered exactly as
+// before. `grpc-codec.fuzz.test.ts` holds it to that path over random and damaged encodings.
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { Tensor } from "../../core/tensor.js";
 
