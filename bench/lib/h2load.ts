@@ -49,36 +49,29 @@ export function createH2load() {
   writeFileSync(files.grpc, frame);
 
   const argsOf = (target: H2loadTarget, concurrency: number, requests: number): string[] => {
-    const base = `http://127.0.0.1:${target.port}`;
+    const url = (path: string) => `http://127.0.0.1:${target.port}${path}`;
     const count = ["-n", String(requests)];
+    // HTTP/1.1: a connection per request in flight.
+    const h1 = (file: string, headers: string[]) => [
+      "--h1",
+      ...count,
+      "-c",
+      String(concurrency),
+      "-d",
+      file,
+      ...headers.flatMap((h) => ["-H", h]),
+      url(workload.path),
+    ];
     switch (target.protocol) {
       case "json":
-        return [
-          "--h1",
-          ...count,
-          "-c",
-          String(concurrency),
-          "-d",
-          files.json,
-          "-H",
-          "content-type: application/json",
-          `${base}${workload.path}`,
-        ];
+        return h1(files.json, ["content-type: application/json"]);
       case "binary":
-        return [
-          "--h1",
-          ...count,
-          "-c",
-          String(concurrency),
-          "-d",
-          files.binary,
-          "-H",
+        return h1(files.binary, [
           "content-type: application/octet-stream",
-          "-H",
           `inference-header-content-length: ${binary.headerLength}`,
-          `${base}${workload.path}`,
-        ];
+        ]);
       case "grpc":
+        // One connection, every request in flight a stream on it.
         return [
           ...count,
           "-c",
@@ -91,7 +84,7 @@ export function createH2load() {
           "content-type: application/grpc",
           "-H",
           "te: trailers",
-          `${base}/inference.GRPCInferenceService/ModelInfer`,
+          url("/inference.GRPCInferenceService/ModelInfer"),
         ];
     }
   };
