@@ -138,7 +138,10 @@ describe("fuzzing the gRPC ModelInfer decode path", () => {
   });
 
   it("decodes in one pass only what the general path decodes, to the same request", () => {
-    const ascii = fc.string({ unit: fc.constantFrom(..."abcXYZ_0189.-/"), maxLength: 10 });
+    const ascii = fc.oneof(
+      fc.string({ unit: fc.constantFrom(..."abcXYZ_0189.-/"), maxLength: 10 }),
+      fc.string({ unit: fc.constantFrom(..."ab_9"), minLength: 30, maxLength: 300 }),
+    );
     const common = fc
       .array(
         fc.record({

@@ -10,6 +10,8 @@
 import type { InferenceRequest } from "../../core/inference-request.js";
 import type { Tensor } from "../../core/tensor.js";
 
+const ASCII = new TextDecoder("utf-8");
+
 /** Thrown inside the walk when the bytes leave what it covers; never escapes {@link leanModelInfer}. */
 const UNCOVERED = Symbol("uncovered");
 
@@ -48,13 +50,13 @@ class Reader {
   /** A string field of ASCII bytes (other bytes are left to protobuf-es's UTF-8 handling). */
   ascii(end: number): string {
     const stop = this.delimited(end);
-    let text = "";
-    for (let i = this.at; i < stop; i++) {
-      const c = this.bytes[i] as number;
-      if (c >= 0x80) throw UNCOVERED;
-      text += String.fromCharCode(c);
-    }
+    const start = this.at;
+    for (let i = start; i < stop; i++) if ((this.bytes[i] as number) >= 0x80) throw UNCOVERED;
     this.at = stop;
+    // Short names character by character; a long one (a hostile client's megabytes) in one native call.
+    if (stop - start > 32) return ASCII.decode(this.bytes.subarray(start, stop));
+    let text = "";
+    for (let i = start; i < stop; i++) text += String.fromCharCode(this.bytes[i] as number);
     return text;
   }
 }

@@ -194,7 +194,8 @@ function writeStringField(out: Buffer, start: number, tag: number, text: string)
   const bytes = utf8Size(text);
   out[start] = tag;
   let at = writeVarint(out, start + 1, bytes);
-  if (bytes === text.length) for (let i = 0; i < bytes; i++) out[at++] = text.charCodeAt(i);
+  // Short ASCII (a name, a datatype) byte by byte; anything longer or wider in one native call.
+  if (bytes === text.length && bytes <= 32) for (let i = 0; i < bytes; i++) out[at++] = text.charCodeAt(i);
   else at += out.write(text, at, "utf8");
   return at;
 }
