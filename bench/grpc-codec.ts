@@ -1,16 +1,21 @@
 // What the gRPC frontend's own encoding costs per ModelInfer call, before and after node:http2:
 // reading the request (protobuf-es's `fromBinary` + `requestFromGrpc`, the general path, against
-// the unary path's one-pass `leanModelInfer`) and writing the response (protobuf-es's `create` +
-// `toBinary`, as connect-node and the streaming path write it, against the unary path's lean head,
-// `responsePieces`), for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved.
+// the unary path's one-pass `leanRequestFromGrpc`) and writing the response (protobuf-es's `create`
+// + `toBinary`, as connect-node writes it, against the unary path's one-pass head, `responsePieces`),
+// for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved. The one-pass
+// code is @galley/proto's model-infer-lean.ts, which the client uses the other way round.
 //
 //   npx tsx bench/grpc-codec.ts [--reps=5] [--calls=200000]
 import { loadavg } from "node:os";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { ModelInferRequestSchema } from "@galley/proto";
-import { decodeModelInfer, requestFromGrpc, responseToGrpc } from "../packages/server/src/frontend/grpc/grpc-codec.js";
-import { leanModelInfer } from "../packages/server/src/frontend/grpc/lean-request.js";
-import { inferResponsePieces, responsePieces } from "../packages/server/src/frontend/grpc/lean-wire.js";
+import { ModelInferRequestSchema, ModelInferResponseSchema } from "@galley/proto";
+import {
+  decodeModelInfer,
+  leanRequestFromGrpc,
+  requestFromGrpc,
+  responseToGrpc,
+} from "../packages/server/src/frontend/grpc/grpc-codec.js";
+import { responsePieces } from "../packages/server/src/frontend/grpc/lean-wire.js";
 import { option } from "./lib/setup.js";
 import { formatSpread, spread, table } from "./lib/stats.js";
 
@@ -42,9 +47,12 @@ const response = () => ({
 /** Each way, returning a size that must be the same every call (the inputs' bytes, the response's). */
 const ways: Record<string, [number, () => number]> = {
   "request: fromBinary + requestFromGrpc": [128, () => requestFromGrpc(decodeModelInfer(request)).inputs.length * 64],
-  "request: leanModelInfer": [128, () => (leanModelInfer(request)?.inputs.length ?? 0) * 64],
-  "response: create + toBinary": [187, () => inferResponsePieces(responseToGrpc(response())).length],
-  "response: lean head (responsePieces)": [187, () => responsePieces(response()).length],
+  "request: leanRequestFromGrpc": [128, () => (leanRequestFromGrpc(request)?.inputs.length ?? 0) * 64],
+  "response: create + toBinary": [
+    187,
+    () => toBinary(ModelInferResponseSchema, { ...responseToGrpc(response()), rawOutputContents: [] }).length + 2 * 66,
+  ],
+  "response: one-pass head (responsePieces)": [187, () => responsePieces(response()).byteLength],
 };
 const results = new Map<string, number[]>();
 for (let rep = -1; rep < reps; rep++) {

@@ -52,6 +52,17 @@ export {
   type EncodedPieces,
   encodeModelInferRequest,
   encodeModelInferResponse,
+  fieldPrefix,
   RAW_INPUT_CONTENTS_TAG,
   RAW_OUTPUT_CONTENTS_TAG,
+  withRawContents,
 } from "./model-infer-codec.js";
+export {
+  type LeanHead,
+  type LeanInferRequest,
+  type LeanTensor,
+  readModelInferRequest,
+  readModelInferResponse,
+  writeModelInferRequestHead,
+  writeModelInferResponseHead,
+} from "./model-infer-lean.js";

@@ -4,8 +4,10 @@
 // buffer its own piece: protobuf lets the values of a repeated field come in any order relative to
 // other fields, so the concatenation of the pieces is a valid encoding of the whole message, and a
 // writer can put the pieces on a socket one after another without copying a tensor into an encoded
-// message. Decoding goes through `fromBinary`, whose `bytes` values are views of the input
-// (`subarray`), so the raw contents of a decoded message are views of the received bytes.
+// message. The head of a message without parameters or typed contents is written in one pass, and
+// such a response read in one pass (model-infer-lean.ts); any other goes through `toBinary` and
+// `fromBinary`, whose `bytes` values are views of the input (`subarray`) too, so the raw contents
+// of a decoded message are views of the received bytes either way.
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import {
   type ModelInferRequest,
@@ -13,6 +15,13 @@ import {
   type ModelInferResponse,
   ModelInferResponseSchema,
 } from "./gen/inference/grpc_service_pb.js";
+import {
+  readModelInferResponse,
+  varintSize,
+  writeModelInferRequestHead,
+  writeModelInferResponseHead,
+  writeVarint,
+} from "./model-infer-lean.js";
 
 /** `raw_input_contents` is field 7 of `ModelInferRequest`, length-delimited: tag (7 << 3) | 2. */
 export const RAW_INPUT_CONTENTS_TAG = 0x3a;
@@ -28,13 +37,27 @@ export interface EncodedPieces {
 
 /** A `ModelInferRequest` as pieces: the head, then each `raw_input_contents` buffer as it is (not copied). */
 export function encodeModelInferRequest(message: ModelInferRequest): EncodedPieces {
-  const head = toBinary(ModelInferRequestSchema, { ...message, rawInputContents: [] });
+  const lean =
+    isEmpty(message.parameters) &&
+    message.inputs.every((i) => isEmpty(i.parameters) && i.contents === undefined) &&
+    message.outputs.every((o) => isEmpty(o.parameters))
+      ? writeModelInferRequestHead(
+          message,
+          message.inputs,
+          message.outputs.map((o) => o.name),
+        )
+      : undefined;
+  const head = lean ?? toBinary(ModelInferRequestSchema, { ...message, rawInputContents: [] });
   return withRawContents(head, RAW_INPUT_CONTENTS_TAG, message.rawInputContents);
 }
 
 /** A `ModelInferResponse` as pieces: the head, then each `raw_output_contents` buffer as it is (not copied). */
 export function encodeModelInferResponse(message: ModelInferResponse): EncodedPieces {
-  const head = toBinary(ModelInferResponseSchema, { ...message, rawOutputContents: [] });
+  const lean =
+    isEmpty(message.parameters) && message.outputs.every((o) => isEmpty(o.parameters) && o.contents === undefined)
+      ? writeModelInferResponseHead(message, message.outputs)
+      : undefined;
+  const head = lean ?? toBinary(ModelInferResponseSchema, { ...message, rawOutputContents: [] });
   return withRawContents(head, RAW_OUTPUT_CONTENTS_TAG, message.rawOutputContents);
 }
 
@@ -44,28 +67,39 @@ export function encodeModelInferResponse(message: ModelInferResponse): EncodedPi
  * @throws the decoder's error when the bytes are not a valid message.
  */
 export function decodeModelInferResponse(bytes: Uint8Array): ModelInferResponse {
-  return fromBinary(ModelInferResponseSchema, bytes);
+  return readModelInferResponse(bytes) ?? fromBinary(ModelInferResponseSchema, bytes);
 }
 
-/** `head`, then for each buffer its tag and varint length (all in one small array) and the buffer itself. */
-function withRawContents(head: Uint8Array, tag: number, raws: readonly Uint8Array[]): EncodedPieces {
+/**
+ * `head`, then for each buffer its tag and varint length (all in one small Buffer, which HTTP/2
+ * writes as it is) and the buffer itself.
+ */
+export function withRawContents(head: Uint8Array, tag: number, raws: readonly Uint8Array[]): EncodedPieces {
   if (raws.length === 0) return { pieces: [head], byteLength: head.byteLength };
   // A tag byte and at most 5 varint bytes (lengths below 2^32) per buffer.
-  const prefixes = new Uint8Array(raws.length * 6);
+  const prefixes = Buffer.allocUnsafe(raws.length * 6);
   const pieces: Uint8Array[] = [head];
   let byteLength = head.byteLength;
   let at = 0;
   for (const raw of raws) {
     const start = at;
     prefixes[at++] = tag;
-    let n = raw.byteLength;
-    while (n > 0x7f) {
-      prefixes[at++] = (n & 0x7f) | 0x80;
-      n = Math.floor(n / 128);
-    }
-    prefixes[at++] = n;
+    at = writeVarint(prefixes, at, raw.byteLength);
     pieces.push(prefixes.subarray(start, at), raw);
     byteLength += at - start + raw.byteLength;
   }
   return { pieces, byteLength };
+}
+
+/** A length-delimited field's tag and length, as bytes (a Buffer, which HTTP/2 writes as it is). */
+export function fieldPrefix(tag: number, length: number): Buffer {
+  const out = Buffer.allocUnsafe(1 + varintSize(length));
+  out[0] = tag;
+  writeVarint(out, 1, length);
+  return out;
+}
+
+function isEmpty(map: object): boolean {
+  for (const _ in map) return false;
+  return true;
 }

@@ -2,7 +2,7 @@
 // valid encodings of random requests, then cut, overwritten, spliced or replaced by random bytes.
 // Decoding and conversion to a core request either succeed or fail with an error from the table
 // (GRPC_BAD_MESSAGE for bytes that are not a ModelInferRequest); nothing else is thrown and
-// nothing hangs. The unary path's one-pass decoder (lean-request.ts) must, for any bytes, either
+// nothing hangs. The unary path's one-pass decoder (leanRequestFromGrpc) must, for any bytes, either
 // leave them to that path or give exactly the core request that path gives.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { type InferParameter, ModelInferRequestSchema } from "@galley/proto";
@@ -10,8 +10,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeOrTableError, showBytes } from "../../../test/support/fuzz.js";
 import { InferenceError } from "../../core/errors.js";
-import { decodeModelInfer, requestFromGrpc } from "./grpc-codec.js";
-import { leanModelInfer } from "./lean-request.js";
+import { decodeModelInfer, leanRequestFromGrpc, requestFromGrpc } from "./grpc-codec.js";
 
 const int64 = fc.bigInt({ min: -(1n << 63n), max: (1n << 63n) - 1n });
 
@@ -174,7 +173,7 @@ describe("fuzzing the gRPC ModelInfer decode path", () => {
     let covered = 0;
     fc.assert(
       fc.property(fc.oneof(common, encoded, damaged), (bytes) => {
-        const lean = leanModelInfer(bytes);
+        const lean = leanRequestFromGrpc(bytes);
         if (lean === undefined) return;
         covered++;
         expect(lean).toEqual(requestFromGrpc(decodeModelInfer(bytes)));
@@ -192,7 +191,7 @@ describe("fuzzing the gRPC ModelInfer decode path", () => {
         rawInputContents: [new Uint8Array(64), new Uint8Array(64).fill(1)],
       }),
     );
-    expect(leanModelInfer(simple)?.inputs.map((i) => i.shape)).toEqual([
+    expect(leanRequestFromGrpc(simple)?.inputs.map((i) => i.shape)).toEqual([
       [1, 16],
       [1, 16],
     ]);

@@ -7,6 +7,7 @@ import {
   ModelInferRequestSchema,
   type ModelInferResponse,
   ModelInferResponseSchema,
+  readModelInferRequest,
   toInferParameters,
 } from "@galley/proto";
 import { datatype } from "../../core/datatype.js";
@@ -55,6 +56,26 @@ export function decodeModelInfer(bytes: Uint8Array): ModelInferRequest {
     const detail = describeWireFault(findWireFault(ModelInferRequestSchema, bytes));
     throw new InferenceError("GRPC_BAD_MESSAGE", { message: "ModelInferRequest", detail }, { cause: error });
   }
+}
+
+/**
+ * A `ModelInferRequest`'s bytes as a core request in one pass, for the shape nearly every client
+ * sends (@galley/proto's `readModelInferRequest`: 0.8 µs for `simple`'s against 5.4 for
+ * {@link decodeModelInfer} and {@link requestFromGrpc}, `bench/grpc-codec.ts`); undefined for any
+ * other, which those two answer with their errors. `grpc-codec.fuzz.test.ts` holds both to the
+ * same request.
+ */
+export function leanRequestFromGrpc(bytes: Uint8Array): InferenceRequest | undefined {
+  const lean = readModelInferRequest(bytes);
+  if (!lean) return undefined;
+  return {
+    modelName: lean.modelName,
+    modelVersion: lean.modelVersion,
+    id: lean.id,
+    parameters: {},
+    inputs: lean.inputs.map((i) => ({ ...i, datatype: i.datatype as Tensor["datatype"], parameters: {} })),
+    outputs: lean.outputs.map((name) => ({ name, parameters: {} })),
+  };
 }
 
 /**

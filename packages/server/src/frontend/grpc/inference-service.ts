@@ -223,7 +223,7 @@ export async function inferUnaryCore(
   return server.infer(request, model);
 }
 
-/** The same for a request already decoded to a core request (`leanModelInfer`). */
+/** The same for a request already decoded to a core request (`leanRequestFromGrpc`). */
 export async function inferDecoded(
   server: InferenceServer,
   decoded: InferenceRequest,

@@ -1,7 +1,7 @@
-// The lean ModelInfer response encoding against protobuf-es: for random core responses (names in
-// any script, lone surrogates, empty strings, zero and 2^53-sized dims, parameters, negative dims),
-// the pieces `responsePieces` writes, put together, are byte for byte what `create` + `toBinary`
-// make of the same response — whether the head is written directly or by protobuf-es.
+// The unary path's ModelInfer response pieces against protobuf-es: for random core responses (names
+// in any script, lone surrogates, empty strings, zero and 2^53-sized dims, parameters, negative
+// dims), the pieces `responsePieces` writes, put together, are byte for byte what `create` +
+// `toBinary` make of the same response — whether the head is written directly or by protobuf-es.
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ModelInferResponseSchema } from "@galley/proto";
 import fc from "fast-check";
@@ -47,9 +47,9 @@ describe("responsePieces", () => {
   it("writes what protobuf-es writes, for any response", () => {
     fc.assert(
       fc.property(response, (r) => {
-        const { pieces, length } = responsePieces(r);
+        const { pieces, byteLength } = responsePieces(r);
         const bytes = joined(pieces);
-        expect(bytes.byteLength).toBe(length);
+        expect(bytes.byteLength).toBe(byteLength);
         expect(bytes.equals(toBinary(ModelInferResponseSchema, responseToGrpc(r)))).toBe(true);
       }),
       { numRuns: 2000 },

@@ -1,5 +1,10 @@
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { ModelInferRequest, ModelStreamInferResponse } from "@galley/proto";
+import {
+  encodeModelInferResponse,
+  fieldPrefix,
+  type ModelInferRequest,
+  type ModelStreamInferResponse,
+} from "@galley/proto";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { specPercentEncode } from "../listen.js";
@@ -8,10 +13,8 @@ import { grpcCode } from "./grpc-status.js";
 import { type GrpcFrontendOptions, restrictedHeader, streamInfer } from "./inference-service.js";
 import {
   deadlineTimer,
-  fieldPrefix,
   GrpcStatus,
   headerValue,
-  inferResponsePieces,
   isPlainGrpc,
   MAX_MESSAGE_BYTES,
   messageBytes,
@@ -84,10 +87,10 @@ export function serveModelStreamInfer(
       length += prefix.byteLength + text.byteLength;
     }
     if (message.inferResponse) {
-      const inner = inferResponsePieces(message.inferResponse);
-      const prefix = fieldPrefix(INFER_RESPONSE_TAG, inner.length);
+      const inner = encodeModelInferResponse(message.inferResponse);
+      const prefix = fieldPrefix(INFER_RESPONSE_TAG, inner.byteLength);
       pieces.push(prefix, ...inner.pieces);
-      length += prefix.byteLength + inner.length;
+      length += prefix.byteLength + inner.byteLength;
     }
     stream.cork();
     let open = res.write(messagePrefix(length));

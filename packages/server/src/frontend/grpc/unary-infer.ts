@@ -6,11 +6,10 @@ import type { InferenceResponse } from "../../core/inference-request.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import type { Trace } from "../../core/trace.js";
 import { specPercentEncode } from "../listen.js";
-import { decodeModelInfer } from "./grpc-codec.js";
+import { decodeModelInfer, leanRequestFromGrpc } from "./grpc-codec.js";
 import { grpcCode } from "./grpc-status.js";
 import { GrpcTrace } from "./grpc-trace.js";
 import { type GrpcFrontendOptions, inferDecoded, inferUnaryCore, restrictedHeader } from "./inference-service.js";
-import { leanModelInfer } from "./lean-request.js";
 import {
   deadlineTimer,
   GrpcStatus,
@@ -81,8 +80,8 @@ export function serveModelInfer(
     if (answered || stream.destroyed) return;
     answered = true;
     clearTimeout(timer);
-    const { pieces, length } = responsePieces(response);
-    const frame = messagePrefix(length);
+    const { pieces, byteLength } = responsePieces(response);
+    const frame = messagePrefix(byteLength);
     // The compatibility response owns the stream's trailers; write through it.
     res.writeHead(200, { "content-type": contentType });
     res.addTrailers({ "grpc-status": "0" });
@@ -100,7 +99,7 @@ export function serveModelInfer(
       const header = restrictedHeader(options, "modelInfer", (name) => headerValue(headers, name));
       if (header) throw new InferenceError("RESTRICTED_GRPC", { header });
       // The common request in one pass; any other through protobuf-es, with its errors.
-      const decoded = leanModelInfer(bytes);
+      const decoded = leanRequestFromGrpc(bytes);
       const req = decoded ? undefined : decodeModelInfer(bytes);
       const infer = (sampled?: Trace) =>
         decoded

@@ -1,0 +1,153 @@
+// The one-pass ModelInfer codec against protobuf-es: for random messages (common ones, and ones
+// with parameters, typed contents, negative or huge dims, any Unicode), the pieces the encoders
+// write are byte for byte `toBinary`'s, and a response read in one pass, when it is read at all,
+// equals `fromBinary`'s message — also for damaged bytes.
+import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { ModelInferRequestSchema, ModelInferResponseSchema } from "./gen/inference/grpc_service_pb.js";
+import { encodeModelInferRequest, encodeModelInferResponse } from "./model-infer-codec.js";
+import { readModelInferRequest, readModelInferResponse } from "./model-infer-lean.js";
+
+const joined = (pieces: Uint8Array[]) => Buffer.concat(pieces);
+
+const text = fc.oneof(
+  { weight: 4, arbitrary: fc.string({ unit: fc.constantFrom(..."abcXYZ_019.-"), maxLength: 10 }) },
+  { weight: 1, arbitrary: fc.constant("") },
+  { weight: 1, arbitrary: fc.string({ unit: "grapheme", maxLength: 5 }) },
+  { weight: 1, arbitrary: fc.string({ unit: "binary", maxLength: 5 }) },
+  { weight: 1, arbitrary: fc.string({ unit: fc.constantFrom(..."ab"), minLength: 33, maxLength: 200 }) },
+);
+const dim = fc.oneof(
+  { weight: 8, arbitrary: fc.bigInt({ min: 0n, max: 300n }) },
+  { weight: 2, arbitrary: fc.bigInt({ min: 0n, max: (1n << 53n) - 1n }) },
+  { weight: 1, arbitrary: fc.bigInt({ min: -3n, max: -1n }) },
+  { weight: 1, arbitrary: fc.bigInt({ min: 1n << 53n, max: (1n << 63n) - 1n }) },
+);
+const parameters = fc.oneof(
+  { weight: 4, arbitrary: fc.constant({}) },
+  {
+    weight: 1,
+    arbitrary: fc.dictionary(
+      fc.constantFrom("priority", "p"),
+      fc.string().map((value) => ({ parameterChoice: { case: "stringParam" as const, value } })),
+      { maxKeys: 1 },
+    ),
+  },
+);
+const contents = fc.oneof(
+  { weight: 4, arbitrary: fc.constant(undefined) },
+  { weight: 1, arbitrary: fc.array(fc.integer(), { maxLength: 3 }).map((intContents) => ({ intContents })) },
+);
+const tensor = fc.record({ name: text, datatype: text, shape: fc.array(dim, { maxLength: 4 }), parameters, contents });
+const raws = fc.array(fc.uint8Array({ maxLength: 300 }), { maxLength: 4 });
+
+const request = fc
+  .record({
+    modelName: text,
+    modelVersion: text,
+    id: text,
+    parameters,
+    inputs: fc.array(tensor, { maxLength: 4 }),
+    outputs: fc.array(fc.record({ name: text, parameters }), { maxLength: 3 }),
+    rawInputContents: raws,
+  })
+  .map((init) => create(ModelInferRequestSchema, init as MessageInitShape<typeof ModelInferRequestSchema>));
+const response = fc
+  .record({
+    modelName: text,
+    modelVersion: text,
+    id: text,
+    parameters,
+    outputs: fc.array(tensor, { maxLength: 4 }),
+    rawOutputContents: raws,
+  })
+  .map((init) => create(ModelInferResponseSchema, init as MessageInitShape<typeof ModelInferResponseSchema>));
+
+const name = fc.string({ unit: fc.constantFrom(..."abcXYZ_019.-"), maxLength: 10 });
+/** What a server answers nearly always: ASCII names, dims from 0 to 2^53, no parameters or contents. */
+const commonResponse = fc
+  .record({
+    modelName: name,
+    modelVersion: name,
+    id: name,
+    outputs: fc.array(
+      fc.record({ name, datatype: name, shape: fc.array(fc.bigInt({ min: 0n, max: 1n << 40n }), { maxLength: 4 }) }),
+      { maxLength: 4 },
+    ),
+    rawOutputContents: raws,
+  })
+  .map((init) => create(ModelInferResponseSchema, init));
+
+/** An encoding cut short, a byte overwritten, or bytes spliced in. */
+const damage = (bytes: Uint8Array) =>
+  fc.oneof(
+    fc.nat().map((at) => bytes.subarray(0, at % (bytes.length + 1))),
+    fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })).map(([at, value]) => {
+      const copy = Uint8Array.from(bytes);
+      if (copy.length > 0) copy[at % copy.length] = value;
+      return copy;
+    }),
+    fc.tuple(fc.nat(), fc.uint8Array({ maxLength: 4 })).map(([at, insert]) => {
+      const cut = at % (bytes.length + 1);
+      return Uint8Array.from([...bytes.subarray(0, cut), ...insert, ...bytes.subarray(cut)]);
+    }),
+  );
+
+describe("ModelInfer in one pass", () => {
+  it("writes requests and responses byte for byte as toBinary does", () => {
+    fc.assert(
+      fc.property(request, response, (req, res) => {
+        const a = encodeModelInferRequest(req);
+        expect(joined(a.pieces).equals(toBinary(ModelInferRequestSchema, req))).toBe(true);
+        expect(a.byteLength).toBe(joined(a.pieces).byteLength);
+        const b = encodeModelInferResponse(res);
+        expect(joined(b.pieces).equals(toBinary(ModelInferResponseSchema, res))).toBe(true);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("reads a response as fromBinary does, whole or damaged, or leaves it to fromBinary", () => {
+    let read = 0;
+    fc.assert(
+      fc.property(
+        fc.oneof(response, commonResponse).chain((r) => {
+          const bytes = toBinary(ModelInferResponseSchema, r);
+          return fc.oneof(fc.constant(bytes), damage(bytes));
+        }),
+        (bytes) => {
+          const lean = readModelInferResponse(bytes);
+          if (lean === undefined) return;
+          read++;
+          expect(lean).toEqual(fromBinary(ModelInferResponseSchema, bytes));
+        },
+      ),
+      { numRuns: 3000 },
+    );
+    expect(read).toBeGreaterThan(500);
+  });
+
+  it("reads the requests clients send, raw inputs as views", () => {
+    const raw = [new Uint8Array(64).fill(1), new Uint8Array(64).fill(2)];
+    const bytes = toBinary(
+      ModelInferRequestSchema,
+      create(ModelInferRequestSchema, {
+        modelName: "simple",
+        inputs: ["INPUT0", "INPUT1"].map((name) => ({ name, datatype: "INT32", shape: [1n, 16n] })),
+        outputs: [{ name: "OUTPUT0" }],
+        rawInputContents: raw,
+      }),
+    );
+    const lean = readModelInferRequest(bytes);
+    expect(lean?.inputs.map(({ name, shape }) => [name, shape])).toEqual([
+      ["INPUT0", [1, 16]],
+      ["INPUT1", [1, 16]],
+    ]);
+    expect(lean?.outputs).toEqual(["OUTPUT0"]);
+    expect(lean?.inputs[1]?.data.buffer).toBe(bytes.buffer);
+    expect([...(lean?.inputs[1]?.data ?? [])]).toEqual([...(raw[1] ?? [])]);
+    // One raw buffer short: left to the general path, which names the input without data.
+    expect(readModelInferRequest(bytes.subarray(0, bytes.length - 66))).toBeUndefined();
+  });
+});
