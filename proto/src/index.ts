@@ -13,7 +13,8 @@
  * mapping to the config's `DataType` enum (`config-datatype.ts`), the BYTES codec
  * (`bytes-codec.ts`, alone as `@galley/proto/bytes-codec`), `InferParameter` conversion
  * (`infer-parameters.ts`) and the ModelInfer codec that keeps tensor bytes out of the encoded
- * message (`model-infer-codec.ts`).
+ * message (`model-infer-codec.ts`), reading and writing the common messages in one pass
+ * (`model-infer-lean.ts`).
  *
  * Importing this package makes protobuf-es keep a leading U+FEFF in strings (see
  * `text-encoding.ts`); without it such a character is silently dropped.

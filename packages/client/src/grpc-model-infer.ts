@@ -1,13 +1,15 @@
-// The lean gRPC `ModelInfer`: one length-prefixed message written straight onto an HTTP/2 stream
-// of the client's session, the response read straight off it. It is the mirror image of the
-// server's own lean path (packages/server/src/frontend/grpc/unary-infer.ts): the request's
-// `raw_input_contents` go onto the socket as their own chunks after the encoded head (never
-// copied into an encoded message; only a whole frame under 16 KiB is gathered into one write),
-// and the response's `raw_output_contents` are views of the received message. The Connect client costs several hundred microseconds of CPU per call for
-// the same RPC (interceptor chain, async-iterable pipes, envelope transforms); this path keeps its
-// semantics: the same ConnectErrors with Triton's codes and messages, deadlines (`grpc-timeout`
-// and a local timer), cancellation by AbortSignal (RST_STREAM CANCEL), headers, gzip both ways,
-// TLS, and connect-node's session manager for keepalive pings and reconnecting after GOAWAY.
+// The lean gRPC `ModelInfer`: one length-prefixed message written straight onto an HTTP/2 stream of
+// the client's session, the response read straight off it. It is the mirror image of the server's
+// own lean path (packages/server/src/frontend/grpc/unary-infer.ts): the request's
+// `raw_input_contents` go onto the socket as their own chunks after the encoded head (never copied
+// into an encoded message; only a whole frame under 16 KiB is gathered into one write), and the
+// response's `raw_output_contents` are views of the received message. Both are encoded and decoded
+// by @galley/proto's ModelInfer codec, which handles the common messages in one pass. The Connect
+// client costs several hundred microseconds of CPU per call for the same RPC (interceptor chain,
+// async-iterable pipes, envelope transforms); this path keeps its semantics: the same ConnectErrors
+// with Triton's codes and messages, deadlines (`grpc-timeout` and a local timer), cancellation by
+// AbortSignal (RST_STREAM CANCEL), headers, gzip both ways, TLS, and connect-node's session manager
+// for keepalive pings and reconnecting after GOAWAY.
 import {
   type ClientHttp2Stream,
   constants,
