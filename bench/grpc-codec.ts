@@ -2,13 +2,20 @@
 // reading the request (protobuf-es's `fromBinary` + `requestFromGrpc`, the general path, against
 // the unary path's one-pass `leanRequestFromGrpc`) and writing the response (protobuf-es's `create`
 // + `toBinary`, as connect-node writes it, against the unary path's one-pass head, `responsePieces`),
-// for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved. The one-pass
-// code is @galley/proto's model-infer-lean.ts, which the client uses the other way round.
+// for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved; and the client's
+// side, the other way round: its request's head (`toBinary` against `encodeModelInferRequest`) and
+// the response (`fromBinary` against `decodeModelInferResponse`). The one-pass code on both sides
+// is @galley/proto's model-infer-lean.ts.
 //
 //   npx tsx bench/grpc-codec.ts [--reps=5] [--calls=200000]
 import { loadavg } from "node:os";
-import { create, toBinary } from "@bufbuild/protobuf";
-import { ModelInferRequestSchema, ModelInferResponseSchema } from "@galley/proto";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  decodeModelInferResponse,
+  encodeModelInferRequest,
+  ModelInferRequestSchema,
+  ModelInferResponseSchema,
+} from "@galley/proto";
 import {
   decodeModelInfer,
   leanRequestFromGrpc,
@@ -22,15 +29,13 @@ import { formatSpread, spread, table } from "./lib/stats.js";
 const reps = option("reps", 5);
 const calls = option("calls", 200_000);
 const NAMES = ["0", "1"];
-const request = toBinary(
-  ModelInferRequestSchema,
-  create(ModelInferRequestSchema, {
-    modelName: "simple",
-    inputs: NAMES.map((n) => ({ name: `INPUT${n}`, datatype: "INT32", shape: [1n, 16n] })),
-    outputs: NAMES.map((n) => ({ name: `OUTPUT${n}` })),
-    rawInputContents: NAMES.map(() => new Uint8Array(64)),
-  }),
-);
+const requestMessage = create(ModelInferRequestSchema, {
+  modelName: "simple",
+  inputs: NAMES.map((n) => ({ name: `INPUT${n}`, datatype: "INT32", shape: [1n, 16n] })),
+  outputs: NAMES.map((n) => ({ name: `OUTPUT${n}` })),
+  rawInputContents: NAMES.map(() => new Uint8Array(64)),
+});
+const request = toBinary(ModelInferRequestSchema, requestMessage);
 const response = () => ({
   modelName: "simple",
   modelVersion: "1",
@@ -44,6 +49,7 @@ const response = () => ({
     parameters: {},
   })),
 });
+const encoded = Buffer.concat(responsePieces(response()).pieces);
 /** Each way, returning a size that must be the same every call (the inputs' bytes, the response's). */
 const ways: Record<string, [number, () => number]> = {
   "request: fromBinary + requestFromGrpc": [128, () => requestFromGrpc(decodeModelInfer(request)).inputs.length * 64],
@@ -53,6 +59,19 @@ const ways: Record<string, [number, () => number]> = {
     () => toBinary(ModelInferResponseSchema, { ...responseToGrpc(response()), rawOutputContents: [] }).length + 2 * 66,
   ],
   "response: one-pass head (responsePieces)": [187, () => responsePieces(response()).byteLength],
+  "client request: toBinary head": [
+    request.length,
+    () => toBinary(ModelInferRequestSchema, { ...requestMessage, rawInputContents: [] }).length + 2 * 66,
+  ],
+  "client request: encodeModelInferRequest": [request.length, () => encodeModelInferRequest(requestMessage).byteLength],
+  "client response: fromBinary": [
+    128,
+    () => fromBinary(ModelInferResponseSchema, encoded).rawOutputContents.length * 64,
+  ],
+  "client response: decodeModelInferResponse": [
+    128,
+    () => decodeModelInferResponse(encoded).rawOutputContents.length * 64,
+  ],
 };
 const results = new Map<string, number[]>();
 for (let rep = -1; rep < reps; rep++) {
