@@ -82,12 +82,15 @@ export function messageBytes(
  * response with parameters goes through `create` and `toBinary`.
  */
 export function responsePieces(response: InferenceResponse): EncodedPieces {
-  const raw = response.outputs.map((o) => o.data);
   let empty = true;
   for (const _ in response.parameters) empty = false;
   const head = empty ? writeModelInferResponseHead(response, response.outputs) : undefined;
   if (!head) return encodeModelInferResponse(responseToGrpc(response));
-  return withRawContents(head, RAW_OUTPUT_CONTENTS_TAG, raw);
+  return withRawContents(
+    head,
+    RAW_OUTPUT_CONTENTS_TAG,
+    response.outputs.map((o) => o.data),
+  );
 }
 
 /** The 5-byte prefix of an uncompressed message of `length` bytes. */
