@@ -158,35 +158,49 @@ class Parser {
 
   /**
    * Fast path for tensor data: an array (opened at `open`) of decimal literals only (a fraction
-   * or an exponent each, no NaN/Infinity) is checked here byte by byte and converted by the
-   * engine's JSON.parse in one call, without a JsonFloat per element. Anything else (an integer
-   * literal, another type, a syntax error, a value too big for a double) returns undefined with
-   * the position unchanged, and the general path reads the array (and reports any error).
+   * or an exponent each, no NaN/Infinity) converted by the engine's JSON.parse in one call, without
+   * a JsonFloat per element. Anything else (an integer literal, another type, a syntax error, a
+   * value too big for a double) returns undefined with the position unchanged, and the general
+   * path reads the array (and reports any error).
+   *
+   * When the first element is a decimal literal, the text up to the next `]` is given to JSON.parse
+   * first: if it is an array of finite numbers none of which is a whole number, every literal had a
+   * fraction or an exponent (an integer literal's value is always whole) and nothing in it can hold a
+   * `]`, so it is the whole array. That skips checking every byte here first: a body of 1,024 floats
+   * parses in ~41 µs instead of ~55, one of 65,536 in ~2.6 ms instead of ~3.5 (JSON.parse of the
+   * whole body: 31 µs and 2.2 ms; Node 26). Otherwise the bytes are checked one by one as before;
+   * `json-decimal-array.test.ts` holds both to the general reader, literal by literal.
    */
   #decimalArray(open: number): number[] | undefined {
-    const s = this.s;
     const first = this.#at;
-    let at = first;
+    if (this.#decimalEnd(first) < 0) return undefined;
+    const close = this.#text.indexOf("]", first);
+    if (close >= 0) {
+      let values: unknown;
+      try {
+        values = JSON.parse(this.#text.slice(open, close + 1));
+      } catch {
+        values = undefined;
+      }
+      if (Array.isArray(values) && values.every(isFraction)) return this.#decimals(values, close + 1);
+    }
+    return this.#checkedDecimalArray(open);
+  }
+
+  /** The decimal array ending before `end`, as the fast path returns it. */
+  #decimals(values: number[], end: number): number[] {
+    this.#at = end;
+    this.#depth--;
+    return markDecimalArray(values);
+  }
+
+  /** {@link #decimalArray} checking every byte first, for an array whose values JSON.parse left in doubt. */
+  #checkedDecimalArray(open: number): number[] | undefined {
+    const s = this.s;
+    let at = this.#at;
     for (;;) {
-      if (s[at] === 0x2d) at++;
-      if (s[at] === 0x30) at++;
-      else if (isDigit(s[at])) while (isDigit(s[at])) at++;
-      else return undefined;
-      let decimal = false;
-      if (s[at] === 0x2e) {
-        at++;
-        if (!isDigit(s[at])) return undefined;
-        while (isDigit(s[at])) at++;
-        decimal = true;
-      }
-      if (s[at] === 0x65 || s[at] === 0x45) {
-        at++;
-        if (s[at] === 0x2b || s[at] === 0x2d) at++;
-        if (!isDigit(s[at])) return undefined;
-        while (isDigit(s[at])) at++;
-        decimal = true;
-      }
-      if (!decimal) return undefined;
+      at = this.#decimalEnd(at);
+      if (at < 0) return undefined;
       while (isSpace(s[at])) at++;
       const c = s[at++];
       if (c === 0x5d) break;
@@ -195,9 +209,32 @@ class Parser {
     }
     const values = JSON.parse(this.#text.slice(open, at)) as number[];
     for (const v of values) if (!Number.isFinite(v)) return undefined;
-    this.#at = at;
-    this.#depth--;
-    return markDecimalArray(values);
+    return this.#decimals(values, at);
+  }
+
+  /** Where the decimal literal (one with a fraction or an exponent) at `start` ends, or -1 if there is none. */
+  #decimalEnd(start: number): number {
+    const s = this.s;
+    let at = start;
+    if (s[at] === 0x2d) at++;
+    if (s[at] === 0x30) at++;
+    else if (isDigit(s[at])) while (isDigit(s[at])) at++;
+    else return -1;
+    let decimal = false;
+    if (s[at] === 0x2e) {
+      at++;
+      if (!isDigit(s[at])) return -1;
+      while (isDigit(s[at])) at++;
+      decimal = true;
+    }
+    if (s[at] === 0x65 || s[at] === 0x45) {
+      at++;
+      if (s[at] === 0x2b || s[at] === 0x2d) at++;
+      if (!isDigit(s[at])) return -1;
+      while (isDigit(s[at])) at++;
+      decimal = true;
+    }
+    return decimal ? at : -1;
   }
 
   #string(): string {
@@ -342,6 +379,11 @@ class Parser {
 
 function isSpace(c: number | undefined): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+/** A finite number that is not whole: JSON.parse's value of a decimal literal, never of an integer one. */
+function isFraction(v: unknown): boolean {
+  return typeof v === "number" && Number.isFinite(v) && !Number.isInteger(v);
 }
 
 function isDigit(c: number | undefined): boolean {
