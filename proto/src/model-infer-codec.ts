@@ -16,6 +16,7 @@ import {
   ModelInferResponseSchema,
 } from "./gen/inference/grpc_service_pb.js";
 import {
+  isEmpty,
   readModelInferResponse,
   varintSize,
   writeModelInferRequestHead,
@@ -53,10 +54,9 @@ export function encodeModelInferRequest(message: ModelInferRequest): EncodedPiec
 
 /** A `ModelInferResponse` as pieces: the head, then each `raw_output_contents` buffer as it is (not copied). */
 export function encodeModelInferResponse(message: ModelInferResponse): EncodedPieces {
-  const lean =
-    isEmpty(message.parameters) && message.outputs.every((o) => isEmpty(o.parameters) && o.contents === undefined)
-      ? writeModelInferResponseHead(message, message.outputs)
-      : undefined;
+  const lean = message.outputs.every((o) => isEmpty(o.parameters) && o.contents === undefined)
+    ? writeModelInferResponseHead(message, message.outputs)
+    : undefined;
   const head = lean ?? toBinary(ModelInferResponseSchema, { ...message, rawOutputContents: [] });
   return withRawContents(head, RAW_OUTPUT_CONTENTS_TAG, message.rawOutputContents);
 }
@@ -97,9 +97,4 @@ export function fieldPrefix(tag: number, length: number): Buffer {
   out[0] = tag;
   writeVarint(out, 1, length);
   return out;
-}
-
-function isEmpty(map: object): boolean {
-  for (const _ in map) return false;
-  return true;
 }

@@ -192,9 +192,22 @@ export function writeModelInferRequestHead(head: LeanHead, inputs: readonly Lean
   return writeHead(head, inputs, outputs);
 }
 
-/** The same for a `ModelInferResponse` without parameters: its outputs, before `raw_output_contents`. */
-export function writeModelInferResponseHead(head: LeanHead, outputs: readonly LeanTensor[]) {
-  return writeHead(head, outputs, []);
+/**
+ * The same for a `ModelInferResponse`: its outputs, before `raw_output_contents`. Undefined, for
+ * `toBinary`, also when the response has parameters (its outputs' own are not looked at: the caller
+ * passes outputs without them).
+ */
+export function writeModelInferResponseHead(
+  head: LeanHead & { parameters: object },
+  outputs: readonly LeanTensor[],
+): Uint8Array | undefined {
+  return isEmpty(head.parameters) ? writeHead(head, outputs, []) : undefined;
+}
+
+/** Whether an object (a parameter map) has no keys. */
+export function isEmpty(map: object): boolean {
+  for (const _ in map) return false;
+  return true;
 }
 
 function writeHead(head: LeanHead, tensors: readonly LeanTensor[], names: readonly string[]): Uint8Array | undefined {

@@ -82,9 +82,7 @@ export function messageBytes(
  * response with parameters goes through `create` and `toBinary`.
  */
 export function responsePieces(response: InferenceResponse): EncodedPieces {
-  let empty = true;
-  for (const _ in response.parameters) empty = false;
-  const head = empty ? writeModelInferResponseHead(response, response.outputs) : undefined;
+  const head = writeModelInferResponseHead(response, response.outputs);
   if (!head) return encodeModelInferResponse(responseToGrpc(response));
   return withRawContents(
     head,
