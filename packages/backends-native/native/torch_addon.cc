@@ -21,7 +21,7 @@ Napi::Value CudaDeviceCount(const Napi::CallbackInfo& info) {
 }  // namespace
 
 static Napi::Object InitGalleyTorch(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 2));
+  exports.Set("abiVersion", Napi::Number::New(env, 3));
   exports.Set("torchVersion", Napi::String::New(env, TORCH_VERSION));
 #ifdef GALLEY_TORCH_CUDA
   exports.Set("cudaCompiled", Napi::Boolean::New(env, true));

@@ -45,6 +45,11 @@ struct TorchJob {
   /** Bytes copied host→device (inputs staged) and device→host (outputs returned), for accounting. */
   int64_t host_to_device = 0;
   int64_t device_to_host = 0;
+  /** In: the batch may run as a CUDA graph. Out: "captured", "replayed" or "" (eager), and why a
+   *  capture failed. */
+  bool graph = false;
+  std::string graph_state;
+  std::string graph_error;
 };
 
 namespace {
@@ -57,31 +62,6 @@ std::string Describe(const std::exception& error) {
 bool Flag(const Napi::Object& options, const char* key, bool fallback) {
   Napi::Value value = options.Get(key);
   return value.IsBoolean() ? value.As<Napi::Boolean>().Value() : fallback;
-}
-
-/** Outputs as one list of tensors: a tensor, or a tuple / list of tensors (Triton's `NAME__<i>` positions). */
-std::vector<torch::Tensor> Flatten(const c10::IValue& result) {
-  std::vector<torch::Tensor> outputs;
-  auto element = [&outputs](const c10::IValue& value, size_t index) {
-    if (!value.isTensor()) {
-      throw std::invalid_argument("output at index " + std::to_string(index) + " must be of type Tensor, received " +
-                                  value.type()->str());
-    }
-    outputs.push_back(value.toTensor());
-  };
-  if (result.isTensor()) {
-    outputs.push_back(result.toTensor());
-  } else if (result.isTuple()) {
-    const auto& elements = result.toTupleRef().elements();
-    for (size_t i = 0; i < elements.size(); i++) element(elements[i], i);
-  } else if (result.isList()) {
-    c10::List<c10::IValue> list = result.toList();
-    for (size_t i = 0; i < list.size(); i++) element(list.get(i), i);
-  } else {
-    throw std::invalid_argument("output must be of type Tensor or a Tuple or List of Tensors, received " +
-                                result.type()->str());
-  }
-  return outputs;
 }
 
 /**
@@ -174,6 +154,10 @@ TorchInstance::TorchInstance(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
   settings_.optimized_execution = Flag(options, "optimizedExecution", true);
   settings_.cache_cleaning = Flag(options, "cacheCleaning", false);
   settings_.cudnn = Flag(options, "cudnn", true);
+  settings_.cuda_graphs = Flag(options, "cudaGraphs", false);
+  Napi::Value limit = options.Get("cudaGraphLimit");
+  double graph_limit = 0;
+  settings_.cuda_graph_limit = Whole(limit, &graph_limit) && graph_limit <= 4096 ? static_cast<size_t>(graph_limit) : 16;
   if (settings_.cuda) device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(settings_.device_id));
 
   shared_ = std::make_shared<Shared>();
@@ -217,6 +201,7 @@ Napi::Value TorchInstance::Execute(const Napi::CallbackInfo& info) {
     job->inputs.push_back(ParseInput(env, inputs.Get(i), "input " + std::to_string(i), *job, true));
   }
   if (info[1].IsObject()) {
+    job->graph = Flag(info[1].As<Napi::Object>(), "graph", false);
     Napi::Value resident = info[1].As<Napi::Object>().Get("resident");
     if (resident.IsArray()) {
       Napi::Array positions = resident.As<Napi::Array>();
@@ -442,6 +427,8 @@ void TorchInstance::Settle(Napi::Env env, TorchJob& job) {
     out.Set("inferNs", Napi::Number::New(env, static_cast<double>(job.infer_ns)));
     out.Set("hostToDeviceBytes", Napi::Number::New(env, static_cast<double>(job.host_to_device)));
     out.Set("deviceToHostBytes", Napi::Number::New(env, static_cast<double>(job.device_to_host)));
+    if (!job.graph_state.empty()) out.Set("cudaGraph", job.graph_state);
+    if (!job.graph_error.empty()) out.Set("cudaGraphError", job.graph_error);
     deferred.Resolve(out);
   } else {
     deferred.Resolve(env.Undefined());
@@ -497,6 +484,9 @@ void TorchInstance::RunLoad(TorchJob& job) {
                                  std::to_string(torch::cuda::device_count()) + ")");
       }
       stream_ = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(settings_.device_id));
+      if (settings_.cuda_graphs && settings_.cuda_graph_limit > 0) {
+        graphs_ = std::make_unique<TorchGraphs>(settings_.cuda_graph_limit);
+      }
 #else
       throw std::runtime_error("this galley_torch was built against a libtorch without CUDA");
 #endif
@@ -543,9 +533,17 @@ void TorchInstance::RunExecute(TorchJob& job) {
     }
     for (const InputView& input : job.inputs) arguments.emplace_back(Place(input, job, held));
     auto start = std::chrono::steady_clock::now();
-    c10::IValue result = module_->forward(std::move(arguments));
-    std::vector<torch::Tensor> outputs = Flatten(result);
-    result = c10::IValue();
+    std::vector<torch::Tensor> outputs;
+    bool graphed = false;
+#ifdef GALLEY_TORCH_CUDA
+    if (job.graph && graphs_ && stream_) {
+      GraphOutcome outcome;
+      graphed = graphs_->Run(*module_, *stream_, arguments, outputs, outcome);
+      job.graph_state = std::move(outcome.state);
+      job.graph_error = std::move(outcome.error);
+    }
+#endif
+    if (!graphed) outputs = Flatten(module_->forward(std::move(arguments)));
     for (size_t i = 0; i < outputs.size() && i < job.resident.size(); i++) {
       torch::Tensor& output = outputs[i];
       if (!job.resident[i] || !output.defined()) continue;
@@ -553,7 +551,8 @@ void TorchInstance::RunExecute(TorchJob& job) {
       // region may be unregistered once the request ends). Sharing a parameter's or an earlier
       // handle's storage is fine: libtorch's reference counting keeps it. Queued on the stream
       // before the synchronisation below, so the handle's bytes are complete when it is handed out.
-      if (Overlaps(output, job.borrowed)) output = output.clone(at::MemoryFormat::Contiguous);
+      // A graph's outputs are overwritten by its next replay.
+      if (graphed || Overlaps(output, job.borrowed)) output = output.clone(at::MemoryFormat::Contiguous);
       else output = output.contiguous();
     }
     if (device_.is_cuda()) ReturnToHost(outputs, job);
@@ -708,6 +707,12 @@ torch::Tensor TorchInstance::Stage(const std::vector<const InputView*>& parts, s
 
 void TorchInstance::RunStop() {
   try {
+#ifdef GALLEY_TORCH_CUDA
+    if (graphs_) {
+      if (stream_) stream_->synchronize();
+      graphs_.reset();
+    }
+#endif
     module_.reset();
     stage_in_.Release();
     stage_out_.Release();

@@ -20,6 +20,8 @@
 
 #ifdef GALLEY_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
+
+#include "torch_graphs.h"
 #endif
 
 namespace galley {
@@ -32,6 +34,10 @@ struct TorchSettings {
   bool optimized_execution = true;
   bool cache_cleaning = false;
   bool cudnn = true;
+  /** `optimization { cuda { graphs: true } }`: capture forward as CUDA graphs (GPU only). */
+  bool cuda_graphs = false;
+  /** The most graphs the instance keeps (distinct input shapes). */
+  size_t cuda_graph_limit = 0;
 };
 
 /**
@@ -112,6 +118,7 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
   std::unique_ptr<torch::jit::Module> module_;
 #ifdef GALLEY_TORCH_CUDA
   std::optional<c10::cuda::CUDAStream> stream_;
+  std::unique_ptr<TorchGraphs> graphs_;
 #endif
   PinnedStage stage_in_;
   PinnedStage stage_out_;

@@ -1,6 +1,7 @@
 #include "torch_tensors.h"
 
 #include <cstring>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace galley {
@@ -40,6 +41,31 @@ torch::Tensor WrapInput(const InputView& input) {
   torch::Tensor copy = torch::empty(input.shape, options);
   std::memcpy(copy.data_ptr(), input.data, input.byte_length);
   return copy;
+}
+
+/** Outputs as one list of tensors: a tensor, or a tuple / list of tensors (Triton's `NAME__<i>` positions). */
+std::vector<torch::Tensor> Flatten(const c10::IValue& result) {
+  std::vector<torch::Tensor> outputs;
+  auto element = [&outputs](const c10::IValue& value, size_t index) {
+    if (!value.isTensor()) {
+      throw std::invalid_argument("output at index " + std::to_string(index) + " must be of type Tensor, received " +
+                                  value.type()->str());
+    }
+    outputs.push_back(value.toTensor());
+  };
+  if (result.isTensor()) {
+    outputs.push_back(result.toTensor());
+  } else if (result.isTuple()) {
+    const auto& elements = result.toTupleRef().elements();
+    for (size_t i = 0; i < elements.size(); i++) element(elements[i], i);
+  } else if (result.isList()) {
+    c10::List<c10::IValue> list = result.toList();
+    for (size_t i = 0; i < list.size(); i++) element(list.get(i), i);
+  } else {
+    throw std::invalid_argument("output must be of type Tensor or a Tuple or List of Tensors, received " +
+                                result.type()->str());
+  }
+  return outputs;
 }
 
 }  // namespace galley

@@ -36,4 +36,7 @@ struct InputView {
 /** A CPU tensor over the input's bytes (no copy), or a copy when they are not aligned for the type. */
 torch::Tensor WrapInput(const InputView& input);
 
+/** Outputs as one list of tensors: a tensor, or a tuple / list of tensors (Triton's `NAME__<i>` positions). */
+std::vector<torch::Tensor> Flatten(const c10::IValue& result);
+
 }  // namespace galley

@@ -53,6 +53,10 @@ export interface RawTorchResult {
   /** Bytes staged host→device for the inputs and copied device→host for the outputs. */
   hostToDeviceBytes: number;
   deviceToHostBytes: number;
+  /** With `graph`: "captured" (this call captured forward as a CUDA graph) or "replayed"; absent when it ran eagerly. */
+  cudaGraph?: "captured" | "replayed";
+  /** Why capturing failed (the call then ran eagerly): libtorch's or CUDA's message. */
+  cudaGraphError?: string;
 }
 
 /** One TorchScript module on its own native thread (`native/torch_instance.cc`). */
@@ -64,7 +68,7 @@ export interface RawTorchInstance {
    * bytes are used in place (copied only when misaligned) and must stay attached until it settles.
    * Outputs at the `resident` positions stay where the model made them, as handles.
    */
-  execute(inputs: RawTorchInput[], options?: { resident?: number[] }): Promise<RawTorchResult>;
+  execute(inputs: RawTorchInput[], options?: { resident?: number[]; graph?: boolean }): Promise<RawTorchResult>;
   /** Release the module (and cached device memory), end the thread; later calls reject. */
   close(): Promise<void>;
 }
@@ -77,6 +81,8 @@ export interface RawTorchSettings {
   optimizedExecution?: boolean;
   cacheCleaning?: boolean;
   cudnn?: boolean;
+  cudaGraphs?: boolean;
+  cudaGraphLimit?: number;
 }
 
 /** The raw galley_torch addon, as `native/torch_addon.cc` exports it. Only src/torch.ts uses it. */
@@ -93,7 +99,7 @@ export interface TorchBinding {
 }
 
 /** The ABI these wrappers were written against. */
-export const TORCH_BINDING_ABI_VERSION = 2;
+export const TORCH_BINDING_ABI_VERSION = 3;
 
 /** Where the torch addon may be: an explicit override first, then node-gyp's build folders. */
 export function torchBindingCandidates(): string[] {

@@ -59,6 +59,25 @@ export interface TorchModelOptions {
   cacheCleaning?: boolean;
   /** `DISABLE_CUDNN` inverted (default true). */
   cudnn?: boolean;
+  /**
+   * On a GPU, run forward as CUDA graphs (default false): a call {@link TorchModel.execute} allows
+   * (`graph: true`) runs eagerly for the first 3 calls of its input shapes, is captured on the
+   * 4th and replayed from then on — one launch instead of one per operation. A module that cannot
+   * be captured (it waits for the GPU, say with `.item()`) runs eagerly, and the result says why.
+   * Replays give the captured computation: only for modules whose work depends on the inputs'
+   * shapes and values alone.
+   */
+  cudaGraphs?: boolean;
+  /** The most graphs (distinct input shapes) a model keeps, each holding its own GPU memory (default 16, at most 4096). */
+  cudaGraphLimit?: number;
+}
+
+/** Options of {@link TorchModel.execute}. */
+export interface TorchExecuteOptions {
+  /** Output positions to keep where the model made them, as {@link TorchDeviceTensor} handles. */
+  resident?: readonly number[];
+  /** The call may run as a CUDA graph (see {@link TorchModelOptions.cudaGraphs}). */
+  graph?: boolean;
 }
 
 /** A forward argument (without `self`). */
@@ -83,8 +102,9 @@ export interface TorchModel {
    * back as {@link TorchDeviceTensor} handles instead of bytes. Throws a TypeError / RangeError
    * synchronously for an input that cannot be taken: device memory on another GPU or given to a
    * CPU model, a kept tensor of another device or datatype, sizes that do not fit the shape.
+   * With `graph` (and the model's `cudaGraphs`), the call may run as a CUDA graph.
    */
-  execute(inputs: readonly TorchInput[], options?: { resident?: readonly number[] }): Promise<TorchResult>;
+  execute(inputs: readonly TorchInput[], options?: TorchExecuteOptions): Promise<TorchResult>;
   /** Release the module and end its thread. */
   close(): Promise<void>;
 }
@@ -148,7 +168,15 @@ export async function loadTorchModel(path: string, options: TorchModelOptions = 
     arguments: info.arguments,
     returns: info.returns,
     execute: (inputs, options) =>
-      instance.execute([...inputs], options?.resident ? { resident: [...options.resident] } : undefined),
+      instance.execute(
+        [...inputs],
+        options
+          ? {
+              ...(options.resident ? { resident: [...options.resident] } : {}),
+              ...(options.graph ? { graph: true } : {}),
+            }
+          : undefined,
+      ),
     close: () => instance.close(),
   };
 }

@@ -85,6 +85,30 @@ describe("PyTorch backend: naming conventions", () => {
     expect(lines.join("\n")).toMatch(/Falling back to enforcing strict ordering from model configuration/);
   });
 
+  it("serves a model with optimization.cuda.graphs on the CPU eagerly, saying so in the log", async () => {
+    const repo = tempRepository();
+    torchModel(
+      repo,
+      "graphed",
+      "add_sub",
+      tensors("input", "x:FP32:4", "y:FP32:4") +
+        tensors("output", "SUM__0:FP32:4", "DIFF__1:FP32:4") +
+        "instance_group [ { kind: KIND_CPU } ]\noptimization { cuda { graphs: true busy_wait_events: true } }\n",
+    );
+    const { log, lines } = recordingLog();
+    const { client } = await startServer({ modelRepositories: [repo], log });
+    for (let i = 0; i < 5; i++) {
+      const response = await client.modelInfer(fp32Request("graphed", ["x", "y"]));
+      expect(byName(response)).toEqual({ SUM__0: [11, 22, 33, 44], DIFF__1: [-9, -18, -27, -36] });
+    }
+    const text = lines.join("\n");
+    expect(text).toMatch(
+      /graphed: optimization\.cuda\.graphs: instance group graphed_0 runs on the CPU, without graphs/,
+    );
+    expect(text).toMatch(/graphed: optimization\.cuda: busy_wait_events is not used by the PyTorch backend/);
+    expect(text).not.toMatch(/captured a CUDA graph/);
+  });
+
   it("maps outputs to a returned list's positions", async () => {
     const repo = tempRepository();
     torchModel(

@@ -37,7 +37,7 @@ start=$(date +%s)
 for std in ${GALLEY_CXX_STD:-c++17 c++20}; do
   echo "compiling with -std=$std" >>"$out/build.log"
   pids=()
-  for src in torch_addon torch_instance torch_tensors torch_device_tensor; do
+  for src in torch_addon torch_instance torch_tensors torch_device_tensor torch_graphs; do
     # shellcheck disable=SC2046
     g++ -O2 -std="$std" -fPIC -fexceptions -frtti -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
       -DNODE_GYP_MODULE_NAME=galley_torch -DBUILDING_NODE_EXTENSION $cuda_define \
@@ -72,11 +72,11 @@ fi
 mkdir -p "$carry/node_modules/@galley"
 ln -sfn "$root/packages/backends-native" "$carry/node_modules/@galley/backends-native"
 ln -sfn "$root/packages/server/python" "$root/packages/python"
-# The other GPU checks (NVML metrics, CUDA shared memory), each where it exists.
+# The other GPU checks (CUDA graphs, NVML metrics, CUDA shared memory), each where it exists.
 check_status=0
 # cuda-shm-gpu imports the client and the server: prepare-carry.sh bundles it into the carry.
 # device-tensors-gpu: CUDA shm in place for libtorch, the GPU ensemble's device hand-off, 256 MiB.
-for check in test/gpu/nvml-gpu.mjs "$carry/cuda-shm-gpu.mjs" "$carry/device-tensors-gpu.mjs"; do
+for check in test/gpu/torch-graphs-gpu.mjs test/gpu/nvml-gpu.mjs "$carry/cuda-shm-gpu.mjs" "$carry/device-tensors-gpu.mjs"; do
   [ -f "$check" ] && step checks || continue
   name=$(basename "$check" .mjs)
   # GALLEY_GPU_SKIP: names of checks to leave out of this run (e.g. "nvml-gpu cuda-shm-gpu").

@@ -3,6 +3,7 @@ import { isAbsolute, join, relative, resolve } from "node:path";
 import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
 import type { Logger } from "../../log.js";
 import type { Backend, BackendModel } from "../backend.js";
+import { cudaGraphPlan } from "./cuda-graphs.js";
 import { PyTorchInstance, type TorchAddon } from "./pytorch-instance.js";
 import { mapTorchIO } from "./pytorch-io.js";
 import type { TorchInstanceSettings } from "./pytorch-messages.js";
@@ -63,6 +64,8 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
       const parameters = torchParameters(config);
       if (typeof parameters === "string") throw fail(parameters);
       const gpus = support.cudaDevices ?? 0;
+      const graphs = cudaGraphPlan(config);
+      for (const note of graphs?.notes ?? []) log.warn(`${config.name}: optimization.cuda: ${note}`);
       const planned: {
         name: string;
         passive: boolean;
@@ -95,11 +98,20 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
                 name: `${group.name}_${planned.length}`,
                 passive: group.passive,
                 group,
-                settings: { ...parameters, device: "cuda", deviceId: id },
+                settings: {
+                  ...parameters,
+                  device: "cuda",
+                  deviceId: id,
+                  ...(graphs ? { cudaGraphs: true, cudaGraphLimit: graphs.limit } : {}),
+                },
               });
             }
           }
         } else {
+          if (graphs)
+            log.warn(
+              `${config.name}: optimization.cuda.graphs: instance group ${group.name} runs on the CPU, without graphs`,
+            );
           for (let i = 0; i < count; i++) {
             planned.push({
               name: `${group.name}_${i}`,
@@ -122,6 +134,7 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
               log,
               rateLimiter: p.group.rateLimiter,
               signal: context.signal,
+              ...(graphs && p.settings.device === "cuda" ? { graphs } : {}),
             },
             (forward) => mapTorchIO(config, forward, (m) => log.warn(m)),
           ),

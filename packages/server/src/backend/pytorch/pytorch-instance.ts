@@ -10,6 +10,7 @@ import { scatterOutput } from "../batch-io.js";
 import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { type NativeInstance, nativeTransport } from "../host/native-transport.js";
+import { batchShapes, type CudaGraphPlan, describeShapes } from "./cuda-graphs.js";
 import { outputIndexMessage, TORCH_PROTOCOL_TYPES, type TorchIO } from "./pytorch-io.js";
 import type {
   TorchExecution,
@@ -28,7 +29,10 @@ export interface TorchAddon {
   ): Promise<{
     arguments: readonly { name: string; type: string }[];
     returns: string;
-    execute(inputs: readonly TorchWireInput[], options?: { resident?: readonly number[] }): Promise<TorchExecution>;
+    execute(
+      inputs: readonly TorchWireInput[],
+      options?: { resident?: readonly number[]; graph?: boolean },
+    ): Promise<TorchExecution>;
     close(): Promise<void>;
   }>;
 }
@@ -45,6 +49,8 @@ export interface PyTorchInstanceOptions {
   log: Logger;
   rateLimiter?: ModelRateLimiter | undefined;
   signal?: AbortSignal | undefined;
+  /** On a GPU with `optimization.cuda.graphs`: which batches may run as CUDA graphs. */
+  graphs?: CudaGraphPlan | undefined;
 }
 
 /** One TorchScript module on its own native thread, as a `NativeInstance` for the host. */
@@ -64,7 +70,11 @@ function torchNative(torch: TorchAddon): NativeInstance<TorchProtocol> {
     async execute(batch) {
       if (!model) return { error: "the model is not loaded" };
       try {
-        return await model.execute(batch.inputs, batch.resident ? { resident: batch.resident } : undefined);
+        const options = {
+          ...(batch.resident ? { resident: batch.resident } : {}),
+          ...(batch.graph ? { graph: true } : {}),
+        };
+        return await model.execute(batch.inputs, options);
       } catch (error) {
         return { error: (error as Error).message };
       }
@@ -101,6 +111,7 @@ export class PyTorchInstance implements BackendInstance {
    */
   readonly depth: number;
   readonly #log: Logger;
+  readonly #graphs: CudaGraphPlan | undefined;
 
   private constructor(
     host: InstanceHost<TorchProtocol>,
@@ -109,7 +120,9 @@ export class PyTorchInstance implements BackendInstance {
     settings: TorchInstanceSettings,
     log: Logger,
     rateLimiter?: ModelRateLimiter,
+    graphs?: CudaGraphPlan,
   ) {
+    this.#graphs = graphs;
     this.#device = settings.device === "cuda" ? settings.deviceId : undefined;
     this.depth = this.#device === undefined ? 1 : 2;
     this.#log = log;
@@ -147,7 +160,15 @@ export class PyTorchInstance implements BackendInstance {
       await host.close(0);
       throw error;
     }
-    return new PyTorchInstance(host, options.config, io, options.settings, options.log, options.rateLimiter);
+    return new PyTorchInstance(
+      host,
+      options.config,
+      io,
+      options.settings,
+      options.log,
+      options.rateLimiter,
+      options.graphs,
+    );
   }
 
   /** False while the instance is down (restarting after a failure). */
@@ -199,9 +220,20 @@ export class PyTorchInstance implements BackendInstance {
       const answer = await this.#host.execute({
         inputs: args as TorchWireInput[],
         ...(resident.length > 0 ? { resident } : {}),
+        ...(this.#graphs?.allows(batchShapes(requests, this.#batching)) ? { graph: true } : {}),
       });
       if ("error" in answer) throw new InferenceError("TORCH_EXECUTE_FAILED", { message: answer.error });
       result = answer;
+      if (result.cudaGraph === "captured") {
+        this.#log.info(
+          `${this.name}: captured a CUDA graph for ${describeShapes(batchShapes(requests, this.#batching))}`,
+        );
+      }
+      if (result.cudaGraphError) {
+        this.#log.warn(
+          `${this.name}: could not capture a CUDA graph for ${describeShapes(batchShapes(requests, this.#batching))}, runs eagerly: ${result.cudaGraphError}`,
+        );
+      }
     } catch (error) {
       return failed(requests, error as Error, inputDone - start);
     }

@@ -45,6 +45,9 @@ export interface TorchExecution {
   /** Bytes staged host→device and copied device→host (0 on the CPU). */
   hostToDeviceBytes?: number;
   deviceToHostBytes?: number;
+  /** "captured" or "replayed" when the batch ran as a CUDA graph; why a capture failed. */
+  cudaGraph?: "captured" | "replayed";
+  cudaGraphError?: string;
 }
 
 /** Where and how an instance runs its module (the config's parameters and instance group). */
@@ -55,6 +58,9 @@ export interface TorchInstanceSettings {
   optimizedExecution: boolean;
   cacheCleaning: boolean;
   cudnn: boolean;
+  /** `optimization.cuda.graphs` on a GPU instance, and the most graphs it keeps (see cuda-graphs.ts). */
+  cudaGraphs?: boolean;
+  cudaGraphLimit?: number;
 }
 
 /** The PyTorch backend's payloads (see `InstanceProtocol`). */
@@ -62,7 +68,7 @@ export interface TorchProtocol {
   init: { path: string; settings: TorchInstanceSettings };
   info: ForwardSignature;
   /** forward's arguments, in order, and the returned positions to keep on the device. */
-  batch: { inputs: TorchWireInput[]; resident?: number[] };
+  batch: { inputs: TorchWireInput[]; resident?: number[]; graph?: boolean };
   /** The returned tensors in order, or libtorch's error. */
   result: TorchExecution | { error: string };
   response: never;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The text-to-video benchmark at 8 users with the denoiser's max_queue_delay_microseconds at each
-# of several values, interleaved (a round runs every value once, in turn), so that the spread
-# between calls on the lent machine falls on every value alike. Each value gets a copy of the
-# models with only that line of the denoiser's config changed. On the GPU machine, after
+# of several values, and with the models' CUDA graphs on and off, interleaved (a round runs every
+# variant once, in turn), so that the spread between calls on the lent machine falls on every
+# variant alike. Each variant gets a copy of the models with only those lines changed (graphs off:
+# every `optimization { cuda { graphs: true } }` line of the configs taken out). On the GPU machine, after
 # device-run.sh's build step (it unpacks Node and builds the addons the bundle needs):
-#   bash packages/backends-native/test/gpu/t2v-delay-ab.sh
-# GALLEY_AB_DELAYS ("6000 0"), GALLEY_AB_ROUNDS (3), GALLEY_AB_ARGS ("--reps=1 --videos=5"),
+#   bash packages/backends-native/test/gpu/t2v-ab.sh
+# GALLEY_AB_DELAYS ("6000 0"), GALLEY_AB_GRAPHS ("on"; "on off" for both), GALLEY_AB_ROUNDS (3), GALLEY_AB_ARGS ("--reps=1 --videos=5"),
 # GALLEY_AB_CONFIG (gpu: the config name, configs/<name>.pbtxt; "default": config.pbtxt), GALLEY_AB_MODELS
 # (examples/text-to-video/models), GALLEY_AB_BENCH (the bundled benchmark; on a CPU machine, for
 # a check of this script: "npx tsx bench/text-to-video.ts" with a copy of the models whose GPU
@@ -13,6 +14,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/galley-ab-out}
 delays=${GALLEY_AB_DELAYS:-6000 0}
+graphs=${GALLEY_AB_GRAPHS:-on}
 rounds=${GALLEY_AB_ROUNDS:-3}
 config=${GALLEY_AB_CONFIG:-gpu}
 models=${GALLEY_AB_MODELS:-examples/text-to-video/models}
@@ -29,37 +31,45 @@ if [ "$config" = default ]; then
   file=config.pbtxt
   config_arg=
 fi
+variants=
 for delay in $delays; do
   case $delay in *[!0-9]*) echo "not a delay in microseconds: $delay" >&2 && exit 2 ;; esac
-  cp -r "$models" "$work/$delay"
-  target=$work/$delay/denoiser/$file
-  if ! grep -q "max_queue_delay_microseconds:" "$target"; then
-    echo "$target has no max_queue_delay_microseconds line to change" >&2
-    exit 2
-  fi
-  sed -i "s/max_queue_delay_microseconds: *[0-9]*/max_queue_delay_microseconds: $delay/" "$target"
+  for graph in $graphs; do
+    case $graph in on) variant=$delay ;; off) variant=$delay-eager ;; *) echo "GALLEY_AB_GRAPHS takes on and off: $graph" >&2 && exit 2 ;; esac
+    variants="$variants $variant"
+    cp -r "$models" "$work/$variant"
+    target=$work/$variant/denoiser/$file
+    if ! grep -q "max_queue_delay_microseconds:" "$target"; then
+      echo "$target has no max_queue_delay_microseconds line to change" >&2
+      exit 2
+    fi
+    sed -i "s/max_queue_delay_microseconds: *[0-9]*/max_queue_delay_microseconds: $delay/" "$target"
+    if [ "$graph" = off ]; then
+      for f in "$work/$variant"/*/"$file"; do sed -i '/^optimization { cuda { graphs: true } }$/d' "$f"; done
+    fi
+  done
 done
 status=0
 for round in $(seq 1 "$rounds"); do
-  for delay in $delays; do
-    log=$out/ab-$delay-$round.log
+  for variant in $variants; do
+    log=$out/ab-$variant-$round.log
     # shellcheck disable=SC2086
-    timeout "${GALLEY_AB_TIMEOUT:-150}" $bench $config_arg --models="$work/$delay" --users=8 --batch-reasons \
+    timeout "${GALLEY_AB_TIMEOUT:-150}" $bench $config_arg --models="$work/$variant" --users=8 --batch-reasons \
       ${GALLEY_AB_ARGS:---reps=1 --videos=5} >"$log" 2>&1
     rc=$?
     [ $rc = 0 ] || status=1
-    echo "round $round, delay $delay us: exit $rc ($log)"
+    echo "round $round, $variant: exit $rc ($log)"
   done
 done
 echo
-echo "| delay µs | round | pipeline videos/min | step by step videos/min | ratio | denoiser batch, pipeline / step by step |"
+echo "| delay µs (-eager: graphs off) | round | pipeline videos/min | step by step videos/min | ratio | denoiser batch, pipeline / step by step |"
 echo "| --- | --- | --- | --- | --- | --- |"
-for delay in $delays; do
+for variant in $variants; do
   for round in $(seq 1 "$rounds"); do
-    log=$out/ab-$delay-$round.log
+    log=$out/ab-$variant-$round.log
     field() { grep "^| 8 | $1 |" "$log" | cut -d'|' -f"$2" | awk '{print $1}'; }
     ratio=$(grep -o "throughput: [0-9.]*" "$log" | awk '{print $2}')
-    echo "| $delay | $round | $(field pipeline 4) | $(field "step by step" 4) | ${ratio:-?} | $(field pipeline 8) / $(field "step by step" 8) |"
+    echo "| $variant | $round | $(field pipeline 4) | $(field "step by step" 4) | ${ratio:-?} | $(field pipeline 8) / $(field "step by step" 8) |"
   done
 done
 exit $status
