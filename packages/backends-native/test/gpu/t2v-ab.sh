@@ -3,11 +3,12 @@
 # of several values, and with the models' CUDA graphs on and off, interleaved (a round runs every
 # variant once, in turn), so that the spread between calls on the lent machine falls on every
 # variant alike. Each variant gets a copy of the models with only those lines changed (graphs off:
-# every `optimization { cuda { graphs: true } }` line of the configs taken out). On the GPU machine, after
-# device-run.sh's build step (it unpacks Node and builds the addons the bundle needs):
+# every `optimization { cuda { graphs: true } }` line of the configs taken out). On the GPU
+# machine, after device-run.sh's build step (it unpacks Node and builds the addons the bundle needs):
 #   bash packages/backends-native/test/gpu/t2v-ab.sh
-# GALLEY_AB_DELAYS ("6000 0"), GALLEY_AB_GRAPHS ("on"; "on off" for both), GALLEY_AB_ROUNDS (3), GALLEY_AB_ARGS ("--reps=1 --videos=5"),
-# GALLEY_AB_CONFIG (gpu: the config name, configs/<name>.pbtxt; "default": config.pbtxt), GALLEY_AB_MODELS
+# GALLEY_AB_DELAYS ("6000 0"), GALLEY_AB_GRAPHS ("on"; "on off" for both), GALLEY_AB_ROUNDS (3),
+# GALLEY_AB_ARGS ("--reps=1 --videos=5"), GALLEY_AB_CONFIG (gpu: the config name,
+# configs/<name>.pbtxt; "default": config.pbtxt), GALLEY_AB_MODELS
 # (examples/text-to-video/models), GALLEY_AB_BENCH (the bundled benchmark; on a CPU machine, for
 # a check of this script: "npx tsx bench/text-to-video.ts" with a copy of the models whose GPU
 # configs say KIND_CPU). Logs go to $OUT (or /tmp/galley-ab-out); a summary is printed at the end.
