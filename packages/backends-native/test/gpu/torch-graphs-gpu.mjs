@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadTorchModel } from "../../dist/torch.js";
+import { createChecks } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const python = arg("python", "python3");
@@ -20,25 +21,7 @@ const out = arg("out", mkdtempSync(join(tmpdir(), "galley-torch-graphs-")));
 const device = process.env.GALLEY_GPU_DEVICE ?? "cuda";
 mkdirSync(out, { recursive: true });
 
-const results = [];
-function check(name, ok, detail = "") {
-  results.push({ name, ok, detail });
-  console.log(`${ok ? "PASS" : "FAIL"} ${name}${detail ? `: ${detail}` : ""}`);
-}
-async function attempt(name, body) {
-  try {
-    await body();
-  } catch (error) {
-    check(
-      name,
-      false,
-      String(error?.message ?? error)
-        .split("\n")
-        .slice(-3)
-        .join(" | "),
-    );
-  }
-}
+const { results, check, attempt } = createChecks();
 
 // A denoiser-like net (convolutions in a scripted loop, two outputs) and one that reads a value
 // back to the host in forward, which a capture cannot contain.
