@@ -18,13 +18,17 @@
 // --trace=<file>: after the measured runs, one more pipeline run at the most users with every
 // text_to_video request traced (Triton's trace extension, children included), then where a video's
 // time went from that trace (galley trace-summary's report), the file kept.
+// --main-profile=<file>: after the measured runs, one more pipeline run at the most users with the
+// server's main thread under V8's CPU profiler (100 µs samples); the .cpuprofile is written to
+// <file> (Chrome DevTools opens it) and the functions with the most self time are listed.
 // --batch-reasons: why the denoiser's dynamic batcher sent each batch (its verbose log: filled, delay
 // expired, waiting has not paid off, ...), counted per mode at the most users: a batcher that waits
 // stalls every loop of the pipeline's lockstep call.
 // On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
 // the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle).
 import { type ChildProcess, fork } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { type Profiler, Session } from "node:inspector/promises";
 import { createServer as createNetServer } from "node:net";
 import { loadavg } from "node:os";
 import { PerformanceObserver } from "node:perf_hooks";
@@ -213,6 +217,29 @@ function driveIn(url: string, mode: Mode, users: number): Promise<Driven> {
   });
 }
 
+/** A CPU profile's functions by self time, µs per video, as a table (idle time left out). */
+function topSelfTime(profile: Profiler.Profile, videos: number, rows = 25): string {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  const deltas = profile.timeDeltas ?? [];
+  (profile.samples ?? []).forEach((id, i) => {
+    const frame = byId.get(id)?.callFrame;
+    if (!frame || frame.functionName === "(idle)") return;
+    const file = frame.url.replace(/^.*\/(packages|node_modules|examples)\//, "$1/");
+    const key = `${frame.functionName || "(anonymous)"} ${file}${file ? `:${frame.lineNumber + 1}` : ""}`;
+    self.set(key, (self.get(key) ?? 0) + (deltas[i] ?? 0));
+  });
+  const busy = [...self.values()].reduce((a, b) => a + b, 0);
+  const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, rows);
+  return [
+    `busy ${(busy / videos).toFixed(0)} µs a video; the ${rows} functions with the most self time:`,
+    "",
+    "| µs a video | function |",
+    "| --- | --- |",
+    ...top.map(([key, us]) => `| ${(us / videos).toFixed(0)} | ${key} |`),
+  ].join("\n");
+}
+
 async function run(url: string, mode: Mode, users: number): Promise<Run> {
   const probe = createGrpcClient({ baseUrl: url });
   const before = await Promise.all([counts(probe, "text_encoder"), counts(probe, "denoiser")]);
@@ -282,6 +309,7 @@ async function main(): Promise<void> {
     fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url));
   const config = process.argv.find((a) => a.startsWith("--config="))?.slice(9);
   const traceFile = process.argv.find((a) => a.startsWith("--trace="))?.slice(8);
+  const profileFile = process.argv.find((a) => a.startsWith("--main-profile="))?.slice(15);
   const server = createServer({
     ...(traceFile ? { trace: { file: traceFile } } : {}),
     modelRepositories: [models],
@@ -316,6 +344,19 @@ async function main(): Promise<void> {
     await run(url, "pipeline", Math.max(...USERS));
     await control.traceSettings({ trace_level: ["OFF"] }, model);
     control.close();
+  }
+  let profiled = "";
+  if (profileFile) {
+    const inspector = new Session();
+    inspector.connect();
+    await inspector.post("Profiler.enable");
+    await inspector.post("Profiler.setSamplingInterval", { interval: 100 });
+    await inspector.post("Profiler.start");
+    await run(url, "pipeline", Math.max(...USERS));
+    const { profile } = await inspector.post("Profiler.stop");
+    inspector.disconnect();
+    writeFileSync(profileFile, JSON.stringify(profile));
+    profiled = topSelfTime(profile, Math.max(...USERS) * VIDEOS);
   }
   await server.close();
 
@@ -410,6 +451,12 @@ async function main(): Promise<void> {
       "",
       `Traced pipeline run at ${Math.max(...USERS)} users (${traceFile}):`,
       summarizeTraces(parseTraceFile(readFileSync(traceFile, "utf8"))),
+    );
+  if (profileFile)
+    lines.push(
+      "",
+      `The server's main thread in a pipeline run at ${Math.max(...USERS)} users (${profileFile}):`,
+      profiled,
     );
   process.stdout.write(`${lines.join("\n")}\n`);
   child?.kill();
