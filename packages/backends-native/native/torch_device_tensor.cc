@@ -14,11 +14,6 @@ namespace galley {
 
 namespace {
 
-std::string Describe(const std::exception& error) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
-  return error.what();
-}
-
 /**
  * Runs `work` on libuv's pool with the tensor's device current and a stream of the pool, waits for
  * that stream, and settles a promise. The tensor was made on an instance's stream that the

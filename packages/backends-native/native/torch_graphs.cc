@@ -24,11 +24,6 @@ std::string Key(const std::vector<c10::IValue>& arguments) {
   return key;
 }
 
-std::string Describe(const std::exception& error) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
-  return error.what();
-}
-
 /** Ends a capture a failure left open on the stream, so the stream runs work again. */
 void AbandonCapture(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

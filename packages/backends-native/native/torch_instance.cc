@@ -54,11 +54,6 @@ struct TorchJob {
 
 namespace {
 
-std::string Describe(const std::exception& error) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
-  return error.what();
-}
-
 bool Flag(const Napi::Object& options, const char* key, bool fallback) {
   Napi::Value value = options.Get(key);
   return value.IsBoolean() ? value.As<Napi::Boolean>().Value() : fallback;

@@ -68,4 +68,9 @@ std::vector<torch::Tensor> Flatten(const c10::IValue& result) {
   return outputs;
 }
 
+std::string Describe(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) return c10_error->what_without_backtrace();
+  return error.what();
+}
+
 }  // namespace galley

@@ -4,6 +4,7 @@
 #include <torch/script.h>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,5 +39,8 @@ torch::Tensor WrapInput(const InputView& input);
 
 /** Outputs as one list of tensors: a tensor, or a tuple / list of tensors (Triton's `NAME__<i>` positions). */
 std::vector<torch::Tensor> Flatten(const c10::IValue& result);
+
+/** libtorch's message for an error, without the C++ backtrace c10 errors carry. */
+std::string Describe(const std::exception& error);
 
 }  // namespace galley

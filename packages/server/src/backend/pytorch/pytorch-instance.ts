@@ -214,24 +214,23 @@ export class PyTorchInstance implements BackendInstance {
       return failed(requests, error as Error, now() - start);
     }
     const resident = this.#resident(requests);
+    const shapes = this.#graphs ? batchShapes(requests, this.#batching) : undefined;
     const inputDone = now();
     let result: TorchExecution;
     try {
       const answer = await this.#host.execute({
         inputs: args as TorchWireInput[],
         ...(resident.length > 0 ? { resident } : {}),
-        ...(this.#graphs?.allows(batchShapes(requests, this.#batching)) ? { graph: true } : {}),
+        ...(shapes && this.#graphs?.allows(shapes) ? { graph: true } : {}),
       });
       if ("error" in answer) throw new InferenceError("TORCH_EXECUTE_FAILED", { message: answer.error });
       result = answer;
       if (result.cudaGraph === "captured") {
-        this.#log.info(
-          `${this.name}: captured a CUDA graph for ${describeShapes(batchShapes(requests, this.#batching))}`,
-        );
+        this.#log.info(`${this.name}: captured a CUDA graph for ${describeShapes(shapes ?? new Map())}`);
       }
       if (result.cudaGraphError) {
         this.#log.warn(
-          `${this.name}: could not capture a CUDA graph for ${describeShapes(batchShapes(requests, this.#batching))}, runs eagerly: ${result.cudaGraphError}`,
+          `${this.name}: could not capture a CUDA graph for ${describeShapes(shapes ?? new Map())}, runs eagerly: ${result.cudaGraphError}`,
         );
       }
     } catch (error) {
