@@ -282,20 +282,15 @@ def _to_byte(v: Tensor) -> Tensor:
     return torch.floor(v.clamp(0.0, 1.0) * 255.0 + 0.5).to(torch.uint8)
 
 
-def _shift(t: Tensor, dy: int, dx: int) -> Tensor:
-    """t [P, rows, cols] moved so that out[r, c] = t[r + dy, c + dx], NaN outside."""
+def _median3x3(t: Tensor) -> Tensor:
+    """The median of each value's 3x3 neighbourhood inside the field (sorted[len >> 1], as interpolate.ts)."""
     rows = t.shape[1]
     cols = t.shape[2]
     padded = F.pad(t, [1, 1, 1, 1], value=float("nan"))
-    return padded[:, 1 + dy : 1 + dy + rows, 1 + dx : 1 + dx + cols]
-
-
-def _median3x3(t: Tensor) -> Tensor:
-    """The median of each value's 3x3 neighbourhood inside the field (sorted[len >> 1], as interpolate.ts)."""
     shifted: List[Tensor] = []
-    for dy in [-1, 0, 1]:
-        for dx in [-1, 0, 1]:
-            shifted.append(_shift(t, dy, dx))
+    for dy in range(3):
+        for dx in range(3):
+            shifted.append(padded[:, dy : dy + rows, dx : dx + cols])
     window = torch.stack(shifted, dim=-1)
     present = (~torch.isnan(window)).sum(dim=-1, keepdim=True)
     ordered = torch.sort(torch.nan_to_num(window, nan=float("inf")), dim=-1).values
@@ -351,10 +346,12 @@ class FrameInterpolation(nn.Module):
 
     The algorithm of models/frame_interpolation/1/interpolate.ts (block matching with a motion
     penalty, a 3x3 median of the vectors, bidirectional warping and blending), as tensor
-    operations: every block and every candidate displacement at once, one vertical displacement
-    at a time. It computes in float64 where the TypeScript computes in doubles and rounds to
-    float32 where that stores Float32Arrays, so the two agree but for sums taken in another
-    order (a near tie between two displacements may then go the other way).
+    operations: every block's sums of differences one vertical displacement at a time, then the
+    costs, fits and choice of all displacements at once (on a GPU the module's time is its kernel
+    launches: ~200 a call this way, ~550 with ops per displacement). It computes in float64 where
+    the TypeScript computes in doubles and rounds to float32 where that stores Float32Arrays, so
+    the two agree but for sums taken in another order (a near tie between two displacements may
+    then go the other way).
     """
 
     def forward(self, FRAMES: Tensor, FRAME_COUNT: Tensor) -> Tensor:
@@ -401,8 +398,14 @@ class FrameInterpolation(nn.Module):
         my = vy[at]
         x = torch.arange(w, device=device, dtype=torch.float64)[None, None, :]
         y = torch.arange(h, device=device, dtype=torch.float64)[None, :, None]
-        a = _bilinear(frames[i], x - f * mx, y - f * my)
-        b = _bilinear(frames[i + 1], x + (1 - f) * mx, y + (1 - f) * my)
+        # Both ends of each in-between frame in one sampling: frame i back along the motion, i + 1 forward.
+        both = _bilinear(
+            torch.cat([frames[i], frames[i + 1]]),
+            torch.cat([x - f * mx, x + (1 - f) * mx]),
+            torch.cat([y - f * my, y + (1 - f) * my]),
+        )
+        a = both[: len(warped)]
+        b = both[len(warped) :]
         f4 = f[:, None]
         out[torch.tensor(warped, device=device)] = _to_byte((1 - f4) * a + f4 * b).permute(0, 2, 3, 1)
         return out
@@ -411,6 +414,7 @@ class FrameInterpolation(nn.Module):
         """Block-matching motion from a to b ([P, h, w] luma) -> dense (vx, vy), each [P, h, w]."""
         device = a.device
         radius = max(2, _js_round(float(min(h, w)) / 32.0))
+        span = 2 * radius + 1
         cols = (w + 8 - 1) // 8
         rows = (h + 8 - 1) // 8
         hp = rows * 8
@@ -422,42 +426,42 @@ class FrameInterpolation(nn.Module):
         inside[:h, :w] = 1.0
         padded_b = torch.zeros((p, hp + 2 * radius, wp + 2 * radius), dtype=torch.float64, device=device)
         padded_b[:, radius : radius + h, radius : radius + w] = b
-        y0 = torch.arange(rows, device=device) * 8
-        x0 = torch.arange(cols, device=device) * 8
-        y1 = (y0 + 8).clamp(max=h)
-        x1 = (x0 + 8).clamp(max=w)
         sads: List[Tensor] = []
-        costs: List[Tensor] = []
-        shifts: List[List[int]] = [[0, 0]]
         for vy in range(-radius, radius + 1):
             moved = torch.stack(
                 [padded_b[:, radius + vy : radius + vy + hp, radius + vx : radius + vx + wp] for vx in range(-radius, radius + 1)]
             )
             diff = (padded_a[None] - moved).abs() * inside
-            sad = diff.reshape(2 * radius + 1, p, rows, 8, cols, 8).sum(dim=(3, 5))
-            for k in range(2 * radius + 1):
-                vx = k - radius
-                fits = ((y0 + vy >= 0) & (y1 + vy <= h))[:, None] & ((x0 + vx >= 0) & (x1 + vx <= w))[None, :]
-                cost = sad[k] + 0.002 * 8 * 8 * float(abs(vx) + abs(vy))
-                if vx == 0 and vy == 0:
-                    fits = torch.zeros_like(fits)
-                sads.append(sad[k])
-                costs.append(torch.where(fits[None], cost, torch.full_like(cost, float("inf"))))
-                shifts.append([vx, vy])
-        still = sads[radius * (2 * radius + 1) + radius]
+            sads.append(diff.reshape(span, p, rows, 8, cols, 8).sum(dim=(3, 5)))
+        sad = torch.cat(sads)
+        shift = torch.arange(span * span, device=device)
+        vys = torch.div(shift, span, rounding_mode="floor") - radius
+        vxs = shift % span - radius
+        y0 = torch.arange(rows, device=device) * 8
+        x0 = torch.arange(cols, device=device) * 8
+        y1 = (y0 + 8).clamp(max=h)
+        x1 = (x0 + 8).clamp(max=w)
+        fits_y = (y0[None] + vys[:, None] >= 0) & (y1[None] + vys[:, None] <= h)
+        fits_x = (x0[None] + vxs[:, None] >= 0) & (x1[None] + vxs[:, None] <= w)
+        moving = (vxs != 0) | (vys != 0)
+        fits = fits_y[:, :, None] & fits_x[:, None, :] & moving[:, None, None]
+        penalty = 0.002 * 8 * 8 * (vxs.abs() + vys.abs()).to(torch.float64)
+        cost = sad + penalty[:, None, None, None]
+        costs = torch.where(fits[:, None], cost, torch.full_like(cost, float("inf")))
+        still = sad[radius * span + radius]
         # The first of the lowest costs wins, no motion first: as the TypeScript's strict `<`.
-        all_costs = torch.stack([still] + costs)
-        all_sads = torch.stack([still] + sads)
+        all_costs = torch.cat([still[None], costs])
+        all_sads = torch.cat([still[None], sad])
         pick = torch.argmin(all_costs, dim=0)
         best = torch.gather(all_sads, 0, pick[None]).squeeze(0)
-        table = torch.tensor(shifts, device=device, dtype=torch.float64)
+        shifts = torch.stack([vxs, vys], dim=1).to(torch.float64)
+        table = torch.cat([torch.zeros((1, 2), dtype=torch.float64, device=device), shifts])
         moves = table[pick]
         moves = torch.where((best > 0.95 * still)[..., None], torch.zeros_like(moves), moves)
-        dx = _median3x3(moves[..., 0])
-        dy = _median3x3(moves[..., 1])
-        vx = _dense(dx, h, w).to(torch.float32).to(torch.float64)
-        vy = _dense(dy, h, w).to(torch.float32).to(torch.float64)
-        return vx, vy
+        # Both components at once: [2P, rows, cols].
+        field = _median3x3(torch.cat([moves[..., 0], moves[..., 1]]))
+        dense = _dense(field, h, w).to(torch.float32).to(torch.float64)
+        return dense[:p], dense[p:]
 
 
 TEXT_ENCODER_OPS = ["Gather", "Add"] + [

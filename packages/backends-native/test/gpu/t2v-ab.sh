@@ -11,7 +11,9 @@
 # configs/<name>.pbtxt; "default": config.pbtxt), GALLEY_AB_MODELS
 # (examples/text-to-video/models), GALLEY_AB_BENCH (the bundled benchmark; on a CPU machine, for
 # a check of this script: "npx tsx bench/text-to-video.ts" with a copy of the models whose GPU
-# configs say KIND_CPU). Logs go to $OUT (or /tmp/galley-ab-out); a summary is printed at the end.
+# configs say KIND_CPU), GALLEY_AB_EXTRA ("name=dir ...": more variants, each a models folder
+# served as it is, e.g. the previous version of a model against the current one). Logs go to $OUT
+# (or /tmp/galley-ab-out); a summary is printed at the end.
 set -uo pipefail
 out=${OUT:-/tmp/galley-ab-out}
 delays=${GALLEY_AB_DELAYS:-6000 0}
@@ -50,6 +52,14 @@ for delay in $delays; do
     fi
   done
 done
+for extra in ${GALLEY_AB_EXTRA:-}; do
+  name=${extra%%=*}
+  dir=${extra#*=}
+  case $name in '' | *[!A-Za-z0-9_-]*) echo "GALLEY_AB_EXTRA: not a variant name (letters, digits, _ and -): $name" >&2 && exit 2 ;; esac
+  [ "$name" != "$extra" ] && [ -d "$dir" ] || { echo "GALLEY_AB_EXTRA takes name=dir, dir a models folder: $extra" >&2 && exit 2; }
+  variants="$variants $name"
+  cp -r "$dir" "$work/$name"
+done
 status=0
 for round in $(seq 1 "$rounds"); do
   for variant in $variants; do
@@ -63,7 +73,7 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 echo
-echo "| delay µs (-eager: graphs off) | round | pipeline videos/min | step by step videos/min | ratio | denoiser batch, pipeline / step by step |"
+echo "| variant (delay µs; -eager: graphs off) | round | pipeline videos/min | step by step videos/min | ratio | denoiser batch, pipeline / step by step |"
 echo "| --- | --- | --- | --- | --- | --- |"
 for variant in $variants; do
   for round in $(seq 1 "$rounds"); do
