@@ -2,7 +2,10 @@
 // reading the request (protobuf-es's `fromBinary` + `requestFromGrpc`, the general path, against
 // the unary path's one-pass `leanRequestFromGrpc`) and writing the response (protobuf-es's `create`
 // + `toBinary`, as connect-node writes it, against the unary path's one-pass head, `responsePieces`),
-// for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved; and the client's
+// for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved; the same response
+// as ModelStreamInfer writes a decoupled model's (with `triton_final_response`: protobuf-es's
+// `toBinary` of the head against the one-pass head with its parameters; both build the message
+// with `responseToGrpc` first); and the client's
 // side, the other way round: its request's head (`toBinary` against `encodeModelInferRequest`) and
 // the response (`fromBinary` against `decodeModelInferResponse`). The one-pass code on both sides
 // is @galley/proto's model-infer-lean.ts.
@@ -13,6 +16,8 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import {
   decodeModelInferResponse,
   encodeModelInferRequest,
+  encodeModelInferResponse,
+  InferParameterSchema,
   ModelInferRequestSchema,
   ModelInferResponseSchema,
 } from "@galley/proto";
@@ -50,6 +55,15 @@ const response = () => ({
   })),
 });
 const encoded = Buffer.concat(responsePieces(response()).pieces);
+/** A decoupled model's response as ModelStreamInfer writes it: every one carries `triton_final_response`. */
+const streamResponse = () => {
+  const message = responseToGrpc(response());
+  message.parameters.triton_final_response = create(InferParameterSchema, {
+    parameterChoice: { case: "boolParam", value: false },
+  });
+  return message;
+};
+const streamHead = toBinary(ModelInferResponseSchema, { ...streamResponse(), rawOutputContents: [] }).length;
 /** Each way, returning a size that must be the same every call (the inputs' bytes, the response's). */
 const ways: Record<string, [number, () => number]> = {
   "request: fromBinary + requestFromGrpc": [128, () => requestFromGrpc(decodeModelInfer(request)).inputs.length * 64],
@@ -59,6 +73,14 @@ const ways: Record<string, [number, () => number]> = {
     () => toBinary(ModelInferResponseSchema, { ...responseToGrpc(response()), rawOutputContents: [] }).length + 2 * 66,
   ],
   "response: one-pass head (responsePieces)": [187, () => responsePieces(response()).byteLength],
+  "stream response: toBinary head": [
+    streamHead,
+    () => toBinary(ModelInferResponseSchema, { ...streamResponse(), rawOutputContents: [] }).length,
+  ],
+  "stream response: one-pass head (encodeModelInferResponse)": [
+    streamHead + 2 * 66,
+    () => encodeModelInferResponse(streamResponse()).byteLength,
+  ],
   "client request: toBinary head": [
     request.length,
     () => toBinary(ModelInferRequestSchema, { ...requestMessage, rawInputContents: [] }).length + 2 * 66,

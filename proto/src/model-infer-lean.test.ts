@@ -7,7 +7,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ModelInferRequestSchema, ModelInferResponseSchema } from "./gen/inference/grpc_service_pb.js";
 import { encodeModelInferRequest, encodeModelInferResponse } from "./model-infer-codec.js";
-import { readModelInferRequest, readModelInferResponse } from "./model-infer-lean.js";
+import { readModelInferRequest, readModelInferResponse, writeModelInferResponseHead } from "./model-infer-lean.js";
 
 const joined = (pieces: Uint8Array[]) => Buffer.concat(pieces);
 
@@ -24,15 +24,26 @@ const dim = fc.oneof(
   { weight: 1, arbitrary: fc.bigInt({ min: -3n, max: -1n }) },
   { weight: 1, arbitrary: fc.bigInt({ min: 1n << 53n, max: (1n << 63n) - 1n }) },
 );
+/** An `InferParameter` of every kind, with the values at and past what the one-pass writer covers. */
+const parameter = fc.oneof(
+  fc.boolean().map((value) => ({ parameterChoice: { case: "boolParam" as const, value } })),
+  fc.oneof(text, fc.string()).map((value) => ({ parameterChoice: { case: "stringParam" as const, value } })),
+  fc
+    .oneof(fc.bigInt({ min: 0n, max: 300n }), fc.bigInt({ min: -(1n << 63n), max: (1n << 63n) - 1n }))
+    .map((value) => ({ parameterChoice: { case: "int64Param" as const, value } })),
+  fc
+    .oneof(fc.bigInt({ min: 0n, max: (1n << 53n) - 1n }), fc.bigInt({ min: 0n, max: (1n << 64n) - 1n }))
+    .map((value) => ({ parameterChoice: { case: "uint64Param" as const, value } })),
+  fc.double().map((value) => ({ parameterChoice: { case: "doubleParam" as const, value } })),
+);
 const parameters = fc.oneof(
   { weight: 4, arbitrary: fc.constant({}) },
+  { weight: 1, arbitrary: fc.dictionary(fc.constantFrom("priority", "p"), parameter, { maxKeys: 1 }) },
   {
     weight: 1,
-    arbitrary: fc.dictionary(
-      fc.constantFrom("priority", "p"),
-      fc.string().map((value) => ({ parameterChoice: { case: "stringParam" as const, value } })),
-      { maxKeys: 1 },
-    ),
+    arbitrary: fc.dictionary(fc.oneof(text, fc.constant("triton_final_response"), fc.constant("7")), parameter, {
+      maxKeys: 4,
+    }),
   },
 );
 const contents = fc.oneof(
@@ -106,6 +117,33 @@ describe("ModelInfer in one pass", () => {
       }),
       { numRuns: 2000 },
     );
+  });
+
+  it("writes a response's own parameters in one pass, byte for byte as toBinary does", () => {
+    let lean = 0;
+    fc.assert(
+      fc.property(commonResponse, parameters, (common, params) => {
+        const { $typeName: _, ...init } = common;
+        const res = create(ModelInferResponseSchema, { ...init, parameters: params });
+        const head = writeModelInferResponseHead(res, res.outputs);
+        if (head === undefined) return;
+        if (Object.keys(params).length > 0) lean++;
+        expect(Buffer.from(head).equals(toBinary(ModelInferResponseSchema, { ...res, rawOutputContents: [] }))).toBe(
+          true,
+        );
+      }),
+      { numRuns: 2000 },
+    );
+    expect(lean).toBeGreaterThan(150);
+    // A decoupled model's response: every one carries triton_final_response.
+    const response = create(ModelInferResponseSchema, {
+      modelName: "text_to_video",
+      id: "",
+      parameters: { triton_final_response: { parameterChoice: { case: "boolParam", value: false } } },
+      outputs: [{ name: "STEP", datatype: "INT32", shape: [2n] }],
+    });
+    const head = writeModelInferResponseHead(response, response.outputs);
+    expect(head && Buffer.from(head).equals(toBinary(ModelInferResponseSchema, response))).toBe(true);
   });
 
   it("reads a response as fromBinary does, whole or damaged, or leaves it to fromBinary", () => {

@@ -2,7 +2,9 @@
 // protobuf-es's reflection: the model's name, version and id, tensors by name, datatype and packed
 // shape, requested outputs by name, and raw contents as views. Both sides use it: the server reads
 // requests and writes response heads, the client writes request heads and reads responses.
-// Whatever it does not cover — parameters, typed contents, a dim that is negative or 2^49 or more,
+// A response's own parameters are written too when each is a bool, a string or a small whole number
+// (a decoupled model's every response carries `triton_final_response`); whatever it does not
+// cover — other parameters, typed contents, a dim that is negative or 2^49 or more,
 // an unpacked shape, a repeated scalar, a non-ASCII string, an unknown field, any broken byte — it
 // leaves to protobuf-es (undefined), so errors and uncommon messages are handled exactly as there.
 // The heads it writes are byte-equal to `toBinary`'s and what it reads equals `fromBinary`'s (the
@@ -192,16 +194,89 @@ export function writeModelInferRequestHead(head: LeanHead, inputs: readonly Lean
   return writeHead(head, inputs, outputs);
 }
 
+/** A parameter as protobuf-es holds it (`InferParameter`'s oneof). */
+interface LeanParameter {
+  parameterChoice: { case: string | undefined; value?: unknown };
+}
+
 /**
- * The same for a `ModelInferResponse`: its outputs, before `raw_output_contents`. Undefined, for
- * `toBinary`, also when the response has parameters (its outputs' own are not looked at: the caller
- * passes outputs without them).
+ * The same for a `ModelInferResponse`: its outputs, before `raw_output_contents`, and its own
+ * parameters (a decoupled model's every response carries `triton_final_response`) when each is a
+ * bool, a string, or an int64 or uint64 from 0 to 2^53; otherwise undefined, for `toBinary` (the
+ * outputs' own parameters are not looked at: the caller passes outputs without them).
  */
 export function writeModelInferResponseHead(
   head: LeanHead & { parameters: object },
   outputs: readonly LeanTensor[],
 ): Uint8Array | undefined {
-  return isEmpty(head.parameters) ? writeHead(head, outputs, []) : undefined;
+  if (isEmpty(head.parameters)) return writeHead(head, outputs, []);
+  const entries = parameterEntries(head.parameters);
+  if (!entries) return undefined;
+  const rest = writeHead({ modelName: "", modelVersion: "", id: "" }, outputs, []);
+  if (!rest) return undefined;
+  const first = writeHead(head, [], []) as Uint8Array;
+  let size = first.byteLength + rest.byteLength;
+  for (const entry of entries) size += 1 + varintSize(entry.byteLength) + entry.byteLength;
+  const out = Buffer.allocUnsafe(size);
+  out.set(first, 0);
+  let at = first.byteLength;
+  for (const entry of entries) {
+    out[at++] = tag(4);
+    at = writeVarint(out, at, entry.byteLength);
+    out.set(entry, at);
+    at += entry.byteLength;
+  }
+  out.set(rest, at);
+  return out;
+}
+
+/** Each map entry's bytes (key, then the `InferParameter`), in the map's order; undefined past what is covered. */
+function parameterEntries(parameters: object): Uint8Array[] | undefined {
+  const entries: Uint8Array[] = [];
+  for (const key in parameters) {
+    // Anything but protobuf-es's InferParameter (a server's own parameter values, say) is not covered.
+    const choice = ((parameters as Record<string, unknown>)[key] as Partial<LeanParameter> | undefined)
+      ?.parameterChoice;
+    if (typeof choice !== "object" || choice === null) return undefined;
+    // The value's field: bool 1 and the unsigned whole numbers (int64 2, uint64 5) as varints, string 3.
+    let field: number;
+    let number = 0;
+    let text = "";
+    if (choice.case === "boolParam" && typeof choice.value === "boolean") {
+      field = 1;
+      number = choice.value ? 1 : 0;
+    } else if (choice.case === "stringParam" && typeof choice.value === "string") {
+      field = 3;
+      text = choice.value;
+    } else if ((choice.case === "int64Param" || choice.case === "uint64Param") && typeof choice.value === "bigint") {
+      field = choice.case === "int64Param" ? 2 : 5;
+      number = Number(choice.value);
+      if (!Number.isSafeInteger(number) || number < 0) return undefined;
+    } else {
+      return undefined;
+    }
+    // A oneof's member is written even when it holds its type's default.
+    const valueSize = field === 3 ? 1 + varintSize(utf8Size(text)) + utf8Size(text) : 1 + varintSize(number);
+    // A map entry's key is written even when empty.
+    const keyBytes = utf8Size(key);
+    const keySize = 1 + varintSize(keyBytes) + keyBytes;
+    const entry = Buffer.allocUnsafe(keySize + 1 + varintSize(valueSize) + valueSize);
+    entry[0] = tag(1);
+    let at = writeVarint(entry, 1, keyBytes);
+    at += entry.write(key, at, "utf8");
+    entry[at++] = tag(2);
+    at = writeVarint(entry, at, valueSize);
+    if (field === 3) {
+      entry[at++] = tag(3);
+      at = writeVarint(entry, at, utf8Size(text));
+      entry.write(text, at, "utf8");
+    } else {
+      entry[at++] = field << 3;
+      writeVarint(entry, at, number);
+    }
+    entries.push(entry);
+  }
+  return entries;
 }
 
 /** Whether an object (a parameter map) has no keys. */
