@@ -5,10 +5,10 @@
 // for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved; the same response
 // as ModelStreamInfer writes a decoupled model's (with `triton_final_response`: protobuf-es's
 // `toBinary` of the head against the one-pass head with its parameters; both build the message
-// with `responseToGrpc` first); and the client's
-// side, the other way round: its request's head (`toBinary` against `encodeModelInferRequest`) and
-// the response (`fromBinary` against `decodeModelInferResponse`). The one-pass code on both sides
-// is @galley/proto's model-infer-lean.ts.
+// with `responseToGrpc` first); and the client's side, the other way round: its request's head
+// (`toBinary` against `encodeModelInferRequest`) and the response, unary and streamed (`fromBinary`
+// against `decodeModelInferResponse`). The one-pass code on both sides is @galley/proto's
+// model-infer-lean.ts.
 //
 //   npx tsx bench/grpc-codec.ts [--reps=5] [--calls=200000]
 import { loadavg } from "node:os";
@@ -64,6 +64,7 @@ const streamResponse = () => {
   return message;
 };
 const streamHead = toBinary(ModelInferResponseSchema, { ...streamResponse(), rawOutputContents: [] }).length;
+const streamEncoded = Buffer.concat(encodeModelInferResponse(streamResponse()).pieces);
 /** Each way, returning a size that must be the same every call (the inputs' bytes, the response's). */
 const ways: Record<string, [number, () => number]> = {
   "request: fromBinary + requestFromGrpc": [128, () => requestFromGrpc(decodeModelInfer(request)).inputs.length * 64],
@@ -93,6 +94,14 @@ const ways: Record<string, [number, () => number]> = {
   "client response: decodeModelInferResponse": [
     128,
     () => decodeModelInferResponse(encoded).rawOutputContents.length * 64,
+  ],
+  "client stream response: fromBinary": [
+    128,
+    () => fromBinary(ModelInferResponseSchema, streamEncoded).rawOutputContents.length * 64,
+  ],
+  "client stream response: decodeModelInferResponse": [
+    128,
+    () => decodeModelInferResponse(streamEncoded).rawOutputContents.length * 64,
   ],
 };
 const results = new Map<string, number[]>();

@@ -90,6 +90,12 @@ const commonResponse = fc
   })
   .map((init) => create(ModelInferResponseSchema, init));
 
+/** The same with its own parameters, as a decoupled model's responses carry `triton_final_response`. */
+const commonWithParameters = fc.tuple(commonResponse, parameters).map(([common, params]) => {
+  const { $typeName: _, ...init } = common;
+  return create(ModelInferResponseSchema, { ...init, parameters: params });
+});
+
 /** An encoding cut short, a byte overwritten, or bytes spliced in. */
 const damage = (bytes: Uint8Array) =>
   fc.oneof(
@@ -122,9 +128,8 @@ describe("ModelInfer in one pass", () => {
   it("writes a response's own parameters in one pass, byte for byte as toBinary does", () => {
     let lean = 0;
     fc.assert(
-      fc.property(commonResponse, parameters, (common, params) => {
-        const { $typeName: _, ...init } = common;
-        const res = create(ModelInferResponseSchema, { ...init, parameters: params });
+      fc.property(commonWithParameters, (res) => {
+        const params = res.parameters;
         const head = writeModelInferResponseHead(res, res.outputs);
         if (head === undefined) return;
         if (Object.keys(params).length > 0) lean++;
@@ -144,13 +149,18 @@ describe("ModelInfer in one pass", () => {
     });
     const head = writeModelInferResponseHead(response, response.outputs);
     expect(head && Buffer.from(head).equals(toBinary(ModelInferResponseSchema, response))).toBe(true);
+    // ... and read back in one pass, as the client reads a stream.
+    const read = readModelInferResponse(head as Uint8Array);
+    expect(read?.parameters.triton_final_response?.parameterChoice).toEqual({ case: "boolParam", value: false });
+    expect(read).toEqual(fromBinary(ModelInferResponseSchema, head as Uint8Array));
   });
 
   it("reads a response as fromBinary does, whole or damaged, or leaves it to fromBinary", () => {
     let read = 0;
+    let withParameters = 0;
     fc.assert(
       fc.property(
-        fc.oneof(response, commonResponse).chain((r) => {
+        fc.oneof(response, commonResponse, commonWithParameters).chain((r) => {
           const bytes = toBinary(ModelInferResponseSchema, r);
           return fc.oneof(fc.constant(bytes), damage(bytes));
         }),
@@ -158,12 +168,31 @@ describe("ModelInfer in one pass", () => {
           const lean = readModelInferResponse(bytes);
           if (lean === undefined) return;
           read++;
+          if (Object.keys(lean.parameters).length > 0) withParameters++;
           expect(lean).toEqual(fromBinary(ModelInferResponseSchema, bytes));
         },
       ),
       { numRuns: 3000 },
     );
     expect(read).toBeGreaterThan(500);
+    expect(withParameters).toBeGreaterThan(25);
+    // A key that would set a plain object's prototype is left to protobuf-es.
+    const key = Buffer.from("__proto__");
+    // parameters (4) { key (1): "__proto__", value (2): { bool_param (1): true } }
+    const hostile = Uint8Array.from([0x22, 2 + key.length + 4, 0x0a, key.length, ...key, 0x12, 2, 0x08, 1]);
+    expect(readModelInferResponse(hostile)).toBeUndefined();
+    // A value whose bytes go on past its one member (here into what would read as a key) is not covered.
+    const overrun = Uint8Array.from([0x22, 7, 0x12, 5, 0x08, 1, 0x0a, 1, 0x6b]);
+    expect(readModelInferResponse(overrun)).toBeUndefined();
+    // A bool written as 2 (protobuf-es reads true) is left to protobuf-es.
+    const two = Uint8Array.from([0x22, 7, 0x0a, 1, 0x6b, 0x12, 2, 0x08, 2]);
+    expect(fromBinary(ModelInferResponseSchema, two).parameters.k?.parameterChoice.value).toBe(true);
+    expect(readModelInferResponse(two)).toBeUndefined();
+    const control = Uint8Array.from(hostile);
+    control[2 + 2] = "x".charCodeAt(0);
+    expect(readModelInferResponse(control)?.parameters).toEqual(
+      fromBinary(ModelInferResponseSchema, control).parameters,
+    );
   });
 
   it("reads the requests clients send, raw inputs as views", () => {

@@ -2,8 +2,8 @@
 // protobuf-es's reflection: the model's name, version and id, tensors by name, datatype and packed
 // shape, requested outputs by name, and raw contents as views. Both sides use it: the server reads
 // requests and writes response heads, the client writes request heads and reads responses.
-// A response's own parameters are written too when each is a bool, a string or a small whole number
-// (a decoupled model's every response carries `triton_final_response`); whatever it does not
+// A response's own parameters are written and read too when each is a bool, a string or a small
+// whole number (a decoupled model's every response carries `triton_final_response`); whatever it does not
 // cover — other parameters, typed contents, a dim that is negative or 2^49 or more,
 // an unpacked shape, a repeated scalar, a non-ASCII string, an unknown field, any broken byte — it
 // leaves to protobuf-es (undefined), so errors and uncommon messages are handled exactly as there.
@@ -103,6 +103,35 @@ class Reader {
     return { name: name ?? "", datatype: datatype ?? "", shape: shape ?? [] };
   }
 
+  /**
+   * A `parameters` map entry of ASCII key (1) and `InferParameter` (2), each once; the parameter
+   * a bool, ASCII string or int64/uint64 below 2^49, its one member once. `__proto__` is left to
+   * protobuf-es: as an own key of a plain object it would set the object's prototype.
+   */
+  parameter(end: number, into: Record<string, unknown>): void {
+    let key: string | undefined;
+    let value: { case: string; value: unknown } | undefined;
+    while (this.at < end) {
+      const field = this.varint(end);
+      if (field === tag(1) && key === undefined) key = this.ascii(end);
+      else if (field === tag(2) && value === undefined) {
+        const stop = this.delimited(end);
+        const member = this.varint(stop);
+        if (member === 1 << 3) {
+          const flag = this.varint(stop);
+          if (flag > 1) throw UNCOVERED;
+          value = { case: "boolParam", value: flag === 1 };
+        } else if (member === 2 << 3) value = { case: "int64Param", value: BigInt(this.varint(stop)) };
+        else if (member === tag(3)) value = { case: "stringParam", value: this.ascii(stop) };
+        else if (member === 5 << 3) value = { case: "uint64Param", value: BigInt(this.varint(stop)) };
+        else throw UNCOVERED;
+        if (this.at !== stop) throw UNCOVERED;
+      } else throw UNCOVERED;
+    }
+    if (key === undefined || value === undefined || key === "__proto__") throw UNCOVERED;
+    into[key] = { $typeName: "inference.InferParameter", parameterChoice: value };
+  }
+
   /** An embedded requested output: its name (1) alone. */
   name(end: number): string {
     let name: string | undefined;
@@ -115,8 +144,16 @@ class Reader {
   }
 }
 
-/** Fields 1–3, tensors at 5, names at `namesField` (requests: 6), raw contents at `rawField`. */
-function walk(bytes: Uint8Array, namesField: number | undefined, rawField: number) {
+/**
+ * Fields 1–3, tensors at 5, names at `namesField` (requests: 6), raw contents at `rawField`, and
+ * with `parameters` (responses) the message's own parameters at 4.
+ */
+function walk(
+  bytes: Uint8Array,
+  namesField: number | undefined,
+  rawField: number,
+  parameters?: Record<string, unknown>,
+) {
   const r = new Reader(bytes);
   const end = bytes.byteLength;
   const head: (string | undefined)[] = [undefined, undefined, undefined];
@@ -128,6 +165,7 @@ function walk(bytes: Uint8Array, namesField: number | undefined, rawField: numbe
     const field = key >> 3;
     if ((key & 7) !== 2) throw UNCOVERED;
     if (field >= 1 && field <= 3 && head[field - 1] === undefined) head[field - 1] = r.ascii(end);
+    else if (field === 4 && parameters) r.parameter(r.delimited(end), parameters);
     else if (field === 5) tensors.push(r.tensor(r.delimited(end)));
     else if (field === namesField) names.push(r.name(r.delimited(end)));
     else if (field === rawField) raw.push(r.view(end));
@@ -165,13 +203,14 @@ export function readModelInferRequest(bytes: Uint8Array): LeanInferRequest | und
  */
 export function readModelInferResponse(bytes: Uint8Array): ModelInferResponse | undefined {
   return covered(() => {
-    const { tensors, raw, modelName, modelVersion, id } = walk(bytes, undefined, 6);
+    const parameters: ModelInferResponse["parameters"] = {};
+    const { tensors, raw, modelName, modelVersion, id } = walk(bytes, undefined, 6, parameters);
     return {
       $typeName: "inference.ModelInferResponse",
       modelName,
       modelVersion,
       id,
-      parameters: {},
+      parameters,
       outputs: tensors.map(({ name, datatype, shape }) => ({
         $typeName: "inference.ModelInferResponse.InferOutputTensor",
         name,
