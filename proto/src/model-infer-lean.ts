@@ -3,9 +3,9 @@
 // shape, requested outputs by name, and raw contents as views. Both sides use it: the server reads
 // requests and writes response heads, the client writes request heads and reads responses.
 // A response's own parameters are written and read too when each is a bool, a string or a small
-// whole number (a decoupled model's every response carries `triton_final_response`); whatever it does not
-// cover — other parameters, typed contents, a dim that is negative or 2^49 or more,
-// an unpacked shape, a repeated scalar, a non-ASCII string, an unknown field, any broken byte — it
+// whole number (a decoupled model's every response carries `triton_final_response`). Whatever it
+// does not cover — other parameters, typed contents, a dim that is negative or 2^49 or more, an
+// unpacked shape, a repeated scalar, a non-ASCII string, an unknown field, any broken byte — it
 // leaves to protobuf-es (undefined), so errors and uncommon messages are handled exactly as there.
 // The heads it writes are byte-equal to `toBinary`'s and what it reads equals `fromBinary`'s (the
 // property tests in model-infer-lean.test.ts and the server's grpc-codec.fuzz.test.ts).
@@ -295,7 +295,8 @@ function parameterEntries(parameters: object): Uint8Array[] | undefined {
       return undefined;
     }
     // A oneof's member is written even when it holds its type's default.
-    const valueSize = field === 3 ? 1 + varintSize(utf8Size(text)) + utf8Size(text) : 1 + varintSize(number);
+    const textBytes = utf8Size(text);
+    const valueSize = field === 3 ? 1 + varintSize(textBytes) + textBytes : 1 + varintSize(number);
     // A map entry's key is written even when empty.
     const keyBytes = utf8Size(key);
     const keySize = 1 + varintSize(keyBytes) + keyBytes;
@@ -307,7 +308,7 @@ function parameterEntries(parameters: object): Uint8Array[] | undefined {
     at = writeVarint(entry, at, valueSize);
     if (field === 3) {
       entry[at++] = tag(3);
-      at = writeVarint(entry, at, utf8Size(text));
+      at = writeVarint(entry, at, textBytes);
       entry.write(text, at, "utf8");
     } else {
       entry[at++] = field << 3;
