@@ -3,12 +3,12 @@
 // the unary path's one-pass `leanRequestFromGrpc`) and writing the response (protobuf-es's `create`
 // + `toBinary`, as connect-node writes it, against the unary path's one-pass head, `responsePieces`),
 // for `simple` (two INT32 [1,16] tensors each way), in this process, interleaved; the same response
-// as ModelStreamInfer writes a decoupled model's (with `triton_final_response`: protobuf-es's
-// `toBinary` of the head against the one-pass head with its parameters; both build the message
-// with `responseToGrpc` first); and the client's side, the other way round: its request's head
-// (`toBinary` against `encodeModelInferRequest`) and the response, unary and streamed (`fromBinary`
-// against `decodeModelInferResponse`). The one-pass code on both sides is @galley/proto's
-// model-infer-lean.ts.
+// as ModelStreamInfer writes a decoupled model's (with `triton_final_response`: the message built
+// by `create` and written by `toBinary`, against `responseToGrpc`'s message without reflection and
+// the one-pass head with its parameters); and the client's side, the other way round: its
+// request's head (`toBinary` against `encodeModelInferRequest`) and the response, unary and
+// streamed (`fromBinary` against `decodeModelInferResponse`). The one-pass code on both sides is
+// @galley/proto's model-infer-lean.ts.
 //
 //   npx tsx bench/grpc-codec.ts [--reps=5] [--calls=200000]
 import { loadavg } from "node:os";
@@ -20,6 +20,7 @@ import {
   InferParameterSchema,
   ModelInferRequestSchema,
   ModelInferResponseSchema,
+  toInferParameter,
 } from "@galley/proto";
 import {
   decodeModelInfer,
@@ -55,12 +56,29 @@ const response = () => ({
   })),
 });
 const encoded = Buffer.concat(responsePieces(response()).pieces);
-/** A decoupled model's response as ModelStreamInfer writes it: every one carries `triton_final_response`. */
-const streamResponse = () => {
-  const message = responseToGrpc(response());
+/** The response as protobuf-es's `create` builds it (connect-node's way, and Galley's before). */
+const created = () => {
+  const r = response();
+  return create(ModelInferResponseSchema, {
+    modelName: r.modelName,
+    modelVersion: r.modelVersion,
+    id: r.id,
+    outputs: r.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape.map(BigInt) })),
+    rawOutputContents: r.outputs.map((o) => o.data),
+  });
+};
+/** A decoupled model's response: every one carries `triton_final_response`. Built by `create`... */
+const createdStream = () => {
+  const message = created();
   message.parameters.triton_final_response = create(InferParameterSchema, {
     parameterChoice: { case: "boolParam", value: false },
   });
+  return message;
+};
+/** ... and as ModelStreamInfer builds it now (`responseToGrpc`, `toInferParameter`: no reflection). */
+const streamResponse = () => {
+  const message = responseToGrpc(response());
+  message.parameters.triton_final_response = toInferParameter(false);
   return message;
 };
 const streamHead = toBinary(ModelInferResponseSchema, { ...streamResponse(), rawOutputContents: [] }).length;
@@ -71,14 +89,14 @@ const ways: Record<string, [number, () => number]> = {
   "request: leanRequestFromGrpc": [128, () => (leanRequestFromGrpc(request)?.inputs.length ?? 0) * 64],
   "response: create + toBinary": [
     187,
-    () => toBinary(ModelInferResponseSchema, { ...responseToGrpc(response()), rawOutputContents: [] }).length + 2 * 66,
+    () => toBinary(ModelInferResponseSchema, { ...created(), rawOutputContents: [] }).length + 2 * 66,
   ],
   "response: one-pass head (responsePieces)": [187, () => responsePieces(response()).byteLength],
-  "stream response: toBinary head": [
+  "stream response: create + toBinary head": [
     streamHead,
-    () => toBinary(ModelInferResponseSchema, { ...streamResponse(), rawOutputContents: [] }).length,
+    () => toBinary(ModelInferResponseSchema, { ...createdStream(), rawOutputContents: [] }).length,
   ],
-  "stream response: one-pass head (encodeModelInferResponse)": [
+  "stream response: responseToGrpc + one-pass head": [
     streamHead + 2 * 66,
     () => encodeModelInferResponse(streamResponse()).byteLength,
   ],

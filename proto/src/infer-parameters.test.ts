@@ -16,6 +16,19 @@ describe("InferParameter ↔ plain values", () => {
     expect(choice(Number.NaN)).toEqual({ case: "doubleParam", value: Number.NaN });
   });
 
+  it("gives the message create gives, field for field", () => {
+    for (const [value, unsigned] of [
+      [true, false],
+      ["s", false],
+      [-3n, false],
+      [7, true],
+      [0.5, false],
+    ] as const) {
+      const parameter = toInferParameter(value, unsigned);
+      expect(parameter).toStrictEqual(create(InferParameterSchema, { parameterChoice: parameter.parameterChoice }));
+    }
+  });
+
   it("uses uint64 for integers when asked, never for doubles", () => {
     expect(choice(7, true)).toEqual({ case: "uint64Param", value: 7n });
     expect(choice(2n ** 63n, true)).toEqual({ case: "uint64Param", value: 2n ** 63n });

@@ -1,7 +1,6 @@
 // The gRPC `InferParameter` oneof and the plain values requests and responses carry.
 
-import { create } from "@bufbuild/protobuf";
-import { type InferParameter, InferParameterSchema } from "./gen/inference/grpc_service_pb.js";
+import type { InferParameter } from "./gen/inference/grpc_service_pb.js";
 
 /** An `InferParameter`'s value as plain JavaScript: bool, int64/uint64 (bigint), string, double. */
 export type InferParameterValue = string | number | bigint | boolean;
@@ -19,16 +18,24 @@ export function toInferParameter(value: InferParameterValue, unsigned = false): 
   const integer = unsigned ? ("uint64Param" as const) : ("int64Param" as const);
   switch (typeof value) {
     case "boolean":
-      return create(InferParameterSchema, { parameterChoice: { case: "boolParam", value } });
+      return parameter({ case: "boolParam", value });
     case "string":
-      return create(InferParameterSchema, { parameterChoice: { case: "stringParam", value } });
+      return parameter({ case: "stringParam", value });
     case "bigint":
-      return create(InferParameterSchema, { parameterChoice: { case: integer, value } });
+      return parameter({ case: integer, value });
     default:
       return Number.isInteger(value)
-        ? create(InferParameterSchema, { parameterChoice: { case: integer, value: BigInt(value) } })
-        : create(InferParameterSchema, { parameterChoice: { case: "doubleParam", value } });
+        ? parameter({ case: integer, value: BigInt(value) })
+        : parameter({ case: "doubleParam", value });
   }
+}
+
+/**
+ * The message `create(InferParameterSchema, { parameterChoice })` gives, without its reflection
+ * (a stream's every response carries one).
+ */
+function parameter(parameterChoice: InferParameter["parameterChoice"]): InferParameter {
+  return { $typeName: "inference.InferParameter", parameterChoice };
 }
 
 /**

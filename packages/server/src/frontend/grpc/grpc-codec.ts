@@ -1,4 +1,4 @@
-import { create, fromBinary } from "@bufbuild/protobuf";
+import { fromBinary } from "@bufbuild/protobuf";
 import {
   encodeBytesElements,
   type InferParameter,
@@ -6,7 +6,6 @@ import {
   type ModelInferRequest,
   ModelInferRequestSchema,
   type ModelInferResponse,
-  ModelInferResponseSchema,
   readModelInferRequest,
   toInferParameters,
 } from "@galley/proto";
@@ -140,15 +139,24 @@ export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal
 
 /** A core response as `ModelInferResponse`, always with `raw_output_contents` (as Triton answers). */
 export function responseToGrpc(response: InferenceResponse): ModelInferResponse {
-  return create(ModelInferResponseSchema, {
+  // Every field spelled out, as `create` would fill them, without its reflection (a stream writes
+  // one of these per response): lean-wire.test.ts holds it equal to `create`'s message.
+  return {
+    $typeName: "inference.ModelInferResponse",
     modelName: response.modelName,
     modelVersion: response.modelVersion,
     id: response.id,
     // A response's parameters (an ensemble's `sequence_*`, a model's own).
     parameters: toInferParameters(response.parameters),
-    outputs: response.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape.map(BigInt) })),
+    outputs: response.outputs.map((o) => ({
+      $typeName: "inference.ModelInferResponse.InferOutputTensor",
+      name: o.name,
+      datatype: o.datatype,
+      shape: o.shape.map(BigInt),
+      parameters: {},
+    })),
     rawOutputContents: response.outputs.map((o) => o.data),
-  });
+  };
 }
 
 function usedFields(contents: InferTensorContents): string[] {

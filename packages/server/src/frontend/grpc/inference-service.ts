@@ -359,7 +359,12 @@ export async function* streamInfer(
             })
           : responseToGrpc(item.response);
         Object.assign(response.parameters, final(item.final));
-        const message = create(ModelStreamInferResponseSchema, { inferResponse: response });
+        // As create(ModelStreamInferResponseSchema, { inferResponse: response }) gives it, without its reflection.
+        const message: ModelStreamInferResponse = {
+          $typeName: "inference.ModelStreamInferResponse",
+          errorMessage: "",
+          inferResponse: response,
+        };
         follow(message, item.final);
         if (slot) {
           slot.message = message;

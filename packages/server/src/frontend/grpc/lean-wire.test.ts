@@ -2,8 +2,8 @@
 // in any script, lone surrogates, empty strings, zero and 2^53-sized dims, parameters, negative
 // dims), the pieces `responsePieces` writes, put together, are byte for byte what `create` +
 // `toBinary` make of the same response — whether the head is written directly or by protobuf-es.
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
-import { ModelInferResponseSchema } from "@galley/proto";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { ModelInferResponseSchema, toInferParameters } from "@galley/proto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { InferenceResponse } from "../../core/inference-request.js";
@@ -53,6 +53,23 @@ describe("responsePieces", () => {
         expect(bytes.equals(toBinary(ModelInferResponseSchema, responseToGrpc(r)))).toBe(true);
       }),
       { numRuns: 2000 },
+    );
+  });
+
+  it("responseToGrpc's message is create's, field for field", () => {
+    fc.assert(
+      fc.property(response, (r) => {
+        const made = create(ModelInferResponseSchema, {
+          modelName: r.modelName,
+          modelVersion: r.modelVersion,
+          id: r.id,
+          parameters: toInferParameters(r.parameters),
+          outputs: r.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.shape.map(BigInt) })),
+          rawOutputContents: r.outputs.map((o) => o.data),
+        });
+        expect(responseToGrpc(r)).toStrictEqual(made);
+      }),
+      { numRuns: 1000 },
     );
   });
 
