@@ -250,23 +250,7 @@ export function writeModelInferResponseHead(
 ): Uint8Array | undefined {
   if (isEmpty(head.parameters)) return writeHead(head, outputs, []);
   const entries = parameterEntries(head.parameters);
-  if (!entries) return undefined;
-  const rest = writeHead({ modelName: "", modelVersion: "", id: "" }, outputs, []);
-  if (!rest) return undefined;
-  const first = writeHead(head, [], []) as Uint8Array;
-  let size = first.byteLength + rest.byteLength;
-  for (const entry of entries) size += 1 + varintSize(entry.byteLength) + entry.byteLength;
-  const out = Buffer.allocUnsafe(size);
-  out.set(first, 0);
-  let at = first.byteLength;
-  for (const entry of entries) {
-    out[at++] = tag(4);
-    at = writeVarint(out, at, entry.byteLength);
-    out.set(entry, at);
-    at += entry.byteLength;
-  }
-  out.set(rest, at);
-  return out;
+  return entries && writeHead(head, outputs, [], entries);
 }
 
 /** Each map entry's bytes (key, then the `InferParameter`), in the map's order; undefined past what is covered. */
@@ -325,8 +309,15 @@ export function isEmpty(map: object): boolean {
   return true;
 }
 
-function writeHead(head: LeanHead, tensors: readonly LeanTensor[], names: readonly string[]): Uint8Array | undefined {
+/** Fields 1–3, the parameter map's encoded entries at 4, tensors at 5, names at 6. */
+function writeHead(
+  head: LeanHead,
+  tensors: readonly LeanTensor[],
+  names: readonly string[],
+  entries: readonly Uint8Array[] = [],
+): Uint8Array | undefined {
   let size = stringFieldSize(head.modelName) + stringFieldSize(head.modelVersion) + stringFieldSize(head.id);
+  for (const entry of entries) size += 1 + varintSize(entry.byteLength) + entry.byteLength;
   const tensorSizes: number[] = [];
   const shapeSizes: number[] = [];
   for (const t of tensors) {
@@ -352,6 +343,12 @@ function writeHead(head: LeanHead, tensors: readonly LeanTensor[], names: readon
   let at = writeStringField(out, 0, tag(1), head.modelName);
   at = writeStringField(out, at, tag(2), head.modelVersion);
   at = writeStringField(out, at, tag(3), head.id);
+  for (const entry of entries) {
+    out[at++] = tag(4);
+    at = writeVarint(out, at, entry.byteLength);
+    out.set(entry, at);
+    at += entry.byteLength;
+  }
   tensors.forEach((t, i) => {
     out[at++] = tag(5);
     at = writeVarint(out, at, tensorSizes[i] as number);
