@@ -21,7 +21,7 @@
         "targets": [
           {
             "target_name": "galley_torch",
-            "sources": ["native/torch_addon.cc", "native/torch_instance.cc", "native/torch_tensors.cc", "native/torch_device_tensor.cc", "native/torch_graphs.cc"],
+            "sources": ["native/torch_addon.cc", "native/torch_instance.cc", "native/torch_tensors.cc", "native/torch_device_tensor.cc", "native/torch_graphs.cc", "native/torch_direct.cc"],
             "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
             "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
             "cflags_cc": ["-std=c++17", "-fexceptions", "-frtti", "-Wall", "<!@(node native/torch_find.cjs cflags)"],

@@ -6,6 +6,7 @@
 #include <torch/version.h>
 
 #include "torch_device_tensor.h"
+#include "torch_direct.h"
 #include "torch_instance.h"
 
 namespace {
@@ -21,7 +22,7 @@ Napi::Value CudaDeviceCount(const Napi::CallbackInfo& info) {
 }  // namespace
 
 static Napi::Object InitGalleyTorch(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 3));
+  exports.Set("abiVersion", Napi::Number::New(env, 4));
   exports.Set("torchVersion", Napi::String::New(env, TORCH_VERSION));
 #ifdef GALLEY_TORCH_CUDA
   exports.Set("cudaCompiled", Napi::Boolean::New(env, true));
@@ -32,6 +33,7 @@ static Napi::Object InitGalleyTorch(Napi::Env env, Napi::Object exports) {
   // Defined for the handles execute() returns; not constructible from JavaScript.
   galley::TorchDeviceTensor::Define(env);
   exports.Set("TorchInstance", galley::TorchInstance::Define(env));
+  exports.Set("TorchDirect", galley::TorchDirect::Define(env));
   return exports;
 }
 

@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "torch_device_tensor.h"
+#include "torch_direct.h"
+#include "torch_job.h"
 
 #ifdef GALLEY_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -18,39 +21,6 @@
 #endif
 
 namespace galley {
-
-enum class JobKind { kLoad, kExecute, kStop };
-
-struct TorchJob {
-  TorchJob(JobKind kind, std::optional<Napi::Promise::Deferred> deferred) : kind(kind), deferred(std::move(deferred)) {}
-
-  JobKind kind;
-  /** Absent for the stop a collected instance sends itself: nobody waits for it. */
-  std::optional<Napi::Promise::Deferred> deferred;
-  // In.
-  std::string path;
-  std::vector<InputView> inputs;
-  /** The typed arrays under `inputs`, alive until the job is settled (main thread). */
-  std::vector<Napi::Reference<Napi::Uint8Array>> keep;
-  // Out.
-  std::string error;
-  std::vector<TorchArgument> arguments;
-  std::string returns;
-  std::vector<torch::Tensor> outputs;
-  int64_t infer_ns = 0;
-  /** Outputs (by position) to keep where the model made them, as TorchDeviceTensor handles. */
-  std::vector<bool> resident;
-  /** Memory the job borrows (Node's bytes, client device memory): an output inside it is copied. */
-  std::vector<std::pair<uintptr_t, size_t>> borrowed;
-  /** Bytes copied host→device (inputs staged) and device→host (outputs returned), for accounting. */
-  int64_t host_to_device = 0;
-  int64_t device_to_host = 0;
-  /** In: the batch may run as a CUDA graph. Out: "captured", "replayed" or "" (eager), and why a
-   *  capture failed. */
-  bool graph = false;
-  std::string graph_state;
-  std::string graph_error;
-};
 
 namespace {
 
@@ -105,6 +75,11 @@ bool Whole(const Napi::Value& value, double* out) {
   return true;
 }
 
+/** Open instances by number, for calls from other threads (TorchDirect). */
+std::mutex registry_mutex;
+std::unordered_map<uint32_t, TorchInstance*> registry;
+uint32_t next_id = 1;
+
 }  // namespace
 
 void PinnedStage::Reset(size_t bytes) {
@@ -135,6 +110,7 @@ Napi::Function TorchInstance::Define(Napi::Env env) {
                          InstanceMethod<&TorchInstance::Load>("load"),
                          InstanceMethod<&TorchInstance::Execute>("execute"),
                          InstanceMethod<&TorchInstance::Close>("close"),
+                         InstanceAccessor<&TorchInstance::Id>("id"),
                      });
 }
 
@@ -166,9 +142,38 @@ TorchInstance::TorchInstance(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
   // Only pending jobs keep the process alive (see Enqueue and Settle).
   tsfn_.Unref(env);
   thread_ = std::thread(&TorchInstance::Run, this);
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  id_ = next_id++;
+  registry[id_] = this;
+}
+
+void TorchInstance::Unregister() {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  registry.erase(id_);
+}
+
+Napi::Value TorchInstance::Id(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), id_); }
+
+bool TorchInstance::QueueDirect(uint32_t id, Napi::Env env, const Napi::Array& inputs, std::unique_ptr<TorchJob>& job) {
+  // Held while parsing and queueing: the instance cannot close or be collected in between, so a
+  // call is either queued before its stop job (and runs) or refused.
+  std::lock_guard<std::mutex> registered(registry_mutex);
+  auto found = registry.find(id);
+  if (found == registry.end()) return false;
+  TorchInstance& instance = *found->second;
+  for (uint32_t i = 0; i < inputs.Length(); i++) {
+    job->inputs.push_back(instance.ParseInput(env, inputs.Get(i), "input " + std::to_string(i), *job, true));
+  }
+  {
+    std::lock_guard<std::mutex> lock(instance.mutex_);
+    instance.queue_.push_back(std::move(job));
+  }
+  instance.wake_.notify_one();
+  return true;
 }
 
 TorchInstance::~TorchInstance() {
+  Unregister();
   // Collected without close(): nothing is pending (pending jobs hold a reference), so stop quietly.
   if (!stopping_) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -327,6 +332,7 @@ Napi::Value TorchInstance::Close(const Napi::CallbackInfo& info) {
     done.Resolve(env.Undefined());
     return done.Promise();
   }
+  Unregister();
   auto promise = Enqueue(env, std::make_unique<TorchJob>(JobKind::kStop, Napi::Promise::Deferred::New(env)));
   stopping_ = true;
   return promise;
@@ -362,6 +368,50 @@ void DeliverTorchJob(Napi::Env env, Napi::Function, TorchInstance* self, TorchJo
   self->Settle(env, *job);
 }
 
+Napi::Object ExecutionResult(Napi::Env env, TorchJob& job) {
+  Napi::Object out = Napi::Object::New(env);
+  Napi::Array outputs = Napi::Array::New(env, job.outputs.size());
+  for (size_t i = 0; i < job.outputs.size(); i++) {
+    torch::Tensor& tensor = job.outputs[i];
+    Napi::Object output = Napi::Object::New(env);
+    output.Set("datatype", ProtocolType(tensor.scalar_type()));
+    Napi::Array shape = Napi::Array::New(env, tensor.dim());
+    for (int64_t d = 0; d < tensor.dim(); d++) shape.Set(d, Napi::Number::New(env, tensor.size(d)));
+    output.Set("shape", shape);
+    if (i < job.resident.size() && job.resident[i]) {
+      // Kept where the model made it: a handle, no bytes for Node.
+      output.Set("tensor", TorchDeviceTensor::Wrap(env, tensor));
+      outputs.Set(i, output);
+      continue;
+    }
+    size_t bytes = tensor.nbytes();
+    Napi::ArrayBuffer buffer;
+    if (bytes == 0) {
+      buffer = Napi::ArrayBuffer::New(env, 0);
+    } else {
+      // The tensor's own bytes become the ArrayBuffer's: the tensor lives until it is collected.
+      auto* holder = new torch::Tensor(tensor);
+      buffer = Napi::ArrayBuffer::New(
+          env, holder->data_ptr(), bytes,
+          [](Napi::Env env, void*, torch::Tensor* held) {
+            Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(held->nbytes()));
+            delete held;
+          },
+          holder);
+      Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
+    }
+    output.Set("data", Napi::Uint8Array::New(env, bytes, buffer, 0));
+    outputs.Set(i, output);
+  }
+  out.Set("outputs", outputs);
+  out.Set("inferNs", Napi::Number::New(env, static_cast<double>(job.infer_ns)));
+  out.Set("hostToDeviceBytes", Napi::Number::New(env, static_cast<double>(job.host_to_device)));
+  out.Set("deviceToHostBytes", Napi::Number::New(env, static_cast<double>(job.device_to_host)));
+  if (!job.graph_state.empty()) out.Set("cudaGraph", job.graph_state);
+  if (!job.graph_error.empty()) out.Set("cudaGraphError", job.graph_error);
+  return out;
+}
+
 void TorchInstance::Settle(Napi::Env env, TorchJob& job) {
   if (job.kind == JobKind::kStop && !joined_) {
     thread_.join();
@@ -384,47 +434,7 @@ void TorchInstance::Settle(Napi::Env env, TorchJob& job) {
     out.Set("returns", job.returns);
     deferred.Resolve(out);
   } else if (job.kind == JobKind::kExecute) {
-    Napi::Object out = Napi::Object::New(env);
-    Napi::Array outputs = Napi::Array::New(env, job.outputs.size());
-    for (size_t i = 0; i < job.outputs.size(); i++) {
-      torch::Tensor& tensor = job.outputs[i];
-      Napi::Object output = Napi::Object::New(env);
-      output.Set("datatype", ProtocolType(tensor.scalar_type()));
-      Napi::Array shape = Napi::Array::New(env, tensor.dim());
-      for (int64_t d = 0; d < tensor.dim(); d++) shape.Set(d, Napi::Number::New(env, tensor.size(d)));
-      output.Set("shape", shape);
-      if (i < job.resident.size() && job.resident[i]) {
-        // Kept where the model made it: a handle, no bytes for Node.
-        output.Set("tensor", TorchDeviceTensor::Wrap(env, tensor));
-        outputs.Set(i, output);
-        continue;
-      }
-      size_t bytes = tensor.nbytes();
-      Napi::ArrayBuffer buffer;
-      if (bytes == 0) {
-        buffer = Napi::ArrayBuffer::New(env, 0);
-      } else {
-        // The tensor's own bytes become the ArrayBuffer's: the tensor lives until it is collected.
-        auto* holder = new torch::Tensor(tensor);
-        buffer = Napi::ArrayBuffer::New(
-            env, holder->data_ptr(), bytes,
-            [](Napi::Env env, void*, torch::Tensor* held) {
-              Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(held->nbytes()));
-              delete held;
-            },
-            holder);
-        Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
-      }
-      output.Set("data", Napi::Uint8Array::New(env, bytes, buffer, 0));
-      outputs.Set(i, output);
-    }
-    out.Set("outputs", outputs);
-    out.Set("inferNs", Napi::Number::New(env, static_cast<double>(job.infer_ns)));
-    out.Set("hostToDeviceBytes", Napi::Number::New(env, static_cast<double>(job.host_to_device)));
-    out.Set("deviceToHostBytes", Napi::Number::New(env, static_cast<double>(job.device_to_host)));
-    if (!job.graph_state.empty()) out.Set("cudaGraph", job.graph_state);
-    if (!job.graph_error.empty()) out.Set("cudaGraphError", job.graph_error);
-    deferred.Resolve(out);
+    deferred.Resolve(ExecutionResult(env, job));
   } else {
     deferred.Resolve(env.Undefined());
   }
@@ -458,7 +468,10 @@ void TorchInstance::Run() {
         break;
     }
     bool stop = job->kind == JobKind::kStop;
-    if (job->deferred) {
+    if (job->channel) {
+      std::shared_ptr<DirectChannel> channel = job->channel;
+      channel->Deliver(job.release());
+    } else if (job->deferred) {
       TorchJob* raw = job.release();
       // napi_closing: the environment is gone, and so is whoever waited.
       if (tsfn_.BlockingCall(raw) != napi_ok) {

@@ -7,6 +7,7 @@
 #include <torch/script.h>
 
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -81,6 +82,13 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
   explicit TorchInstance(const Napi::CallbackInfo& info);
   ~TorchInstance() override;
 
+  /**
+   * Queue an execute of `inputs` (execute()'s first argument, parsed here on the calling thread)
+   * on the instance numbered `id`, from any thread: `job` carries its own channel back. False when
+   * no such instance is open (never made, or closing: calls queued before its close still run).
+   */
+  static bool QueueDirect(uint32_t id, Napi::Env env, const Napi::Array& inputs, std::unique_ptr<TorchJob>& job);
+
  private:
   friend void DeliverTorchJob(Napi::Env, Napi::Function, TorchInstance*, TorchJob*);
   using Tsfn = Napi::TypedThreadSafeFunction<TorchInstance, TorchJob, DeliverTorchJob>;
@@ -93,6 +101,10 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
   Napi::Value Load(const Napi::CallbackInfo& info);
   Napi::Value Execute(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
+  /** The instance's number, for TorchDirect calls from other threads. */
+  Napi::Value Id(const Napi::CallbackInfo& info);
+  /** Leave the registry, so that no other thread queues a job after this. */
+  void Unregister();
   Napi::Value Enqueue(Napi::Env env, std::unique_ptr<TorchJob> job);
   /** One input of execute(), checked here on the main thread (`top`: parts are allowed). */
   InputView ParseInput(Napi::Env env, const Napi::Value& value, const std::string& where, TorchJob& job, bool top);
@@ -129,6 +141,8 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<TorchJob>> queue_;
+  /** Its number in the process's registry of open instances. */
+  uint32_t id_ = 0;
   // Main thread only.
   size_t pending_ = 0;
   bool stopping_ = false;

@@ -71,6 +71,21 @@ export interface RawTorchInstance {
   execute(inputs: RawTorchInput[], options?: { resident?: number[]; graph?: boolean }): Promise<RawTorchResult>;
   /** Release the module (and cached device memory), end the thread; later calls reject. */
   close(): Promise<void>;
+  /** Its number among the process's open instances, for {@link RawTorchDirect.execute}. */
+  readonly id: number;
+}
+
+/**
+ * Calls on instances made by another thread (`native/torch_direct.cc`), one per thread: the job is
+ * queued on the instance's thread with its own work, and answered on this thread. A thread that
+ * ends waits for its calls still running (they read its bytes).
+ */
+export interface RawTorchDirect {
+  /**
+   * As {@link RawTorchInstance.execute} (without `resident`) on the open instance numbered `id`;
+   * rejects with code `TORCH_INSTANCE_CLOSED` when there is none (closed, or never made).
+   */
+  execute(id: number, inputs: RawTorchInput[], options?: { graph?: boolean }): Promise<RawTorchResult>;
 }
 
 /** Settings of a {@link RawTorchInstance}. */
@@ -96,10 +111,11 @@ export interface TorchBinding {
   /** GPUs libtorch can use (0 without CUDA). */
   cudaDeviceCount(): number;
   TorchInstance: new (settings: RawTorchSettings) => RawTorchInstance;
+  TorchDirect: new () => RawTorchDirect;
 }
 
 /** The ABI these wrappers were written against. */
-export const TORCH_BINDING_ABI_VERSION = 3;
+export const TORCH_BINDING_ABI_VERSION = 4;
 
 /** Where the torch addon may be: an explicit override first, then node-gyp's build folders. */
 export function torchBindingCandidates(): string[] {

@@ -107,6 +107,43 @@ export interface TorchModel {
   execute(inputs: readonly TorchInput[], options?: TorchExecuteOptions): Promise<TorchResult>;
   /** Release the module and end its thread. */
   close(): Promise<void>;
+  /**
+   * The model's number among the process's open models: another thread runs it with
+   * {@link torchDirect}'s `execute(id, ...)` without going through this one.
+   */
+  readonly id: number;
+}
+
+/** Runs models loaded by another thread of this process (see {@link torchDirect}). */
+export interface TorchDirect {
+  /**
+   * {@link TorchModel.execute} (without `resident`) on the open model numbered `id`, from this
+   * thread: queued on the model's thread with its other calls, answered here. Rejects with an error
+   * whose `code` is `TORCH_INSTANCE_CLOSED` when no such model is open (closed, or never made);
+   * calls queued before its `close()` still run.
+   */
+  execute(id: number, inputs: readonly TorchInput[], options?: { graph?: boolean }): Promise<TorchResult>;
+}
+
+let direct: TorchDirect | undefined;
+
+/**
+ * This thread's way to run models another thread loaded (a worker thread running a model that
+ * the main thread loaded, without a message through the main thread). Throws the addon's install
+ * message when libtorch is missing. A thread that ends waits for its calls still running.
+ *
+ * @example
+ * // main thread: postMessage({ id: model.id }); in a worker:
+ * const { outputs } = await torchDirect().execute(id, [{ datatype: "FP32", shape: [3], data }]);
+ */
+export function torchDirect(): TorchDirect {
+  if (!direct) {
+    const raw = new (loadTorchBinding().TorchDirect)();
+    direct = {
+      execute: (id, inputs, options) => raw.execute(id, [...inputs], options?.graph ? { graph: true } : undefined),
+    };
+  }
+  return direct;
 }
 
 /** Whether the PyTorch backend can run here; never throws. */
@@ -178,6 +215,7 @@ export async function loadTorchModel(path: string, options: TorchModelOptions = 
           : undefined,
       ),
     close: () => instance.close(),
+    id: instance.id,
   };
 }
 
