@@ -58,9 +58,29 @@ export interface DevicePlacement {
   readonly kind: "pytorch";
 }
 
+/**
+ * How a scripted model's worker may run a model's batches itself, without the model's scheduler
+ * and without the main thread (BLS calls marked `direct`, see `DirectRoute`): the PyTorch
+ * backend's modules on their native threads, by id.
+ */
+export interface DirectTarget {
+  readonly backend: "pytorch";
+  /** The ids of the instances' running modules (`torchDirect` of @galley/backends-native). */
+  readonly instances: readonly number[];
+  /** How the config meets forward (see `mapTorchIO`). */
+  readonly io: import("./pytorch/pytorch-io.js").TorchIO;
+  /** The GPU the instances run on; undefined on the CPU. */
+  readonly device: number | undefined;
+}
+
 /** A loaded model version: its instances, and how to release them. */
 export interface BackendModel {
   readonly instances: readonly BackendInstance[];
+  /**
+   * Where a scripted model's worker may run batches of this model itself (see
+   * {@link DirectTarget}); undefined while none can (an instance down). Absent: never.
+   */
+  directTarget?(): DirectTarget | undefined;
   /**
    * Set when every instance runs on one GPU and takes device tensors there: the core then leaves
    * CUDA-region inputs in place for it and may ask it to keep outputs on the device

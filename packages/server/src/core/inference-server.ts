@@ -6,6 +6,7 @@ import { now } from "../clock/clock.js";
 import type { Logger, LogSettings } from "../log.js";
 import { LoadedModel } from "../repository/loaded-model.js";
 import type { IndexEntry, LoadOverrides, ModelManager } from "../repository/model-manager.js";
+import { type DirectRecord, type DirectRoute, directRoute, recordDirect } from "./direct-route.js";
 
 export type { LoadOverrides };
 
@@ -390,6 +391,29 @@ export class InferenceServer {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * The route a scripted model's worker takes to run `name`'s batches itself (BLS calls marked
+   * `direct`), when the version is ready and allows it (see `directRoute`).
+   */
+  directRoute(name: string, version: string): DirectRoute | undefined {
+    try {
+      return directRoute(this.models.resolve(name, version));
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Count a direct call in its model's statistics (ignored once that version is gone). */
+  recordDirect(record: DirectRecord): void {
+    let model: LoadedModel;
+    try {
+      model = this.models.resolve(record.model, String(record.version));
+    } catch {
+      return;
+    }
+    if (model.version === record.version) recordDirect(model, record);
   }
 
   async #inferOn(model: LoadedModel, request: InferenceRequest, start: bigint): Promise<InferenceResponse> {

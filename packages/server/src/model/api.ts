@@ -141,6 +141,18 @@ export interface BlsRequest {
    * executing when it was made has been cancelled.
    */
   signal?: AbortSignal;
+  /**
+   * Run the call on one of the model's instances from this model's own thread, without the
+   * model's scheduler and without the server's main thread: for a call that is a batch already
+   * (users' denoising steps gathered into one call), which a dynamic batcher's wait could only
+   * delay. Taken where the model allows it (the PyTorch backend, a model that is not decoupled,
+   * without sequence batching, response cache or rate limiter) and the call needs nothing it
+   * skips (`priority`, `timeoutMicroseconds`, GPU `preferredMemory`, device tensors, a traced
+   * request); otherwise the call goes the usual way, as does the first one, whose answer brings
+   * the route (renewed every second). The model's statistics count the call as any other.
+   * Default false. See docs/guides/scripted-models.md, "Direct calls".
+   */
+  direct?: boolean;
 }
 
 /** A BLS response: its outputs by name, read like inputs. */

@@ -1,3 +1,4 @@
+import type { DirectRecord, DirectRoute } from "../../core/direct-route.js";
 import { InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../core/inference-request.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../core/tensor.js";
@@ -15,6 +16,10 @@ import {
 export interface InferencePath {
   infer(request: InferenceRequest): Promise<InferenceResponse>;
   stream(request: InferenceRequest): AsyncIterable<StreamedResponse>;
+  /** How a worker runs `name`'s batches itself (calls marked `direct`); absent or undefined: it cannot. */
+  directRoute?(name: string, version: string): DirectRoute | undefined;
+  /** Count a call a worker ran directly. */
+  recordDirect?(record: DirectRecord): void;
 }
 
 /** Where {@link BlsCalls} sends replies and finds the signals of the requests a call came from. */
@@ -86,7 +91,7 @@ export class BlsCalls {
       for (const signal of parentSignals) signal.addEventListener("abort", onAbort, { once: true });
       onAbort();
     }
-    const reply = (response: InferenceResponse | undefined, final: boolean, error?: unknown) => {
+    const reply = (response: InferenceResponse | undefined, final: boolean, error?: unknown, route?: DirectRoute) => {
       // After the instance restarted, call numbers start again: a late answer must not reach the new one.
       if (this.#calls.get(call) !== controller) {
         for (const t of response?.outputs ?? []) t.device?.release();
@@ -108,6 +113,7 @@ export class BlsCalls {
           ...(out ? { response: out } : {}),
           ...(failure ? { error: { message: failure.message, code: failure.code } } : {}),
           final,
+          ...(route ? { route } : {}),
         },
         [...transfer],
       );
@@ -132,8 +138,12 @@ export class BlsCalls {
         ...(trace ? { trace } : {}),
       };
       const path = this.#options.inference();
-      if (!stream) reply(await path.infer(request), true);
-      else {
+      if (!stream) {
+        const response = await path.infer(request);
+        // A route for the next calls, where the model allows it (not for traced calls: their traces are made here).
+        const route = wire.direct && !trace ? path.directRoute?.(wire.model, wire.version) : undefined;
+        reply(response, true, undefined, route);
+      } else {
         let ended = false;
         for await (const item of path.stream(request)) {
           if (controller.signal.aborted) break;
@@ -156,6 +166,11 @@ export class BlsCalls {
       if (trace) return trace;
     }
     return undefined;
+  }
+
+  /** A call the worker ran directly: counted in its model's statistics. */
+  recordDirect(record: DirectRecord): void {
+    this.#options.inference().recordDirect?.(record);
   }
 
   /** The model cancelled call number `call`. */

@@ -174,6 +174,7 @@ export class JsInstance implements BackendInstance {
         flags:
           (request.parameters.sequence_start === true ? 1 : 0) | (request.parameters.sequence_end === true ? 2 : 0),
         cancelled: request.signal?.aborted ?? false,
+        ...(request.trace ? { traced: true } : {}),
       };
     });
     let result: JsResult;
@@ -220,6 +221,9 @@ export class JsInstance implements BackendInstance {
         return;
       case "bls-drop":
         this.#bls.drop(message.refs);
+        return;
+      case "bls-direct":
+        this.#bls.recordDirect(message.record);
         return;
       case "ready":
         this.#probes.get(message.probe)?.(message.ready);

@@ -1,5 +1,6 @@
 // Messages between a scripted-model instance (main thread) and its worker thread. Tensor bytes
 // travel in `data` and are moved (transfer list), never copied, where the buffer allows it.
+import type { DirectRecord, DirectRoute } from "../../core/direct-route.js";
 import type { Parameters, Tensor } from "../../core/tensor.js";
 import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
 import type { TensorErrorTable } from "./js-tensors.js";
@@ -41,6 +42,8 @@ export interface WireRequest {
   correlationId: bigint | string;
   flags: number;
   cancelled: boolean;
+  /** The request is traced: its BLS calls take the usual path, where their traces are made. */
+  traced?: boolean;
 }
 
 export interface WireError {
@@ -71,6 +74,8 @@ export interface WireBlsRequest {
   preferredMemory?: WirePreferredMemory;
   /** The key of the request whose trace the call's is a child of (Python's `trace=request.trace()`). */
   traceParent?: number;
+  /** The model marked the call `direct`: the answer brings the route for the next ones, if any. */
+  direct?: boolean;
 }
 
 export interface WireBlsResponse {
@@ -108,7 +113,15 @@ export interface JsProtocol {
   result: JsResult;
   response: WireResponse;
   toInstance:
-    | { kind: "bls-reply"; call: number; response?: WireBlsResponse; error?: WireError; final: boolean }
+    | {
+        kind: "bls-reply";
+        call: number;
+        response?: WireBlsResponse;
+        error?: WireError;
+        final: boolean;
+        /** For a call marked `direct`: how the worker runs the next ones itself (see `DirectRoute`). */
+        route?: DirectRoute;
+      }
     | { kind: "is-ready"; probe: number }
     /** Sent alone to a throw-away worker, outside any host. */
     | { kind: "auto-complete"; file: string; config: Record<string, unknown> };
@@ -117,6 +130,8 @@ export interface JsProtocol {
     | { kind: "bls-cancel"; call: number }
     /** Device tensors (`WireDevice.ref`) the model no longer holds. */
     | { kind: "bls-drop"; refs: number[] }
+    /** A call the worker ran directly, for the target model's statistics. */
+    | { kind: "bls-direct"; record: DirectRecord }
     | { kind: "ready"; probe: number; ready: boolean }
     | { kind: "auto-completed"; config?: Record<string, unknown>; error?: string }
     | { kind: "memory-exceeded"; usedBytes: number }

@@ -6,6 +6,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import module from "node:module";
 import { pathToFileURL } from "node:url";
 import { getHeapStatistics } from "node:v8";
+import type { DirectRoute } from "../../core/direct-route.js";
 import { collector } from "../../heap.js";
 import type {
   BlsRequest,
@@ -19,6 +20,7 @@ import type {
 } from "../../model/api.js";
 import { type Coalesced, coalescingPost, forEachMessage } from "../host/coalesce.js";
 import { runAs, serveThread } from "../host/thread-slots.js";
+import type { DirectCalls, TorchDirectCaller } from "./bls-direct.js";
 import {
   type FromWorker,
   type JsInit,
@@ -29,6 +31,9 @@ import {
   type WireResponse,
 } from "./js-messages.js";
 import { toWireTensor, useErrorTable, wireError, wrapTensor } from "./js-tensors.js";
+
+/** The torch addon's wrappers, for direct BLS calls (imported at the first route). */
+const TORCH_ADDON = "@galley/backends-native/torch";
 
 // `galley` turns on Node's compile cache and names its folder here (a thread does not inherit it):
 // the model module, and tsx for TypeScript models, then compile once per Node version.
@@ -87,7 +92,7 @@ serveThread((port, fail, slot) => {
   /** `memory_limit_mb` in bytes (0: none): V8's heap limit does not count ArrayBuffers, so this does. */
   let memoryLimit = 0;
   /** Requests not yet finished, by key: cancellation and late sends find them here. */
-  const open = new Map<number, { controller: AbortController; finished: boolean }>();
+  const open = new Map<number, { controller: AbortController; finished: boolean; traced: boolean }>();
   /** The decoupled batches' turn: each runs when the one before it has returned from `execute`. */
   let executing: Promise<void> = Promise.resolve();
 
@@ -97,12 +102,12 @@ serveThread((port, fail, slot) => {
   // ---- BLS -----------------------------------------------------------------------------------
 
   interface Call {
-    push(response: WireBlsResponse | undefined, error: Error | undefined, final: boolean): void;
+    push(response: WireBlsResponse | undefined, error: Error | undefined, final: boolean, route?: DirectRoute): void;
   }
   const calls = new Map<number, Call>();
   let nextCall = 1;
 
-  function blsMessage(request: BlsRequest, stream: boolean) {
+  function blsMessage(request: BlsRequest, stream: boolean, direct = false) {
     const call = nextCall++;
     const parameters = { ...(request.parameters ?? {}) };
     if (request.priority !== undefined) parameters.priority = request.priority;
@@ -127,6 +132,7 @@ serveThread((port, fail, slot) => {
         outputs: [...(request.outputs ?? [])],
         parameters,
         ...(preferred ? { preferredMemory: { kind: preferred.kind, deviceId: preferred.deviceId ?? 0 } } : {}),
+        ...(direct ? { direct: true } : {}),
       },
     };
     return { call, message, transfer: transferList(inputs) };
@@ -158,22 +164,90 @@ serveThread((port, fail, slot) => {
     return Object.assign(new Error(error.message), { code: error.code ?? "INTERNAL" });
   }
 
-  const context: ModelContext = {
-    infer(request) {
-      const { call, message, transfer } = blsMessage(request, false);
-      return new Promise<BlsResponse>((resolve, reject) => {
-        const onAbort = () => post({ kind: "bls-cancel", call });
-        request.signal?.addEventListener("abort", onAbort, { once: true });
-        calls.set(call, {
-          push(response, error) {
-            calls.delete(call);
-            request.signal?.removeEventListener("abort", onAbort);
-            if (error || !response) reject(error ?? new Error("BLS call ended without a response"));
-            else resolve(blsResponse(response));
+  /** A call through the main thread; `direct`: ask for a route for the next ones. */
+  function usualInfer(request: BlsRequest, direct: boolean): Promise<BlsResponse> {
+    const { call, message, transfer } = blsMessage(request, false, direct);
+    return new Promise<BlsResponse>((resolve, reject) => {
+      const onAbort = () => post({ kind: "bls-cancel", call });
+      request.signal?.addEventListener("abort", onAbort, { once: true });
+      calls.set(call, {
+        push(response, error, _final, route) {
+          calls.delete(call);
+          request.signal?.removeEventListener("abort", onAbort);
+          if (error || !response) reject(error ?? new Error("BLS call ended without a response"));
+          else if (!route) resolve(blsResponse(response));
+          else
+            void learnRoute(request, route).then(
+              () => resolve(blsResponse(response)),
+              () => resolve(blsResponse(response)),
+            );
+        },
+      });
+      post(message, transfer);
+      // A signal aborted already fires no event: the call is cancelled as it starts.
+      if (request.signal?.aborted) onAbort();
+    });
+  }
+
+  // ---- direct BLS calls (BlsRequest.direct, see bls-direct.ts) --------------------------------
+
+  /** Made at the first route; null once it turned out it cannot be (no torch addon in this thread). */
+  let direct: DirectCalls | null | undefined;
+
+  async function learnRoute(request: BlsRequest, route: DirectRoute): Promise<void> {
+    if (direct === undefined) {
+      try {
+        const [{ DirectCalls }, torch] = await Promise.all([
+          import("./bls-direct.js"),
+          // A variable specifier, as the backend's: the server builds and runs without the addon.
+          import(TORCH_ADDON) as Promise<{ torchDirect(): TorchDirectCaller }>,
+        ]);
+        direct ??= new DirectCalls({
+          torch: torch.torchDirect(),
+          record: (record) => post({ kind: "bls-direct", record }),
+          log: {
+            info: log("info"),
+            warn: log("warn"),
+            verbose: () => {},
           },
         });
-        post(message, transfer);
-      });
+      } catch (error) {
+        direct = null;
+        log("warn")(`direct BLS calls are not available in this thread: ${(error as Error).message}`);
+      }
+    }
+    direct?.learn(request, route);
+  }
+
+  /** Whether the call asks for nothing a direct call skips. */
+  function directable(request: BlsRequest, parents: readonly number[]): boolean {
+    return (
+      request.direct === true &&
+      direct !== null &&
+      request.priority === undefined &&
+      request.timeoutMicroseconds === undefined &&
+      request.preferredMemory?.kind !== "gpu" &&
+      !request.inputs.some((t) => t.device) &&
+      !parents.some((key) => open.get(key)?.traced)
+    );
+  }
+
+  async function directInfer(request: BlsRequest, parents: readonly number[]): Promise<BlsResponse> {
+    // Cancelled as the main thread's calls are: by its own signal, else once every request of the
+    // batch that made it (still open) is.
+    const cancelled = () =>
+      request.signal
+        ? request.signal.aborted
+        : parents.length > 0 && parents.every((key) => open.get(key)?.controller.signal.aborted === true);
+    const answer = await direct?.infer(request, cancelled);
+    return answer ?? usualInfer(request, true);
+  }
+
+  const context: ModelContext = {
+    infer(request) {
+      const parents = batchKeys.getStore() ?? [];
+      if (directable(request, parents)) return directInfer(request, parents);
+      return usualInfer(request, false);
     },
 
     stream(request) {
@@ -193,6 +267,7 @@ serveThread((port, fail, slot) => {
             },
           });
           post(message, transfer);
+          if (request.signal?.aborted) onAbort();
           const finish = () => {
             ended = true;
             request.signal?.removeEventListener("abort", onAbort);
@@ -254,7 +329,7 @@ serveThread((port, fail, slot) => {
   function makeRequest(wire: WireRequest): Request {
     const inputs: InputTensor[] = wire.inputs.map(wrapTensor);
     const controller = new AbortController();
-    const state = { controller, finished: false };
+    const state = { controller, finished: false, traced: wire.traced === true };
     open.set(wire.key, state);
     if (wire.cancelled) controller.abort();
     const requested = wire.outputs.length > 0 ? wire.outputs : modelOutputs;
@@ -394,7 +469,7 @@ serveThread((port, fail, slot) => {
         return;
       case "bls-reply": {
         const error = message.error ? blsError(message.error) : undefined;
-        calls.get(message.call)?.push(message.response, error, message.final);
+        calls.get(message.call)?.push(message.response, error, message.final, message.route);
         return;
       }
       case "is-ready":

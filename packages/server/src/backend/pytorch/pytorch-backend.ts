@@ -154,9 +154,18 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
         devices.size === 1 && only !== undefined && only >= 0
           ? { deviceId: only, kind: "pytorch" as const }
           : undefined;
+      const active = opened.filter((_, i) => !planned[i]?.passive);
+      const first = active[0];
       return {
-        instances: opened.filter((_, i) => !planned[i]?.passive),
+        instances: active,
         ...(deviceTensors ? { deviceTensors } : {}),
+        // Instances of one model share its config, so its forward and (with one GPU) its device.
+        directTarget: () => {
+          const ids = active.map((i) => i.directId);
+          if (!first || ids.some((id) => id === undefined) || (first.device !== undefined && !deviceTensors))
+            return undefined;
+          return { backend: "pytorch", instances: ids as number[], io: first.io, device: first.device };
+        },
         healthy: () => opened.every((i) => i.healthy),
         unload: async () => {
           await Promise.all(opened.map((i) => i.close()));

@@ -1,0 +1,67 @@
+// BLS calls a scripted model marks `direct`: its worker runs the target model's batches itself,
+// on the model's native threads, without the model's scheduler and without the main thread. The
+// core says which models allow it and hands the worker what it needs (a route); the worker
+// reports each call back for the model's statistics.
+import type { ModelConfig } from "@galley/proto";
+import type { DirectTarget } from "../backend/backend.js";
+import type { LoadedModel } from "../repository/loaded-model.js";
+import type { HostTransferCounts } from "./host-transfers.js";
+import { hostTransfers } from "./host-transfers.js";
+
+/** What a scripted model's worker needs to run a model's batches itself. */
+export interface DirectRoute {
+  model: string;
+  version: number;
+  /** The final config: the worker checks requests against it, as the core does. */
+  config: ModelConfig;
+  target: DirectTarget;
+}
+
+/** One direct call as the worker saw it: what the model's statistics count. */
+export interface DirectRecord {
+  model: string;
+  version: number;
+  /** From the call's start to its answer (ns). */
+  totalNs: number;
+  /** The model ran (an execution of `batchSize` elements, with these phases in ns). */
+  execution?: { batchSize: number; inputNs: number; inferNs: number; outputNs: number };
+  /** Triton's failure reason; absent on success. */
+  failure?: "OTHER" | "BACKEND" | "CANCELED";
+  transfers?: HostTransferCounts;
+}
+
+/**
+ * The route to `model`, when a direct call keeps its meaning: a model that answers once per
+ * request (not decoupled) and keeps no state between requests (no sequence batching), without a
+ * response cache or rate limiter to honour, whose backend can run batches from a worker (the
+ * PyTorch backend, every instance up). What a direct call does without — the dynamic batcher's
+ * merging, queue policies, priorities — is for its caller to decide (its call is a batch already).
+ */
+export function directRoute(model: LoadedModel): DirectRoute | undefined {
+  const config = model.config;
+  if (model.decoupled || config.responseCache?.enable) return undefined;
+  const scheduling = config.schedulingChoice.case;
+  if (scheduling === "sequenceBatching" || scheduling === "ensembleScheduling") return undefined;
+  if (config.instanceGroup.some((group) => group.rateLimiter)) return undefined;
+  const target = model.backend.directTarget?.();
+  if (!target || target.instances.length === 0) return undefined;
+  return { model: model.name, version: model.version, config, target };
+}
+
+/** Count a direct call in `model`'s statistics and transfers, as the scheduler and core count theirs. */
+export function recordDirect(model: LoadedModel, record: DirectRecord): void {
+  const ns = (n: number) => BigInt(Number.isFinite(n) && n > 0 ? Math.round(n) : 0);
+  const execution = record.execution;
+  if (execution && Number.isInteger(execution.batchSize) && execution.batchSize > 0) {
+    model.stats.recordExecution(
+      execution.batchSize,
+      1,
+      ns(execution.inputNs),
+      ns(execution.inferNs),
+      ns(execution.outputNs),
+    );
+  }
+  if (record.failure) model.stats.recordFailure(ns(record.totalNs), record.failure);
+  else model.stats.recordSuccess(ns(record.totalNs), 0n);
+  if (record.transfers) hostTransfers.record(model.name, record.transfers);
+}

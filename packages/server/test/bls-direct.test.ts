@@ -1,0 +1,195 @@
+// BLS calls a scripted model marks `direct`: after the first call, which goes through the server
+// and brings the route, its worker runs the PyTorch model's batches itself (no scheduler, no main
+// thread). Real worker threads, TorchScript fixtures on CPU libtorch, gRPC clients.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { createLogger } from "../src/log.js";
+import { tensors, torchModel } from "./pytorch-support.js";
+import { cleanup, type Running, startServer, tempRepository } from "./support/harness.js";
+
+afterEach(cleanup);
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** `adder` waits out its whole 200 ms batching delay on every batch that reaches its scheduler. */
+const ADDER = `max_batch_size: 8
+${tensors("input", "INPUT__0:FP32:4", "INPUT__1:FP32:4")}${tensors("output", "OUTPUT__0:FP32:4", "OUTPUT__1:FP32:4")}
+dynamic_batching { max_queue_delay_microseconds: 200000 }
+parameters { key: "adaptive_queue_delay" value: { string_value: "false" } }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+`;
+
+/**
+ * `caller`: PLAN (a JSON string) says which calls to make to `adder`, one after another; RESULT
+ * (JSON) has each call's OUTPUT__0 or error.
+ */
+const CALLER = `export default class {
+  async execute(requests, context) {
+    return Promise.all(requests.map(async (request) => {
+      const plan = JSON.parse(request.input("PLAN").strings()[0]);
+      const results = [];
+      for (const call of plan.calls) {
+        const x = new Float32Array(call.x ?? [1, 2, 3, 4]);
+        const y = new Float32Array([10, 20, 30, 40]);
+        const controller = new AbortController();
+        if (call.abort) controller.abort();
+        try {
+          const reply = await context.infer({
+            model: "adder",
+            inputs: [
+              { name: "INPUT__0", datatype: "FP32", shape: call.shape ?? [1, 4], data: x },
+              { name: "INPUT__1", datatype: "FP32", shape: [1, 4], data: y },
+            ],
+            outputs: ["OUTPUT__0"],
+            direct: call.direct,
+            ...(call.priority ? { priority: call.priority } : {}),
+            ...(call.abort ? { signal: controller.signal } : {}),
+          });
+          const out = reply.output("OUTPUT__0");
+          results.push({ model: reply.modelName, version: reply.modelVersion, outputs: reply.outputs.map((o) => o.name), shape: out.shape, values: Array.from(out.typed()) });
+        } catch (error) {
+          results.push({ error: error.message, code: error.code });
+        }
+      }
+      const text = JSON.stringify(results);
+      return { outputs: [{ name: "RESULT", datatype: "BYTES", shape: [1], data: [text] }] };
+    }));
+  }
+}
+`;
+
+function repository(): string {
+  const repo = tempRepository();
+  torchModel(repo, "adder", "add_sub", ADDER);
+  mkdirSync(join(repo, "caller", "1"), { recursive: true });
+  writeFileSync(
+    join(repo, "caller", "config.pbtxt"),
+    `name: "caller"\nbackend: "js"\nmax_batch_size: 0\n${tensors("input", "PLAN:STRING:1")}${tensors("output", "RESULT:STRING:1")}`,
+  );
+  writeFileSync(join(repo, "caller", "1", "model.mjs"), CALLER);
+  return repo;
+}
+
+/** A server with verbose logging: the batcher logs every batch it sends. */
+async function serve(options: Parameters<typeof startServer>[0] = {}): Promise<{ s: Running; batches: () => number }> {
+  const lines: string[] = [];
+  const log = createLogger({ verboseLevel: 1, write: (line) => lines.push(line) });
+  const s = await startServer({ modelRepositories: [repository()], log, ...options });
+  return { s, batches: () => lines.filter((l) => l.includes("model 'adder': batch of size")).length };
+}
+
+interface Call {
+  direct?: boolean;
+  x?: number[];
+  shape?: number[];
+  priority?: number;
+  abort?: boolean;
+}
+type Result =
+  | { model: string; version: string; outputs: string[]; shape: number[]; values: number[] }
+  | { error: string; code: string };
+
+async function run(s: Running, calls: Call[]): Promise<Result[]> {
+  const plan = new TextEncoder().encode(JSON.stringify({ calls }));
+  const length = new Uint8Array(4);
+  new DataView(length.buffer).setUint32(0, plan.byteLength, true);
+  const response = await s.client.modelInfer({
+    modelName: "caller",
+    inputs: [{ name: "PLAN", datatype: "BYTES", shape: [1n] }],
+    rawInputContents: [new Uint8Array([...length, ...plan])],
+  });
+  const raw = response.rawOutputContents[0] as Uint8Array;
+  return JSON.parse(new TextDecoder().decode(raw.subarray(4))) as Result[];
+}
+
+async function adderStats(s: Running) {
+  const stats = (await s.client.modelStatistics({ name: "adder" })).modelStats[0];
+  return {
+    inferences: Number(stats?.inferenceCount),
+    executions: Number(stats?.executionCount),
+    success: Number(stats?.inferenceStats?.success?.count),
+    fail: Number(stats?.inferenceStats?.fail?.count),
+    batches: stats?.batchStats.map((b) => [Number(b.batchSize), Number(b.computeInfer?.count)]),
+  };
+}
+
+const SUM = (x: number[]) => x.map((v, i) => v + 10 * (i + 1));
+
+describe("direct BLS calls to a PyTorch model", () => {
+  it("run in the worker after the first call: right answers, no batches through the scheduler, counted in statistics", async () => {
+    const { s, batches } = await serve();
+    const calls = Array.from({ length: 6 }, (_, i) => ({ direct: true, x: [i, i, i, i] }));
+    const results = await run(s, calls);
+    expect(results).toEqual(
+      calls.map((c) => ({ model: "adder", version: "1", outputs: ["OUTPUT__0"], shape: [1, 4], values: SUM(c.x) })),
+    );
+    // Only the first went through the batcher (and waited its 200 ms); the route came with its answer.
+    expect(batches()).toBe(1);
+    expect(await adderStats(s)).toEqual({ inferences: 6, executions: 6, success: 6, fail: 0, batches: [[1, 6]] });
+  });
+
+  it("goes through the scheduler without `direct`, or with what a direct call skips (priority)", async () => {
+    const { s, batches } = await serve();
+    const results = await run(s, [
+      { direct: true },
+      { direct: false },
+      { direct: true, priority: 1 },
+      { direct: true },
+    ]);
+    expect(results.every((r) => "values" in r && r.values.join() === "11,22,33,44")).toBe(true);
+    expect(batches()).toBe(3);
+    expect((await adderStats(s)).success).toBe(4);
+  });
+
+  it("refuses a request that does not fit the config with the core's message, and counts it failed", async () => {
+    const { s } = await serve();
+    const results = await run(s, [
+      { direct: false, shape: [1, 2, 2] },
+      { direct: true },
+      { direct: true, shape: [1, 2, 2] },
+    ]);
+    const usual = results[0] as { error: string; code: string };
+    expect(usual.error).toMatch(/unexpected shape for input 'INPUT__0' for model 'adder'/);
+    expect(results[2]).toEqual(usual);
+    const stats = await adderStats(s);
+    expect([stats.success, stats.fail, stats.executions]).toEqual([1, 2, 1]);
+  });
+
+  it("is cancelled by its signal as the usual path is", async () => {
+    const { s } = await serve();
+    const results = await run(s, [{ direct: true, abort: true }, { direct: true }, { direct: true, abort: true }]);
+    expect(results[0]).toMatchObject({ code: "CANCELLED" });
+    expect(results[2]).toEqual(results[0]);
+    expect(results[1]).toMatchObject({ values: [11, 22, 33, 44] });
+  });
+
+  it("finds the model reloaded: the old route is refused, the call goes the usual way and brings the new one", async () => {
+    const { s, batches } = await serve({ controlMode: "explicit", loadModels: ["adder", "caller"] });
+    expect(await run(s, [{ direct: true }, { direct: true }])).toHaveLength(2);
+    expect(batches()).toBe(1);
+    await s.client.repositoryModelUnload({ modelName: "adder" });
+    await s.client.repositoryModelLoad({ modelName: "adder" });
+    const after = await run(s, [
+      { direct: true, x: [5, 5, 5, 5] },
+      { direct: true, x: [6, 6, 6, 6] },
+    ]);
+    expect(after.map((r) => ("values" in r ? r.values : r))).toEqual([SUM([5, 5, 5, 5]), SUM([6, 6, 6, 6])]);
+    expect(batches()).toBe(2);
+    expect((await adderStats(s)).success).toBe(2);
+    await s.client.repositoryModelUnload({ modelName: "adder" });
+    const gone = await run(s, [{ direct: true }]);
+    expect(gone[0]).toMatchObject({ code: "NOT_FOUND" });
+  });
+
+  it("is not taken for a traced request: its calls are traced as children", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "galley-direct-trace-"));
+    dirs.push(dir);
+    const { s, batches } = await serve({ trace: { file: join(dir, "trace.json"), level: 1, rate: 1 } });
+    await run(s, [{ direct: true }, { direct: true }, { direct: true }]);
+    expect(batches()).toBe(3);
+  });
+});
