@@ -37,7 +37,7 @@ start=$(date +%s)
 for std in ${GALLEY_CXX_STD:-c++17 c++20}; do
   echo "compiling with -std=$std" >>"$out/build.log"
   pids=()
-  for src in torch_addon torch_instance torch_tensors torch_device_tensor torch_graphs; do
+  for src in $(cd native && ls torch_*.cc | sed 's/\.cc$//'); do
     # shellcheck disable=SC2046
     g++ -O2 -std="$std" -fPIC -fexceptions -frtti -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
       -DNODE_GYP_MODULE_NAME=galley_torch -DBUILDING_NODE_EXTENSION $cuda_define \

@@ -174,6 +174,10 @@ export class StepBatches {
         fp32("TEXT_EMBEDDING", [n, ...embeddingShape], concat(steps.map((s) => s.embedding.typed() as Float32Array))),
       ],
       signal,
+      // A lockstep call carries every loop already: nothing is gained from the denoiser's batcher
+      // (its waits would stall them all) or from a trip through the main thread. Where the
+      // denoiser allows it (the PyTorch backend), the call runs on its thread from this one.
+      direct: this.#maxBatch > 1,
     });
     const eps = reply.output("NOISE_PRED")?.typed();
     if (!(eps instanceof Float32Array)) throw new Error(`${this.#model} returned no NOISE_PRED`);
