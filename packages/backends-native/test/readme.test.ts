@@ -29,6 +29,7 @@ describe("README.md samples", () => {
       "sampleGpus()",
       "torchSupport()",
       "loadTorchModel()",
+      "torchDirect()",
     ]);
   });
 
