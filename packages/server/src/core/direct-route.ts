@@ -48,6 +48,8 @@ export function directRoute(model: LoadedModel): DirectRoute | undefined {
   return { model: model.name, version: model.version, config, target };
 }
 
+const FAILURES: ReadonlySet<string> = new Set<string>(["OTHER", "BACKEND", "CANCELED"] satisfies DirectRecord["failure"][]);
+
 /** Count a direct call in `model`'s statistics and transfers, as the scheduler and core count theirs. */
 export function recordDirect(model: LoadedModel, record: DirectRecord): void {
   const ns = (n: number) => BigInt(Number.isFinite(n) && n > 0 ? Math.round(n) : 0);
@@ -61,7 +63,7 @@ export function recordDirect(model: LoadedModel, record: DirectRecord): void {
       ns(execution.outputNs),
     );
   }
-  if (record.failure) model.stats.recordFailure(ns(record.totalNs), record.failure);
-  else model.stats.recordSuccess(ns(record.totalNs), 0n);
+  if (record.failure === undefined) model.stats.recordSuccess(ns(record.totalNs), 0n);
+  else model.stats.recordFailure(ns(record.totalNs), FAILURES.has(record.failure) ? record.failure : "OTHER");
   if (record.transfers) hostTransfers.record(model.name, record.transfers);
 }
