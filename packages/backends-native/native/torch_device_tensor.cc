@@ -70,24 +70,7 @@ class ToHostWorker : public TensorWorker {
     host_.copy_(source, /*non_blocking=*/true);
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    size_t bytes = host_.nbytes();
-    if (bytes == 0) {
-      deferred_.Resolve(Napi::Uint8Array::New(env, 0));
-      return;
-    }
-    auto* holder = new torch::Tensor(host_);
-    Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
-        env, holder->data_ptr(), bytes,
-        [](Napi::Env env, void*, torch::Tensor* held) {
-          Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(held->nbytes()));
-          delete held;
-        },
-        holder);
-    Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
-    deferred_.Resolve(Napi::Uint8Array::New(env, bytes, buffer, 0));
-  }
+  void OnOK() override { deferred_.Resolve(OwnedBytes(Env(), host_)); }
 
  private:
   torch::Tensor host_;

@@ -384,23 +384,8 @@ Napi::Object ExecutionResult(Napi::Env env, TorchJob& job) {
       outputs.Set(i, output);
       continue;
     }
-    size_t bytes = tensor.nbytes();
-    Napi::ArrayBuffer buffer;
-    if (bytes == 0) {
-      buffer = Napi::ArrayBuffer::New(env, 0);
-    } else {
-      // The tensor's own bytes become the ArrayBuffer's: the tensor lives until it is collected.
-      auto* holder = new torch::Tensor(tensor);
-      buffer = Napi::ArrayBuffer::New(
-          env, holder->data_ptr(), bytes,
-          [](Napi::Env env, void*, torch::Tensor* held) {
-            Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(held->nbytes()));
-            delete held;
-          },
-          holder);
-      Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
-    }
-    output.Set("data", Napi::Uint8Array::New(env, bytes, buffer, 0));
+    // The tensor's own bytes become the ArrayBuffer's: the tensor lives until it is collected.
+    output.Set("data", OwnedBytes(env, tensor));
     outputs.Set(i, output);
   }
   out.Set("outputs", outputs);

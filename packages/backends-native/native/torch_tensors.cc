@@ -73,4 +73,19 @@ std::string Describe(const std::exception& error) {
   return error.what();
 }
 
+Napi::Uint8Array OwnedBytes(Napi::Env env, const torch::Tensor& tensor) {
+  size_t bytes = tensor.nbytes();
+  if (bytes == 0) return Napi::Uint8Array::New(env, 0);
+  auto* holder = new torch::Tensor(tensor);
+  Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
+      env, holder->data_ptr(), bytes,
+      [](Napi::Env env, void*, torch::Tensor* held) {
+        Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(held->nbytes()));
+        delete held;
+      },
+      holder);
+  Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(bytes));
+  return Napi::Uint8Array::New(env, bytes, buffer, 0);
+}
+
 }  // namespace galley

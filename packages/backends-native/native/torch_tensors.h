@@ -1,6 +1,7 @@
 // Protocol datatypes <-> libtorch scalar types, and input views over Node's bytes.
 #pragma once
 
+#include <napi.h>
 #include <torch/script.h>
 
 #include <cstdint>
@@ -39,6 +40,12 @@ torch::Tensor WrapInput(const InputView& input);
 
 /** Outputs as one list of tensors: a tensor, or a tuple / list of tensors (Triton's `NAME__<i>` positions). */
 std::vector<torch::Tensor> Flatten(const c10::IValue& result);
+
+/**
+ * A host tensor's bytes as a Uint8Array over them (no copy): the ArrayBuffer holds the tensor
+ * until it is collected, and counts as external memory meanwhile. `tensor` must be contiguous.
+ */
+Napi::Uint8Array OwnedBytes(Napi::Env env, const torch::Tensor& tensor);
 
 /** libtorch's message for an error, without the C++ backtrace c10 errors carry. */
 std::string Describe(const std::exception& error);

@@ -13,10 +13,13 @@ export type {
   BackendLoadContext,
   BackendModel,
   DevicePlacement,
+  DirectTarget,
   ExecuteResult,
 } from "./backend/backend.js";
+export type { TorchIO } from "./backend/pytorch/pytorch-io.js";
 export type { ResponseCache } from "./cache/response-cache.js";
 export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./core/datatype.js";
+export type { DirectRecord, DirectRoute } from "./core/direct-route.js";
 export { InferenceError } from "./core/errors.js";
 export type { InferenceServerOptions } from "./core/inference-server.js";
 export {

@@ -15,6 +15,7 @@ import type { BlsRequest, BlsResponse, InputTensor } from "../../model/api.js";
 import { cudaGraphPlan } from "../pytorch/cuda-graphs.js";
 import { TorchBatches, type TorchBatchHooks } from "../pytorch/pytorch-batch.js";
 import type { TorchExecution, TorchWireInput } from "../pytorch/pytorch-messages.js";
+import { tensorFromWire } from "./js-messages.js";
 import { toWireTensor, wrapTensor } from "./js-tensors.js";
 
 /** A route is used this long, then a call goes the usual way again to renew it (a newer version, more instances). */
@@ -104,17 +105,8 @@ export class DirectCalls {
       modelVersion: String(route.version),
       id,
       parameters: {},
-      inputs: blsRequest.inputs.map((t): Tensor => {
-        const wire = toWireTensor(t);
-        return {
-          name: wire.name,
-          datatype: wire.datatype as Tensor["datatype"],
-          shape: wire.shape,
-          data: wire.data,
-          parameters: {},
-          movable: false,
-        };
-      }),
+      // The model's own bytes, viewed (it may keep using them: not movable).
+      inputs: blsRequest.inputs.map((t): Tensor => ({ ...tensorFromWire(toWireTensor(t)), movable: false })),
       outputs: (blsRequest.outputs ?? []).map((name) => ({ name, parameters: {} })),
     };
     const record = (extra: Omit<DirectRecord, "model" | "version" | "totalNs">) =>

@@ -9,7 +9,7 @@ export interface ForwardSignature {
   returns: string;
 }
 
-/** How a config's tensors meet forward (see {@link mapTorchIO}). */
+/** How a config's tensors meet forward (see `mapTorchIO`). */
 export interface TorchIO {
   /** Input name (config inputs, sequence controls and states) → forward argument position. */
   readonly inputs: ReadonlyMap<string, number>;
