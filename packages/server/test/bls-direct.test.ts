@@ -38,12 +38,11 @@ const CALLER = `export default class {
         const controller = new AbortController();
         if (call.abort) controller.abort();
         try {
+          const model = call.model ?? "adder";
+          const first = { name: "INPUT__0", datatype: "FP32", shape: call.shape ?? (model === "adder" ? [1, 4] : [4]), data: x };
           const reply = await context.infer({
-            model: "adder",
-            inputs: [
-              { name: "INPUT__0", datatype: "FP32", shape: call.shape ?? [1, 4], data: x },
-              { name: "INPUT__1", datatype: "FP32", shape: [1, 4], data: y },
-            ],
+            model,
+            inputs: model === "adder" ? [first, { name: "INPUT__1", datatype: "FP32", shape: [1, 4], data: y }] : [first],
             outputs: ["OUTPUT__0"],
             direct: call.direct,
             ...(call.priority ? { priority: call.priority } : {}),
@@ -65,6 +64,8 @@ const CALLER = `export default class {
 function repository(): string {
   const repo = tempRepository();
   torchModel(repo, "adder", "add_sub", ADDER);
+  // x * 2, or the model's own error for a negative element.
+  torchModel(repo, "thrower", "throws", tensors("input", "INPUT__0:FP32:4") + tensors("output", "OUTPUT__0:FP32:4"));
   mkdirSync(join(repo, "caller", "1"), { recursive: true });
   writeFileSync(
     join(repo, "caller", "config.pbtxt"),
@@ -83,6 +84,7 @@ async function serve(options: Parameters<typeof startServer>[0] = {}): Promise<{
 }
 
 interface Call {
+  model?: "adder" | "thrower";
   direct?: boolean;
   x?: number[];
   shape?: number[];
@@ -106,8 +108,8 @@ async function run(s: Running, calls: Call[]): Promise<Result[]> {
   return JSON.parse(new TextDecoder().decode(raw.subarray(4))) as Result[];
 }
 
-async function adderStats(s: Running) {
-  const stats = (await s.client.modelStatistics({ name: "adder" })).modelStats[0];
+async function adderStats(s: Running, name = "adder") {
+  const stats = (await s.client.modelStatistics({ name })).modelStats[0];
   return {
     inferences: Number(stats?.inferenceCount),
     executions: Number(stats?.executionCount),
@@ -157,6 +159,24 @@ describe("direct BLS calls to a PyTorch model", () => {
     expect(results[2]).toEqual(usual);
     const stats = await adderStats(s);
     expect([stats.success, stats.fail, stats.executions]).toEqual([1, 2, 1]);
+  });
+
+  it("passes the model's own error on as the usual path does, and counts the execution and the failure", async () => {
+    const { s } = await serve();
+    const negative = [-1, 2, 3, 4];
+    const results = await run(s, [
+      { model: "thrower", direct: true },
+      { model: "thrower", direct: true, x: negative },
+      { model: "thrower", direct: false, x: negative },
+      { model: "thrower", direct: true },
+    ]);
+    expect(results[0]).toMatchObject({ values: [2, 4, 6, 8], shape: [4] });
+    expect(results[1]).toMatchObject({ code: "INTERNAL" });
+    expect((results[1] as { error: string }).error).toMatch(/negative input is not allowed/);
+    expect(results[1]).toEqual(results[2]);
+    expect(results[3]).toEqual(results[0]);
+    const stats = await adderStats(s, "thrower");
+    expect([stats.success, stats.fail, stats.executions]).toEqual([2, 2, 4]);
   });
 
   it("is cancelled by its signal as the usual path is", async () => {

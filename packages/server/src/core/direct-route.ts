@@ -48,7 +48,11 @@ export function directRoute(model: LoadedModel): DirectRoute | undefined {
   return { model: model.name, version: model.version, config, target };
 }
 
-const FAILURES: ReadonlySet<string> = new Set<string>(["OTHER", "BACKEND", "CANCELED"] satisfies DirectRecord["failure"][]);
+const FAILURES: ReadonlySet<string> = new Set<string>([
+  "OTHER",
+  "BACKEND",
+  "CANCELED",
+] satisfies DirectRecord["failure"][]);
 
 /** Count a direct call in `model`'s statistics and transfers, as the scheduler and core count theirs. */
 export function recordDirect(model: LoadedModel, record: DirectRecord): void {

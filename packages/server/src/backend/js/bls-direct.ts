@@ -149,21 +149,21 @@ export class DirectCalls {
     );
     const outcome = result.responses[0];
     if (outcome instanceof RouteGone) throw outcome;
+    // An execution whatever its outcome, as the schedulers count one for every batch they send.
     const execution = {
       batchSize,
       inputNs: Number(result.computeInputNs),
       inferNs: Number(result.computeInferNs),
       outputNs: Number(result.computeOutputNs),
     };
-    const ran = result.computeInferNs > 0n ? { execution } : {};
     if (cancelled()) {
-      record({ ...ran, failure: "CANCELED", ...(transfers ? { transfers } : {}) });
+      record({ execution, failure: "CANCELED", ...(transfers ? { transfers } : {}) });
       throw asBlsError(new InferenceError("CANCELLED", { id: requestId(id) }));
     }
     if (outcome === undefined || outcome instanceof Error) {
       const failure = outcome === undefined ? new InferenceError("BACKEND_NO_RESPONSE") : backendError(outcome);
       record({
-        ...ran,
+        execution,
         failure: failure.id === "BACKEND_FAILED" ? "BACKEND" : "OTHER",
         ...(transfers ? { transfers } : {}),
       });
