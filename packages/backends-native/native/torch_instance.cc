@@ -155,15 +155,25 @@ void TorchInstance::Unregister() {
 Napi::Value TorchInstance::Id(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), id_); }
 
 bool TorchInstance::QueueDirect(uint32_t id, Napi::Env env, const Napi::Array& inputs, std::unique_ptr<TorchJob>& job) {
-  // Held while parsing and queueing: the instance cannot close or be collected in between, so a
-  // call is either queued before its stop job (and runs) or refused.
+  TorchSettings settings;
+  torch::Device device{torch::kCPU};
+  {
+    std::lock_guard<std::mutex> registered(registry_mutex);
+    auto found = registry.find(id);
+    if (found == registry.end()) return false;
+    settings = found->second->settings_;
+    device = found->second->device_;
+  }
+  // Parsed without the lock: reading the inputs runs JavaScript, which may close instances.
+  for (uint32_t i = 0; i < inputs.Length(); i++) {
+    job->inputs.push_back(ParseInput(env, inputs.Get(i), "input " + std::to_string(i), *job, true, settings, device));
+  }
+  // Held while queueing: the instance cannot close or be collected meanwhile, so a call is either
+  // queued before its stop job (and runs) or refused.
   std::lock_guard<std::mutex> registered(registry_mutex);
   auto found = registry.find(id);
   if (found == registry.end()) return false;
   TorchInstance& instance = *found->second;
-  for (uint32_t i = 0; i < inputs.Length(); i++) {
-    job->inputs.push_back(instance.ParseInput(env, inputs.Get(i), "input " + std::to_string(i), *job, true));
-  }
   {
     std::lock_guard<std::mutex> lock(instance.mutex_);
     instance.queue_.push_back(std::move(job));
@@ -198,7 +208,7 @@ Napi::Value TorchInstance::Execute(const Napi::CallbackInfo& info) {
   Napi::Array inputs = info[0].As<Napi::Array>();
   auto job = std::make_unique<TorchJob>(JobKind::kExecute, Napi::Promise::Deferred::New(env));
   for (uint32_t i = 0; i < inputs.Length(); i++) {
-    job->inputs.push_back(ParseInput(env, inputs.Get(i), "input " + std::to_string(i), *job, true));
+    job->inputs.push_back(ParseInput(env, inputs.Get(i), "input " + std::to_string(i), *job, true, settings_, device_));
   }
   if (info[1].IsObject()) {
     job->graph = Flag(info[1].As<Napi::Object>(), "graph", false);
@@ -220,7 +230,7 @@ Napi::Value TorchInstance::Execute(const Napi::CallbackInfo& info) {
 }
 
 InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, const std::string& where, TorchJob& job,
-                                    bool top) {
+                                    bool top, const TorchSettings& settings, const torch::Device& device) {
   if (!value.IsObject()) throw Napi::TypeError::New(env, where + ": must be an object");
   Napi::Object input = value.As<Napi::Object>();
   Napi::Value datatype_value = input.Get("datatype");
@@ -253,7 +263,7 @@ InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, con
     Napi::Array list = parts.As<Napi::Array>();
     int64_t rows = 0;
     for (uint32_t k = 0; k < list.Length(); k++) {
-      InputView part = ParseInput(env, list.Get(k), where + " part " + std::to_string(k), job, false);
+      InputView part = ParseInput(env, list.Get(k), where + " part " + std::to_string(k), job, false, settings, device);
       bool same = part.type == view.type && part.shape.size() == view.shape.size();
       for (size_t d = 1; same && d < view.shape.size(); d++) same = part.shape[d] == view.shape[d];
       if (!same) throw Napi::RangeError::New(env, where + " part " + std::to_string(k) + ": not a slice of the batch");
@@ -269,9 +279,9 @@ InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, con
     std::string why;
     auto held = TorchDeviceTensor::From(env, tensor, &why);
     if (!held) throw Napi::TypeError::New(env, where + ": the tensor " + why);
-    if (held->device() != device_) {
+    if (held->device() != device) {
       throw Napi::TypeError::New(env, where + ": the tensor is on " + held->device().str() +
-                                          ", this instance runs on " + device_.str());
+                                          ", this instance runs on " + device.str());
     }
     if (held->scalar_type() != view.type) {
       throw Napi::TypeError::New(env, where + ": the tensor is " + ProtocolType(held->scalar_type()) + ", not " + datatype);
@@ -286,15 +296,15 @@ InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, con
     // Client device memory (a CUDA shared-memory region), read in place: the TypeScript side
     // checked the range against the region; here the device, the address and the size.
     if (!pointer.IsBigInt()) throw Napi::TypeError::New(env, where + ": pointer must be a bigint");
-    double device = -1;
-    if (!Whole(input.Get("deviceId"), &device)) throw Napi::TypeError::New(env, where + ": deviceId must be a GPU id");
-    if (!settings_.cuda) {
-      throw Napi::TypeError::New(env, where + ": device memory on GPU " + std::to_string(static_cast<int64_t>(device)) +
+    double gpu = -1;
+    if (!Whole(input.Get("deviceId"), &gpu)) throw Napi::TypeError::New(env, where + ": deviceId must be a GPU id");
+    if (!settings.cuda) {
+      throw Napi::TypeError::New(env, where + ": device memory on GPU " + std::to_string(static_cast<int64_t>(gpu)) +
                                           " needs a GPU instance, this one runs on the CPU");
     }
-    if (static_cast<int>(device) != settings_.device_id) {
-      throw Napi::TypeError::New(env, where + ": the memory is on GPU " + std::to_string(static_cast<int64_t>(device)) +
-                                          ", this instance runs on GPU " + std::to_string(settings_.device_id));
+    if (static_cast<int>(gpu) != settings.device_id) {
+      throw Napi::TypeError::New(env, where + ": the memory is on GPU " + std::to_string(static_cast<int64_t>(gpu)) +
+                                          ", this instance runs on GPU " + std::to_string(settings.device_id));
     }
     bool lossless = false;
     uint64_t address = pointer.As<Napi::BigInt>().Uint64Value(&lossless);
@@ -306,7 +316,7 @@ InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, con
     if (!Whole(input.Get("byteLength"), &length)) throw Napi::TypeError::New(env, where + ": byteLength must be a number");
     if (static_cast<size_t>(length) != expected) throw size_error(static_cast<size_t>(length));
     view.device_pointer = static_cast<uintptr_t>(address);
-    view.device_id = static_cast<int>(device);
+    view.device_id = static_cast<int>(gpu);
     view.byte_length = expected;
     job.borrowed.emplace_back(view.device_pointer, view.byte_length);
     return view;

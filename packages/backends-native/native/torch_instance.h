@@ -106,8 +106,12 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
   /** Leave the registry, so that no other thread queues a job after this. */
   void Unregister();
   Napi::Value Enqueue(Napi::Env env, std::unique_ptr<TorchJob> job);
-  /** One input of execute(), checked here on the main thread (`top`: parts are allowed). */
-  InputView ParseInput(Napi::Env env, const Napi::Value& value, const std::string& where, TorchJob& job, bool top);
+  /**
+   * One input of execute(), checked on the calling thread (`top`: parts are allowed) against an
+   * instance's settings and device (fixed once made, so read without a lock).
+   */
+  static InputView ParseInput(Napi::Env env, const Napi::Value& value, const std::string& where, TorchJob& job,
+                              bool top, const TorchSettings& settings, const torch::Device& device);
   void Settle(Napi::Env env, TorchJob& job);
 
   // The instance's thread.

@@ -108,6 +108,22 @@ describe("torchDirect", () => {
     expect(ok.outputs).toHaveLength(1);
   });
 
+  it("reads its inputs without holding the registry: a getter that closes the model gets a refusal, not a deadlock", async () => {
+    const model = await load("identity.pt");
+    let closing: Promise<void> | undefined;
+    const input = {
+      datatype: "FP32",
+      shape: [1],
+      get data() {
+        closing ??= model.close();
+        return f32([1]);
+      },
+    };
+    await expect(torchDirect().execute(model.id, [input])).rejects.toMatchObject({ code: "TORCH_INSTANCE_CLOSED" });
+    await closing;
+    models.splice(0);
+  });
+
   it("runs calls queued before the model's close, and refuses those after", async () => {
     const model = await load("add_sub.pt");
     const direct = torchDirect();
