@@ -5,6 +5,7 @@
 // - a latency-vs-batch-size table (requests of [b,1024] sent one at a time to mlp_unbatched);
 // - ensemble_add_sub vs a client making the same six `simple` calls itself, at concurrency 8.
 // Run: npx tsx bench/batching.ts [--reps=N] [--duration=S] [--warmup=S] [--window=S] [--calls=N] [--intra=N]
+//      [--hot-wait-us=N] (worker_hot_wait_us in both MLP configs; the default when absent)
 import { pathToFileURL } from "node:url";
 import type { BatchingJob, CallSpec, LoadResult } from "./lib/batching-load-process.js";
 import { type Child, startChild } from "./lib/ipc.js";
@@ -94,7 +95,8 @@ export async function measureBatching(): Promise<TargetResult[]> {
   const minSamples = option("calls", 50);
   const intraOp = option("intra", INTRA_OP_THREADS);
 
-  const repository = await writeRepository(intraOp);
+  const hotWait = option("hot-wait-us", -1);
+  const repository = await writeRepository(intraOp, hotWait < 0 ? {} : { worker_hot_wait_us: String(hotWait) });
   let server: Child<{ http?: number }> | undefined;
   let load: Child<null> | undefined;
   try {

@@ -7,7 +7,9 @@
 // targets interleaved; p50 ratios are paired by repetition. Server CPU per call (from each
 // process's own process.cpuUsage) is printed as well: it is steadier than wall time on a busy VM.
 //
-//   npx tsx bench/mlp-latency.ts [--reps=5] [--samples=300] [--warmup=50]
+// `--hot-wait-us=N` sets `worker_hot_wait_us` in both MLP configs (the default when absent).
+//
+//   npx tsx bench/mlp-latency.ts [--reps=5] [--samples=300] [--warmup=50] [--hot-wait-us=N]
 import { request } from "node:http";
 import { keepAlive } from "./lib/binary-http.js";
 import { type Child, startChild } from "./lib/ipc.js";
@@ -19,7 +21,8 @@ const reps = option("reps", 5);
 const samples = option("samples", 300);
 const warmup = option("warmup", 50);
 
-const repository = await writeRepository();
+const hotWait = option("hot-wait-us", -1);
+const repository = await writeRepository(undefined, hotWait < 0 ? {} : { worker_hot_wait_us: String(hotWait) });
 const galley = await startChild<{ http: number }>(new URL("./lib/galley-repo-process.ts", import.meta.url), [
   repository.dir,
   BATCHED,

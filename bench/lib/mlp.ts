@@ -49,7 +49,10 @@ export function mlpOnnx(seed = 20261202): Uint8Array {
   });
 }
 
-function configText(name: string, batching: boolean, intraOp: number): string {
+function configText(name: string, batching: boolean, intraOp: number, parameters: Record<string, string>): string {
+  const more = Object.entries(parameters)
+    .map(([key, value]) => `parameters { key: "${key}" value { string_value: "${value}" } }\n`)
+    .join("");
   return `name: "${name}"
 platform: "onnxruntime_onnx"
 max_batch_size: ${MAX_BATCH}
@@ -57,7 +60,7 @@ input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ ${MLP_IN} ] } ]
 output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ ${MLP_OUT} ] } ]
 ${batching ? `dynamic_batching { preferred_batch_size: [ 8, 16, 32 ] max_queue_delay_microseconds: ${MAX_QUEUE_DELAY_US} }\n` : ""}instance_group [ { count: 1 kind: KIND_CPU } ]
 parameters { key: "intra_op_thread_count" value { string_value: "${intraOp}" } }
-`;
+${more}`;
 }
 
 /** A temporary model repository: both MLP folders, `simple` and `ensemble_add_sub`. */
@@ -68,7 +71,11 @@ export interface MlpRepository {
   remove(): Promise<void>;
 }
 
-export async function writeRepository(intraOp = INTRA_OP_THREADS): Promise<MlpRepository> {
+/** `parameters`: more config parameters for both MLP models (`worker_hot_wait_us`, say). */
+export async function writeRepository(
+  intraOp = INTRA_OP_THREADS,
+  parameters: Record<string, string> = {},
+): Promise<MlpRepository> {
   const dir = await mkdtemp(join(tmpdir(), "galley-bench-"));
   const onnx = mlpOnnx();
   for (const [name, batching] of [
@@ -77,7 +84,7 @@ export async function writeRepository(intraOp = INTRA_OP_THREADS): Promise<MlpRe
   ] as const) {
     await mkdir(join(dir, name, "1"), { recursive: true });
     await writeFile(join(dir, name, "1", "model.onnx"), onnx);
-    await writeFile(join(dir, name, "config.pbtxt"), configText(name, batching, intraOp));
+    await writeFile(join(dir, name, "config.pbtxt"), configText(name, batching, intraOp, parameters));
   }
   for (const name of ["simple", "ensemble_add_sub"]) {
     await cp(join(REPOSITORY, name), join(dir, name), { recursive: true });

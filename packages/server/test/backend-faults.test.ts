@@ -467,3 +467,34 @@ describe("a load that does not finish", () => {
     );
   });
 });
+
+describe("an ONNX Runtime model's worker_hot_wait_us", () => {
+  it("is a whole number of µs up to one second; another value fails the load, the neighbours answer", async () => {
+    const repo = repository();
+    const { copyFileSync, readFileSync } = await import("node:fs");
+    const variant = (name: string, value: string) => {
+      mkdirSync(join(repo, name, "1"), { recursive: true });
+      copyFileSync(join(repo, "simple", "1", "model.onnx"), join(repo, name, "1", "model.onnx"));
+      const config = readFileSync(join(repo, "simple", "config.pbtxt"), "utf8").replace(
+        /name: "simple"/,
+        `name: "${name}"`,
+      );
+      writeFileSync(
+        join(repo, name, "config.pbtxt"),
+        `${config}\nparameters { key: "worker_hot_wait_us" value: { string_value: "${value}" } }\n`,
+      );
+    };
+    variant("too_long", "1000001");
+    variant("not_a_number", "1.5");
+    variant("longest", "1000000");
+    const { core, failed } = await startCore(repo, ["simple", "steady", "too_long", "not_a_number", "longest"]);
+    expect(failed.sort()).toEqual(["not_a_number", "too_long"]);
+    expect(core.models.versionStates("too_long")?.get(1)?.reason).toContain(
+      "parameter 'worker_hot_wait_us' of model 'too_long' must be at most 1000000, got '1000001'",
+    );
+    expect(core.models.versionStates("not_a_number")?.get(1)?.reason).toContain(
+      "parameter 'worker_hot_wait_us' of model 'not_a_number' must be a whole number, got '1.5'",
+    );
+    await neighboursAnswer(core);
+  });
+});

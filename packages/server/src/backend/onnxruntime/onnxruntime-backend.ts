@@ -17,6 +17,9 @@ export interface OnnxRuntimeBackendOptions {
   log: Logger;
 }
 
+/** The largest `worker_hot_wait_us` (one second): a longer hot wait would keep a core busy between calls that are not. */
+export const MAX_WORKER_HOT_WAIT_US = 1_000_000;
+
 /**
  * Triton's ONNX Runtime backend on onnxruntime-node: `platform: "onnxruntime_onnx"` /
  * `backend: "onnxruntime"`. onnxruntime-node's `run` is a blocking native call, so each instance
@@ -65,6 +68,12 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
       const path = await findOnnxModelFile(context.modelPath, context.version, context.config);
       const settings = sessionSettings(context.config);
       const inlineMaxRunUs = wholeNumberParameter(context.config, "inline_max_run_us");
+      const workerHotWaitUs = wholeNumberParameter(context.config, "worker_hot_wait_us");
+      if (workerHotWaitUs !== undefined && workerHotWaitUs > MAX_WORKER_HOT_WAIT_US) {
+        throw new Error(
+          `parameter 'worker_hot_wait_us' of model '${context.config.name}' must be at most ${MAX_WORKER_HOT_WAIT_US}, got '${workerHotWaitUs}'`,
+        );
+      }
       const names = instanceSpecs(context.config);
       const started = await Promise.allSettled(
         names.map((n) =>
@@ -77,6 +86,7 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
             rateLimiter: n.rateLimiter,
             signal: context.signal,
             inlineMaxRunUs,
+            workerHotWaitUs,
           }),
         ),
       );

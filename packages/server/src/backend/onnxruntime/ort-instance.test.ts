@@ -27,13 +27,15 @@ describe("an ONNX Runtime session's host", () => {
     });
     await host.start();
     try {
-      expect(outputs(await host.execute({ feeds: feeds(2, 1), fetches: ["OUTPUT0"] }))).toEqual(new Array(16).fill(3));
+      expect(outputs(await host.execute({ feeds: feeds(2, 1), fetches: ["OUTPUT0"], hotWaitUs: 0 }))).toEqual(
+        new Array(16).fill(3),
+      );
 
       // A message the worker cannot handle makes it throw outside any run: the thread dies, as it
       // would on a native fault. (Not a transferred-away buffer: Node 22+ refuses to post those,
       // Node 20 posts them and the worker fails to read them.)
       host.post({ kind: "execute", batch: -1, payload: undefined } as never);
-      const failure = await host.execute({ feeds: feeds(0, 0), fetches: ["OUTPUT0"] }).then(
+      const failure = await host.execute({ feeds: feeds(0, 0), fetches: ["OUTPUT0"], hotWaitUs: 0 }).then(
         () => undefined,
         (error: { id: string; code: string; message: string }) => [error.id, error.code, error.message],
       );
@@ -45,8 +47,8 @@ describe("an ONNX Runtime session's host", () => {
       // The first restart is immediate: runs sent while the fresh worker loads wait for it.
       expect(host.health).toBe("starting");
       const again = await Promise.all([
-        host.execute({ feeds: feeds(5, 3), fetches: ["OUTPUT1"] }),
-        host.execute({ feeds: feeds(1, 1), fetches: ["OUTPUT0"] }),
+        host.execute({ feeds: feeds(5, 3), fetches: ["OUTPUT1"], hotWaitUs: 0 }),
+        host.execute({ feeds: feeds(1, 1), fetches: ["OUTPUT0"], hotWaitUs: 0 }),
       ]);
       expect(again.map(outputs)).toEqual([new Array(16).fill(2), new Array(16).fill(2)]);
       expect(host.health).toBe("up");
@@ -55,7 +57,7 @@ describe("an ONNX Runtime session's host", () => {
     }
     expect(host.health).toBe("closed");
     const closed = await host
-      .execute({ feeds: feeds(1, 1), fetches: ["OUTPUT0"] })
+      .execute({ feeds: feeds(1, 1), fetches: ["OUTPUT0"], hotWaitUs: 0 })
       .catch((error: Error) => error.message);
     expect(closed).toBe("model instance 'simple_0' was unloaded");
   });
@@ -189,6 +191,66 @@ describe("where an OrtInstance runs its batches", () => {
       ]);
     } finally {
       await instance.close();
+    }
+  });
+
+  const workerInstance = async (workerHotWaitUs: number) =>
+    OrtInstance.start({
+      name: "simple_0",
+      config: await simpleConfig(),
+      path: SIMPLE,
+      settings: { intraOpNumThreads: 1 },
+      log: createLogger({ write: () => undefined }),
+      inlineMaxRunUs: 0,
+      workerHotWaitUs,
+    });
+
+  it("its worker waits hot after a batch of one request: the next is taken without a wake-up", async () => {
+    // A window far wider than the gaps between these calls: only a broken wait misses one.
+    const instance = await workerInstance(30_000_000);
+    try {
+      for (let i = 0; i < 5; i++) {
+        expect(values(await instance.execute([request(i, 1)]))[0]).toEqual(["OUTPUT0", new Array(16).fill(i + 1)]);
+      }
+      // The first batch came to a sleeping thread; each later one was taken while it waited.
+      expect(instance.hotBatches).toBe(4);
+      // A batch of two requests (taken hot) is not followed by a wait; the one after it is.
+      await instance.execute([request(1, 1), request(2, 2)]);
+      expect(instance.hotBatches).toBe(5);
+      await instance.execute([request(3, 3)]);
+      expect(instance.hotBatches).toBe(5);
+      await instance.execute([request(4, 4)]);
+      expect(instance.hotBatches).toBe(6);
+    } finally {
+      // The stop is taken by the wait, which then ends: the close does not wait out the window.
+      await instance.close();
+    }
+  });
+
+  it("its worker does not wait hot after a gap longer than the window, nor with worker_hot_wait_us 0", async () => {
+    const instance = await workerInstance(200_000);
+    try {
+      await instance.execute([request(1, 1)]);
+      await instance.execute([request(1, 1)]);
+      expect(instance.hotBatches).toBe(1);
+      // A pause longer than the window: that batch comes to a sleeping thread, and since the gap
+      // before it was longer than the window, the thread sleeps after it too.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      await instance.execute([request(1, 1)]);
+      await instance.execute([request(1, 1)]);
+      expect(instance.hotBatches).toBe(1);
+      // The gap before that one was short again: the next is taken hot.
+      await instance.execute([request(1, 1)]);
+      expect(instance.hotBatches).toBe(2);
+    } finally {
+      await instance.close();
+    }
+    const never = await workerInstance(0);
+    try {
+      for (let i = 0; i < 3; i++) await never.execute([request(1, 1)]);
+      expect(never.hotBatches).toBe(0);
+    } finally {
+      await never.close();
     }
   });
 

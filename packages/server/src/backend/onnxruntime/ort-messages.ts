@@ -50,14 +50,18 @@ export interface SessionIO {
   outputs: ValueInfo[];
 }
 
-/** What a session answers to a run: its outputs, or the runtime's error. */
-export type OrtResult = { outputs: WireTensor[]; inferNs: bigint } | { error: string };
+/**
+ * What a session answers to a run: its outputs, or the runtime's error. `caught`: the batch was
+ * taken while the worker waited hot for it (see `HotWait`).
+ */
+export type OrtResult = { outputs: WireTensor[]; inferNs: bigint; caught?: boolean } | { error: string };
 
 /** The ONNX Runtime backend's payloads on the instance host's messages (see `InstanceProtocol`). */
 export interface OrtProtocol {
   init: { path: string; settings: OrtSessionSettings };
   info: SessionIO;
-  batch: { feeds: WireTensor[]; fetches: readonly string[] };
+  /** `hotWaitUs`: how long the worker waits hot for its next batch after this one (0: not at all). */
+  batch: { feeds: WireTensor[]; fetches: readonly string[]; hotWaitUs: number };
   result: OrtResult;
   response: never;
   toInstance: never;

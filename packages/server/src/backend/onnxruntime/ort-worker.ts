@@ -1,20 +1,41 @@
-// Worker thread of one ONNX Runtime instance. onnxruntime-node's session.run is a synchronous
-// native call, so it runs here, never on the server's event loop.
-import { parentPort } from "node:worker_threads";
+// Worker thread of one ONNX Runtime instance. A session's run is a synchronous native call, so it
+// runs here, never on the server's event loop. Runs go through onnxruntime-node's raw binding
+// (`openInlineSession`), synchronously, where it is there; otherwise through its public API.
+import { type MessagePort, parentPort } from "node:worker_threads";
 import ort from "onnxruntime-node";
 import { type Coalesced, forEachMessage } from "../host/coalesce.js";
-import type { FromWorker, OrtProtocol, OrtResult, OrtType, ToWorker, ValueInfo, WireTensor } from "./ort-messages.js";
+import { HotWait } from "../host/hot-wait.js";
+import { inlineSessionsAvailable, openInlineSession } from "./inline-session.js";
+import type {
+  FromWorker,
+  OrtProtocol,
+  OrtResult,
+  OrtType,
+  SessionIO,
+  ToWorker,
+  ValueInfo,
+  WireTensor,
+} from "./ort-messages.js";
 
-const port = parentPort;
+const port = parentPort as MessagePort | null;
 if (!port) throw new Error("ort-worker must run in a worker thread");
 
-let session: ort.InferenceSession | undefined;
-/** Runs not finished: a stop releases the session only after them. */
+/** A loaded session: runs synchronously (the raw binding) or through a promise (the public API). */
+interface WorkerSession {
+  io: SessionIO;
+  run(feeds: readonly WireTensor[], fetches: readonly string[]): WireTensor[] | Promise<WireTensor[]>;
+  release(): void | Promise<void>;
+}
+
+let session: WorkerSession | undefined;
+/** Runs through the public API not finished: a stop releases the session only after them. */
 const running = new Set<Promise<void>>();
 
 function send(message: FromWorker, transfer: ArrayBuffer[] = []): void {
   port?.postMessage(message, transfer);
 }
+
+const hot = new HotWait(port, (message) => forEachMessage(message as ToWorker | Coalesced<ToWorker>, receive));
 
 // A request that cannot be read would vanish and leave its caller waiting: crash instead, so the
 // server fails what this instance holds.
@@ -22,67 +43,89 @@ port.on("messageerror", (error) => {
   throw new Error(`a message from the server could not be read: ${error.message}`);
 });
 
-port.on("message", (message: ToWorker | Coalesced<ToWorker>) => forEachMessage(message, (one) => void receive(one)));
+port.on("message", (message: ToWorker | Coalesced<ToWorker>) => {
+  forEachMessage(message, receive);
+  hot.drain();
+});
 
-async function receive(message: ToWorker): Promise<void> {
+function receive(message: ToWorker): void {
   switch (message.kind) {
     case "start":
-      try {
-        session = await ort.InferenceSession.create(message.init.path, message.init.settings);
-        send({
-          kind: "started",
-          info: { inputs: session.inputMetadata.map(info), outputs: session.outputMetadata.map(info) },
-        });
-      } catch (error) {
-        send({ kind: "start-failed", message: (error as Error).message });
-      }
+      void start(message.init);
       return;
     case "execute": {
-      const run = execute(message.batch, message.payload);
-      running.add(run);
-      await run;
-      running.delete(run);
+      const caught = hot.arrived();
+      const run = execute(message.batch, message.payload, caught);
+      if (run) {
+        running.add(run);
+        void run.finally(() => running.delete(run));
+      }
       return;
     }
     case "stop":
-      await Promise.all(running);
-      await session?.release().catch(() => undefined);
-      session = undefined;
-      send({ kind: "stopped" });
+      hot.cancel();
+      void stop();
       return;
     default:
       return;
   }
 }
 
-async function execute(batch: number, { feeds, fetches }: OrtProtocol["batch"]): Promise<void> {
+async function start(init: OrtProtocol["init"]): Promise<void> {
+  try {
+    session = inlineSessionsAvailable() ? openInlineSession(init.path, init.settings) : await openPublic(init);
+    send({ kind: "started", info: session.io });
+  } catch (error) {
+    send({ kind: "start-failed", message: (error as Error).message });
+  }
+}
+
+async function stop(): Promise<void> {
+  await Promise.all(running);
+  const current = session;
+  session = undefined;
+  try {
+    await current?.release();
+  } catch {
+    // Released or not, the worker ends next.
+  }
+  send({ kind: "stopped" });
+}
+
+/** Run one batch and answer it; a promise only while a public-API run is in flight. */
+function execute(batch: number, payload: OrtProtocol["batch"], caught: boolean): Promise<void> | undefined {
   const current = session;
   if (!current) {
     send({ kind: "executed", batch, result: { error: "session is not loaded" } });
-    return;
+    return undefined;
   }
-  let result: OrtResult;
-  const transfer: ArrayBuffer[] = [];
+  // Read outside the try: a batch that is not one is the server's fault, and ends the thread.
+  const { feeds, fetches, hotWaitUs } = payload;
+  const start = process.hrtime.bigint();
+  let outputs: WireTensor[] | Promise<WireTensor[]>;
   try {
-    const inputs: Record<string, ort.Tensor> = {};
-    for (const t of feeds) inputs[t.name] = new ort.Tensor(t.type, t.data as ort.Tensor.DataType, t.dims);
-    const start = process.hrtime.bigint();
-    const results = await current.run(inputs, fetches);
-    const inferNs = process.hrtime.bigint() - start;
-    const outputs: WireTensor[] = [];
-    for (const name of fetches) {
-      const tensor = results[name];
-      if (!tensor) continue;
-      const data = tensor.data as ArrayBufferView | string[];
-      outputs.push({ name, type: tensor.type as OrtType, dims: [...tensor.dims], data });
-      if (!Array.isArray(data) && data.buffer instanceof ArrayBuffer && !transfer.includes(data.buffer)) {
-        transfer.push(data.buffer);
-      }
-    }
-    result = { outputs, inferNs };
+    outputs = current.run(feeds, fetches);
   } catch (error) {
     send({ kind: "executed", batch, result: { error: (error as Error).message } });
-    return;
+    return undefined;
+  }
+  if (!(outputs instanceof Promise)) {
+    answer(batch, { outputs, inferNs: process.hrtime.bigint() - start, caught });
+    hot.after(hotWaitUs);
+    return undefined;
+  }
+  return outputs.then(
+    (ready) => answer(batch, { outputs: ready, inferNs: process.hrtime.bigint() - start, caught }),
+    (error: Error) => send({ kind: "executed", batch, result: { error: error.message } }),
+  );
+}
+
+function answer(batch: number, result: OrtResult & { outputs: WireTensor[] }): void {
+  const transfer: ArrayBuffer[] = [];
+  for (const { data } of result.outputs) {
+    if (!Array.isArray(data) && data.buffer instanceof ArrayBuffer && !transfer.includes(data.buffer)) {
+      transfer.push(data.buffer);
+    }
   }
   try {
     send({ kind: "executed", batch, result }, transfer);
@@ -90,6 +133,33 @@ async function execute(batch: number, { feeds, fetches }: OrtProtocol["batch"]):
     // Buffers the runtime owns cannot be transferred; they are copied instead.
     send({ kind: "executed", batch, result });
   }
+}
+
+/** The public API's session, where the raw binding is not there. */
+async function openPublic(init: OrtProtocol["init"]): Promise<WorkerSession> {
+  const loaded = await ort.InferenceSession.create(init.path, init.settings);
+  return {
+    io: { inputs: loaded.inputMetadata.map(info), outputs: loaded.outputMetadata.map(info) },
+    async run(feeds, fetches) {
+      const inputs: Record<string, ort.Tensor> = {};
+      for (const t of feeds) inputs[t.name] = new ort.Tensor(t.type, t.data as ort.Tensor.DataType, t.dims);
+      const results = await loaded.run(inputs, fetches);
+      return fetches.flatMap((name) => {
+        const tensor = results[name];
+        return tensor
+          ? [
+              {
+                name,
+                type: tensor.type as OrtType,
+                dims: [...tensor.dims],
+                data: tensor.data as ArrayBufferView | string[],
+              },
+            ]
+          : [];
+      });
+    },
+    release: () => loaded.release(),
+  };
 }
 
 function info(value: ort.InferenceSession.ValueMetadata): ValueInfo {
