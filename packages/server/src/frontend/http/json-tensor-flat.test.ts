@@ -9,7 +9,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { JsonFloat, type JsonValue, parseJson } from "./json-parse.js";
 import { tensorFromJson, writeTensorJson } from "./json-tensor.js";
-import { JsonWriter } from "./json-write.js";
+import { formatDouble, formatDoubles, JsonWriter } from "./json-write.js";
 
 const TYPES = ["INT8", "INT16", "INT32", "UINT8", "UINT16", "UINT32", "FP32", "FP64", "INT64", "UINT64", "BOOL"];
 
@@ -101,6 +101,24 @@ describe("writeTensorJson's typed-array path", () => {
     );
     expect(printed("INT64", new Uint8Array(new BigInt64Array([-(2n ** 63n), 5n]).buffer), 2)).toBe(
       "[-9223372036854775808,5]",
+    );
+  });
+});
+
+describe("formatDoubles (the float outputs' writer)", () => {
+  const value = fc.oneof(
+    { weight: 8, arbitrary: fc.double() },
+    { weight: 2, arbitrary: fc.double({ min: -1, max: 1, noNaN: true }) },
+    { weight: 1, arbitrary: fc.integer({ min: -1000, max: 1000 }) },
+    { weight: 1, arbitrary: fc.constantFrom(0, -0, Number.NaN, Infinity, -Infinity, 1e21, -1e21, 1e-7, 5e-324, 1e300) },
+  );
+  it("prints every value as formatDouble does, for float32 and float64 arrays with any mix of values", () => {
+    fc.assert(
+      fc.property(fc.array(value, { maxLength: 80 }), fc.boolean(), (values, single) => {
+        const array = single ? Float32Array.from(values) : Float64Array.from(values);
+        expect(formatDoubles(array)).toBe(Array.from(array, formatDouble).join(","));
+      }),
+      { numRuns: 3000 },
     );
   });
 });

