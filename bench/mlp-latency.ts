@@ -7,14 +7,16 @@
 // targets interleaved; p50 ratios are paired by repetition. Server CPU per call (from each
 // process's own process.cpuUsage) is printed as well: it is steadier than wall time on a busy VM.
 //
-// `--hot-wait-us=N` sets `worker_hot_wait_us` in both MLP configs (the default when absent).
+// `--hot-wait-us=N` sets `worker_hot_wait_us` in both MLP configs (the default when absent);
+// `--before=<checkout>` adds Galley from that checkout's built server package (a worktree of an
+// earlier commit, as for ab-server.ts) as two more targets, for a before/after in one run.
 //
-//   npx tsx bench/mlp-latency.ts [--reps=5] [--samples=300] [--warmup=50] [--hot-wait-us=N]
+//   npx tsx bench/mlp-latency.ts [--reps=5] [--samples=300] [--warmup=50] [--hot-wait-us=N] [--before=<checkout>]
 import { request } from "node:http";
 import { keepAlive } from "./lib/binary-http.js";
 import { type Child, startChild } from "./lib/ipc.js";
 import { BATCHED, MLP_OUT, mlpInput, UNBATCHED, writeRepository } from "./lib/mlp.js";
-import { machineLine, option } from "./lib/setup.js";
+import { machineLine, option, textOption } from "./lib/setup.js";
 import { formatSpread, median, pairedRatios, percentile, spread, table } from "./lib/stats.js";
 
 const reps = option("reps", 5);
@@ -28,6 +30,14 @@ const galley = await startChild<{ http: number }>(new URL("./lib/galley-repo-pro
   BATCHED,
   UNBATCHED,
 ]);
+const before = textOption("before", "");
+const galleyBefore = before
+  ? await startChild<{ http: number }>(
+      new URL("./lib/galley-repo-process.ts", import.meta.url),
+      [repository.dir, BATCHED, UNBATCHED],
+      { BENCH_GALLEY_BUILD: before },
+    )
+  : undefined;
 const hand = await startChild<{ http: number }>(new URL("./lib/hand-written-mlp-process.ts", import.meta.url), [
   repository.modelFile,
 ]);
@@ -77,6 +87,12 @@ const targets: Target[] = [
   { key: "batched", label: `Galley ${BATCHED} (dynamic batching, 500 µs)`, child: galley, model: BATCHED },
   { key: "unbatched", label: `Galley ${UNBATCHED}`, child: galley, model: UNBATCHED },
 ];
+if (galleyBefore) {
+  targets.push(
+    { key: "before-batched", label: `before: Galley ${BATCHED}`, child: galleyBefore, model: BATCHED },
+    { key: "before-unbatched", label: `before: Galley ${UNBATCHED}`, child: galleyBefore, model: UNBATCHED },
+  );
+}
 const p50: Record<string, number[]> = {};
 const p99: Record<string, number[]> = {};
 const cpu: Record<string, number[]> = {};
@@ -106,6 +122,7 @@ try {
 } finally {
   agent.destroy();
   await galley.stop();
+  await galleyBefore?.stop();
   await hand.stop();
   await repository.remove();
 }

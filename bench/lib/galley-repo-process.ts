@@ -1,8 +1,15 @@
 // Child entry: Galley over the model repository in argv[2] (HTTP only), loading the models named in
 // argv[3..]. Reports its HTTP port; its only job answers this process's CPU time (µs, all threads).
-import { createLogger, createServer } from "@galley/server";
+// With BENCH_GALLEY_BUILD=<checkout> in its environment, Galley comes from that checkout's built
+// server package (an earlier commit's worktree, for a before/after in one run).
+import { pathToFileURL } from "node:url";
 import { serveJobs } from "./ipc.js";
 
+type ServerModule = typeof import("@galley/server");
+const build = process.env.BENCH_GALLEY_BUILD;
+const { createLogger, createServer }: ServerModule = build
+  ? ((await import(pathToFileURL(`${build}/packages/server/dist/index.js`).href)) as ServerModule)
+  : await import("@galley/server");
 const [repository, ...models] = process.argv.slice(2);
 if (!repository || models.length === 0) throw new Error("usage: galley-repo-process <repository> <model>...");
 const server = createServer({

@@ -17,9 +17,21 @@ export interface Child<Ready> {
   stop(): Promise<void>;
 }
 
-/** Fork `entry` (a .ts file next to the caller) with tsx, and wait for it to report ready. */
-export function startChild<Ready>(entry: URL, args: string[] = []): Promise<Child<Ready>> {
-  const child = fork(fileURLToPath(entry), args, { cwd: ROOT, execArgv: ["--import", "tsx"], stdio: "inherit" });
+/**
+ * Fork `entry` (a .ts file next to the caller) with tsx, `env` added to this process's
+ * environment, and wait for it to report ready.
+ */
+export function startChild<Ready>(
+  entry: URL,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<Child<Ready>> {
+  const child = fork(fileURLToPath(entry), args, {
+    cwd: ROOT,
+    execArgv: ["--import", "tsx"],
+    stdio: "inherit",
+    env: { ...process.env, ...env },
+  });
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   let next = 0;
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
