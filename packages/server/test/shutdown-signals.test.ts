@@ -154,6 +154,39 @@ describe("galley serve exits 0 after SIGTERM", () => {
     expect(seconds).toBeLessThan(EXIT_TIMEOUT_SECS);
   });
 
+  it("with an ONNX model's worker waiting hot for the next call (worker_hot_wait_us at its largest)", async () => {
+    const repo = tempRepository([]);
+    const dir = copyModel("simple", repo, "simple_worker");
+    const { readFileSync } = await import("node:fs");
+    const config = readFileSync(join(dir, "config.pbtxt"), "utf8").replace('name: "simple"', 'name: "simple_worker"');
+    writeFileSync(
+      join(dir, "config.pbtxt"),
+      `${config}
+parameters { key: "inline_max_run_us" value: { string_value: "0" } }
+parameters { key: "worker_hot_wait_us" value: { string_value: "1000000" } }
+`,
+    );
+    const { cli, client } = await serve(repo);
+    const request = {
+      modelName: "simple_worker",
+      inputs: [
+        { name: "INPUT0", datatype: "INT32", shape: [1n, 16n] },
+        { name: "INPUT1", datatype: "INT32", shape: [1n, 16n] },
+      ] as ModelInferRequest["inputs"],
+      rawInputContents: [int32Bytes(range(16)), int32Bytes(range(16).map(() => 1))],
+    };
+    // Calls one after another: after each, the worker polls for the next for up to a second.
+    for (let i = 0; i < 20; i++) {
+      const response = await client.modelInfer(request);
+      expect(readInt32(response.rawOutputContents[0])).toEqual(range(16).map((v) => v + 1));
+    }
+    // The stop reaches a worker that is polling, not sleeping: the exit does not wait out its second.
+    const { code, seconds } = await terminate(cli);
+    expect(code).toBe(0);
+    expect(seconds).toBeLessThan(EXIT_TIMEOUT_SECS);
+    expect(cli.output()).toMatch(/Server stopped/);
+  });
+
   it("with a decoupled stream half sent: the stream finishes first", async () => {
     const repo = tempRepository(["repeat_int32"]);
     const { cli, client } = await serve(repo);
