@@ -62,8 +62,13 @@ export class HotWait {
       let taken = receiveMessageOnPort(this.#port);
       while (taken === undefined && now() < until) taken = receiveMessageOnPort(this.#port);
       if (taken === undefined) return;
+      // Only what the handler reads while handling this message counts as caught.
       this.#caught = true;
-      this.#handle(taken.message);
+      try {
+        this.#handle(taken.message);
+      } finally {
+        this.#caught = false;
+      }
     }
   }
 }
