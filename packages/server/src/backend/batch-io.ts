@@ -1,3 +1,4 @@
+import type { ModelOutput } from "@galley/proto";
 import { datatype } from "../core/datatype.js";
 import { InferenceError } from "../core/errors.js";
 import type { InferenceRequest } from "../core/inference-request.js";
@@ -89,4 +90,18 @@ export function scatterOutput(output: Tensor, batchSizes: readonly number[]): Te
     throw new InferenceError("BATCH_OUTPUT_ROWS", { output: output.name, rows: total });
   }
   return out;
+}
+
+/**
+ * An output's shape as the config gives it: the model's `shape` where the output has no
+ * `reshape`, else the config's dims (a -1 taking what is left of the elements) after the batch
+ * dimension, if the model batches.
+ */
+export function configOutputShape(shape: number[], spec: ModelOutput | undefined, batching: boolean): number[] {
+  if (!spec?.reshape) return shape;
+  const dims = spec.dims.map(Number);
+  const batch = batching ? [shape[0] ?? 1] : [];
+  const total = shape.slice(batch.length).reduce((a, b) => a * b, 1);
+  const known = dims.filter((d) => d !== -1).reduce((a, b) => a * b, 1);
+  return [...batch, ...dims.map((d) => (d === -1 ? total / known : d))];
 }

@@ -10,7 +10,7 @@ import {
 import { datatype } from "../../core/datatype.js";
 import { InferenceError } from "../../core/errors.js";
 import type { Tensor } from "../../core/tensor.js";
-import { workerView } from "../batch-io.js";
+import { configOutputShape, workerView } from "../batch-io.js";
 import type { OrtType, ValueInfo, WireTensor } from "./ort-messages.js";
 
 /** onnxruntime-node's type name per protocol datatype. */
@@ -98,14 +98,7 @@ export function warmupFeeds(inputs: readonly ValueInfo[]): WireTensor[] {
 export function fromOrtTensor(wire: WireTensor, spec: ModelOutput | undefined, batching: boolean): Tensor {
   const protocol = PROTOCOL_OF_ORT.get(wire.type) ?? "BYTES";
   const info = datatype(protocol);
-  let shape = wire.dims;
-  if (spec?.reshape) {
-    const dims = spec.dims.map(Number);
-    const batch = batching ? [wire.dims[0] ?? 1] : [];
-    const total = wire.dims.slice(batch.length).reduce((a, b) => a * b, 1);
-    const known = dims.filter((d) => d !== -1).reduce((a, b) => a * b, 1);
-    shape = [...batch, ...dims.map((d) => (d === -1 ? total / known : d))];
-  }
+  const shape = configOutputShape(wire.dims, spec, batching);
   const data = Array.isArray(wire.data)
     ? encodeBytesElements(wire.data)
     : new Uint8Array(wire.data.buffer, wire.data.byteOffset, wire.data.byteLength);

@@ -10,7 +10,7 @@ import type { InferenceRequest } from "../../core/inference-request.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../core/tensor.js";
 import type { Logger } from "../../log.js";
 import type { ExecuteResult } from "../backend.js";
-import { scatterOutput } from "../batch-io.js";
+import { configOutputShape, scatterOutput } from "../batch-io.js";
 import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";
 import { batchShapes, type CudaGraphPlan, describeShapes } from "./cuda-graphs.js";
 import { outputIndexMessage, TORCH_PROTOCOL_TYPES, type TorchIO } from "./pytorch-io.js";
@@ -198,14 +198,7 @@ function outputTensor(
   batching: boolean,
   model: string,
 ): Tensor {
-  let shape = wire.shape;
-  if (spec?.reshape) {
-    const dims = spec.dims.map(Number);
-    const batch = batching ? [wire.shape[0] ?? 1] : [];
-    const total = wire.shape.slice(batch.length).reduce((a, b) => a * b, 1);
-    const known = dims.filter((d) => d !== -1).reduce((a, b) => a * b, 1);
-    shape = [...batch, ...dims.map((d) => (d === -1 ? total / known : d))];
-  }
+  const shape = configOutputShape(wire.shape, spec, batching);
   const base = { name, datatype: wire.datatype as Tensor["datatype"], shape, parameters: {} };
   if (wire.data === undefined)
     return { ...base, data: NO_BYTES, movable: false, device: keptTensor(wire.tensor, model) };
