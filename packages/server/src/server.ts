@@ -1,4 +1,4 @@
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { openCudaIpcHandle } from "@galley/backends-native";
@@ -216,12 +216,15 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
           },
         });
         const handler = (req: Http2ServerRequest, res: Http2ServerResponse) =>
-          isPlainModelInfer(req)
-            ? serveModelInfer(core, grpc, req, res)
-            : isPlainModelStreamInfer(req)
-              ? serveModelStreamInfer(core, grpc, req, res)
-              : connect(req, connectResponse(req, res));
-        const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port, grpc);
+          isPlainModelStreamInfer(req)
+            ? serveModelStreamInfer(core, grpc, req, res)
+            : connect(req, connectResponse(req, res));
+        const serveStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+          if (!isPlainModelInfer(headers)) return false;
+          serveModelInfer(core, grpc, stream, headers);
+          return true;
+        };
+        const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port, grpc, serveStream);
         listeners.push(listener);
         addresses.grpc = listener.address;
       }

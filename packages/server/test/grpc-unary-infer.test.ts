@@ -57,6 +57,11 @@ function outputs(reply: Reply): Record<string, Uint8Array> {
   return Object.fromEntries(response.outputs.map((o, i) => [o.name, response.rawOutputContents[i] as Uint8Array]));
 }
 
+function outputsMessage(reply: Reply): Buffer {
+  expect(reply.status).toBe(0);
+  return reply.messages[0] as Buffer;
+}
+
 /** A copy of `simple` whose dynamic batcher holds a lone request for `delayUs`. */
 function slowSimple(delayUs: number): string {
   const repo = tempRepository();
@@ -157,6 +162,21 @@ describe("ModelInfer on the lean gRPC path", () => {
     expect((await call(grpcPort, frame(simple("later")))).status).toBe(0);
     const after = (await client.modelStatistics({ name: "simple" })).modelStats[0];
     expect([after?.executionCount, after?.inferenceCount]).toEqual([1n, 1n]);
+  });
+
+  it("survives a client that resets its call with an error code, and answers the call beside it", async () => {
+    // Node emits a reset other than CANCEL as an 'error' on the server's stream: unhandled, it would end the process.
+    const { grpcPort, client } = await startServer({ modelRepositories: [slowSimple(300_000)] });
+    const origin = `http://127.0.0.1:${grpcPort}`;
+    const path = "/inference.GRPCInferenceService/ModelInfer";
+    const [reset, neighbour] = await Promise.all([
+      rawGrpc(origin, path, [frame(simple("reset"))], { cancelAfterMs: 50, resetCode: 0x2 }),
+      rawGrpc(origin, path, [frame(simple("neighbour"))]),
+    ]);
+    expect(reset.status).toBe(-1);
+    expect(fromBinary(ModelInferResponseSchema, outputsMessage(neighbour)).id).toBe("neighbour");
+    expect((await call(grpcPort, frame(simple("after")))).status).toBe(0);
+    expect((await client.serverLive({})).live).toBe(true);
   });
 
   it("leaves gRPC-Web and Connect requests to connect-node", async () => {

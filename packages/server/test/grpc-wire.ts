@@ -24,6 +24,8 @@ export interface RawCallOptions {
   headers?: Record<string, string>;
   /** Reset the stream this long after sending (a client's cancel); resolves with status -1 then. */
   cancelAfterMs?: number;
+  /** The RST_STREAM code of that reset (default 0x8, NGHTTP2_CANCEL, what a client's cancel sends). */
+  resetCode?: number;
   /** Do not end the request stream (a client still sending); it is closed when the server ends. */
   keepOpen?: boolean;
 }
@@ -49,7 +51,7 @@ export function rawGrpc(
     if (!options.keepOpen) stream.end();
     if (options.cancelAfterMs !== undefined) {
       setTimeout(() => {
-        stream.close(0x8); // NGHTTP2_CANCEL, what a client's cancel sends
+        stream.close(options.resetCode ?? 0x8);
         resolve({ status: -1, message: "cancelled by the client", headers: {}, messages: [] });
       }, options.cancelAfterMs);
     }

@@ -9,6 +9,9 @@ import {
   type Http2ServerRequest,
   type Http2ServerResponse,
   type Http2Session,
+  type IncomingHttpHeaders,
+  type ServerHttp2Stream,
+  type ServerOptions,
 } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { withTritonParseFailure } from "./grpc/connect-parse-failure.js";
@@ -142,19 +145,39 @@ export const HTTP2_LIMITS = {
   maxFrameBytes: 16 * 1024 * 1024 - 1,
 } as const;
 
-/** A cleartext HTTP/2 listener (gRPC, gRPC-Web and Connect on one port). */
+/**
+ * Serves a stream itself (returning true), or leaves it (false) to the request handler of
+ * {@link listenHttp2}.
+ */
+export type Http2StreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
+
+/**
+ * A cleartext HTTP/2 listener (gRPC, gRPC-Web and Connect on one port). Each stream goes first to
+ * `serveStream`, when given; the streams it leaves get Node's compatibility request and response
+ * and go to `handler`. Those objects cost several µs a call (bench/README.md), so the hot RPC
+ * skips them.
+ */
 export async function listenHttp2(
   handler: (req: Http2ServerRequest, res: Http2ServerResponse) => void,
   host: string,
   port: number,
   keepalive: { keepaliveTimeMs?: number; keepaliveTimeoutMs?: number } = {},
+  serveStream?: Http2StreamHandler,
 ): Promise<Listener> {
-  const server = createHttp2Server(
-    {
-      maxSessionMemory: HTTP2_LIMITS.sessionMemoryMiB,
-      settings: { initialWindowSize: HTTP2_LIMITS.streamWindowBytes, maxFrameSize: HTTP2_LIMITS.maxFrameBytes },
+  const options: ServerOptions = {
+    maxSessionMemory: HTTP2_LIMITS.sessionMemoryMiB,
+    settings: { initialWindowSize: HTTP2_LIMITS.streamWindowBytes, maxFrameSize: HTTP2_LIMITS.maxFrameBytes },
+  };
+  // Node makes the compatibility objects in a 'stream' listener it adds with the first 'request'
+  // listener, for every stream. The bound server has none; a server that never listens holds the
+  // handler, and is given the streams left to it, to make them the Node way.
+  const server = createHttp2Server(options);
+  const compat = createHttp2Server(options, handler);
+  server.on(
+    "stream",
+    (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+      if (!serveStream?.(stream, headers)) compat.emit("stream", stream, headers, flags, rawHeaders);
     },
-    handler,
   );
   const sessions = new Set<Http2Session>();
   const pingEvery = keepalive.keepaliveTimeMs ?? 7_200_000;

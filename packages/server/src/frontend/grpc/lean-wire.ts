@@ -2,7 +2,7 @@
 // messages, their compression and deadlines, and responses written as pieces so that no output
 // tensor is copied into an encoded message (protobuf lets a repeated field come last; the pieces
 // come from @galley/proto's model-infer-codec.ts, which writes a common head in one pass).
-import type { Http2ServerRequest, IncomingHttpHeaders } from "node:http2";
+import type { IncomingHttpHeaders } from "node:http2";
 import { promisify } from "node:util";
 import { gunzip, inflate } from "node:zlib";
 import {
@@ -33,10 +33,10 @@ export class GrpcStatus extends Error {
   }
 }
 
-/** Whether a request is a plain gRPC call (not gRPC-Web or Connect, left to connect-node) of the RPC at `path`. */
-export function isPlainGrpc(req: Http2ServerRequest, path: string): boolean {
-  if (req.method !== "POST" || req.url !== path) return false;
-  const type = req.headers["content-type"];
+/** Whether a request's headers make it a plain gRPC call (not gRPC-Web or Connect, left to connect-node) of the RPC at `path`. */
+export function isPlainGrpc(headers: IncomingHttpHeaders, path: string): boolean {
+  if (headers[":method"] !== "POST" || headers[":path"] !== path) return false;
+  const type = headers["content-type"];
   return type === "application/grpc" || type === "application/grpc+proto";
 }
 

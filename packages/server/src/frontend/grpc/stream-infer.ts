@@ -30,7 +30,7 @@ const utf8 = new TextEncoder();
 
 /** Whether a request is a plain gRPC `ModelStreamInfer` that {@link serveModelStreamInfer} answers. */
 export function isPlainModelStreamInfer(req: Http2ServerRequest): boolean {
-  return isPlainGrpc(req, MODEL_STREAM_INFER_PATH);
+  return isPlainGrpc(req.headers, MODEL_STREAM_INFER_PATH);
 }
 
 /**
