@@ -215,13 +215,12 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
             router.service(Health, createHealthService(core));
           },
         });
-        const handler = (req: Http2ServerRequest, res: Http2ServerResponse) =>
-          isPlainModelStreamInfer(req)
-            ? serveModelStreamInfer(core, grpc, req, res)
-            : connect(req, connectResponse(req, res));
+        const handler = (req: Http2ServerRequest, res: Http2ServerResponse) => connect(req, connectResponse(req, res));
+        // The two RPCs that carry tensors skip connect-node, and Node's compatibility objects too.
         const serveStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-          if (!isPlainModelInfer(headers)) return false;
-          serveModelInfer(core, grpc, stream, headers);
+          if (isPlainModelInfer(headers)) serveModelInfer(core, grpc, stream, headers);
+          else if (isPlainModelStreamInfer(headers)) serveModelStreamInfer(core, grpc, stream, headers);
+          else return false;
           return true;
         };
         const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port, grpc, serveStream);

@@ -137,4 +137,20 @@ describe("ModelStreamInfer on the lean gRPC path", () => {
       "This protocol is restricted, expecting header 'triton-grpc-protocol-k'",
     ]);
   });
+
+  it("survives a client that resets its stream with an error code, and serves the stream beside it", async () => {
+    // Node emits a reset other than CANCEL as an 'error' on the server's stream: unhandled, it would end the process.
+    const { grpcPort, client } = await startServer();
+    const path = "/inference.GRPCInferenceService/ModelStreamInfer";
+    const origin = `http://127.0.0.1:${grpcPort}`;
+    const one = frame(simple("r1"));
+    const [reset, beside] = await Promise.all([
+      rawGrpc(origin, path, [one], { keepOpen: true, cancelAfterMs: 50, resetCode: 0x2 }),
+      stream(grpcPort, [one, frame(simple("r2"))]),
+    ]);
+    expect(reset.status).toBe(-1);
+    expect([beside.status, beside.responses.map((r) => r.inferResponse?.id)]).toEqual([0, ["r1", "r2"]]);
+    expect((await stream(grpcPort, [one])).status).toBe(0);
+    expect((await client.serverLive({})).live).toBe(true);
+  });
 });

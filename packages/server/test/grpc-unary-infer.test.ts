@@ -13,7 +13,6 @@ import {
   bytesTensor,
   cleanup,
   copyModel,
-  int32Bytes,
   range,
   readBytesTensor,
   readInt32,

@@ -2,7 +2,7 @@
 // messages, their compression and deadlines, and responses written as pieces so that no output
 // tensor is copied into an encoded message (protobuf lets a repeated field come last; the pieces
 // come from @galley/proto's model-infer-codec.ts, which writes a common head in one pass).
-import type { IncomingHttpHeaders } from "node:http2";
+import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { promisify } from "node:util";
 import { gunzip, inflate } from "node:zlib";
 import {
@@ -39,6 +39,16 @@ export function isPlainGrpc(headers: IncomingHttpHeaders, path: string): boolean
   const type = headers["content-type"];
   return type === "application/grpc" || type === "application/grpc+proto";
 }
+
+/**
+ * Node emits a client's RST_STREAM with an error code as an 'error' on the server's stream, which
+ * would end the process unheard; the lean paths end the call from the stream's 'close' instead.
+ */
+export function absorbStreamErrors(stream: ServerHttp2Stream): void {
+  stream.on("error", ignore);
+}
+
+function ignore(): void {}
 
 /** A timer that calls `expired` at the call's `grpc-timeout`; undefined when it has none. */
 export function deadlineTimer(headers: IncomingHttpHeaders, expired: () => void): NodeJS.Timeout | undefined {

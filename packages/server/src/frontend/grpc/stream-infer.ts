@@ -1,4 +1,4 @@
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import {
   encodeModelInferResponse,
   fieldPrefix,
@@ -12,6 +12,7 @@ import { decodeModelInfer } from "./grpc-codec.js";
 import { grpcCode } from "./grpc-status.js";
 import { type GrpcFrontendOptions, restrictedHeader, streamInfer } from "./inference-service.js";
 import {
+  absorbStreamErrors,
   deadlineTimer,
   GrpcStatus,
   headerValue,
@@ -28,9 +29,9 @@ const ERROR_MESSAGE_TAG = 0x0a;
 const INFER_RESPONSE_TAG = 0x12;
 const utf8 = new TextEncoder();
 
-/** Whether a request is a plain gRPC `ModelStreamInfer` that {@link serveModelStreamInfer} answers. */
-export function isPlainModelStreamInfer(req: Http2ServerRequest): boolean {
-  return isPlainGrpc(req.headers, MODEL_STREAM_INFER_PATH);
+/** Whether a stream is a plain gRPC `ModelStreamInfer` that {@link serveModelStreamInfer} answers. */
+export function isPlainModelStreamInfer(headers: IncomingHttpHeaders): boolean {
+  return isPlainGrpc(headers, MODEL_STREAM_INFER_PATH);
 }
 
 /**
@@ -44,12 +45,11 @@ export function isPlainModelStreamInfer(req: Http2ServerRequest): boolean {
 export function serveModelStreamInfer(
   server: InferenceServer,
   options: GrpcFrontendOptions,
-  req: Http2ServerRequest,
-  res: Http2ServerResponse,
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
 ): void {
-  const stream = res.stream;
-  const headers = req.headers;
   const contentType = headers["content-type"] as string;
+  absorbStreamErrors(stream);
   const abort = new AbortController();
   let started = false;
   let finished = false;
@@ -67,8 +67,8 @@ export function serveModelStreamInfer(
       stream.respond({ ":status": 200, "content-type": contentType, ...status }, { endStream: true });
       return;
     }
-    res.addTrailers(status);
-    res.end();
+    stream.once("wantTrailers", () => stream.sendTrailers(status));
+    stream.end();
   }
 
   /** Write one response; resolves when the stream can take the next. */
@@ -76,7 +76,7 @@ export function serveModelStreamInfer(
     if (finished || stream.destroyed) return undefined;
     if (!started) {
       started = true;
-      res.writeHead(200, { "content-type": contentType });
+      stream.respond({ ":status": 200, "content-type": contentType }, { waitForTrailers: true });
     }
     const pieces: Uint8Array[] = [];
     let length = 0;
@@ -93,10 +93,10 @@ export function serveModelStreamInfer(
       length += prefix.byteLength + inner.byteLength;
     }
     stream.cork();
-    let open = res.write(messagePrefix(length));
-    for (const piece of pieces) open = res.write(piece);
+    let open = stream.write(messagePrefix(length));
+    for (const piece of pieces) open = stream.write(piece);
     stream.uncork();
-    return open ? undefined : new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
+    return open ? undefined : new Promise((resolve) => stream.once("drain", resolve).once("close", resolve));
   }
 
   const requests = incoming(stream, headers, (error) => {
@@ -139,8 +139,8 @@ export function serveModelStreamInfer(
  * ends the stream through `onError`.
  */
 function incoming(
-  stream: Http2ServerRequest["stream"],
-  headers: Http2ServerRequest["headers"],
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
   onError: (error: unknown) => void,
 ): AsyncIterable<ModelInferRequest> & { end(): void } {
   const ready: ModelInferRequest[] = [];

@@ -11,6 +11,7 @@ import { grpcCode } from "./grpc-status.js";
 import { GrpcTrace } from "./grpc-trace.js";
 import { type GrpcFrontendOptions, inferDecoded, inferUnaryCore, restrictedHeader } from "./inference-service.js";
 import {
+  absorbStreamErrors,
   deadlineTimer,
   GrpcStatus,
   headerValue,
@@ -49,8 +50,7 @@ export function serveModelInfer(
   headers: IncomingHttpHeaders,
 ): void {
   const contentType = headers["content-type"] as string;
-  // A client's RST_STREAM with an error code is emitted as 'error': the 'close' below handles it.
-  stream.on("error", ignore);
+  absorbStreamErrors(stream);
   const abort = new AbortController();
   let answered = false;
   const timer = deadlineTimer(headers, () => {
@@ -125,8 +125,6 @@ export function serveModelInfer(
     })
     .finally(() => trace?.end());
 }
-
-function ignore(): void {}
 
 /** The trailers of a call answered: Node asks for them once the last DATA frame is queued. */
 function sendOkTrailers(this: ServerHttp2Stream): void {
