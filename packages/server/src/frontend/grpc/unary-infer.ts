@@ -40,8 +40,8 @@ export function isPlainModelInfer(headers: IncomingHttpHeaders): boolean {
  * copied into an encoded message. connect-node costs several hundred microseconds of CPU per call
  * here; this path keeps gRPC's semantics (deadlines, cancellation, compression, trailers-only
  * errors, restricted-protocol headers) for this one RPC. It is served from the server's `stream`
- * event, without Node's compatibility request and response (~5 µs of CPU a call under load, ~10
- * at c = 1: bench/README.md).
+ * event, without Node's compatibility request and response (~5 µs of CPU a call under load, 10–20
+ * µs of latency at c = 1: bench/README.md).
  */
 export function serveModelInfer(
   server: InferenceServer,
