@@ -65,6 +65,7 @@ describe("ModelStreamInfer on the lean gRPC path", () => {
     const reply = await stream(grpcPort, [one.subarray(0, 3), one.subarray(3, 40), one.subarray(40), two]);
     expect(reply.status).toBe(0);
     expect(reply.headers["content-type"]).toBe("application/grpc");
+    expect(reply.headers.date).toBeUndefined();
     expect(reply.responses.map((r) => r.inferResponse?.id)).toEqual(["r1", "r2", "r3"]);
     for (const r of reply.responses) {
       expect(out0(r)).toEqual(sum);

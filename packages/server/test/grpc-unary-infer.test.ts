@@ -75,6 +75,8 @@ describe("ModelInfer on the lean gRPC path", () => {
     const reply = await call(grpcPort, frame(simple("r1")));
     expect(reply.headers[":status"]).toBe(200);
     expect(reply.headers["content-type"]).toBe("application/grpc");
+    // As Triton's gRPC server: no `date` header (Node would add one).
+    expect(reply.headers.date).toBeUndefined();
     const out = outputs(reply);
     expect(readInt32(out.OUTPUT0)).toEqual(A.map((a, i) => a + (B[i] as number)));
     expect(readInt32(out.OUTPUT1)).toEqual(A.map((a, i) => a - (B[i] as number)));

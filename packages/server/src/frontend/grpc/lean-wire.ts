@@ -41,6 +41,14 @@ export function isPlainGrpc(headers: IncomingHttpHeaders, path: string): boolean
 }
 
 /**
+ * `respond` options of the lean paths. Node adds a `date` header to every response unless told
+ * not to; Triton's gRPC server sends none, and formatting it is work on every call.
+ */
+export const RESPOND_THEN_TRAILERS = { waitForTrailers: true, sendDate: false };
+/** A trailers-only response: the status in the one HEADERS frame. */
+export const RESPOND_TRAILERS_ONLY = { endStream: true, sendDate: false };
+
+/**
  * Node emits a client's RST_STREAM with an error code as an 'error' on the server's stream, which
  * would end the process unheard; the lean paths end the call from the stream's 'close' instead.
  */

@@ -20,6 +20,8 @@ import {
   MAX_MESSAGE_BYTES,
   messageBytes,
   messagePrefix,
+  RESPOND_THEN_TRAILERS,
+  RESPOND_TRAILERS_ONLY,
 } from "./lean-wire.js";
 
 /** The RPC served here without connect-node: its responses carry a pipeline's outputs (videos). */
@@ -64,7 +66,7 @@ export function serveModelStreamInfer(
     const status = { "grpc-status": String(code), ...(message ? { "grpc-message": specPercentEncode(message) } : {}) };
     if (!started) {
       // Trailers-only: the status travels in the one HEADERS frame.
-      stream.respond({ ":status": 200, "content-type": contentType, ...status }, { endStream: true });
+      stream.respond({ ":status": 200, "content-type": contentType, ...status }, RESPOND_TRAILERS_ONLY);
       return;
     }
     stream.once("wantTrailers", () => stream.sendTrailers(status));
@@ -76,7 +78,7 @@ export function serveModelStreamInfer(
     if (finished || stream.destroyed) return undefined;
     if (!started) {
       started = true;
-      stream.respond({ ":status": 200, "content-type": contentType }, { waitForTrailers: true });
+      stream.respond({ ":status": 200, "content-type": contentType }, RESPOND_THEN_TRAILERS);
     }
     const pieces: Uint8Array[] = [];
     let length = 0;

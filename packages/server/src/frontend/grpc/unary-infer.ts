@@ -19,6 +19,8 @@ import {
   MAX_MESSAGE_BYTES,
   messageBytes,
   messagePrefix,
+  RESPOND_THEN_TRAILERS,
+  RESPOND_TRAILERS_ONLY,
   responsePieces,
 } from "./lean-wire.js";
 
@@ -74,7 +76,7 @@ export function serveModelInfer(
         "grpc-status": String(code),
         "grpc-message": specPercentEncode(message),
       },
-      { endStream: true },
+      RESPOND_TRAILERS_ONLY,
     );
   }
 
@@ -84,7 +86,7 @@ export function serveModelInfer(
     clearTimeout(timer);
     const { pieces, byteLength } = responsePieces(response);
     const frame = messagePrefix(byteLength);
-    stream.respond({ ":status": 200, "content-type": contentType }, { waitForTrailers: true });
+    stream.respond({ ":status": 200, "content-type": contentType }, RESPOND_THEN_TRAILERS);
     stream.once("wantTrailers", sendOkTrailers);
     stream.cork();
     stream.write(frame);
