@@ -42,7 +42,7 @@ export function isPlainGrpc(headers: IncomingHttpHeaders, path: string): boolean
 
 /**
  * `respond` options of the lean paths. Node adds a `date` header to every response unless told
- * not to; Triton's gRPC server sends none, and formatting it is work on every call.
+ * not to; Triton's gRPC server sends none.
  */
 export const RESPOND_THEN_TRAILERS = { waitForTrailers: true, sendDate: false };
 /** A trailers-only response: the status in the one HEADERS frame. */
