@@ -60,7 +60,7 @@ export function serveModelStreamInfer(
     finish(4, "Deadline Exceeded");
   });
   function finish(code: number, message = ""): void {
-    if (finished || stream.destroyed) return;
+    if (finished || stream.destroyed || stream.closed) return;
     finished = true;
     clearTimeout(timer);
     const status = { "grpc-status": String(code), ...(message ? { "grpc-message": specPercentEncode(message) } : {}) };
@@ -75,7 +75,7 @@ export function serveModelStreamInfer(
 
   /** Write one response; resolves when the stream can take the next. */
   function write(message: ModelStreamInferResponse): Promise<void> | undefined {
-    if (finished || stream.destroyed) return undefined;
+    if (finished || stream.destroyed || stream.closed) return undefined;
     if (!started) {
       started = true;
       stream.respond({ ":status": 200, "content-type": contentType }, RESPOND_THEN_TRAILERS);

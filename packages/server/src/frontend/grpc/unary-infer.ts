@@ -65,7 +65,7 @@ export function serveModelInfer(
   });
 
   function fail(code: number, message: string): void {
-    if (answered || stream.destroyed) return;
+    if (answered || stream.destroyed || stream.closed) return;
     answered = true;
     clearTimeout(timer);
     // Trailers-only: the status travels in the one HEADERS frame.
@@ -81,7 +81,7 @@ export function serveModelInfer(
   }
 
   function succeed(response: InferenceResponse): void {
-    if (answered || stream.destroyed) return;
+    if (answered || stream.destroyed || stream.closed) return;
     answered = true;
     clearTimeout(timer);
     const { pieces, byteLength } = responsePieces(response);
