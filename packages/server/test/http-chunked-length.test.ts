@@ -137,4 +137,17 @@ describe("a request with both Transfer-Encoding: chunked and Content-Length", ()
     expect(answers.map((a) => a.status)).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 400 Bad Request"]);
     expect(outputSum(answers[0]?.body)).toEqual(SUM);
   });
+
+  it("answers every pipelined request before it, in order, then Node's 400", async () => {
+    const plain = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: ${INFER.length}\r\n\r\n${INFER}`;
+    const both = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(INFER)}`;
+    const answers = responses(await exchange(`${plain}${plain}${plain}${both}`));
+    expect(answers.map((a) => a.status)).toEqual([
+      "HTTP/1.1 200 OK",
+      "HTTP/1.1 200 OK",
+      "HTTP/1.1 200 OK",
+      "HTTP/1.1 400 Bad Request",
+    ]);
+    expect(answers.slice(0, 3).map((a) => outputSum(a.body))).toEqual([SUM, SUM, SUM]);
+  });
 });

@@ -1,6 +1,6 @@
 // Node's HTTP parser's callback slots; `_http_common` is the module Node publishes them from.
 import { HTTPParser } from "node:_http_common";
-import { type Server as Http1Server, type IncomingMessage, maxHeaderSize, type ServerResponse } from "node:http";
+import { type Server as Http1Server, maxHeaderSize, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { Duplex } from "node:stream";
 
@@ -49,13 +49,6 @@ const HEAD_END = Buffer.from("\r\n\r\n");
  * it refuses any byte after the request's body.
  */
 export function answerClientErrors(server: Http1Server): void {
-  /**
-   * Each socket's responses, of which those not yet closed matter: Node writes its answer only if
-   * none has started. Closed ones are dropped when the socket's next request comes, rather than by
-   * a `close` listener on every response (one listener fewer per request).
-   */
-  const seen = new WeakMap<object, Set<ServerResponse>>();
-  const open = (socket: object): ServerResponse[] => [...(seen.get(socket) ?? [])].filter((res) => !res.closed);
   /** Where, in each socket's parser reads, its messages began and completed. */
   const reads = new WeakMap<object, ParserReads>();
   /** Sockets served through a {@link HeadReplay}, or being refused: Node's handling of them has ended. */
@@ -65,17 +58,6 @@ export function answerClientErrors(server: Http1Server): void {
   server.on("connection", (socket: Socket) => {
     const counted = countParserReads(socket);
     if (counted) reads.set(socket, counted);
-  });
-
-  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
-    const socket = req.socket;
-    let responses = seen.get(socket);
-    if (!responses) {
-      responses = new Set<ServerResponse>();
-      seen.set(socket, responses);
-    }
-    for (const earlier of responses) if (earlier.closed) responses.delete(earlier);
-    responses.add(res);
   });
 
   server.on("clientError", (error: Error & { code?: string; reason?: string; rawPacket?: Buffer }, socket: Socket) => {
@@ -94,7 +76,7 @@ export function answerClientErrors(server: Http1Server): void {
       at !== undefined &&
       at.began === at.current &&
       at.completed !== at.current &&
-      open(socket).length === 0
+      attached(socket) === undefined
     ) {
       takenOver.add(socket);
       takeOver(server, socket, raw, (replay) => replays.add(replay));
@@ -108,11 +90,26 @@ export function answerClientErrors(server: Http1Server): void {
       }
       socket.destroy(error);
     };
-    const pending = open(socket);
-    if (pending.length === 0) return answer();
-    let left = pending.length;
-    for (const res of pending) res.once("close", () => --left === 0 && answer());
+    afterResponses(socket, answer);
   });
+}
+
+/**
+ * The response `socket` is writing, if any: Node attaches a connection's responses to it one at a
+ * time, in the order of their requests, queueing a pipelined one until the one before it has
+ * finished (`_http_server.js`), so none is attached only when all have finished. Reading Node's
+ * own `_httpMessage` slot when a request is refused spares every request a `request` listener
+ * keeping its response (Node 20 to 26 keep the slot; `http-chunked-length.test.ts` holds it).
+ */
+function attached(socket: Socket): ServerResponse | undefined {
+  return (socket as unknown as { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+}
+
+/** Call `then` once every response on `socket` has closed (at once when none is attached). */
+function afterResponses(socket: Socket, then: () => void): void {
+  const res = attached(socket);
+  if (res === undefined || res.closed) then();
+  else res.once("close", () => afterResponses(socket, then));
 }
 
 /** The number of the read the parser is executing, and of the reads in which a message last began and completed. */
