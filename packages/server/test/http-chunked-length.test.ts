@@ -86,6 +86,10 @@ function outputSum(body: unknown): unknown {
   return (body as { outputs: { name: string; data: number[] }[] }).outputs.find((o) => o.name === "OUTPUT0")?.data;
 }
 
+/** A plain request of `simple`, and one with both `Transfer-Encoding: chunked` and `Content-Length`. */
+const plain = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: ${INFER.length}\r\n\r\n${INFER}`;
+const both = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(INFER)}`;
+
 describe("a request with both Transfer-Encoding: chunked and Content-Length", () => {
   it("is read chunked, whichever header comes first, answered, and its connection closed", async () => {
     const heads = [
@@ -122,8 +126,6 @@ describe("a request with both Transfer-Encoding: chunked and Content-Length", ()
   });
 
   it("is served after other requests on a kept-alive connection (a requests.Session)", async () => {
-    const plain = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: ${INFER.length}\r\n\r\n${INFER}`;
-    const both = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(INFER)}`;
     const answers = responses(await keptAlive(plain, both));
     expect(answers.map((a) => a.status)).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]);
     expect(answers[1]?.headers).toContain("connection: close");
@@ -131,16 +133,12 @@ describe("a request with both Transfer-Encoding: chunked and Content-Length", ()
   });
 
   it("answers the request before it, then keeps Node's 400 when they share a read (where its head starts is not known)", async () => {
-    const plain = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: ${INFER.length}\r\n\r\n${INFER}`;
-    const both = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(INFER)}`;
     const answers = responses(await exchange(`${plain}${both}`));
     expect(answers.map((a) => a.status)).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 400 Bad Request"]);
     expect(outputSum(answers[0]?.body)).toEqual(SUM);
   });
 
   it("answers every pipelined request before it, in order, then Node's 400", async () => {
-    const plain = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: ${INFER.length}\r\n\r\n${INFER}`;
-    const both = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(INFER)}`;
     const answers = responses(await exchange(`${plain}${plain}${plain}${both}`));
     expect(answers.map((a) => a.status)).toEqual([
       "HTTP/1.1 200 OK",
