@@ -19,7 +19,7 @@ import { createHealthService } from "./frontend/grpc/health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { isPlainModelStreamInfer, serveModelStreamInfer } from "./frontend/grpc/stream-infer.js";
 import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
-import { createHttpHandler, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
+import { createHttpHandler, createLeanInfer, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
 import { connectResponse, type Listener, listenHttp1, listenHttp2 } from "./frontend/listen.js";
 import { type GpuMetrics, startGpuMetrics } from "./frontend/metrics/gpu-metrics.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
@@ -228,7 +228,14 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         addresses.grpc = listener.address;
       }
       if (http) {
-        const listener = await listenHttp1(createHttpHandler(core, http), http.host ?? "0.0.0.0", http.port, http);
+        const handler = createHttpHandler(core, http);
+        const listener = await listenHttp1(
+          handler,
+          http.host ?? "0.0.0.0",
+          http.port,
+          http,
+          createLeanInfer(core, http),
+        );
         listeners.push(listener);
         addresses.http = listener.address;
       }

@@ -86,8 +86,13 @@ function outputSum(body: unknown): unknown {
   return (body as { outputs: { name: string; data: number[] }[] }).outputs.find((o) => o.name === "OUTPUT0")?.data;
 }
 
-/** A plain request of `simple`, and one with both `Transfer-Encoding: chunked` and `Content-Length`. */
+/**
+ * A plain request of `simple` (the lean HTTP/1 path's), the same request as Node's parser reads it
+ * (the lean path leaves a `Content-Encoding` to Node), and one with both `Transfer-Encoding:
+ * chunked` and `Content-Length`.
+ */
 const plain = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: ${INFER.length}\r\n\r\n${INFER}`;
+const parsedByNode = plain.replace("Host: galley\r\n", "Host: galley\r\nContent-Encoding: identity\r\n");
 const both = `POST /v2/models/simple/infer HTTP/1.1\r\nHost: galley\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(INFER)}`;
 
 describe("a request with both Transfer-Encoding: chunked and Content-Length", () => {
@@ -133,13 +138,13 @@ describe("a request with both Transfer-Encoding: chunked and Content-Length", ()
   });
 
   it("answers the request before it, then keeps Node's 400 when they share a read (where its head starts is not known)", async () => {
-    const answers = responses(await exchange(`${plain}${both}`));
+    const answers = responses(await exchange(`${parsedByNode}${both}`));
     expect(answers.map((a) => a.status)).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 400 Bad Request"]);
     expect(outputSum(answers[0]?.body)).toEqual(SUM);
   });
 
   it("answers every pipelined request before it, in order, then Node's 400", async () => {
-    const answers = responses(await exchange(`${plain}${plain}${plain}${both}`));
+    const answers = responses(await exchange(`${parsedByNode}${plain}${plain}${both}`));
     expect(answers.map((a) => a.status)).toEqual([
       "HTTP/1.1 200 OK",
       "HTTP/1.1 200 OK",
@@ -147,5 +152,12 @@ describe("a request with both Transfer-Encoding: chunked and Content-Length", ()
       "HTTP/1.1 400 Bad Request",
     ]);
     expect(answers.slice(0, 3).map((a) => outputSum(a.body))).toEqual([SUM, SUM, SUM]);
+  });
+
+  it("is served after lean requests in the same read: the lean path hands the connection over at its first byte", async () => {
+    const answers = responses(await exchange(`${plain}${plain}${both}`));
+    expect(answers.map((a) => a.status)).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]);
+    expect(answers[2]?.headers).toContain("connection: close");
+    expect(answers.map((a) => outputSum(a.body))).toEqual([SUM, SUM, SUM]);
   });
 });

@@ -175,6 +175,11 @@ export class TraceSettings {
     this.#refresh();
   }
 
+  /** Whether any setting (global or a model's) traces requests now. */
+  get enabled(): boolean {
+    return this.#enabled;
+  }
+
   /** A trace for a request to `model` when its setting samples this one, else undefined. */
   sample(model: string): Trace | undefined {
     if (!this.#enabled) return undefined;

@@ -17,6 +17,7 @@ import type { AddressInfo } from "node:net";
 import { withTritonParseFailure } from "./grpc/connect-parse-failure.js";
 import { rewriteHeaders } from "./grpc/rewrite-headers.js";
 import { answerClientErrors } from "./http1-client-errors.js";
+import { type LeanHandler, serveLean } from "./http1-lean.js";
 
 /** One bound listener. */
 export interface Listener {
@@ -63,17 +64,25 @@ export const DEFAULT_HTTP1_TIMEOUTS: Required<Http1Timeouts> = {
  * open while anything is in flight, so that a request a client has already sent on one is
  * answered (the handler refuses new work with 503) rather than reset; once nothing is in flight
  * they are closed. What is left after `graceMs` is cut.
+ *
+ * With `lean`, connections start on the lean path (`http1-lean.ts`), which serves the plainest
+ * inference requests itself and hands a connection to `handler` at its first other request.
  */
 export async function listenHttp1(
   handler: (req: IncomingMessage, res: ServerResponse) => void,
   host: string,
   port: number,
   timeouts: Http1Timeouts = {},
+  lean?: LeanHandler,
 ): Promise<Listener> {
   const { headerTimeoutMs, idleTimeoutMs, keepAliveTimeoutMs } = { ...DEFAULT_HTTP1_TIMEOUTS, ...timeouts };
   let draining = false;
   let active = 0;
-  const closeIdle = () => Http1Server.prototype.closeIdleConnections.call(server);
+  let leanConnections: { closeIdle(): void; closeAll(): void } | undefined;
+  const closeIdle = () => {
+    Http1Server.prototype.closeIdleConnections.call(server);
+    leanConnections?.closeIdle();
+  };
   const server = createHttp1Server(
     {
       // No limit on the whole request: a large upload may take long, as in Triton.
@@ -105,6 +114,19 @@ export async function listenHttp1(
     },
   );
   answerClientErrors(server);
+  if (lean) {
+    const work = {
+      accepting: () => !draining,
+      started: () => {
+        active++;
+      },
+      finished: () => {
+        active--;
+        if (draining && active === 0) closeIdle();
+      },
+    };
+    leanConnections = serveLean(server, lean, work, { idleMs: idleTimeoutMs, keepAliveMs: keepAliveTimeoutMs });
+  }
   // A connection that opens and sends nothing; from its first request on, the handler above sets the timer.
   if (idleTimeoutMs > 0) server.setTimeout(idleTimeoutMs);
   await bind(server, host, port);
@@ -113,7 +135,10 @@ export async function listenHttp1(
     close: (graceMs) =>
       new Promise((resolve) => {
         draining = true;
-        const force = setTimeout(() => server.closeAllConnections(), graceMs);
+        const force = setTimeout(() => {
+          server.closeAllConnections();
+          leanConnections?.closeAll();
+        }, graceMs);
         // http.Server#close destroys idle keep-alive connections at once, resetting requests that
         // are already on their way on them; they are closed by closeIdle() once the drain is done.
         server.closeIdleConnections = () => undefined;

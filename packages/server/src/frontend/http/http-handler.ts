@@ -1,12 +1,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
+import type { LeanAnswer, LeanHandler } from "../http1-lean.js";
 import type { Http1Timeouts } from "../listen.js";
 import { ClientGone, DEFAULT_MAX_INPUT_SIZE } from "./body.js";
-import { ACCEPTED_ENCODINGS } from "./compression.js";
+import { ACCEPTED_ENCODINGS, responseEncoding } from "./compression.js";
 import type { Context } from "./context.js";
 import { handleGenerate } from "./generate-route.js";
-import { handleInfer } from "./infer-route.js";
+import { httpStatus } from "./http-status.js";
+import { answerInfer, bodyOffset, handleInfer, inferModel } from "./infer-route.js";
+import { jsonBytes } from "./json-write.js";
 import { handleModelConfig, handleModelMetadata, handleModelReady, handleStatistics } from "./model-routes.js";
 import { Reply } from "./reply.js";
 import { handleIndex, handleLoad, handleUnload } from "./repository-routes.js";
@@ -103,6 +106,22 @@ async function dispatch(ctx: Context, route: Route): Promise<void> {
  */
 function fail(ctx: Context, error: unknown): void {
   if (error instanceof ClientGone || ctx.reply.closed) return;
+  const { status, headers, body } = failureAnswer(ctx.server, ctx.req.method, ctx.req.url, error);
+  try {
+    ctx.reply.send(status, body, headers);
+  } catch (replyError) {
+    ctx.server.log.error(`HTTP ${ctx.req.method} ${ctx.req.url}: cannot reply: ${String(replyError)}`);
+    ctx.req.socket.destroy();
+  }
+}
+
+/** Triton's answer to `error` (`{"error":"<message>"}` and its status), logging what the client is not told. */
+function failureAnswer(
+  server: InferenceServer,
+  method: string | undefined,
+  url: string | undefined,
+  error: unknown,
+): { status: number; headers: Record<string, string>; body: Uint8Array[] } {
   const failure = toInferenceError(error);
   const detail =
     error instanceof InferenceError
@@ -110,11 +129,44 @@ function fail(ctx: Context, error: unknown): void {
       : error instanceof Error
         ? (error.stack ?? error.message)
         : String(error);
-  if (detail !== undefined) ctx.server.log.error(`HTTP ${ctx.req.method} ${ctx.req.url}: ${detail}`);
-  try {
-    ctx.reply.error(failure, failure.id === "UNSUPPORTED_COMPRESSION" ? { "Accept-Encoding": ACCEPTED_ENCODINGS } : {});
-  } catch (replyError) {
-    ctx.server.log.error(`HTTP ${ctx.req.method} ${ctx.req.url}: cannot reply: ${String(replyError)}`);
-    ctx.req.socket.destroy();
-  }
+  if (detail !== undefined) server.log.error(`HTTP ${method} ${url}: ${detail}`);
+  const headers: Record<string, string> = { "Content-Type": "application/json" };
+  if (failure.id === "UNSUPPORTED_COMPRESSION") headers["Accept-Encoding"] = ACCEPTED_ENCODINGS;
+  return { status: httpStatus(failure), headers, body: [jsonBytes({ error: failure.message })] };
+}
+
+/**
+ * The REST frontend's side of the lean HTTP/1 path (`../http1-lean.ts`): `POST .../infer`, read
+ * and answered as {@link handleInfer} does, while no trace setting is on (a traced request is
+ * Node's, whose timestamps the trace records). Undefined when an `--http-restricted-api` rule
+ * covers inference: every request then goes through Node's server and the rule's check.
+ */
+export function createLeanInfer(server: InferenceServer, options: HttpFrontendOptions = {}): LeanHandler | undefined {
+  if (options.restricted?.some((rule) => rule.apis.includes("inference"))) return undefined;
+  return {
+    limit: options.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE,
+    call(head) {
+      const route = matchRoute(head.target);
+      if (route?.kind !== "infer" || server.tracing.enabled) return undefined;
+      const failed = (error: unknown): LeanAnswer => {
+        const { status, headers, body } = failureAnswer(server, "POST", head.target, error);
+        return { status, headers, parts: body };
+      };
+      try {
+        const model = inferModel(server, route.model, route.version);
+        const replyEncoding = responseEncoding(head.acceptEncoding);
+        const { model: name, version } = route;
+        return {
+          offset: bodyOffset(head.lengthHeader, model),
+          answer: (body, signal) =>
+            answerInfer(server, body, head.lengthHeader, model, name, version, replyEncoding, signal, undefined).then(
+              ({ parts, headers }): LeanAnswer => ({ status: 200, parts, headers: headers as LeanAnswer["headers"] }),
+              failed,
+            ),
+        };
+      } catch (error) {
+        return { offset: 0, answer: () => Promise.resolve(failed(error)) };
+      }
+    },
+  };
 }

@@ -1,8 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from "node:http";
-import type { InferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
-import { compress, type Encoding } from "./compression.js";
-import { httpStatus } from "./http-status.js";
 import { jsonBytes } from "./json-write.js";
 
 /**
@@ -33,11 +30,6 @@ export class Reply {
   /** An empty body: health answers carry no content type, the others `application/json`. */
   empty(status: number, json = true): void {
     this.send(status, [], json ? { "Content-Type": "application/json" } : {});
-  }
-
-  /** Triton's error body `{"error":"<message>"}` with the error's HTTP status. */
-  error(error: InferenceError, headers: OutgoingHttpHeaders = {}): void {
-    this.json(httpStatus(error), { error: error.message }, headers);
   }
 
   /**
@@ -72,20 +64,5 @@ export class Reply {
     const all: OutgoingHttpHeaders = { ...headers };
     if (!this.server.accepting) all.Connection = "close";
     this.res.writeHead(status, all);
-  }
-
-  /** Like {@link send}, compressing the parts first unless `encoding` is identity. */
-  async sendEncoded(
-    status: number,
-    parts: readonly Uint8Array[],
-    headers: OutgoingHttpHeaders,
-    encoding: Encoding,
-  ): Promise<void> {
-    if (encoding === "identity") {
-      this.send(status, parts, headers);
-      return;
-    }
-    const compressed = await compress(parts, encoding);
-    this.send(status, compressed, { ...headers, "Content-Encoding": encoding });
   }
 }

@@ -1,0 +1,284 @@
+// The lean HTTP/1.1 path: inference requests of the plainest shape served straight from the
+// socket, every other request left to Node's HTTP server.
+import { type Server as Http1Server, maxHeaderSize, STATUS_CODES } from "node:http";
+import { Socket } from "node:net";
+import type { Body } from "./http/body.js";
+import { type LeanHead, leanHead } from "./http/lean-head.js";
+
+/** A reply the lean path writes: Node's `writeHead` headers, then the parts in order. */
+export interface LeanAnswer {
+  status: number;
+  parts: readonly Uint8Array[];
+  headers: Readonly<Record<string, string | number | undefined>>;
+}
+
+/** One request the lean path has taken: where its body goes, and how it is answered. */
+export interface LeanCall {
+  /** Free bytes before the body in its buffer (see `bodyOffset`). */
+  offset: number;
+  /** Answer the request, failures included; `signal` aborts when the client goes away. */
+  answer(body: Body, signal: AbortSignal): Promise<LeanAnswer>;
+}
+
+/** What serves the requests the lean path takes (the REST frontend's `createLeanInfer`). */
+export interface LeanHandler {
+  /** The call for a lean head, or undefined to leave the request (and the connection) to Node. */
+  call(head: LeanHead): LeanCall | undefined;
+  /** The largest body taken (`--http-max-input-size`); a larger one is Node's to refuse. */
+  limit: number;
+}
+
+/** The connection's state the listener needs: whether to take work, and its count of it. */
+export interface LeanHost {
+  /** False once draining: every request from then on is Node's (which refuses new work). */
+  accepting(): boolean;
+  started(): void;
+  finished(): void;
+}
+
+/**
+ * Unread bytes a busy connection may hold (pipelined requests) before it stops reading the socket.
+ * TCP then holds the client back, as Node's parser does once too many responses are queued.
+ */
+const MAX_BUFFERED = 64 * 1024;
+
+/**
+ * Serve `server`'s connections through the lean path first. A connection starts here; each
+ * request whose head {@link leanHead} reads and `handler` takes is served here, and at the first
+ * request that is anything else the connection is handed, from that request's first byte, to
+ * Node's HTTP server (its `connection` listeners), for good. Node's server costs a small request
+ * some 25–30 µs of JavaScript (its request and response streams, their events); this path reads the
+ * head, copies the body into place and writes the reply in one `writev`, answering byte for byte
+ * as Node would (`Date`, `Connection`, `Keep-Alive`).
+ *
+ * Its limits are Node's server's: the head within `maxHeaderSize` (else Node answers 431), the body
+ * within `handler.limit`, `idleMs` while a request or its body is awaited, `keepAliveMs` between
+ * requests, none while a request runs or its reply is written. A socket error or close aborts the
+ * request in flight; a client's end of sending ends the connection, as in Node's server.
+ *
+ * @returns `closeIdle()`, which closes the lean connections that hold no request, and `closeAll()`.
+ */
+export function serveLean(
+  server: Http1Server,
+  handler: LeanHandler,
+  host: LeanHost,
+  timeouts: { idleMs: number; keepAliveMs: number },
+): { closeIdle(): void; closeAll(): void } {
+  const toNode = server.listeners("connection") as ((socket: unknown) => void)[];
+  server.removeAllListeners("connection");
+  const open = new Set<LeanConnection>();
+  const handOff = (socket: Socket) => {
+    for (const listener of toNode) listener.call(server, socket);
+  };
+  const limits = {
+    head: (server as { maxHeaderSize?: number }).maxHeaderSize || maxHeaderSize,
+    keepAlive: keepAliveHeader(timeouts.keepAliveMs),
+    ...timeouts,
+  };
+  server.on("connection", (socket: unknown) => {
+    // A stream that is not a socket (a request rewritten by `answerClientErrors`) is Node's.
+    if (!(socket instanceof Socket) || !host.accepting()) {
+      handOff(socket as Socket);
+      return;
+    }
+    const connection = new LeanConnection(socket, handler, host, limits, (pending) => {
+      open.delete(connection);
+      if (pending) socket.unshift(pending);
+      handOff(socket);
+    });
+    open.add(connection);
+    socket.once("close", () => open.delete(connection));
+  });
+  return {
+    closeIdle: () => {
+      for (const connection of open) if (connection.idle) connection.socket.destroy();
+    },
+    closeAll: () => {
+      for (const connection of open) connection.socket.destroy();
+    },
+  };
+}
+
+/** Node's `Keep-Alive` response header for a `keepAliveTimeout` (none when there is no timeout). */
+function keepAliveHeader(ms: number): string {
+  return ms > 0 ? `Keep-Alive: timeout=${Math.floor(ms / 1000)}\r\n` : "";
+}
+
+interface Limits {
+  head: number;
+  idleMs: number;
+  keepAliveMs: number;
+  keepAlive: string;
+}
+
+/** The `Date` header's value, made again at most once a second (as Node caches its own). */
+let date = "";
+let dateSecond = -1;
+function httpDate(): string {
+  const now = Date.now();
+  const second = Math.floor(now / 1000);
+  if (second !== dateSecond) {
+    dateSecond = second;
+    date = new Date(now).toUTCString();
+  }
+  return date;
+}
+
+/** A request whose body is arriving: its call, its buffer, and how much of the body has come. */
+interface Reading {
+  call: LeanCall;
+  buffer: Uint8Array;
+  offset: number;
+  filled: number;
+}
+
+/** One connection while the lean path has it. */
+class LeanConnection {
+  /** Bytes read and not yet taken by a request. */
+  #pending: Buffer | undefined;
+  #reading: Reading | undefined;
+  #busy = false;
+  #controller: AbortController | undefined;
+  #gone = false;
+
+  constructor(
+    readonly socket: Socket,
+    readonly handler: LeanHandler,
+    readonly host: LeanHost,
+    readonly limits: Limits,
+    readonly handOff: (pending: Buffer | undefined) => void,
+  ) {
+    socket.setNoDelay(true);
+    socket.setTimeout(limits.idleMs);
+    socket.on("data", this.#onData);
+    socket.on("end", this.#onEnd);
+    socket.on("timeout", this.#onTimeout);
+    socket.on("error", this.#onGone);
+    socket.on("close", this.#onGone);
+  }
+
+  /** Whether no request is in flight or partly read (closing the connection loses nothing sent). */
+  get idle(): boolean {
+    return !this.#busy && this.#reading === undefined && this.#pending === undefined;
+  }
+
+  #detach(): void {
+    const { socket } = this;
+    socket.off("data", this.#onData);
+    socket.off("end", this.#onEnd);
+    socket.off("timeout", this.#onTimeout);
+    socket.off("error", this.#onGone);
+    socket.off("close", this.#onGone);
+    socket.setTimeout(0);
+  }
+
+  #onData = (chunk: Buffer): void => {
+    const reading = this.#reading;
+    if (reading) {
+      const take = Math.min(chunk.length, reading.buffer.length - reading.offset - reading.filled);
+      reading.buffer.set(take === chunk.length ? chunk : chunk.subarray(0, take), reading.offset + reading.filled);
+      reading.filled += take;
+      if (take < chunk.length) this.#pending = chunk.subarray(take);
+      if (reading.offset + reading.filled === reading.buffer.length) this.#run();
+      return;
+    }
+    this.#pending = this.#pending ? Buffer.concat([this.#pending, chunk]) : chunk;
+    if (!this.#busy) this.#next();
+    else if (this.#pending.length > MAX_BUFFERED) this.socket.pause();
+  };
+
+  /** Take the next request from the pending bytes, or wait for one. */
+  #next(): void {
+    const pending = this.#pending;
+    if (pending === undefined) {
+      this.socket.setTimeout(this.limits.keepAliveMs);
+      return;
+    }
+    this.socket.resume();
+    const head = this.host.accepting() ? leanHead(pending, this.limits.head) : undefined;
+    const call = head && head.contentLength <= this.handler.limit ? this.handler.call(head) : undefined;
+    if (!head || !call) {
+      this.#detach();
+      this.handOff(pending);
+      return;
+    }
+    const buffer = new Uint8Array(new ArrayBuffer(call.offset + head.contentLength));
+    const available = pending.length - head.length;
+    const take = Math.min(available, head.contentLength);
+    buffer.set(pending.subarray(head.length, head.length + take), call.offset);
+    this.#pending = available > take ? pending.subarray(head.length + take) : undefined;
+    this.#reading = { call, buffer, offset: call.offset, filled: take };
+    if (take === head.contentLength) this.#run();
+    else this.socket.setTimeout(this.limits.idleMs);
+  }
+
+  #run(): void {
+    const reading = this.#reading as Reading;
+    this.#reading = undefined;
+    this.#busy = true;
+    this.socket.setTimeout(0);
+    this.host.started();
+    const controller = new AbortController();
+    this.#controller = controller;
+    const { buffer, offset } = reading;
+    const body: Body = { buffer: buffer.buffer as ArrayBuffer, offset, bytes: buffer.subarray(offset) };
+    reading.call.answer(body, controller.signal).then(this.#reply, this.#fail);
+  }
+
+  #reply = (answer: LeanAnswer): void => {
+    this.#controller = undefined;
+    this.host.finished();
+    if (this.#gone) return;
+    const { socket } = this;
+    const closing = !this.host.accepting();
+    let length = 0;
+    for (const part of answer.parts) length += part.byteLength;
+    let head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? "unknown"}\r\n`;
+    for (const name in answer.headers) {
+      const value = answer.headers[name];
+      if (value !== undefined) head += `${name}: ${value}\r\n`;
+    }
+    head += `Content-Length: ${length}\r\n`;
+    head += closing
+      ? `Connection: close\r\nDate: ${httpDate()}\r\n\r\n`
+      : `Date: ${httpDate()}\r\nConnection: keep-alive\r\n${this.limits.keepAlive}\r\n`;
+    socket.cork();
+    let flushed = socket.write(head, "latin1");
+    for (const part of answer.parts) if (part.byteLength > 0) flushed = socket.write(part);
+    socket.uncork();
+    this.#busy = false;
+    if (closing) {
+      this.#detach();
+      socket.destroySoon();
+      return;
+    }
+    if (flushed) this.#next();
+    else socket.once("drain", () => this.#next());
+  };
+
+  #fail = (error: unknown): void => {
+    // `answer` answers failures itself; this is a bug in it.
+    this.#controller = undefined;
+    this.host.finished();
+    this.#detach();
+    this.socket.destroy(error instanceof Error ? error : undefined);
+  };
+
+  #onEnd = (): void => {
+    // The client sends no more: as Node's server (no `allowHalfOpen`), abort what it sent and close.
+    this.#onGone();
+    this.socket.end();
+  };
+
+  #onTimeout = (): void => {
+    this.socket.destroy();
+  };
+
+  #onGone = (): void => {
+    if (this.#gone) return;
+    this.#gone = true;
+    this.#controller?.abort();
+    this.#reading = undefined;
+    this.#pending = undefined;
+  };
+}
