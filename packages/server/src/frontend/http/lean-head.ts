@@ -28,6 +28,21 @@ const TOKEN = new Uint8Array(256);
 for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
   TOKEN[c.charCodeAt(0)] = 1;
 
+/** The lengths of the header names read below: any other header is passed over without a string. */
+const NAME_LENGTHS = new Uint8Array(32);
+for (const name of [
+  "host",
+  "expect",
+  "upgrade",
+  "connection",
+  "content-length",
+  "accept-encoding",
+  "content-encoding",
+  "transfer-encoding",
+  "inference-header-content-length",
+])
+  NAME_LENGTHS[name.length] = 1;
+
 /**
  * Read `bytes` (from a request's first byte) as a head the lean path serves: a complete
  * `POST <target> HTTP/1.1` head within `maxBytes`, whose target is visible ASCII starting with
@@ -81,6 +96,7 @@ export function leanHead(bytes: Uint8Array, maxBytes: number): LeanHead | undefi
     let valueEnd = at;
     while (valueEnd > valueStart && (bytes[valueEnd - 1] === SP || bytes[valueEnd - 1] === HTAB)) valueEnd--;
     at += 2;
+    if (NAME_LENGTHS[nameEnd - nameStart] !== 1) continue;
     switch (latin1(bytes, nameStart, nameEnd).toLowerCase()) {
       case "content-length": {
         const digits = valueEnd - valueStart;
