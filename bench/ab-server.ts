@@ -24,7 +24,7 @@ import { readFileSync } from "node:fs";
 import type { CountLoadResult, CountLoadTarget } from "./lib/count-load-process.js";
 import { createH2load } from "./lib/h2load.js";
 import { type Child, startChild } from "./lib/ipc.js";
-import { machineLine, option, textOption } from "./lib/setup.js";
+import { GALLEY_SERVE_NODE_FLAGS, machineLine, option, textOption } from "./lib/setup.js";
 import { formatSpread, median, pairedRatios, spread, table } from "./lib/stats.js";
 
 const requests = option("requests", 3000);
@@ -46,9 +46,11 @@ const cpuUs = (pid: number) => {
 
 const servers = new Map<string, Child<Ready>>();
 servers.set("hand-written", await startChild<Ready>(new URL("./lib/hand-written-simple-process.ts", import.meta.url)));
-if (before)
-  servers.set("before", await startChild<Ready>(new URL("./lib/galley-build-process.ts", import.meta.url), [before]));
-servers.set("after", await startChild<Ready>(new URL("./lib/galley-build-process.ts", import.meta.url), [after]));
+/** Both builds run as `galley serve` runs them. */
+const served = { NODE_OPTIONS: GALLEY_SERVE_NODE_FLAGS.join(" ") };
+const galleyProcess = new URL("./lib/galley-build-process.ts", import.meta.url);
+if (before) servers.set("before", await startChild<Ready>(galleyProcess, [before], served));
+servers.set("after", await startChild<Ready>(galleyProcess, [after], served));
 const load = await startChild<null>(new URL("./lib/count-load-process.ts", import.meta.url));
 const h2load = loadKind === "h2load" ? createH2load() : undefined;
 

@@ -5,14 +5,15 @@
 // ≤ 1.05 × the reading after the first step (which includes warm-up: JIT, buffers, sockets).
 // Beside RSS it prints the V8 heap's resident size, its young generation's, and external memory,
 // and the growth of RSS less the young generation: V8 grows the young generation under load up
-// to its own limit, doubling it in steps of tens of MB, which is not a leak.
+// to its own limit, doubling it in steps of tens of MB, which is not a leak. Galley runs with the V8
+// flag `galley serve` runs with (its young generation capped); `--node-flags=` measures V8's defaults.
 //
-//   npx tsx bench/memory.ts [--requests=1000000] [--steps=20] [--concurrency=16]
+//   npx tsx bench/memory.ts [--requests=1000000] [--steps=20] [--concurrency=16] [--node-flags="..."]
 import { readFileSync } from "node:fs";
 import type { CountLoadJob, CountLoadResult } from "./lib/count-load-process.js";
 import type { HeapReading } from "./lib/galley-example-process.js";
 import { startChild } from "./lib/ipc.js";
-import { machineLine, option } from "./lib/setup.js";
+import { GALLEY_SERVE_NODE_FLAGS, machineLine, option, textOption } from "./lib/setup.js";
 
 const requests = option("requests", 1_000_000);
 const steps = option("steps", 20);
@@ -23,13 +24,19 @@ const rssMb = (pid: number) => {
   return Number(line?.[1] ?? 0) / 1024;
 };
 
+/** Galley's V8 flags: `galley serve`'s by default, `--node-flags=` for V8's own young-generation sizing. */
+const nodeFlags = textOption("node-flags", GALLEY_SERVE_NODE_FLAGS.join(" "));
 const galley = await startChild<{ http: number; pid: number }>(
   new URL("./lib/galley-example-process.ts", import.meta.url),
+  [],
+  { NODE_OPTIONS: nodeFlags },
 );
 const load = await startChild<null>(new URL("./lib/count-load-process.ts", import.meta.url));
 const { pid, http } = galley.ready;
 const idle = rssMb(pid);
-console.log(`memory under load: ${requests} simple requests, REST JSON, c=${concurrency}; ${machineLine()}`);
+console.log(
+  `memory under load: ${requests} simple requests, REST JSON, c=${concurrency}, Galley's Node flags "${nodeFlags}"; ${machineLine()}`,
+);
 console.log(`idle after start: ${idle.toFixed(1)} MB RSS\n`);
 console.log("requests     RSS MB   req/s   V8 heap MB   young gen. MB   external MB");
 const curve: number[] = [];

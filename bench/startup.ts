@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { machineLine, option } from "./lib/setup.js";
+import { GALLEY_SERVE_NODE_FLAGS, machineLine, option } from "./lib/setup.js";
 import { formatSpread, spread } from "./lib/stats.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -40,7 +40,15 @@ async function start(cli: string, env: NodeJS.ProcessEnv): Promise<Reading> {
   const started = performance.now();
   const child = spawn(
     process.execPath,
-    [cli, "serve", `--model-repository=${repository}`, "--http-port=0", "--grpc-port=0", "--metrics-port=0"],
+    [
+      ...GALLEY_SERVE_NODE_FLAGS,
+      cli,
+      "serve",
+      `--model-repository=${repository}`,
+      "--http-port=0",
+      "--grpc-port=0",
+      "--metrics-port=0",
+    ],
     { env, stdio: ["ignore", "pipe", "pipe"] },
   );
   let output = "";

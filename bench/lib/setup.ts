@@ -20,6 +20,12 @@ export function textOption(name: string, fallback: string): string {
   return flag?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase()}`] ?? fallback;
 }
 
+/**
+ * The V8 flag `galley serve` runs with (src/cli/galley.ts; `npm start` and the container pass it),
+ * for the scripts that measure a Galley process as served: its young generation capped.
+ */
+export const GALLEY_SERVE_NODE_FLAGS = ["--max-semi-space-size=8"];
+
 export type ServerKind = "galley" | "bare" | "hand-written";
 export type Ports = { grpc?: number; http?: number };
 

@@ -43,7 +43,7 @@ describe("Containerfile", () => {
   it("runs node as PID 1 (exec form) with galley serve on /models", () => {
     const entrypoint = JSON.parse(one("ENTRYPOINT")) as string[];
     const cmd = JSON.parse(one("CMD")) as string[];
-    expect(entrypoint).toEqual(["node", "/opt/galley/packages/server/dist/cli/galley.js"]);
+    expect(entrypoint).toEqual(["node", "--max-semi-space-size=8", "/opt/galley/packages/server/dist/cli/galley.js"]);
     expect(cmd[0]).toBe("serve");
     const options = parseServeArgs(cmd.slice(1));
     expect(options !== "help" && options.server.modelRepositories).toEqual(["/models"]);

@@ -1,7 +1,7 @@
 // `galley serve` as a real process: it starts, logs where it listens, answers, and exits 0 on
 // SIGTERM after draining.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import module from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,8 +15,8 @@ afterEach(() => {
   for (const child of children.splice(0)) if (child.exitCode === null) child.kill("SIGKILL");
 });
 
-function start(args: string[]) {
-  const child = spawn(process.execPath, [cli, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+function start(args: string[], env: NodeJS.ProcessEnv = process.env) {
+  const child = spawn(process.execPath, [cli, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
   let output = "";
   child.stdout?.on("data", (chunk) => {
@@ -73,6 +73,28 @@ describe("galley serve (process)", () => {
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
     expect(run.output()).toMatch(/Server stopped/);
+  });
+
+  it("caps V8's young generation: restarts itself once with the flag unless NODE_OPTIONS sizes it", async () => {
+    const repo = mkdtempSync(join(tmpdir(), "galley-repo-"));
+    const args = ["serve", "--model-repository", repo, "--http-port=0", "--grpc-port=0", "--metrics-port=0"];
+    /** The server's command line once it serves (the same pid after a restart in place). */
+    const commandLine = async (env: NodeJS.ProcessEnv) => {
+      const run = start(args, env);
+      await run.waitFor(/Started HTTPService at (\S+)/);
+      const line = readFileSync(`/proc/${run.child.pid}/cmdline`, "utf8").split("\0");
+      run.child.kill("SIGTERM");
+      expect(await run.exited).toBe(0);
+      return line;
+    };
+    const { NODE_OPTIONS: _, ...inherited } = process.env;
+    // Node 20 has no process.execve: it keeps V8's sizing unless given the flag.
+    const canRestart = typeof (process as { execve?: unknown }).execve === "function";
+    const plain = await commandLine(inherited);
+    expect(plain.includes("--max-semi-space-size=8")).toBe(canRestart);
+    expect(plain).toContain(cli);
+    const sized = await commandLine({ ...inherited, NODE_OPTIONS: "--max-semi-space-size=16" });
+    expect(sized.some((arg) => arg.startsWith("--max-semi-space-size"))).toBe(false);
   });
 
   it("exits 1 with a clear message when the repository does not exist", async () => {

@@ -9,4 +9,21 @@ import module from "node:module";
 const cache = (module as { enableCompileCache?: () => { directory?: string } }).enableCompileCache?.();
 // Scripted-model worker threads turn it on for themselves from the environment they inherit.
 if (cache?.directory && !process.env.NODE_COMPILE_CACHE) process.env.NODE_COMPILE_CACHE = cache.directory;
+// `galley serve` caps V8's young generation (docs/guides/serving.md, "Memory under load"). The
+// flag only takes effect at start, so the process replaces itself once with it (same pid, same
+// stdio) unless the command line or NODE_OPTIONS already sizes it; Node 20 has no `execve`.
+const semiSpace = "--max-semi-space-size";
+const execve = (process as { execve?: (file: string, args: string[], env: NodeJS.ProcessEnv) => never }).execve;
+if (
+  process.argv[2] === "serve" &&
+  execve &&
+  !process.execArgv.some((flag) => flag.startsWith(semiSpace)) &&
+  !process.env.NODE_OPTIONS?.includes(semiSpace)
+) {
+  execve(
+    process.execPath,
+    [process.execPath, `${semiSpace}=8`, ...process.execArgv, ...process.argv.slice(1)],
+    process.env,
+  );
+}
 await import("./main.js");
