@@ -4,12 +4,12 @@ import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { InferenceError } from "../src/core/errors.js";
-import type { InferenceRequest } from "../src/core/inference-request.js";
 import type { InferenceServer, ModelView } from "../src/core/inference-server.js";
 import { TraceFiles } from "../src/core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, TraceSettings } from "../src/core/trace-settings.js";
 import { createHttpHandler } from "../src/frontend/http/http-handler.js";
 import { send } from "./http-fixture.js";
+import { abortingCore } from "./support/aborting-core.js";
 
 let http: Server | undefined;
 afterEach(async () => {
@@ -31,27 +31,11 @@ const body = JSON.stringify({ inputs: [{ name: "X", shape: [1], datatype: "INT32
 
 describe("REST handler", () => {
   it("cancels the request (aborts its signal) when the client disconnects", async () => {
-    let started!: () => void;
-    const inferStarted = new Promise<void>((resolve) => {
-      started = resolve;
-    });
-    const aborted = new Promise<boolean>((resolve) => {
-      void serve({
-        model: () => model,
-        infer: (request: InferenceRequest) =>
-          new Promise((_, reject) => {
-            request.signal?.addEventListener("abort", () => {
-              resolve(true);
-              reject(new InferenceError("CANCELLED", { id: "<id_unknown>" }));
-            });
-            started();
-          }),
-      }).then((port) => {
-        const socket = connect(port, "127.0.0.1", () => {
-          socket.write(`POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-          void inferStarted.then(() => socket.destroy());
-        });
-      });
+    const { core, started, aborted } = abortingCore(model);
+    const port = await serve(core);
+    const socket = connect(port, "127.0.0.1", () => {
+      socket.write(`POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      void started.then(() => socket.destroy());
     });
     expect(await aborted).toBe(true);
   });

@@ -5,14 +5,13 @@
 import { connect, type Socket } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
-import { InferenceError } from "../src/core/errors.js";
-import type { InferenceRequest } from "../src/core/inference-request.js";
 import type { InferenceServer, ModelView } from "../src/core/inference-server.js";
 import { TraceFiles } from "../src/core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, TraceSettings } from "../src/core/trace-settings.js";
 import { createHttpHandler, createLeanInfer, type HttpFrontendOptions } from "../src/frontend/http/http-handler.js";
 import { type Listener, listenHttp1 } from "../src/frontend/listen.js";
 import { binaryBody, type HttpServer, int32Bytes, SIXTEEN, simpleInputs, startHttp } from "./http-fixture.js";
+import { abortingCore } from "./support/aborting-core.js";
 
 const servers: HttpServer[] = [];
 const listeners: Listener[] = [];
@@ -218,27 +217,10 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
   }
 
   it("cancels the request (aborts its signal) when the client disconnects", async () => {
-    let started!: () => void;
-    const inferStarted = new Promise<void>((resolve) => {
-      started = resolve;
-    });
-    const aborted = new Promise<boolean>((resolve) => {
-      void serve({
-        model: () => model,
-        infer: (request: InferenceRequest) =>
-          new Promise((_, reject) => {
-            request.signal?.addEventListener("abort", () => {
-              resolve(true);
-              reject(new InferenceError("CANCELLED", { id: "<id_unknown>" }));
-            });
-            started();
-          }),
-      }).then((port) => {
-        const connection = new Connection(port);
-        connection.socket.write(infer(body, [], "m"));
-        void inferStarted.then(() => connection.socket.destroy());
-      });
-    });
+    const { core, started, aborted } = abortingCore(model);
+    const connection = new Connection(await serve(core));
+    connection.socket.write(infer(body, [], "m"));
+    void started.then(() => connection.socket.destroy());
     expect(await aborted).toBe(true);
   });
 
