@@ -91,7 +91,7 @@ export async function listenHttp1(
       keepAliveTimeout: keepAliveTimeoutMs,
       // Node checks the header deadline on this period (30 s by default): often enough to keep it.
       ...(headerTimeoutMs > 0
-        ? { connectionsCheckingInterval: Math.min(1000, Math.max(10, headerTimeoutMs / 4)) }
+        ? { connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(headerTimeoutMs / 4))) }
         : {}),
     },
     (req, res) => {
