@@ -54,7 +54,7 @@ const MAX_BUFFERED = 64 * 1024;
  * request that is anything else the connection is handed, from that request's first byte, to
  * Node's HTTP server (its `connection` listeners), for good. Node's server costs a small request
  * some 25–30 µs of JavaScript (its request and response streams, their events); this path reads the
- * head, copies the body into place and writes the reply in one `writev`, answering byte for byte
+ * head, copies the body into place and writes the reply in one system call, answering byte for byte
  * as Node would (`Date`, `Connection`, `Keep-Alive`).
  *
  * Its limits are Node's server's: the head within `maxHeaderSize` (else Node answers 431), the body
