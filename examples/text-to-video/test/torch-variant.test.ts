@@ -269,9 +269,10 @@ describe("the GPU variant's text_to_video: users' steps batched in the loop (ste
     const stays = await generateVideo(torchClient, options);
     expect(await cancelled).toBe("cancelled");
     const steps = (await denoiserCounts()).inferences - before;
-    // Its loop stopped within a few steps of the cancel (its steps already in flight may finish).
+    // Its loop stopped within a few steps of the cancel (its steps already in flight may finish):
+    // 10–13 after it on a quiet 2-vCPU VM, 21 once under CI's load; uncancelled it would run 1,000.
     expect(steps).toBeGreaterThanOrEqual(12 + 4);
-    expect(steps).toBeLessThanOrEqual(12 + 20);
+    expect(steps).toBeLessThanOrEqual(12 + 40);
     let largest = 0;
     for (let i = 0; i < stays.rgb.length; i++)
       largest = Math.max(largest, Math.abs((stays.rgb[i] ?? 0) - (alone.rgb[i] ?? 0)));
