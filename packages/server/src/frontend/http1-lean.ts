@@ -273,12 +273,13 @@ class LeanConnection {
     else socket.once("drain", () => this.#next());
   };
 
-  #fail = (error: unknown): void => {
-    // `answer` answers failures itself; this is a bug in it.
+  #fail = (): void => {
+    // `answer` answers failures itself; this is a bug in it. The socket is cut without an error:
+    // with the listeners detached, an `error` event would have no listener and end the process.
     this.#controller = undefined;
     this.host.finished();
     this.#detach();
-    this.socket.destroy(error instanceof Error ? error : undefined);
+    this.socket.destroy();
   };
 
   #onEnd = (): void => {
