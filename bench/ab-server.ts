@@ -19,6 +19,9 @@
 // are, whose own CPU does not hold the servers' rate down on 2 shared cores (a Node gRPC client
 // spends more CPU per call than Galley's server does). Galley's statistics must then count every
 // request as a success (gRPC statuses travel in trailers, which h2load does not read).
+// `--floors` (with `--load=h2load`) adds two gRPC responders that do no work
+// (servers/http2-floors.ts): node:http2, and HTTP/2 framing written directly on a socket. They show
+// what HTTP/2 costs before any server code runs, against the hand-written HTTP/1.1 server.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import type { CountLoadResult, CountLoadTarget } from "./lib/count-load-process.js";
@@ -34,6 +37,8 @@ const before = textOption("before", "");
 const after = textOption("after", "current");
 const loadKind = textOption("load", "node");
 if (loadKind !== "node" && loadKind !== "h2load") throw new Error(`--load=${loadKind}: node or h2load`);
+const floors = process.argv.includes("--floors");
+if (floors && loadKind !== "h2load") throw new Error("--floors needs --load=h2load");
 const CONCURRENCY = [1, 4, 16];
 const TICKS = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 
@@ -51,6 +56,15 @@ const served = { NODE_OPTIONS: GALLEY_SERVE_NODE_FLAGS.join(" ") };
 const galleyProcess = new URL("./lib/galley-build-process.ts", import.meta.url);
 if (before) servers.set("before", await startChild<Ready>(galleyProcess, [before], served));
 servers.set("after", await startChild<Ready>(galleyProcess, [after], served));
+/** Servers without Galley's statistics to check counts against. */
+const uncounted = new Set(["hand-written"]);
+if (floors) {
+  const floorProcess = new URL("./lib/http2-floor-process.ts", import.meta.url);
+  for (const kind of ["node-http2", "minimal"]) {
+    servers.set(`${kind} floor`, await startChild<Ready>(floorProcess, [kind]));
+    uncounted.add(`${kind} floor`);
+  }
+}
 const load = await startChild<null>(new URL("./lib/count-load-process.ts", import.meta.url));
 const h2load = loadKind === "h2load" ? createH2load() : undefined;
 
@@ -63,6 +77,9 @@ const points: Point[] = [{ key: "hand-written json", server: "hand-written", pro
 for (const server of before ? ["before", "after"] : ["after"])
   for (const protocol of ["json", "binary", "grpc"] as const)
     points.push({ key: `${server} ${protocol}`, server, protocol });
+if (floors)
+  for (const server of ["node-http2 floor", "minimal floor"])
+    points.push({ key: `${server} grpc`, server, protocol: "grpc" });
 
 const target = (p: Point): CountLoadTarget => {
   const ready = servers.get(p.server)?.ready as Ready;
@@ -85,7 +102,7 @@ async function send(p: Point, concurrency: number, requests: number): Promise<Co
   if (!h2load) return load.call<CountLoadResult>({ target: target(p), concurrency, requests });
   const ready = servers.get(p.server)?.ready as Ready;
   const port = (p.protocol === "grpc" ? ready.grpc : ready.http) as number;
-  const before = p.server === "hand-written" ? undefined : await galleyCounts(p);
+  const before = uncounted.has(p.server) ? undefined : await galleyCounts(p);
   const result = await h2load.load({ protocol: p.protocol, port }, concurrency, requests);
   if (before && result.errors === 0) {
     const now = await galleyCounts(p);
@@ -139,13 +156,14 @@ const hw = (c: number) => rps.get(`hand-written json/${c}`) ?? [];
 console.log("\nthroughput / hand-written (paired per repetition), and CPU per request / hand-written at c=16\n");
 const rows = points.slice(1).map((p) => {
   const bound = p.protocol === "json" ? 0.9 : 1.0;
+  const galley = !uncounted.has(p.server);
   const ratios = CONCURRENCY.map((c) => pairedRatios(rps.get(`${p.key}/${c}`) ?? [], hw(c)));
   const cpuRatio = pairedRatios(cpu.get(`${p.key}/16`) ?? [], cpu.get("hand-written json/16") ?? []);
   const pass = ratios.every((r) => median(r) >= bound) ? "PASS" : "MISS";
   return [
     p.key,
     ...ratios.map((r) => f(r, 2)),
-    `≥ ${bound.toFixed(1)} ${p.server === "after" ? pass : ""}`,
+    galley ? `≥ ${bound.toFixed(1)} ${p.server === "after" ? pass : ""}` : "(no work done)",
     `${f(cpuRatio, 2)}${p.server === "after" ? (median(cpuRatio) <= 1.5 ? " PASS" : " MISS") : ""}`,
   ];
 });
