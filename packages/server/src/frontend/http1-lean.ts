@@ -2,7 +2,7 @@
 // socket, every other request left to Node's HTTP server.
 import { type Server as Http1Server, maxHeaderSize, STATUS_CODES } from "node:http";
 import { Socket } from "node:net";
-import type { Body } from "./http/body.js";
+import { type Body, BodyReceiver } from "./http/body.js";
 import { type LeanHead, leanHead } from "./http/lean-head.js";
 
 /** A reply the lean path writes: Node's `writeHead` headers, then the parts in order. */
@@ -130,12 +130,10 @@ function httpDate(): string {
   return date;
 }
 
-/** A request whose body is arriving: its call, its buffer, and how much of the body has come. */
+/** A request whose body is arriving: its call, and where its body goes. */
 interface Reading {
   call: LeanCall;
-  buffer: Uint8Array;
-  offset: number;
-  filled: number;
+  receiver: BodyReceiver;
 }
 
 /** One connection while the lean path has it. */
@@ -181,11 +179,9 @@ class LeanConnection {
   #onData = (chunk: Buffer): void => {
     const reading = this.#reading;
     if (reading) {
-      const take = Math.min(chunk.length, reading.buffer.length - reading.offset - reading.filled);
-      reading.buffer.set(take === chunk.length ? chunk : chunk.subarray(0, take), reading.offset + reading.filled);
-      reading.filled += take;
+      const take = reading.receiver.write(chunk);
       if (take < chunk.length) this.#pending = chunk.subarray(take);
-      if (reading.offset + reading.filled === reading.buffer.length) this.#run();
+      if (reading.receiver.complete) this.#run();
       return;
     }
     this.#pending = this.#pending ? Buffer.concat([this.#pending, chunk]) : chunk;
@@ -208,13 +204,11 @@ class LeanConnection {
       this.handOff(pending);
       return;
     }
-    const buffer = new Uint8Array(new ArrayBuffer(call.offset + head.contentLength));
-    const available = pending.length - head.length;
-    const take = Math.min(available, head.contentLength);
-    buffer.set(pending.subarray(head.length, head.length + take), call.offset);
-    this.#pending = available > take ? pending.subarray(head.length + take) : undefined;
-    this.#reading = { call, buffer, offset: call.offset, filled: take };
-    if (take === head.contentLength) this.#run();
+    const receiver = new BodyReceiver(call.offset, head.contentLength);
+    const take = receiver.write(pending.subarray(head.length));
+    this.#pending = pending.length > head.length + take ? pending.subarray(head.length + take) : undefined;
+    this.#reading = { call, receiver };
+    if (receiver.complete) this.#run();
     else this.socket.setTimeout(this.limits.idleMs);
   }
 
@@ -226,9 +220,7 @@ class LeanConnection {
     this.host.started();
     const controller = new AbortController();
     this.#controller = controller;
-    const { buffer, offset } = reading;
-    const body: Body = { buffer: buffer.buffer as ArrayBuffer, offset, bytes: buffer.subarray(offset) };
-    reading.call.answer(body, controller.signal).then(this.#reply, this.#fail);
+    reading.call.answer(reading.receiver.body(), controller.signal).then(this.#reply, this.#fail);
   }
 
   #reply = (answer: LeanAnswer): void => {

@@ -37,9 +37,78 @@ export interface BodyOptions {
 }
 
 /**
+ * A body announced larger than this gets its buffer only once part of it has arrived (see
+ * {@link BodyReceiver}); one up to this size gets it at once.
+ */
+export const EAGER_BODY_BYTES = 64 * 1024;
+/** The share of an announced body that must arrive before its whole buffer is allocated. */
+const RESERVE_FRACTION = 16;
+
+/**
+ * Where a body of known length goes: one `ArrayBuffer` of `offset` free bytes and the body,
+ * filled in place as chunks arrive. `Content-Length` is the client's word, so the buffer for a
+ * body over {@link EAGER_BODY_BYTES} is allocated only once 1/16 of the body has arrived; the
+ * chunks before are held as they came and copied in then, so each byte is still copied once.
+ * A client that announces 64 MiB must send 4 MiB before the server allocates it. Allocated at the
+ * client's word, 64 MiB announced with one byte sent cost the server ~2.5 ms of CPU a connection
+ * (V8 collects garbage for each such buffer) and held its address space until the connection went.
+ */
+export class BodyReceiver {
+  #buffer: Uint8Array | undefined;
+  #held: Uint8Array[] | undefined;
+  #filled = 0;
+
+  constructor(
+    readonly offset: number,
+    readonly length: number,
+  ) {
+    if (length <= EAGER_BODY_BYTES) this.#buffer = new Uint8Array(new ArrayBuffer(offset + length));
+  }
+
+  /** Whether the whole body has arrived. */
+  get complete(): boolean {
+    return this.#filled === this.length;
+  }
+
+  /** Take what `chunk` holds of the body's remaining bytes; returns how many bytes were taken. */
+  write(chunk: Uint8Array): number {
+    const take = Math.min(chunk.byteLength, this.length - this.#filled);
+    const part = take === chunk.byteLength ? chunk : chunk.subarray(0, take);
+    if (this.#buffer) this.#buffer.set(part, this.offset + this.#filled);
+    else (this.#held ??= []).push(part);
+    this.#filled += take;
+    if (!this.#buffer && this.#filled * RESERVE_FRACTION >= this.length) this.#reserve();
+    return take;
+  }
+
+  /** The body received so far (the whole body once {@link complete}). */
+  body(): Body {
+    if (!this.#buffer) this.#reserve();
+    const buffer = this.#buffer as Uint8Array;
+    return {
+      buffer: buffer.buffer as ArrayBuffer,
+      offset: this.offset,
+      bytes: buffer.subarray(this.offset, this.offset + this.#filled),
+    };
+  }
+
+  #reserve(): void {
+    const buffer = new Uint8Array(new ArrayBuffer(this.offset + this.length));
+    let at = this.offset;
+    for (const part of this.#held ?? []) {
+      buffer.set(part, at);
+      at += part.byteLength;
+    }
+    this.#held = undefined;
+    this.#buffer = buffer;
+  }
+}
+
+/**
  * Receive a request body into a single `ArrayBuffer` allocated here, never holding more than
- * the limit. With a `Content-Length` and no compression, chunks are copied straight into
- * place; otherwise they are collected (decompressed on the way) and copied once at the end.
+ * the limit. With a `Content-Length` and no compression, chunks go into place through a
+ * {@link BodyReceiver}; otherwise they are collected (decompressed on the way) and copied once at
+ * the end.
  *
  * @throws {@link InferenceError} INPUT_SIZE_EXCEEDED (400), or INVALID_ARG for an empty compressed
  * body; {@link ClientGone} when the connection closes first.
@@ -68,22 +137,21 @@ export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Bo
 
     // Where the (decompressed) bytes go: straight into place when the size is known.
     const exact = options.encoding === "identity" && declared !== undefined ? Number(declared) : -1;
-    const direct = exact >= 0 ? new Uint8Array(new ArrayBuffer(offset + exact)) : undefined;
+    const direct = exact >= 0 ? new BodyReceiver(offset, exact) : undefined;
     const chunks: Uint8Array[] = [];
     let size = 0;
     const accept = (chunk: Uint8Array): boolean => {
-      if (size + chunk.length > options.limit || (direct && offset + size + chunk.length > direct.length)) {
+      if (size + chunk.length > options.limit || (direct && size + chunk.length > direct.length)) {
         finish(tooLarge(size + chunk.length));
         return false;
       }
-      if (direct) direct.set(chunk, offset + size);
+      if (direct) direct.write(chunk);
       else chunks.push(chunk);
       size += chunk.length;
       return true;
     };
     const assemble = (): Body => {
-      if (direct)
-        return { buffer: direct.buffer as ArrayBuffer, offset, bytes: direct.subarray(offset, offset + size) };
+      if (direct) return direct.body();
       const buffer = new ArrayBuffer(offset + size);
       const all = new Uint8Array(buffer);
       let at = offset;
@@ -121,7 +189,7 @@ export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Bo
     };
     const onEnd = () => {
       if (!unzip) {
-        if (direct && offset + size !== direct.length) finish(new ClientGone());
+        if (direct && !direct.complete) finish(new ClientGone());
         else finish(undefined, assemble());
       } else if (raw === 0) {
         unzip.destroy();
