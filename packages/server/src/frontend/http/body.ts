@@ -75,7 +75,8 @@ export class BodyReceiver {
     const take = Math.min(chunk.byteLength, this.length - this.#filled);
     const part = take === chunk.byteLength ? chunk : chunk.subarray(0, take);
     if (this.#buffer) this.#buffer.set(part, this.offset + this.#filled);
-    else (this.#held ??= []).push(part);
+    else if (this.#held) this.#held.push(part);
+    else this.#held = [part];
     this.#filled += take;
     if (!this.#buffer && this.#filled * RESERVE_FRACTION >= this.length) this.#reserve();
     return take;
