@@ -242,4 +242,51 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
     expect(next?.status).toBe("HTTP/1.1 200 OK");
     connection.socket.destroy();
   });
+
+  it("serves, in order, requests that trickle in a byte at a time while one runs", async () => {
+    const releases: (() => void)[] = [];
+    let started!: () => void;
+    const first = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const answered: string[] = [];
+    const port = await serve({
+      model: () => model,
+      infer: (request) =>
+        new Promise((resolve) => {
+          started();
+          const id = request.id ?? "";
+          releases.push(() => {
+            answered.push(id);
+            resolve({ modelName: "m", modelVersion: "1", id, parameters: {}, outputs: [] });
+          });
+        }),
+    });
+    const withId = (id: string) =>
+      JSON.stringify({ id, inputs: [{ name: "X", shape: [1], datatype: "INT32", data: [1] }] });
+    const connection = new Connection(port);
+    connection.socket.setNoDelay(true);
+    connection.socket.write(infer(withId("a"), [], "m"));
+    await first;
+    // Each byte on its own turn of the loop, so that the server reads most of them one by one.
+    const trickled = Buffer.concat([infer(withId("b"), [], "m"), infer(withId("c"), [], "m")]);
+    for (const byte of trickled) {
+      await new Promise<void>((resolve) => connection.socket.write(Buffer.from([byte]), () => setImmediate(resolve)));
+    }
+    // The server holds the trickle until the running request is answered; then one at a time.
+    expect(releases).toHaveLength(1);
+    const replies = connection.responses(3);
+    for (let i = 0; i < 3; i++) {
+      while (releases.length <= i) await new Promise((resolve) => setImmediate(resolve));
+      releases[i]?.();
+    }
+    const bodies = (await replies).map((r) => [r.status, JSON.parse(r.body.toString()).id]);
+    expect(bodies).toEqual([
+      ["HTTP/1.1 200 OK", "a"],
+      ["HTTP/1.1 200 OK", "b"],
+      ["HTTP/1.1 200 OK", "c"],
+    ]);
+    expect(answered).toEqual(["a", "b", "c"]);
+    connection.socket.destroy();
+  });
 });

@@ -140,6 +140,12 @@ interface Reading {
 class LeanConnection {
   /** Bytes read and not yet taken by a request. */
   #pending: Buffer | undefined;
+  /**
+   * Bytes read while a request runs, in the order they came, joined once the reply is written:
+   * appending each read to one buffer would copy a trickle of pipelined bytes quadratically.
+   */
+  #queued: Buffer[] = [];
+  #queuedBytes = 0;
   #reading: Reading | undefined;
   #busy = false;
   #controller: AbortController | undefined;
@@ -163,7 +169,7 @@ class LeanConnection {
 
   /** Whether no request is in flight or partly read (closing the connection loses nothing sent). */
   get idle(): boolean {
-    return !this.#busy && this.#reading === undefined && this.#pending === undefined;
+    return !this.#busy && this.#reading === undefined && this.#pending === undefined && this.#queuedBytes === 0;
   }
 
   #detach(): void {
@@ -184,13 +190,23 @@ class LeanConnection {
       if (reading.receiver.complete) this.#run();
       return;
     }
+    if (this.#busy) {
+      this.#queued.push(chunk);
+      this.#queuedBytes += chunk.length;
+      if ((this.#pending?.length ?? 0) + this.#queuedBytes > MAX_BUFFERED) this.socket.pause();
+      return;
+    }
     this.#pending = this.#pending ? Buffer.concat([this.#pending, chunk]) : chunk;
-    if (!this.#busy) this.#next();
-    else if (this.#pending.length > MAX_BUFFERED) this.socket.pause();
+    this.#next();
   };
 
   /** Take the next request from the pending bytes, or wait for one. */
   #next(): void {
+    if (this.#queuedBytes > 0) {
+      this.#pending = Buffer.concat(this.#pending ? [this.#pending, ...this.#queued] : this.#queued);
+      this.#queued = [];
+      this.#queuedBytes = 0;
+    }
     const pending = this.#pending;
     if (pending === undefined) {
       this.socket.setTimeout(this.limits.keepAliveMs);
@@ -290,5 +306,7 @@ class LeanConnection {
     this.#controller?.abort();
     this.#reading = undefined;
     this.#pending = undefined;
+    this.#queued = [];
+    this.#queuedBytes = 0;
   };
 }
