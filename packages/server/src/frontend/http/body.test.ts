@@ -58,9 +58,12 @@ describe("BodyReceiver", () => {
 
     const [first] = receivers as [BodyReceiver];
     first.write(new Uint8Array(length / 16 - 2048).fill(2));
-    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(32 * 1024 * 1024);
+    const justBefore = process.memoryUsage().arrayBuffers;
+    expect(justBefore - before).toBeLessThan(32 * 1024 * 1024);
+    // The KiB that completes 1/16 allocates the buffer. Measured across that one call: a collection
+    // of earlier garbage meanwhile (seen on Node 22) could only lower the difference.
     first.write(new Uint8Array(1024).fill(3));
-    expect(process.memoryUsage().arrayBuffers - before).toBeGreaterThanOrEqual(length);
+    expect(process.memoryUsage().arrayBuffers - justBefore).toBeGreaterThan(length / 2);
     const body = first.body();
     expect(body.buffer.byteLength).toBe(4 + length);
     expect(body.bytes.byteLength).toBe(length / 16);
