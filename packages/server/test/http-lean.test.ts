@@ -243,6 +243,56 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
     connection.socket.destroy();
   });
 
+  it("starts the next pipelined request only once a large reply has left, whatever arrives meanwhile", async () => {
+    const unreleased: (() => void)[] = [];
+    // Larger than loopback's socket buffers (up to 4 MiB sent, 32 MiB received), so the reply
+    // waits on the client while it does not read.
+    const big = new Uint8Array(64 * 1024 * 1024);
+    const port = await serve({
+      model: () => model,
+      infer: (request) =>
+        new Promise((resolve) => {
+          const id = request.id ?? "";
+          const data = id === "a" ? big : new Uint8Array(4);
+          const output = { name: "OUT", datatype: "UINT8" as const, shape: [data.length], data, parameters: {} };
+          unreleased.push(() => resolve({ modelName: "m", modelVersion: "1", id, parameters: {}, outputs: [output] }));
+        }),
+    });
+    const request = (id: string) => {
+      const inputs = [{ name: "X", shape: [1], datatype: "INT32", data: [1] }];
+      return infer(JSON.stringify({ id, inputs, parameters: { binary_data_output: true } }), [], "m");
+    };
+    const turns = async (n: number) => {
+      for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    const ids = answeredIds(socket);
+    socket.write(Buffer.concat([request("a"), request("b")]));
+    while (unreleased.length === 0) await turns(1);
+    socket.pause();
+    unreleased.shift()?.();
+    await turns(20);
+    // c arrives while a's reply has not all left.
+    socket.write(request("c"));
+    await turns(20);
+    socket.resume();
+    // Nothing is released until a's reply has come whole (so it has all left the server).
+    while (ids.received() === 0) await turns(1);
+    await turns(10);
+    let done = false;
+    void ids.promise.then(() => {
+      done = true;
+    });
+    while (!done) {
+      await turns(5);
+      // The newest first: two requests running at once would be answered out of order.
+      unreleased.pop()?.();
+    }
+    expect(await ids.promise).toEqual(["a", "b", "c"]);
+    socket.destroy();
+  });
+
   it("serves, in order, requests that trickle in a byte at a time while one runs", async () => {
     const releases: (() => void)[] = [];
     let started!: () => void;
@@ -290,3 +340,45 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
     connection.socket.destroy();
   });
 });
+
+/**
+ * The `id`s of the first three binary-output replies on `socket`, read as they stream by (a reply
+ * may be tens of MiB: only heads and JSON headers are kept), and how many replies have come whole.
+ */
+function answeredIds(socket: Socket): { promise: Promise<string[]>; received: () => number } {
+  const ids: string[] = [];
+  let received = 0;
+  let held = Buffer.alloc(0);
+  let skip = 0;
+  return {
+    received: () => received,
+    promise: new Promise((resolve, reject) => {
+      socket.on("data", (chunk: Buffer) => {
+        let data = chunk;
+        for (;;) {
+          if (skip > 0) {
+            const n = Math.min(skip, data.length);
+            skip -= n;
+            data = data.subarray(n);
+            if (skip > 0) return;
+            received++;
+          }
+          held = held.length > 0 ? Buffer.concat([held, data]) : data;
+          data = Buffer.alloc(0);
+          const end = held.indexOf("\r\n\r\n");
+          if (end < 0) return;
+          const head = held.subarray(0, end).toString("latin1");
+          const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1]);
+          const jsonLength = Number(/\r\ninference-header-content-length: *(\d+)/i.exec(head)?.[1]);
+          if (held.length < end + 4 + jsonLength) return;
+          ids.push(JSON.parse(held.subarray(end + 4, end + 4 + jsonLength).toString()).id);
+          if (ids.length === 3) return resolve(ids);
+          skip = end + 4 + length;
+          data = held;
+          held = Buffer.alloc(0);
+        }
+      });
+      socket.once("close", () => reject(new Error(`closed after ${ids.join(", ")}`)));
+    }),
+  };
+}

@@ -141,8 +141,9 @@ class LeanConnection {
   /** Bytes read and not yet taken by a request. */
   #pending: Buffer | undefined;
   /**
-   * Bytes read while a request runs, in the order they came, joined once the reply is written:
-   * appending each read to one buffer would copy a trickle of pipelined bytes quadratically.
+   * Bytes read since the last request was taken, in the order they came, joined when the next one
+   * is taken (after the running request's reply has left): appending each read to one buffer
+   * would copy a trickle of pipelined bytes quadratically.
    */
   #queued: Buffer[] = [];
   #queuedBytes = 0;
@@ -190,21 +191,18 @@ class LeanConnection {
       if (reading.receiver.complete) this.#run();
       return;
     }
-    if (this.#busy) {
-      this.#queued.push(chunk);
-      this.#queuedBytes += chunk.length;
-      if ((this.#pending?.length ?? 0) + this.#queuedBytes > MAX_BUFFERED) this.socket.pause();
-      return;
-    }
-    this.#pending = this.#pending ? Buffer.concat([this.#pending, chunk]) : chunk;
-    this.#next();
+    this.#queued.push(chunk);
+    this.#queuedBytes += chunk.length;
+    if (!this.#busy) this.#next();
+    else if ((this.#pending?.length ?? 0) + this.#queuedBytes > MAX_BUFFERED) this.socket.pause();
   };
 
   /** Take the next request from the pending bytes, or wait for one. */
   #next(): void {
     if (this.#queuedBytes > 0) {
-      this.#pending = Buffer.concat(this.#pending ? [this.#pending, ...this.#queued] : this.#queued);
-      this.#queued = [];
+      const parts = this.#pending ? [this.#pending, ...this.#queued] : this.#queued;
+      this.#pending = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
+      this.#queued.length = 0;
       this.#queuedBytes = 0;
     }
     const pending = this.#pending;
@@ -271,14 +269,21 @@ class LeanConnection {
       for (const part of answer.parts) if (part.byteLength > 0) flushed = socket.write(part);
       socket.uncork();
     }
-    this.#busy = false;
     if (closing) {
+      this.#busy = false;
       this.#detach();
       socket.destroySoon();
       return;
     }
-    if (flushed) this.#next();
-    else socket.once("drain", () => this.#next());
+    // Busy until the reply has left: bytes read meanwhile wait in the queue, so that the next
+    // request starts once, in order, and never beside another.
+    if (flushed) this.#idleAgain();
+    else socket.once("drain", this.#idleAgain);
+  };
+
+  #idleAgain = (): void => {
+    this.#busy = false;
+    this.#next();
   };
 
   #fail = (): void => {
@@ -306,7 +311,7 @@ class LeanConnection {
     this.#controller?.abort();
     this.#reading = undefined;
     this.#pending = undefined;
-    this.#queued = [];
+    this.#queued.length = 0;
     this.#queuedBytes = 0;
   };
 }
