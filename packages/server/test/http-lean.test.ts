@@ -348,7 +348,7 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
 function answeredIds(socket: Socket): { promise: Promise<string[]>; received: () => number } {
   const ids: string[] = [];
   let received = 0;
-  let held = Buffer.alloc(0);
+  let held: Buffer = Buffer.alloc(0);
   let skip = 0;
   return {
     received: () => received,
