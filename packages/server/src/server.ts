@@ -215,7 +215,13 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
             router.service(Health, createHealthService(core));
           },
         });
-        const handler = (req: Http2ServerRequest, res: Http2ServerResponse) => connect(req, connectResponse(req, res));
+        const handler = (req: Http2ServerRequest, res: Http2ServerResponse) => {
+          // connect-node allocates a unary Connect body at its Content-Length (up to readMaxBytes)
+          // before a byte of it is read. HTTP/2 and Node's HTTP/1 parser already hold the body to
+          // that length; without the hint, connect-node keeps only what has arrived.
+          delete req.headers["content-length"];
+          return connect(req, connectResponse(req, res));
+        };
         // The two RPCs that carry tensors skip connect-node, and Node's compatibility objects too.
         const serveStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
           if (isPlainModelInfer(headers)) serveModelInfer(core, grpc, stream, headers);
