@@ -8,7 +8,8 @@ import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { readBody } from "../src/frontend/http/body.js";
 import type { LeanHandler } from "../src/frontend/http1-lean.js";
-import { type Listener, listenHttp1 } from "../src/frontend/listen.js";
+import { listenHttp1 } from "../src/frontend/listen-http1.js";
+import type { Listener } from "../src/frontend/listener.js";
 import { collector } from "../src/heap.js";
 
 const ANNOUNCED = 64 * 1024 * 1024;

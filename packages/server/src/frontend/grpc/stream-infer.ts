@@ -7,8 +7,8 @@ import {
 } from "@galley/proto";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
-import { specPercentEncode } from "../listen.js";
 import { decodeModelInfer } from "./grpc-codec.js";
+import { specPercentEncode } from "./grpc-message.js";
 import { grpcCode } from "./grpc-status.js";
 import { type GrpcFrontendOptions, restrictedHeader, streamInfer } from "./inference-service.js";
 import {

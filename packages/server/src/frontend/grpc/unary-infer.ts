@@ -5,8 +5,8 @@ import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors
 import type { InferenceResponse } from "../../core/inference-request.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import type { Trace } from "../../core/trace.js";
-import { specPercentEncode } from "../listen.js";
 import { decodeModelInfer, leanRequestFromGrpc } from "./grpc-codec.js";
+import { specPercentEncode } from "./grpc-message.js";
 import { grpcCode } from "./grpc-status.js";
 import { GrpcTrace } from "./grpc-trace.js";
 import { type GrpcFrontendOptions, inferDecoded, inferUnaryCore, restrictedHeader } from "./inference-service.js";
