@@ -15,9 +15,9 @@ export interface CliProcess {
   output(): string;
 }
 
-/** Run the built CLI (`dist/cli/galley.js`) with `args`. */
-export function spawnCli(args: readonly string[]): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+/** Run the built CLI (`dist/cli/galley.js`) with `args` (and `env` in place of this process's environment). */
+export function spawnCli(args: readonly string[], env?: NodeJS.ProcessEnv): CliProcess {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"], ...(env ? { env } : {}) });
   children.add(child);
   let output = "";
   const listeners = new Set<() => void>();

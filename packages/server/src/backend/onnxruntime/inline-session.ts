@@ -5,6 +5,7 @@
 import { createRequire } from "node:module";
 import type ort from "onnxruntime-node";
 import type { OrtSessionSettings, OrtType, SessionIO, ValueInfo, WireTensor } from "./ort-messages.js";
+import { keepOrtTelemetryOff } from "./ort-telemetry.js";
 
 /** A session run synchronously on the calling thread. */
 export interface InlineSession {
@@ -63,7 +64,10 @@ let ortModule: typeof ort | undefined;
 let raw: RawBinding | null | undefined;
 
 function onnxruntime(): typeof ort {
-  ortModule ??= require("onnxruntime-node") as typeof ort;
+  if (!ortModule) {
+    keepOrtTelemetryOff();
+    ortModule = require("onnxruntime-node") as typeof ort;
+  }
   return ortModule;
 }
 
@@ -76,6 +80,7 @@ function onnxruntime(): typeof ort {
 function rawBinding(): RawBinding | null {
   if (raw === undefined) {
     try {
+      keepOrtTelemetryOff();
       const loaded = require("onnxruntime-node/dist/binding") as RawBinding;
       raw =
         typeof loaded.binding?.InferenceSession === "function" && typeof loaded.initOrt === "function" ? loaded : null;

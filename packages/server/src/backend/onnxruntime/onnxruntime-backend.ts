@@ -8,6 +8,7 @@ import { instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import { inlineSessionsAvailable, openInlineSession } from "./inline-session.js";
 import { INLINE_MAX_FILE_BYTES, OrtInstance } from "./ort-instance.js";
 import type { OrtSessionSettings, SessionIO, ValueInfo } from "./ort-messages.js";
+import { keepOrtTelemetryOff, ORT_TELEMETRY_VARIABLE } from "./ort-telemetry.js";
 import { FROM_ORT } from "./ort-tensors.js";
 
 /** Options for {@link createOnnxRuntimeBackend}. */
@@ -25,8 +26,15 @@ export const MAX_WORKER_HOT_WAIT_US = 1_000_000;
  * `backend: "onnxruntime"`. onnxruntime-node's `run` is a blocking native call, so each instance
  * runs a batch on the event loop only when its measured run time is within `inline_max_run_us`
  * (100 µs by default), and otherwise in a worker thread of its own (see `OrtInstance`).
+ * ONNX Runtime's telemetry is turned off for the process unless `ORT_DISABLE_TELEMETRY` says
+ * otherwise (see `keepOrtTelemetryOff`).
  */
 export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Backend {
+  if (keepOrtTelemetryOff()) {
+    options.log.info(
+      `ONNX Runtime telemetry is on (${ORT_TELEMETRY_VARIABLE}=${process.env[ORT_TELEMETRY_VARIABLE]}): onnxruntime writes .ses and mat-debug-<pid>.log files into the temp folder`,
+    );
+  }
   return {
     name: "onnxruntime",
 

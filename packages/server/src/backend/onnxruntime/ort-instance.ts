@@ -13,6 +13,7 @@ import { workerEntry } from "../host/worker-entry.js";
 import { workerTransport } from "../host/worker-transport.js";
 import { type InlineSession, inlineSessionsAvailable, openInlineSession } from "./inline-session.js";
 import type { OrtProtocol, OrtSessionSettings, SessionIO, WireTensor } from "./ort-messages.js";
+import { keepOrtTelemetryOff } from "./ort-telemetry.js";
 import { fromOrtTensor, toOrtTensor, warmupFeeds } from "./ort-tensors.js";
 import { RunCost, WINDOW } from "./run-cost.js";
 
@@ -59,6 +60,8 @@ export interface OrtHostOptions {
  * dies, what it held fails, and a fresh worker loads the model again (see `InstanceHost`).
  */
 export function createOrtHost(options: OrtHostOptions): InstanceHost<OrtProtocol> {
+  // The worker's native code reads this thread's environment, not the worker's copy of it.
+  keepOrtTelemetryOff();
   return createInstanceHost<OrtProtocol>({
     name: options.name,
     model: options.model,
