@@ -4,6 +4,17 @@ import { type Server as Http1Server, maxHeaderSize, type ServerResponse } from "
 import type { Socket } from "node:net";
 import { Duplex } from "node:stream";
 
+/** What the lean path needs of {@link answerClientErrors}. */
+export interface ClientErrors {
+  /**
+   * Serve a request whose head has both `Transfer-Encoding` and `Content-Length` as the chunked
+   * request it is (see {@link answerClientErrors}). `head` must start at the request's first byte
+   * and hold its whole head: the lean path, which reads every head on a connection it owns from
+   * its first byte, knows where requests start; Node's server does not tell.
+   */
+  chunkedOnly(socket: Socket, head: Buffer): void;
+}
+
 /** Node's answers to a request it could not parse (`_http_server.js`), written before it closes the socket. */
 const ANSWERS: Record<string, string> = {
   HPE_HEADER_OVERFLOW: "431 Request Header Fields Too Large",
@@ -48,7 +59,7 @@ const HEAD_END = Buffer.from("\r\n\r\n");
  * and goes on with the socket's bytes: Node's strict parser reads it, and with `Connection: close`
  * it refuses any byte after the request's body.
  */
-export function answerClientErrors(server: Http1Server): void {
+export function answerClientErrors(server: Http1Server): ClientErrors {
   /** Where, in each socket's parser reads, its messages began and completed. */
   const reads = new WeakMap<object, ParserReads>();
   /** Sockets served through a {@link HeadReplay}, or being refused: Node's handling of them has ended. */
@@ -79,19 +90,28 @@ export function answerClientErrors(server: Http1Server): void {
       attached(socket) === undefined
     ) {
       takenOver.add(socket);
-      takeOver(server, socket, raw, (replay) => replays.add(replay));
+      takeOver(server, socket, raw, adopt);
       return;
     }
     // Node's own answer, after the answers to the requests before this one on the connection.
     takenOver.add(socket);
     const answer = () => {
-      if (socket.writable) {
+      // Node's rule: no answer in the middle of a response that has begun (it would corrupt it).
+      if (socket.writable && attached(socket)?.headersSent !== true) {
         socket.write(`HTTP/1.1 ${ANSWERS[error.code ?? ""] ?? "400 Bad Request"}\r\nConnection: close\r\n\r\n`);
       }
       socket.destroy(error);
     };
     afterResponses(socket, answer);
   });
+
+  const adopt = (replay: Duplex) => replays.add(replay);
+  return {
+    chunkedOnly: (socket, head) => {
+      takenOver.add(socket);
+      takeOver(server, socket, head, adopt);
+    },
+  };
 }
 
 /**
@@ -105,11 +125,21 @@ function attached(socket: Socket): ServerResponse | undefined {
   return (socket as unknown as { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
 }
 
-/** Call `then` once every response on `socket` has closed (at once when none is attached). */
+/**
+ * Call `then` once every response on `socket` has closed (at once when none is attached), or
+ * at once when the attached one's request is still being read: the refused bytes are then part
+ * of that request's body, which never ends, so its response would wait for ever (until the idle
+ * limit, or never without one) and hold the connection.
+ */
 function afterResponses(socket: Socket, then: () => void): void {
   const res = attached(socket);
-  if (res === undefined || res.closed) then();
+  if (res === undefined || res.closed || !requestRead(res)) then();
   else res.once("close", () => afterResponses(socket, then));
+}
+
+/** Whether the request a response answers has been read to its end. */
+function requestRead(res: ServerResponse): boolean {
+  return (res as { req?: { complete: boolean } }).req?.complete !== false;
 }
 
 /** The number of the read the parser is executing, and of the reads in which a message last began and completed. */
@@ -121,6 +151,7 @@ interface ParserReads {
 
 const PARSER_READS = new WeakMap<object, ParserReads>();
 const COMPLETE_WRAPPERS = new WeakSet<object>();
+const EXECUTE_WRAPPERS = new WeakSet<object>();
 
 type ParserSlots = Record<number, ((...args: unknown[]) => unknown) | null | undefined>;
 
@@ -159,6 +190,27 @@ function countParserReads(socket: Socket): ParserReads | undefined {
       at.current++;
     }
   };
+  // Bytes fed from JavaScript (what the lean path read before it handed the connection over) go
+  // through `parser.execute`, not through the native read that calls kOnExecute. Each such read
+  // is counted too: uncounted, a head begun in it and refused in the next native read looked as
+  // if it began there, and was rebuilt from that read alone (a header value became the request
+  // line). A refusal of fed bytes comes after `execute` returns, when the count has moved on, so
+  // it is never taken over: the lean path serves those itself (`chunkedOnly`).
+  const methods = parser as unknown as { execute?: (...args: unknown[]) => unknown };
+  const fed = methods.execute;
+  if (typeof fed !== "function") return undefined;
+  if (!EXECUTE_WRAPPERS.has(fed)) {
+    const wrapper = function (this: { socket?: object }, ...args: unknown[]) {
+      try {
+        return fed.apply(this, args);
+      } finally {
+        const counts = this.socket === undefined ? undefined : PARSER_READS.get(this.socket);
+        if (counts) counts.current++;
+      }
+    };
+    EXECUTE_WRAPPERS.add(wrapper);
+    methods.execute = wrapper;
+  }
   return at;
 }
 
@@ -190,12 +242,11 @@ function takeOver(server: Http1Server, socket: Socket, first: Buffer, adopt: (re
     socket.off("data", onData);
     socket.off("timeout", onTimeout);
     socket.pause();
-    const lines = head
-      .subarray(start, end)
-      .toString("latin1")
-      .split("\r\n")
-      .filter((line) => !/^content-length:/i.test(line));
-    lines.push("Connection: close");
+    const lines = chunkedOnlyHead(head.subarray(start, end).toString("latin1"));
+    if (lines === undefined) {
+      refuse("400 Bad Request");
+      return;
+    }
     const replay = new HeadReplay(socket, Buffer.from(`${lines.join("\r\n")}\r\n\r\n`, "latin1"));
     const rest = head.subarray(end + HEAD_END.byteLength);
     if (rest.byteLength > 0) replay.push(rest);
@@ -206,6 +257,24 @@ function takeOver(server: Http1Server, socket: Socket, first: Buffer, adopt: (re
   // Adding a 'data' listener moves the socket off the refused parser (Node unconsumes it).
   socket.on("data", onData);
   onData(Buffer.alloc(0));
+}
+
+/**
+ * The lines of a head (without its closing blank line) as served chunked: without its
+ * `Content-Length` and `Connection` lines, with `Connection: close`. Undefined unless the head is
+ * HTTP/1.1, every line ends in CRLF (a bare CR or LF could hide where the head really ends), and
+ * it has one `Transfer-Encoding`, `chunked`. RFC 9112 §6.1: an HTTP/1.0 message with
+ * `Transfer-Encoding` has faulty framing, and its `Connection: keep-alive` would keep the
+ * connection open past the body (Node's parser honours it over a later `close`).
+ */
+function chunkedOnlyHead(head: string): string[] | undefined {
+  const lines = head.split("\r\n");
+  if (!(lines[0] ?? "").endsWith(" HTTP/1.1") || lines.some((line) => /[\r\n]/.test(line))) return undefined;
+  const codings = lines.filter((line) => /^transfer-encoding:/i.test(line));
+  if (codings.length !== 1 || (codings[0] as string).slice(18).trim().toLowerCase() !== "chunked") return undefined;
+  const kept = lines.filter((line) => !/^(content-length|connection):/i.test(line));
+  kept.push("Connection: close");
+  return kept;
 }
 
 /**
@@ -224,6 +293,9 @@ class HeadReplay extends Duplex {
       if (this.#stopped || !this.push(chunk)) socket.pause();
     });
     socket.on("end", () => this.push(null));
+    // A socket the lean path handed over has no listener of Node's server: without this one a
+    // reset would be an uncaught error.
+    socket.on("error", () => this.destroy());
     socket.on("timeout", () => this.emit("timeout"));
     socket.once("close", () => this.destroy());
   }

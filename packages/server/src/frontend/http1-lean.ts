@@ -4,6 +4,7 @@ import { type Server as Http1Server, maxHeaderSize, STATUS_CODES } from "node:ht
 import { Socket } from "node:net";
 import { type Body, BodyReceiver } from "./http/body.js";
 import { type LeanHead, leanHead } from "./http/lean-head.js";
+import type { ClientErrors } from "./http1-client-errors.js";
 
 /** A reply the lean path writes: Node's `writeHead` headers, then the parts in order. */
 export interface LeanAnswer {
@@ -69,6 +70,7 @@ export function serveLean(
   handler: LeanHandler,
   host: LeanHost,
   timeouts: { idleMs: number; keepAliveMs: number },
+  clientErrors: ClientErrors,
 ): { closeIdle(): void; closeAll(): void } {
   const toNode = server.listeners("connection") as ((socket: unknown) => void)[];
   server.removeAllListeners("connection");
@@ -87,11 +89,21 @@ export function serveLean(
       handOff(socket as Socket);
       return;
     }
-    const connection = new LeanConnection(socket, handler, host, limits, (pending) => {
-      open.delete(connection);
-      if (pending) socket.unshift(pending);
-      handOff(socket);
-    });
+    const connection = new LeanConnection(
+      socket,
+      handler,
+      host,
+      limits,
+      (pending) => {
+        open.delete(connection);
+        if (pending) socket.unshift(pending);
+        handOff(socket);
+      },
+      (taken, head) => {
+        open.delete(connection);
+        clientErrors.chunkedOnly(taken, head);
+      },
+    );
     open.add(connection);
     socket.once("close", () => open.delete(connection));
   });
@@ -116,6 +128,9 @@ interface Limits {
   keepAliveMs: number;
   keepAlive: string;
 }
+
+/** Node's answer to bytes its parser refuses (`_http_server.js`). */
+const BAD_REQUEST = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n";
 
 /** The `Date` header's value, made again at most once a second (as Node caches its own). */
 let date = "";
@@ -158,6 +173,7 @@ class LeanConnection {
     readonly host: LeanHost,
     readonly limits: Limits,
     readonly handOff: (pending: Buffer | undefined) => void,
+    readonly chunkedOnly: ClientErrors["chunkedOnly"],
   ) {
     socket.setNoDelay(true);
     socket.setTimeout(limits.idleMs);
@@ -212,6 +228,11 @@ class LeanConnection {
     }
     this.socket.resume();
     const head = this.host.accepting() ? leanHead(pending, this.limits.head) : undefined;
+    if (head?.lengthConflict) {
+      this.#detach();
+      this.chunkedOnly(this.socket, pending);
+      return;
+    }
     const call = head && head.contentLength <= this.handler.limit ? this.handler.call(head) : undefined;
     if (!head || !call) {
       this.#detach();
@@ -297,8 +318,10 @@ class LeanConnection {
 
   #onEnd = (): void => {
     // The client sends no more: as Node's server (no `allowHalfOpen`), abort what it sent and close.
+    // A body cut short is a request Node's parser refuses at the end of input: 400, as it answers.
+    const cut = this.#reading !== undefined;
     this.#onGone();
-    this.socket.end();
+    this.socket.end(cut ? BAD_REQUEST : undefined);
   };
 
   #onTimeout = (): void => {

@@ -96,7 +96,7 @@ export async function listenHttp1(
       handler(req, res);
     },
   );
-  answerClientErrors(server);
+  const clientErrors = answerClientErrors(server);
   if (lean) {
     const work = {
       accepting: () => !draining,
@@ -108,7 +108,7 @@ export async function listenHttp1(
         if (draining && active === 0) closeIdle();
       },
     };
-    leanConnections = serveLean(server, lean, work, { idleMs: idleTimeoutMs, keepAliveMs: keepAliveTimeoutMs });
+    leanConnections = serveLean(server, lean, work, { idleMs: idleTimeoutMs, keepAliveMs: keepAliveTimeoutMs }, clientErrors);
   }
   // A connection that opens and sends nothing; from its first request on, the handler above sets the timer.
   if (idleTimeoutMs > 0) server.setTimeout(idleTimeoutMs);

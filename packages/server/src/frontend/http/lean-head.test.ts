@@ -65,7 +65,9 @@ describe("leanHead", () => {
       ["POST /v2/models/simple/infer HTTP/1.1", "Content-Length: 3"],
       [...plain, "Host: h2"],
       [...plain, "Content-Length: 3"],
-      [...plain, "Transfer-Encoding: chunked"],
+      ["POST /v2/models/simple/infer HTTP/1.1", "Host: h", "Transfer-Encoding: chunked"],
+      ["POST /v2/models/simple/infer HTTP/1.1", "Host: h", "Content-Length: 3\t"],
+      ["POST /v2/models/simple/infer HTTP/1.1", "Host: h", "Content-Length: 3 "],
       ["POST /v2/models/simple/infer HTTP/1.1", "Host: h", "Content-Length: +3"],
       ["POST /v2/models/simple/infer HTTP/1.1", "Host: h", "Content-Length: 3 3"],
       ["POST /v2/models/simple/infer HTTP/1.1", "Host: h", "Content-Length: 1234567890123456"],
@@ -82,6 +84,8 @@ describe("leanHead", () => {
       [...plain, ...Array.from({ length: LEAN_MAX_HEADERS }, (_, i) => `X-${i}: ${i}`)],
     ];
     for (const lines of variants) expect(leanHead(head(lines), LIMIT), lines.join(" | ")).toBeUndefined();
+    // Both lengths: not served here, marked for the chunked-only hand-over.
+    expect(leanHead(head([...plain, "Transfer-Encoding: chunked"]), LIMIT)?.lengthConflict).toBe(true);
     // A bare LF, leading empty lines, an incomplete head, one past the limit.
     expect(leanHead(bytes(`${plain.join("\r\n")}\n\r\n`), LIMIT)).toBeUndefined();
     expect(leanHead(bytes(`\r\n${plain.join("\r\n")}\r\n\r\n`), LIMIT)).toBeUndefined();
@@ -216,7 +220,8 @@ describe("leanHead against Node's HTTP server", () => {
     await fc.assert(
       fc.asyncProperty(request, async (raw) => {
         const lean = leanHead(raw, LIMIT);
-        if (lean === undefined) return;
+        // A head with both lengths is not served here (see http-chunked-length.test.ts).
+        if (lean === undefined || lean.lengthConflict) return;
         taken++;
         // The head, then the body it announces: Node's answer closes the connection.
         const read = await nodeReads(Buffer.concat([raw, Buffer.alloc(lean.contentLength, 0x61)]));

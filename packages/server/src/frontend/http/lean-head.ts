@@ -11,6 +11,12 @@ export interface LeanHead {
   /** `Inference-Header-Content-Length`. */
   lengthHeader?: string;
   acceptEncoding?: string;
+  /**
+   * The head also has `Transfer-Encoding` (with `Content-Length`, as Python's `requests` sends a
+   * generator body): not served here, but its start and end are known, so the lean path hands it
+   * to `ClientErrors.chunkedOnly` rather than to Node's parser, which refuses the pair.
+   */
+  lengthConflict?: true;
 }
 
 /** The most header lines a lean head may have; a request with more is Node's. */
@@ -68,11 +74,13 @@ export function leanHead(bytes: Uint8Array, maxBytes: number): LeanHead | undefi
   let hosts = 0;
   let lengthHeader: string | undefined;
   let acceptEncoding: string | undefined;
+  let transferEncoding = false;
   for (let lines = 0; ; lines++) {
     if (at + 1 >= end) return undefined;
     if (bytes[at] === CR) {
       if (bytes[at + 1] !== LF || contentLength === undefined || hosts !== 1) return undefined;
       const head: LeanHead = { length: at + 2, target, contentLength };
+      if (transferEncoding) head.lengthConflict = true;
       if (lengthHeader !== undefined) head.lengthHeader = lengthHeader;
       if (acceptEncoding !== undefined) head.acceptEncoding = acceptEncoding;
       return head;
@@ -99,6 +107,8 @@ export function leanHead(bytes: Uint8Array, maxBytes: number): LeanHead | undefi
     if (NAME_LENGTHS[nameEnd - nameStart] !== 1) continue;
     switch (latin1(bytes, nameStart, nameEnd).toLowerCase()) {
       case "content-length": {
+        // Digits alone: Node's parser refuses a tab after them (and versions differ on spaces).
+        if (valueEnd !== at - 2) return undefined;
         const digits = valueEnd - valueStart;
         if (contentLength !== undefined || digits === 0 || digits > 15) return undefined;
         let n = 0;
@@ -125,6 +135,8 @@ export function leanHead(bytes: Uint8Array, maxBytes: number): LeanHead | undefi
         if (latin1(bytes, valueStart, valueEnd).toLowerCase() !== "keep-alive") return undefined;
         break;
       case "transfer-encoding":
+        transferEncoding = true;
+        break;
       case "expect":
       case "upgrade":
       case "content-encoding":
