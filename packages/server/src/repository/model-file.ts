@@ -24,10 +24,33 @@ export function modelFile(modelPath: string, folder: string, name: string, field
  */
 export async function readModelFile(modelPath: string, folder: string, name: string, field: string): Promise<Buffer> {
   const path = modelFile(modelPath, folder, name, field);
-  const [real, root] = await Promise.all([realpath(path), realpath(modelPath)]);
-  if (!real.startsWith(root + sep)) throw new Error(`${field} '${name}' leads out of the model folder`);
-  return readFile(real);
+  try {
+    const [real, root] = await Promise.all([realpath(path), realpath(modelPath)]);
+    if (!real.startsWith(root + sep)) throw new Error(`${field} '${name}' leads out of the model folder`);
+    return await readFile(real);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === undefined) throw error;
+    // Triton's text (`ReadTextFile`), with the C library's wording of the reason.
+    throw new Error(`failed to open text file for read ${path}: ${STRERROR[code] ?? code}`, { cause: error });
+  }
 }
+
+/** `strerror` for the errors reading a file gives most. */
+const STRERROR: Record<string, string> = {
+  ENOENT: "No such file or directory",
+  EISDIR: "Is a directory",
+  ENOTDIR: "Not a directory",
+  EACCES: "Permission denied",
+  EPERM: "Operation not permitted",
+  ELOOP: "Too many levels of symbolic links",
+  ENAMETOOLONG: "File name too long",
+  EMFILE: "Too many open files",
+  ENFILE: "Too many open files in system",
+  EIO: "Input/output error",
+  ENOMEM: "Cannot allocate memory",
+  ERR_FS_FILE_TOO_LARGE: "File too large",
+};
 
 /**
  * Check every file name a config holds (`default_model_filename`, `label_filename`, warmup
