@@ -81,6 +81,16 @@ describe("errors in a Python model's execute", () => {
     expect(readInt32((await client.modelInfer(int32Request("fragile", 5))).rawOutputContents[0])).toEqual([6]);
   });
 
+  it("a response that lists an output twice fails that request", async () => {
+    const { client } = await pythonServer(["fragile"]);
+    await expectGrpcError(
+      client.modelInfer(int32Request("fragile", -11)),
+      Code.Internal,
+      "model 'fragile' produced the output 'OUT' more than once",
+    );
+    expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
+  });
+
   it("a non-decoupled model may answer through the response sender (one final response) and return None", async () => {
     const { client } = await pythonServer(["fragile"]);
     expect(readInt32((await client.modelInfer(int32Request("fragile", -7))).rawOutputContents[0])).toEqual([-70]);

@@ -62,6 +62,7 @@ describe("checkOutputs", () => {
     ["bytes that do not fit the shape", [vec([2, 3, 2], 44), text()], "OUTPUT_SIZE_MISMATCH"],
     ["BYTES elements that do not fit the shape", [vec(), text(["a", "b", "c"])], "OUTPUT_SIZE_MISMATCH"],
     ["a requested output missing", [vec()], "OUTPUT_MISSING"],
+    ["an output twice", [vec(), text(), vec()], "OUTPUT_DUPLICATE"],
   ])("refuses %s", (_, outputs, id) => {
     const error = checkOutputs(rules, request(2), outputs);
     expect(error?.id).toBe(id);

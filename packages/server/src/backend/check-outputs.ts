@@ -45,10 +45,10 @@ export function outputRules(config: ModelConfig): OutputRules {
 
 /**
  * Check one request's outputs, as a backend produced them, against the model's config: every
- * name is an output of the model, each datatype is the config's, each shape has the config's
- * dims (after the request's batch size when the model batches), each tensor's bytes fit its
- * shape, and every output the request asked for (every config output when it named none) is
- * there. Returns the first problem, naming the output, or undefined.
+ * name is an output of the model and comes once, each datatype is the config's, each shape has
+ * the config's dims (after the request's batch size when the model batches), each tensor's bytes
+ * fit its shape, and every output the request asked for (every config output when it named none)
+ * is there. Returns the first problem, naming the output, or undefined.
  */
 export function checkOutputs(
   rules: OutputRules,
@@ -56,9 +56,14 @@ export function checkOutputs(
   outputs: readonly Tensor[],
 ): InferenceError | undefined {
   const model = rules.model;
-  for (const output of outputs) {
+  for (const [i, output] of outputs.entries()) {
     const rule = rules.outputs.get(output.name);
     if (!rule) return new InferenceError("OUTPUT_UNKNOWN", { output: output.name, model });
+    for (let j = 0; j < i; j++) {
+      if (outputs[j]?.name === output.name) {
+        return new InferenceError("OUTPUT_DUPLICATE", { output: output.name, model });
+      }
+    }
     if (output.datatype !== rule.datatype) {
       return new InferenceError("OUTPUT_WRONG_DATATYPE", {
         got: output.datatype,

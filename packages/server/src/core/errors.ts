@@ -294,6 +294,7 @@ export const ERRORS = {
     "unexpected shape for output '{output}', model configuration shape is {expected}, inference shape is {got}",
   ],
   OUTPUT_MISSING: ["INTERNAL", "model '{model}' did not produce the requested output '{output}'"],
+  OUTPUT_DUPLICATE: ["INTERNAL", "model '{model}' produced the output '{output}' more than once"],
   MODEL_BAD_RESPONSE: [
     "INTERNAL",
     "Failed to process the request(s) for model instance '{instance}', message: Expected a 'Response' object in the execute function return list, found type '{type}'.",
