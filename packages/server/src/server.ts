@@ -91,7 +91,11 @@ export interface ServerOptions {
    * load, {@link GalleyServer.listen} opens no port and resolves with the failures only.
    */
   exitOnError?: boolean;
-  /** How long `close()` waits for in-flight requests (`--exit-timeout-secs`, default 30). */
+  /**
+   * How long `close()` waits for in-flight requests (`--exit-timeout-secs`, default 30); also how
+   * long an unload waits for a Python or JS model's requests before it ends the instances still
+   * executing.
+   */
   exitTimeoutSecs?: number;
   /**
    * The trace extension's startup settings (`--trace-config`): level, rate, count, log frequency
@@ -139,10 +143,12 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
   const gpus = configuredGpus ? async () => configuredGpus : gpuFinder(log);
   /** This server's models' own metric families (`pb_utils.MetricFamily`), after Galley's on /metrics. */
   const customMetrics = new CustomMetrics();
+  const graceMs = (options.exitTimeoutSecs ?? 30) * 1000;
   const backends = new BackendRegistry([
     createJsBackend({
       log,
       inference: () => core,
+      unloadTimeoutMs: graceMs,
       ...(options.jsDefaultIsolation ? { defaultIsolation: options.jsDefaultIsolation } : {}),
     }),
     createOnnxRuntimeBackend({
@@ -153,6 +159,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       log,
       inference: () => core,
       metrics: customMetrics,
+      unloadTimeoutMs: graceMs,
       ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
     }),
     createPyTorchBackend({ log }),
@@ -191,7 +198,6 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
   const http = options.http === undefined ? { port: 8000 } : options.http;
   const grpc = options.grpc === undefined ? { port: 8001 } : options.grpc;
   const metrics = options.metrics === undefined ? { port: 8002 } : options.metrics;
-  const graceMs = (options.exitTimeoutSecs ?? 30) * 1000;
   const listeners: Listener[] = [];
   let poller: NodeJS.Timeout | undefined;
   let gpuMetrics: GpuMetrics | undefined;

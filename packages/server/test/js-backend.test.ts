@@ -1,6 +1,6 @@
 // Scripted models (backend "js"): lifecycle, isolation failures, BLS and the example models, over
 // real gRPC. Models written for a test live in a temporary repository next to copies of examples.
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -13,6 +13,7 @@ import {
   simpleRequest,
   startServer,
   tempRepository,
+  waitFor,
 } from "./support/harness.js";
 
 afterEach(cleanup);
@@ -223,6 +224,45 @@ describe("isolation: what a model does to its instance stays in that instance", 
     await stuck;
     expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
   });
+
+  it.each(["thread", "shared"])(
+    "an unload (isolation %s) waits --exit-timeout-secs for an execute that never returns, then stops it",
+    async (isolation) => {
+      const repo = tempRepository();
+      const marker = join(repo, "spinning");
+      jsModel(
+        repo,
+        "spinner",
+        `max_batch_size: 0\n${INT32_IO}
+parameters { key: "execute_timeout_ms" value: { string_value: "0" } }
+parameters { key: "isolation" value: { string_value: "${isolation}" } }`,
+        `import { writeFileSync } from "node:fs";
+         export default class Spinner {
+           execute() { writeFileSync(${JSON.stringify(marker)}, ""); for (;;) {} }
+         }`,
+      );
+      const { client } = await startServer({
+        modelRepositories: [repo],
+        exitTimeoutSecs: 1,
+        controlMode: "explicit",
+        loadModels: ["spinner"],
+      });
+      const stuck = expectGrpcError(
+        client.modelInfer(int32Request("spinner", 1)),
+        13,
+        "model instance 'spinner_0' was unloaded before its execute returned",
+      );
+      await waitFor(() => existsSync(marker), { what: "execute to start" });
+      const start = performance.now();
+      await client.repositoryModelUnload({ modelName: "spinner" });
+      const seconds = (performance.now() - start) / 1000;
+      expect(seconds).toBeGreaterThanOrEqual(0.9);
+      expect(seconds).toBeLessThan(5);
+      await stuck;
+      await client.repositoryModelLoad({ modelName: "spinner" });
+      expect((await client.modelReady({ name: "spinner" })).ready).toBe(true);
+    },
+  );
 });
 
 describe("example scripted models", () => {

@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import { createLogger } from "../src/index.js";
 import { copyPythonModels, pythonPath, pythonWithNumpy, shmLeftovers, stubProcesses } from "./python-harness.js";
 import {
   cleanup,
@@ -45,12 +46,27 @@ const addSub = {
   rawInputContents: [fp32Bytes([1, 2, 3, 4]), fp32Bytes([1, 1, 1, 1])],
 };
 
-async function pythonServer(models: string[], setup: (repo: string) => void = () => undefined) {
+async function pythonServer(
+  models: string[],
+  setup: (repo: string) => void = () => undefined,
+  options: Parameters<typeof startServer>[0] = {},
+) {
   const repo = tempRepository();
   copyPythonModels(repo, models);
   setup(repo);
-  const running = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+  const running = await startServer({ modelRepositories: [repo], pythonExecutable: python, ...options });
   return { ...running, repo };
+}
+
+/** A logger that prints nothing; `seen(pattern)` resolves once a line matching it is logged. */
+function watchedLog() {
+  const waiting = new Map<RegExp, () => void>();
+  const log = createLogger({
+    write: (line) => {
+      for (const [pattern, resolve] of waiting) if (pattern.test(line)) resolve();
+    },
+  });
+  return { log, seen: (pattern: RegExp) => new Promise<void>((resolve) => waiting.set(pattern, resolve)) };
 }
 
 describe("errors in a Python model's execute", () => {
@@ -184,6 +200,36 @@ describe("loading and unloading", () => {
     await waitFor(() => ours().length === 1, { what: "the failed model's process to end" });
   });
 
+  it("an unload waits --exit-timeout-secs for an execute that never returns, then kills its stub; a load works again", async () => {
+    const { log, seen } = watchedLog();
+    const { client } = await pythonServer(["fragile"], undefined, {
+      exitTimeoutSecs: 1,
+      controlMode: "explicit",
+      loadModels: ["fragile"],
+      log,
+    });
+    const spinning = seen(/fragile_0: spinning/);
+    // The model ignores SIGTERM: the stub goes only with the SIGKILL that follows 2 s later.
+    const stuck = expectGrpcError(
+      client.modelInfer(int32Request("fragile", -10)),
+      Code.Internal,
+      "model instance 'fragile_0' was unloaded before its execute returned",
+    );
+    await spinning;
+    const stubs = ours();
+    expect(stubs).toHaveLength(1);
+    const start = performance.now();
+    await client.repositoryModelUnload({ modelName: "fragile" });
+    const seconds = (performance.now() - start) / 1000;
+    expect(seconds).toBeGreaterThanOrEqual(0.9);
+    expect(seconds).toBeLessThan(6);
+    await stuck;
+    expect(existsSync(`/proc/${stubs[0]?.pid}`)).toBe(false);
+    expect(shmOf(process.pid)).toEqual([]);
+    await client.repositoryModelLoad({ modelName: "fragile" });
+    expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
+  });
+
   it("refuses a default_model_filename outside the version folder and a packed EXECUTION_ENV_PATH", async () => {
     const { client } = await pythonServer(["add_sub", "fragile"], (dir) => {
       writeFileSync(
@@ -288,6 +334,48 @@ describe("galley serve with Python models", () => {
     expect(stubs).toHaveLength(2);
     return { cli, pid, stubs };
   }
+
+  it("unloads a model whose execute never returns, loads it again, and exits 0 at SIGTERM", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["fragile"]);
+    const cli = spawnCli([
+      "serve",
+      "--model-repository",
+      repo,
+      "--http-port=0",
+      "--grpc-port=0",
+      "--metrics-port=0",
+      "--http-address=127.0.0.1",
+      "--grpc-address=127.0.0.1",
+      "--model-control-mode=explicit",
+      "--load-model=fragile",
+      "--exit-timeout-secs=2",
+      "--backend-config",
+      `python,python-executable=${python}`,
+    ]);
+    const url = `http://${(await cli.waitFor(/Started HTTPService at (\S+)/))[1]}`;
+    const infer = (value: number) =>
+      fetch(`${url}/v2/models/fragile/infer`, {
+        method: "POST",
+        body: JSON.stringify({ inputs: [{ name: "IN", datatype: "INT32", shape: [1], data: [value] }] }),
+      });
+    const stuck = infer(-10);
+    await cli.waitFor(/fragile_0: spinning/);
+    const [stub] = stubProcesses().filter((p) => p.ppid === cli.child.pid);
+    expect((await fetch(`${url}/v2/repository/models/fragile/unload`, { method: "POST" })).status).toBe(200);
+    const failed = await stuck;
+    expect(failed.status).toBe(500);
+    expect(await failed.json()).toEqual({
+      error: "model instance 'fragile_0' was unloaded before its execute returned",
+    });
+    expect(existsSync(`/proc/${stub?.pid}`)).toBe(false);
+    expect((await fetch(`${url}/v2/repository/models/fragile/load`, { method: "POST" })).status).toBe(200);
+    expect(((await (await infer(1)).json()) as { outputs: { data: number[] }[] }).outputs[0]?.data).toEqual([2]);
+    const start = performance.now();
+    cli.child.kill("SIGTERM");
+    expect(await cli.exited).toBe(0);
+    expect((performance.now() - start) / 1000).toBeLessThan(2);
+  });
 
   it.each(["SIGTERM", "SIGKILL"] as const)("leaves no stub process and no shared memory after %s", async (signal) => {
     const { cli, pid, stubs } = await serve();

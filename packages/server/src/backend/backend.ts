@@ -94,6 +94,14 @@ export interface BackendModel {
    * model then reports not ready, and so does the server under strict readiness. Healthy when absent.
    */
   healthy?(): boolean;
+  /**
+   * Set by backends whose instances run where they can be stopped mid-execute (a Python stub, a
+   * worker thread): an unload waits this long for the requests in flight, then calls
+   * {@link unload}, which ends what still runs and fails its requests. Absent: an unload waits
+   * for every request to finish.
+   */
+  readonly unloadTimeoutMs?: number;
+  /** Release the instances; those still executing (past {@link unloadTimeoutMs}) are ended. */
   unload(): Promise<void>;
 }
 

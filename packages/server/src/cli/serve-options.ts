@@ -47,7 +47,8 @@ Models
   --rate-limit-resource <name>:<count>[:<device>]   repeatable
 Server
   --id <name>                    server name in metadata (default: triton)
-  --exit-timeout-secs <n>        seconds to drain in-flight requests at exit (default: 30)
+  --exit-timeout-secs <n>        seconds to drain in-flight requests at exit (default: 30); an
+                                 unload waits as long for a Python or JS model's requests
   --allow-client-shm <bool>      let clients register system shared memory (default: false)
 HTTP
   --allow-http <bool>            (default: true)

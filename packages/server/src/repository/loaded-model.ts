@@ -26,9 +26,26 @@ export class LoadedModel {
     return this.backend.healthy?.() ?? true;
   }
 
-  /** Finish everything accepted, then release the backend. */
+  /**
+   * Finish everything accepted, then release the backend; one that sets `unloadTimeoutMs` is
+   * released once that has passed even with requests still running, which then fail.
+   */
   async unload(): Promise<void> {
-    await this.scheduler.drain();
+    const drained = this.scheduler.drain();
+    const limit = this.backend.unloadTimeoutMs;
+    await (limit === undefined ? drained : settledWithin(drained, limit));
     await this.backend.unload();
+    // What the backend failed, or what was still queued and now fails at once.
+    await drained;
   }
+}
+
+/** Wait for `promise`, for at most `ms`. */
+async function settledWithin(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  await Promise.race([promise, timeout]);
+  clearTimeout(timer);
 }

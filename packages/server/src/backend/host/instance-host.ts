@@ -57,7 +57,10 @@ export interface InstanceHost<P extends InstanceProtocol> {
   post(message: P["toInstance"], transfer?: readonly ArrayBuffer[]): void;
   /** End the running instance as failed with `reason` (`ran out of memory ...`): it restarts. */
   fail(reason: string): void;
-  /** Ask the instance to stop and wait up to `graceMs` (default 5000; not for one still starting), then end it. */
+  /**
+   * Ask the instance to stop and wait up to `graceMs` (default 5000; not for one still starting,
+   * nor for one still executing: an unload that stopped waiting for it), then end it.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -224,6 +227,8 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
 
   async #close(graceMs: number): Promise<void> {
     const up = this.#health === "up";
+    // `finalize` would run only once the batches out return, which an unload no longer waits for.
+    const executing = this.#batches.size > 0;
     this.#health = "closed";
     clearTimeout(this.#retry?.timer);
     this.#retry = undefined;
@@ -231,7 +236,7 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
     const transport = this.#transport;
     // What a request still waiting for this instance's start is told.
     this.#killReason = "was unloaded";
-    if (transport && graceMs > 0 && up) {
+    if (transport && graceMs > 0 && up && !executing) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
         this.#onStopped = () => {
@@ -246,7 +251,14 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
       });
       this.#onStopped = undefined;
     }
-    this.#failAll(this.#unloaded());
+    if (executing) this.#options.log.warn(`model instance '${this.name}' is still executing at unload: ending it`);
+    this.#failAll(
+      executing
+        ? new InferenceError("BACKEND_FAILED", {
+            message: `model instance '${this.name}' was unloaded before its execute returned`,
+          })
+        : this.#unloaded(),
+    );
     await transport?.kill();
   }
 

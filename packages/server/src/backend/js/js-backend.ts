@@ -35,6 +35,11 @@ export interface JsBackendOptions {
    * `thread`); a model with `memory_limit_mb` and no `isolation` of its own gets `thread`.
    */
   defaultIsolation?: JsIsolation;
+  /**
+   * How long an unload waits for the requests in flight before it stops the workers still
+   * executing, failing their requests (`--exit-timeout-secs`; default: as long as they run).
+   */
+  unloadTimeoutMs?: number;
 }
 
 /**
@@ -141,6 +146,7 @@ export function createJsBackend(options: JsBackendOptions): Backend {
           return answers.every(Boolean);
         },
         healthy: () => opened.every((i) => i.healthy),
+        ...(options.unloadTimeoutMs !== undefined ? { unloadTimeoutMs: options.unloadTimeoutMs } : {}),
         async unload() {
           await Promise.all(opened.map((i) => i.close()));
         },

@@ -31,6 +31,11 @@ export interface PythonBackendOptions {
   pythonExecutable?: string;
   /** Where custom metric families go: the server's registry, which its metrics endpoint shows (default: one of its own). */
   metrics?: CustomMetrics;
+  /**
+   * How long an unload waits for the requests in flight before it ends the stubs still executing
+   * (SIGTERM, SIGKILL 2 s later), failing their requests (`--exit-timeout-secs`; default: as long as they run).
+   */
+  unloadTimeoutMs?: number;
 }
 
 /**
@@ -115,6 +120,7 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
       return {
         instances: opened.filter((_, i) => !specs[i]?.passive),
         healthy: () => opened.every((i) => i.healthy),
+        ...(options.unloadTimeoutMs !== undefined ? { unloadTimeoutMs: options.unloadTimeoutMs } : {}),
         async unload() {
           await Promise.all(opened.map((i) => i.close()));
         },
