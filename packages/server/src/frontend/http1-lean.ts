@@ -321,7 +321,8 @@ class LeanConnection {
     // A body cut short is a request Node's parser refuses at the end of input: 400, as it answers.
     const cut = this.#reading !== undefined;
     this.#onGone();
-    this.socket.end(cut ? BAD_REQUEST : undefined);
+    if (cut) this.socket.end(BAD_REQUEST);
+    else this.socket.end();
   };
 
   #onTimeout = (): void => {
