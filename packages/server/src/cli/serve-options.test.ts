@@ -93,6 +93,16 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
     );
   });
 
+  it("reads the gRPC idle limit in seconds (default 300); 0 turns it off", () => {
+    const defaults = parseServeArgs(["--model-repository=/m"]);
+    expect(defaults !== "help" && defaults.server.grpc).toMatchObject({ idleTimeoutMs: 300_000 });
+    const options = parseServeArgs(["--model-repository=/m", "--grpc-idle-timeout-secs", "0"]);
+    expect(options !== "help" && options.server.grpc).toMatchObject({ idleTimeoutMs: 0 });
+    expect(() => parseServeArgs(["--model-repository=/m", "--grpc-idle-timeout-secs=1.5"])).toThrow(
+      /--grpc-idle-timeout-secs: '1.5'/,
+    );
+  });
+
   it("reads booleans as Triton does: true/on/1, false/off/0, any case", () => {
     for (const off of ["false", "OFF", "0"]) {
       const options = parseServeArgs(["--model-repository=/m", `--allow-http=${off}`, "--allow-grpc", "On"]);

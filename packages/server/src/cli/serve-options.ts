@@ -66,6 +66,8 @@ gRPC
   --grpc-port <port>             (default: 8001; 0 picks a free port)
   --grpc-keepalive-time <ms>     ping interval (default: 7200000)
   --grpc-keepalive-timeout <ms>  ping answer deadline (default: 20000)
+  --grpc-idle-timeout-secs <n>   close a connection with no open call for n s (default: 300; 0: never);
+                                 one that opens no call is closed 10 s after connecting
   --grpc-restricted-protocol <protocols>:<key>=<value>   repeatable
 Metrics
   --allow-metrics <bool>         (default: true)
@@ -146,6 +148,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     port: port("--grpc-port", v["grpc-port"], 8001),
     keepaliveTimeMs: int("--grpc-keepalive-time", v["grpc-keepalive-time"], 7_200_000, 1),
     keepaliveTimeoutMs: int("--grpc-keepalive-timeout", v["grpc-keepalive-timeout"], 20_000, 1),
+    idleTimeoutMs: int("--grpc-idle-timeout-secs", v["grpc-idle-timeout-secs"], 300, 0, MAX_TIMEOUT_SECS) * 1000,
     restricted: (v["grpc-restricted-protocol"] ?? []).map((spec) => {
       const rule = restriction("--grpc-restricted-protocol", spec);
       return { protocols: rule.names, key: rule.key, value: rule.value };
@@ -301,6 +304,7 @@ function parse(args: string[]) {
       "grpc-port": text,
       "grpc-keepalive-time": text,
       "grpc-keepalive-timeout": text,
+      "grpc-idle-timeout-secs": text,
       "grpc-restricted-protocol": many,
       "allow-metrics": text,
       "metrics-address": text,

@@ -7,7 +7,7 @@ import {
   type ServerHttp2Stream,
   type ServerOptions,
 } from "node:http2";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { bind, type Listener } from "./listener.js";
 
 /**
@@ -28,6 +28,30 @@ export const HTTP2_LIMITS = {
   maxFrameBytes: 16 * 1024 * 1024 - 1,
 } as const;
 
+/** How long {@link listenHttp2} keeps connections, all in ms. */
+export interface Http2ConnectionOptions {
+  /** Ping a connection this often (gRPC keepalive; default 7,200,000). */
+  keepaliveTimeMs?: number;
+  /** Close a connection whose ping is not answered within this (default 20,000). */
+  keepaliveTimeoutMs?: number;
+  /**
+   * Close a connection that has had no open stream for this long (default 300,000; 0: never).
+   * A stream open without traffic keeps its connection (a decoupled stream may be quiet for minutes).
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Close a connection that has opened no stream this long after connecting (default 10,000,
+   * or the idle limit when shorter): nothing sent, or only the preface and SETTINGS.
+   */
+  firstStreamTimeoutMs?: number;
+}
+
+/** {@link Http2ConnectionOptions}' defaults. */
+export const DEFAULT_HTTP2_TIMEOUTS = {
+  idleTimeoutMs: 300_000,
+  firstStreamTimeoutMs: 10_000,
+} as const;
+
 /**
  * Serves a stream itself (returning true), or leaves it (false) to the request handler of
  * {@link listenHttp2}.
@@ -44,7 +68,7 @@ export async function listenHttp2(
   handler: (req: Http2ServerRequest, res: Http2ServerResponse) => void,
   host: string,
   port: number,
-  keepalive: { keepaliveTimeMs?: number; keepaliveTimeoutMs?: number } = {},
+  connections: Http2ConnectionOptions = {},
   serveStream?: Http2StreamHandler,
 ): Promise<Listener> {
   const options: ServerOptions = {
@@ -62,12 +86,21 @@ export async function listenHttp2(
       if (!serveStream?.(stream, headers)) compat.emit("stream", stream, headers, flags, rawHeaders);
     },
   );
-  const sessions = new Set<Http2Session>();
-  const pingEvery = keepalive.keepaliveTimeMs ?? 7_200_000;
-  const pingTimeout = keepalive.keepaliveTimeoutMs ?? 20_000;
+  const sessions = new Map<Http2Session, IdleWatch>();
+  // The sockets under the sessions: a closed session only half-closes its socket and waits for
+  // the peer to end it, so a shutdown's last resort cuts them.
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  const pingEvery = connections.keepaliveTimeMs ?? 7_200_000;
+  const pingTimeout = connections.keepaliveTimeoutMs ?? 20_000;
+  const { idleTimeoutMs, firstStreamTimeoutMs } = { ...DEFAULT_HTTP2_TIMEOUTS, ...connections };
   server.on("session", (session) => {
-    sessions.add(session);
     session.setLocalWindowSize(HTTP2_LIMITS.connectionWindowBytes);
+    const idle = closeWhenIdle(session, idleTimeoutMs, firstStreamTimeoutMs);
+    sessions.set(session, idle);
     // gRPC keepalive: ping the client; a connection that does not answer in time is closed.
     const timer = setInterval(() => {
       const deadline = setTimeout(() => session.destroy(), pingTimeout);
@@ -81,6 +114,7 @@ export async function listenHttp2(
     timer.unref();
     session.once("close", () => {
       clearInterval(timer);
+      idle.stop();
       sessions.delete(session);
     });
   });
@@ -90,14 +124,68 @@ export async function listenHttp2(
     close: (graceMs) =>
       new Promise((resolve) => {
         const force = setTimeout(() => {
-          for (const session of sessions) session.destroy();
+          for (const session of sessions.keys()) session.destroy();
+          for (const socket of sockets) socket.destroy();
         }, graceMs);
         server.close(() => {
           clearTimeout(force);
           resolve();
         });
-        // GOAWAY: streams already open finish, new ones go elsewhere.
-        for (const session of sessions) session.close();
+        // GOAWAY: streams already open finish, new ones go elsewhere; a connection with none
+        // closes now.
+        for (const [session, idle] of sessions) {
+          if (idle.busy()) session.close();
+          else session.destroy();
+        }
       }),
   };
+}
+
+/** A connection's streams, as {@link closeWhenIdle} follows them. */
+interface IdleWatch {
+  /** Whether a stream is open. */
+  busy(): boolean;
+  stop(): void;
+}
+
+/**
+ * Closes `session` when it has had no open stream for `idleMs` (0: never), or has opened none
+ * `firstStreamMs` after connecting (or `idleMs`, when shorter). Only open streams count, not
+ * frames: Node's session timeout would cut a stream that is quiet but running, and pings would
+ * keep an idle connection. The timer is not moved at each stream: when it fires on a connection
+ * that has been busy since, it is set again for what is left. `destroy` sends GOAWAY (no error,
+ * so a client retries on a new connection) and closes the socket; `close` would only half-close
+ * it and wait for the peer, which a hostile one never ends.
+ */
+function closeWhenIdle(session: Http2Session, idleMs: number, firstStreamMs: number): IdleWatch {
+  let open = 0;
+  let opened = false;
+  let idleSince = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = (ms: number) => {
+    timer = setTimeout(check, ms);
+    timer.unref();
+  };
+  const check = () => {
+    timer = undefined;
+    if (open > 0) return;
+    if (!opened) return session.destroy();
+    if (idleMs === 0) return;
+    const left = idleMs - (performance.now() - idleSince);
+    if (left > 0) arm(left);
+    else session.destroy();
+  };
+  const ended = () => {
+    open -= 1;
+    if (open > 0 || idleMs === 0) return;
+    idleSince = performance.now();
+    if (timer === undefined) arm(idleMs);
+  };
+  session.on("stream", (stream: ServerHttp2Stream) => {
+    open += 1;
+    opened = true;
+    stream.once("close", ended);
+  });
+  arm(idleMs > 0 ? Math.min(idleMs, firstStreamMs) : firstStreamMs);
+  return { busy: () => open > 0, stop: () => clearTimeout(timer) };
 }

@@ -35,6 +35,16 @@ export interface GrpcFrontendOptions {
   keepaliveTimeMs?: number;
   /** `--grpc-keepalive-timeout` in ms: close a connection whose ping is not answered (default 20,000). */
   keepaliveTimeoutMs?: number;
+  /**
+   * `--grpc-idle-timeout-secs` in ms: close a connection that has had no open stream this long
+   * (default 300,000; 0: never). A stream that stays open, however quiet, keeps its connection.
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Close a connection that opens no stream this long after connecting (default 10,000, or the
+   * idle limit when shorter; no flag).
+   */
+  firstStreamTimeoutMs?: number;
 }
 
 type Impl = ServiceImpl<typeof GRPCInferenceService>;
