@@ -1,4 +1,4 @@
-import type { ModelSource } from "@galley/config";
+import { type ModelSource, parseModelConfig, versionsToLoad } from "@galley/config";
 import { InferenceError } from "../core/errors.js";
 import type { Logger } from "../log.js";
 import { removeFileOverrides } from "./file-overrides.js";
@@ -51,11 +51,16 @@ export class LoadPipeline {
     }
     // A folder of `file:` overrides belongs to the model only once it serves; until then a failure removes it.
     const written = overrides.files && overrides.files.size > 0 ? source.path : undefined;
+    // LOADING from here, as in Triton: auto-complete and an ensemble's composing models take time,
+    // during which ready and infer answer "not ready" rather than "unknown model".
+    const settle = entry.versions.beginLoad(plannedVersions(source));
     try {
       await this.#loadSource(entry, source, written, chain, started, signal);
     } catch (error) {
       if (written && entry.overrideFolder !== written) await removeFileOverrides(written);
       throw error;
+    } finally {
+      settle();
     }
   }
 
@@ -134,5 +139,18 @@ export class LoadPipeline {
     this.#log.info(
       `successfully loaded '${entry.name}' version ${check.versions.join(", ")} in ${seconds.toFixed(3)} s`,
     );
+  }
+}
+
+/**
+ * The versions a load of `source` expects to load, from its config as written (Triton's
+ * `VersionsToLoad` before the backend sees it); none when the config does not parse (the checks
+ * then fail the load).
+ */
+function plannedVersions(source: ModelSource): number[] {
+  try {
+    return versionsToLoad(source.config ?? parseModelConfig(source.configText ?? ""), source.versions);
+  } catch {
+    return [];
   }
 }

@@ -61,8 +61,36 @@ export class ModelVersions {
     for (const version of versions) this.#states.set(version, { state: "UNAVAILABLE", reason: message });
   }
 
+  /**
+   * A load of `version` began: LOADING, unless the version is serving (a reload loads beside it,
+   * and it stays READY until the new one replaces it, as in Triton).
+   */
   loading(version: number): void {
-    this.#states.set(version, { state: "LOADING", reason: "" });
+    if (!this.#ready.has(version)) this.#states.set(version, { state: "LOADING", reason: "" });
+  }
+
+  /**
+   * A load of the model began: the versions it expects to load are LOADING from now on, before
+   * its config is auto-completed or an ensemble's composing models are loaded, as Triton marks a
+   * version LOADING before its backend is asked anything. Returns what puts back the state each
+   * of them had before, for those the load ends without deciding (a load stopped before it tried
+   * them, or whose final config does not select them).
+   */
+  beginLoad(versions: readonly number[]): () => void {
+    const marks = new Map<number, { mark: VersionStatus; before: VersionStatus | undefined }>();
+    for (const version of versions) {
+      if (this.#ready.has(version)) continue;
+      const mark: VersionStatus = { state: "LOADING", reason: "" };
+      marks.set(version, { mark, before: this.#states.get(version) });
+      this.#states.set(version, mark);
+    }
+    return () => {
+      for (const [version, { mark, before }] of marks) {
+        if (this.#states.get(version) !== mark) continue;
+        if (before) this.#states.set(version, before);
+        else this.#states.delete(version);
+      }
+    };
   }
 
   loaded(version: number): void {
