@@ -184,7 +184,7 @@ function closeWhenIdle(session: Http2Session, idleMs: number, firstStreamMs: num
   session.on("stream", (stream: ServerHttp2Stream) => {
     open += 1;
     opened = true;
-    stream.once("close", ended);
+    stream.on("close", ended);
   });
   arm(idleMs > 0 ? Math.min(idleMs, firstStreamMs) : firstStreamMs);
   return { busy: () => open > 0, stop: () => clearTimeout(timer) };
