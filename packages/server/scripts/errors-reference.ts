@@ -4,7 +4,7 @@
 import { writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Code } from "@connectrpc/connect";
-import { ERRORS, type ErrorId, InferenceError } from "../src/core/errors.js";
+import { ECHO_LIMIT, ERRORS, type ErrorId, InferenceError, TEXT_ECHO_LIMIT } from "../src/core/errors.js";
 import { grpcCode } from "../src/frontend/grpc/grpc-status.js";
 import { httpStatus } from "../src/frontend/http/http-status.js";
 
@@ -31,6 +31,11 @@ function, \`frontend/http/http-status.ts\` and \`frontend/grpc/grpc-status.ts\`)
 Triton's texts wherever Triton has one, because Triton's clients and tests match on them;
 \`{name}\` marks a value filled in per request. REST replies carry \`{"error":"<message>"}\`; gRPC
 replies carry the message as the status details.
+
+A value longer than ${ECHO_LIMIT} characters is cut there and marked \`...[<its length> characters]\`
+(${TEXT_ECHO_LIMIT} for \`{message}\`, \`{detail}\`, \`{reason}\`, \`{note}\`, \`{given}\` and \`{missing}\`, which hold
+texts and lists of names): clients choose names, and a 100 KB one echoed whole does not fit a gRPC
+status in the trailers.
 
 This page is generated from the table (\`npm run errors:reference -w @galley/server\`) and a test
 fails when the two disagree.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backendError, hiddenCause, InferenceError, toInferenceError } from "./errors.js";
+import { backendError, ECHO_LIMIT, hiddenCause, InferenceError, TEXT_ECHO_LIMIT, toInferenceError } from "./errors.js";
 
 describe("toInferenceError", () => {
   it("keeps an InferenceError as it is", () => {
@@ -52,5 +52,43 @@ describe("toInferenceError", () => {
       expect(failure.cause).toBe(error);
       expect(hiddenCause(failure)).toContain(error instanceof Error ? error.message : String(error));
     }
+  });
+});
+
+describe("values in error texts", () => {
+  it("keeps a value up to ECHO_LIMIT characters whole, Triton's text unchanged", () => {
+    const name = "n".repeat(ECHO_LIMIT);
+    expect(new InferenceError("MODEL_NOT_FOUND", { model: name }).message).toBe(
+      `Request for unknown model: '${name}' is not found`,
+    );
+  });
+
+  it("cuts a longer one there, marked with its length, not inside a surrogate pair", () => {
+    const long = "n".repeat(100_000);
+    expect(new InferenceError("SHM_NOT_FOUND", { name: long }).message).toBe(
+      `Unable to find shared memory region: '${"n".repeat(ECHO_LIMIT)}...[100000 characters]'`,
+    );
+    const emoji = `${"n".repeat(ECHO_LIMIT - 1)}😀😀`;
+    expect(new InferenceError("SHM_NOT_FOUND", { name: emoji }).message).toBe(
+      `Unable to find shared memory region: '${"n".repeat(ECHO_LIMIT - 1)}...[${emoji.length} characters]'`,
+    );
+  });
+
+  it("bounds texts and lists of names at TEXT_ECHO_LIMIT", () => {
+    const text = "t".repeat(TEXT_ECHO_LIMIT);
+    expect(new InferenceError("BACKEND_FAILED", { message: text }).message).toBe(text);
+    expect(new InferenceError("BACKEND_FAILED", { message: `${text}more` }).message).toBe(
+      `${text}...[${TEXT_ECHO_LIMIT + 4} characters]`,
+    );
+    const given = `['${"i".repeat(TEXT_ECHO_LIMIT)}']`;
+    const message = new InferenceError("MISSING_INPUTS", {
+      id: "<id_unknown>",
+      expected: 2,
+      got: 1,
+      model: "m",
+      given,
+      missing: "['INPUT1']",
+    }).message;
+    expect(message).toContain(`Got input(s) ${given.slice(0, TEXT_ECHO_LIMIT)}...[${given.length} characters], but`);
   });
 });

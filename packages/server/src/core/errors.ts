@@ -341,6 +341,35 @@ export const ERRORS = {
   TORCH_OUTPUT_INDEX: ["INVALID_ARG", "{message}"],
 } as const satisfies Record<string, readonly [TritonCode, string] | readonly [TritonCode, string, number]>;
 
+/**
+ * The most characters of one value an error text shows (a model, tensor or region name, a request
+ * id, a shape): a longer value is cut there and marked `...[<its length> characters]`. Clients
+ * choose these strings; echoed whole, a 100 KB name made a gRPC status too large for the trailers
+ * and the client saw INTERNAL (RST_STREAM) instead of the error. Triton's texts are unchanged for
+ * anything shorter.
+ */
+export const ECHO_LIMIT = 256;
+
+/**
+ * The same bound for a value composed of others (`{message}`, `{detail}`, `{reason}`, `{note}`: a
+ * backend's or a model's error, a parser's detail, another error's message; `{given}`,
+ * `{missing}`: lists of names), which may hold a client's string too: long enough for any text
+ * written for people.
+ */
+export const TEXT_ECHO_LIMIT = 4096;
+
+const TEXT_VALUES: ReadonlySet<string> = new Set(["message", "detail", "reason", "note", "given", "missing"]);
+
+/** A template value as an error text shows it: whole, or cut at its limit with a marker. */
+function shown(key: string, value: string | number | bigint): string {
+  const text = String(value);
+  const limit = TEXT_VALUES.has(key) ? TEXT_ECHO_LIMIT : ECHO_LIMIT;
+  if (text.length <= limit) return text;
+  // Not between the two halves of a surrogate pair.
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(limit - 1)) ? limit - 1 : limit;
+  return `${text.slice(0, end)}...[${text.length} characters]`;
+}
+
 /** A stable error id (see {@link ERRORS}). */
 export type ErrorId = keyof typeof ERRORS;
 
@@ -360,7 +389,9 @@ export class InferenceError extends Error {
   ) {
     const [code, template] = ERRORS[id];
     super(
-      template.replace(/\{(\w+)\}/g, (_, key: string) => (key in values ? String(values[key]) : `{${key}}`)),
+      template.replace(/\{(\w+)\}/g, (_, key: string) =>
+        key in values ? shown(key, values[key] as string | number | bigint) : `{${key}}`,
+      ),
       options,
     );
     this.code = options?.code ?? code;
