@@ -4,9 +4,9 @@
 // REST answers carry the same bounded text. Names of normal length keep Triton's texts.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { ModelInferRequestSchema, ModelStreamInferResponseSchema } from "@galley/proto";
+import { InferParameterSchema, ModelInferRequestSchema, ModelStreamInferResponseSchema } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
-import { ECHO_LIMIT } from "../src/core/errors.js";
+import { ECHO_LIMIT, TEXT_ECHO_LIMIT } from "../src/core/errors.js";
 import { frame, rawGrpc } from "./grpc-wire.js";
 import { cleanup, expectGrpcError, range, simpleRequest, startServer } from "./support/harness.js";
 
@@ -46,6 +46,18 @@ describe("client strings in error texts", () => {
     const inTrailers = await rawGrpc(grpcUrl, path, [infer(LONG)], { headers: { triton_grpc_error: "true" } });
     expect(inTrailers.status).toBe(Code.NotFound);
     expect(inTrailers.message).toBe(`Request for unknown model: '${SHOWN}' is not found`);
+  });
+
+  it("bounds a text that holds a client's string (a 100 KB parameter name) so that it fits too", async () => {
+    const { grpcUrl } = await start();
+    const request = create(ModelInferRequestSchema, simpleRequest(range(16), range(16)));
+    request.parameters[LONG] = create(InferParameterSchema, { parameterChoice: { case: "uint64Param", value: 1n } });
+    const reply = await rawGrpc(grpcUrl, "/inference.GRPCInferenceService/ModelInfer", [
+      frame(toBinary(ModelInferRequestSchema, request)),
+    ]);
+    expect(reply.status).toBe(Code.InvalidArgument);
+    const text = `unsupported parameter type for '${LONG}': uint64_param`;
+    expect(reply.message).toBe(`${text.slice(0, TEXT_ECHO_LIMIT)}...[${text.length} characters]`);
   });
 
   it("connect-node RPCs answer a 100 KB model or region name with Triton's code", async () => {
