@@ -243,6 +243,18 @@ export const ERRORS = {
   ],
   SHM_OPEN_FAILED: ["INTERNAL", "Unable to open shared memory region: '{key}'"],
   SHM_INVALID_KEY: ["INVALID_ARG", "invalid shm key '{key}': a key is one name, optionally after '/'"],
+  SHM_PARAMETER_TYPE: [
+    "INVALID_ARG",
+    "invalid value type for '{parameter}' parameter for tensor '{tensor}', expected {expected}.",
+  ],
+  SHM_PARAMETER_WITHOUT_REGION: [
+    "INVALID_ARG",
+    "'{parameter}' can not be specified without 'shared_memory_region' parameter for tensor '{tensor}'",
+  ],
+  SHM_BYTE_SIZE_REQUIRED: [
+    "INVALID_ARG",
+    "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '{tensor}'",
+  ],
   SHM_OUTPUT_TOO_SMALL: [
     "INTERNAL",
     "shared memory size specified with the request for output '{output}' ({given} bytes) should be at least {needed} bytes to hold the results",

@@ -12,6 +12,7 @@ import {
 import { datatype } from "../../core/datatype.js";
 import { InferenceError } from "../../core/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
+import type { SharedMemoryRef } from "../../core/shared-memory.js";
 import type { Parameters, Tensor } from "../../core/tensor.js";
 import { describeWireFault, findWireFault } from "./wire-fault.js";
 
@@ -94,19 +95,11 @@ export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal
       datatype: input.datatype as Tensor["datatype"],
       shape: input.shape.map(Number),
     };
-    if (input.parameters.shared_memory_region) {
+    const sharedMemory = sharedMemoryRef(input.name, input.parameters);
+    if (sharedMemory) {
       if (contents) throw new InferenceError("CONTENTS_WITH_SHM", { input: input.name, model });
-      const shm = parameters(input.parameters, false);
-      return {
-        ...tensor,
-        data: new Uint8Array(0),
-        parameters: {},
-        sharedMemory: {
-          region: String(shm.shared_memory_region),
-          offset: Number(shm.shared_memory_offset ?? 0),
-          byteSize: Number(shm.shared_memory_byte_size ?? 0),
-        },
-      };
+      parameters(input.parameters, false); // its other parameters checked as any tensor's, then dropped
+      return { ...tensor, data: new Uint8Array(0), parameters: {}, sharedMemory };
     }
     let data: Uint8Array;
     if (contents) {
@@ -132,7 +125,10 @@ export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal
     id: message.id,
     parameters: parameters(message.parameters, true),
     inputs,
-    outputs: message.outputs.map((o) => ({ name: o.name, parameters: parameters(o.parameters, false) })),
+    outputs: message.outputs.map((o) => {
+      sharedMemoryRef(o.name, o.parameters);
+      return { name: o.name, parameters: parameters(o.parameters, false) };
+    }),
     ...(signal ? { signal } : {}),
   };
 }
@@ -209,6 +205,31 @@ function parameters(map: { [key: string]: InferParameter }, request: boolean): P
     out[key] = choice.value;
   }
   return out;
+}
+
+/**
+ * A tensor's `shared_memory_*` parameters as Triton's `ParseSharedMemoryParams` reads them, with its
+ * errors: the region a string, the offset and byte size int64, neither without a region, and the
+ * byte size required with one. Undefined when the tensor names no region.
+ */
+function sharedMemoryRef(tensor: string, map: { [key: string]: InferParameter }): SharedMemoryRef | undefined {
+  const typed = (parameter: string, value: InferParameter | undefined, kind: "stringParam" | "int64Param") => {
+    if (value === undefined || value.parameterChoice.case === kind) return value?.parameterChoice.value;
+    const expected = kind === "stringParam" ? "string_param" : "int64_param";
+    throw new InferenceError("SHM_PARAMETER_TYPE", { parameter, tensor, expected });
+  };
+  const region = map.shared_memory_region;
+  const name = typed("shared_memory_region", region, "stringParam");
+  for (const parameter of ["shared_memory_offset", "shared_memory_byte_size"]) {
+    if (region === undefined && map[parameter] !== undefined) {
+      throw new InferenceError("SHM_PARAMETER_WITHOUT_REGION", { parameter, tensor });
+    }
+  }
+  if (region === undefined) return undefined;
+  const offset = typed("shared_memory_offset", map.shared_memory_offset, "int64Param");
+  const byteSize = typed("shared_memory_byte_size", map.shared_memory_byte_size, "int64Param");
+  if (byteSize === undefined) throw new InferenceError("SHM_BYTE_SIZE_REQUIRED", { tensor });
+  return { region: name as string, offset: Number(offset ?? 0), byteSize: Number(byteSize) };
 }
 
 function checkReserved(key: string, kind: InferParameter["parameterChoice"]["case"]): void {
