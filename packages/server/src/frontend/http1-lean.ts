@@ -5,6 +5,7 @@ import { Socket } from "node:net";
 import { type Body, BodyReceiver } from "./http/body.js";
 import { type LeanHead, leanHead } from "./http/lean-head.js";
 import type { ClientErrors } from "./http1-client-errors.js";
+import { requestTurns } from "./turn-budget.js";
 
 /** A reply the lean path writes: Node's `writeHead` headers, then the parts in order. */
 export interface LeanAnswer {
@@ -226,6 +227,13 @@ class LeanConnection {
       this.socket.setTimeout(this.limits.keepAliveMs);
       return;
     }
+    if (!this.#started) {
+      // Busy until its turn (`turn-budget.ts`): bytes that come meanwhile are queued.
+      this.#busy = true;
+      requestTurns.start(this.#start);
+      return;
+    }
+    this.#started = false;
     this.socket.resume();
     const head = this.host.accepting() ? leanHead(pending, this.limits.head) : undefined;
     if (head?.lengthConflict) {
@@ -300,6 +308,15 @@ class LeanConnection {
     // request starts once, in order, and never beside another.
     if (flushed) this.#idleAgain();
     else socket.once("drain", this.#idleAgain);
+  };
+
+  /** The request in `#pending` has its turn. */
+  #started = false;
+  #start = (): void => {
+    this.#busy = false;
+    if (this.#gone) return;
+    this.#started = true;
+    this.#next();
   };
 
   #idleAgain = (): void => {

@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { answerClientErrors } from "./http1-client-errors.js";
 import { type LeanHandler, serveLean } from "./http1-lean.js";
 import { bind, type Listener } from "./listener.js";
+import { requestTurns } from "./turn-budget.js";
 
 /**
  * Time limits of an HTTP/1.1 listener (`galley serve --http-*-timeout-secs`). Triton's HTTP server
@@ -93,7 +94,7 @@ export async function listenHttp1(
           if (!res.writableFinished) socket.setTimeout(0);
         });
       }
-      handler(req, res);
+      requestTurns.start(() => handler(req, res));
     },
   );
   const clientErrors = answerClientErrors(server);
@@ -108,7 +109,13 @@ export async function listenHttp1(
         if (draining && active === 0) closeIdle();
       },
     };
-    leanConnections = serveLean(server, lean, work, { idleMs: idleTimeoutMs, keepAliveMs: keepAliveTimeoutMs }, clientErrors);
+    leanConnections = serveLean(
+      server,
+      lean,
+      work,
+      { idleMs: idleTimeoutMs, keepAliveMs: keepAliveTimeoutMs },
+      clientErrors,
+    );
   }
   // A connection that opens and sends nothing; from its first request on, the handler above sets the timer.
   if (idleTimeoutMs > 0) server.setTimeout(idleTimeoutMs);

@@ -9,6 +9,7 @@ import {
 } from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { bind, type Listener } from "./listener.js";
+import { requestTurns } from "./turn-budget.js";
 
 /**
  * HTTP/2 flow control and memory for big tensors. Node's defaults (64 KiB windows, 10 MB of
@@ -83,7 +84,10 @@ export async function listenHttp2(
   server.on(
     "stream",
     (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
-      if (!serveStream?.(stream, headers)) compat.emit("stream", stream, headers, flags, rawHeaders);
+      requestTurns.start(() => {
+        if (stream.destroyed) return;
+        if (!serveStream?.(stream, headers)) compat.emit("stream", stream, headers, flags, rawHeaders);
+      });
     },
   );
   const sessions = new Map<Http2Session, IdleWatch>();
