@@ -42,7 +42,7 @@ function storm(port: number): Promise<Storm> {
     for (let i = 0; i < connections; i++) {
       const socket = connect(port, "127.0.0.1");
       socket.setNoDelay(true);
-      let received = Buffer.alloc(0);
+      let received: Buffer = Buffer.alloc(0);
       let sentAt = 0;
       let first = true;
       const send = () => {
@@ -88,7 +88,7 @@ function storm(port: number): Promise<Storm> {
   });
 }
 
-const max = (values: readonly number[]) => values.reduce((a, b) => (b > a ? b : a), 0);
+const max = (values: readonly number[]) => values.reduce((a, b) => Math.max(a, b), 0);
 
 type Ready = { http: number; pid: number };
 const servers = new Map<string, () => Promise<Child<Ready>>>();
