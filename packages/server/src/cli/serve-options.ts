@@ -60,6 +60,8 @@ HTTP
   --http-idle-timeout-secs <n>       close a connection that sends nothing for n s while a request
                                      is due or its body is arriving (default: 60; 0: no limit)
   --http-keepalive-timeout-secs <n>  close idle keep-alive connections after n s (default: 5; 0: never)
+  --http-max-connections <n>     open connections past n are answered 503 and closed (default: half
+                                 the descriptor limit less 256; 0: no limit)
 gRPC
   --allow-grpc <bool>            (default: true)
   --grpc-address <host>          (default: 0.0.0.0)
@@ -68,6 +70,8 @@ gRPC
   --grpc-keepalive-timeout <ms>  ping answer deadline (default: 20000)
   --grpc-idle-timeout-secs <n>   close a connection with no open call for n s (default: 300; 0: never);
                                  one that opens no call is closed 10 s after connecting
+  --grpc-max-connections <n>     calls on connections past n are answered UNAVAILABLE and the
+                                 connection closed (default: as --http-max-connections; 0: no limit)
   --grpc-restricted-protocol <protocols>:<key>=<value>   repeatable
 Metrics
   --allow-metrics <bool>         (default: true)
@@ -142,6 +146,9 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     idleTimeoutMs: int("--http-idle-timeout-secs", v["http-idle-timeout-secs"], 60, 0, MAX_TIMEOUT_SECS) * 1000,
     keepAliveTimeoutMs:
       int("--http-keepalive-timeout-secs", v["http-keepalive-timeout-secs"], 5, 0, MAX_TIMEOUT_SECS) * 1000,
+    ...(v["http-max-connections"] !== undefined
+      ? { maxConnections: int("--http-max-connections", v["http-max-connections"], 0, 0) }
+      : {}),
   };
   const grpc = bool("--allow-grpc", v["allow-grpc"], true) && {
     host: v["grpc-address"] ?? "0.0.0.0",
@@ -149,6 +156,9 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     keepaliveTimeMs: int("--grpc-keepalive-time", v["grpc-keepalive-time"], 7_200_000, 1),
     keepaliveTimeoutMs: int("--grpc-keepalive-timeout", v["grpc-keepalive-timeout"], 20_000, 1),
     idleTimeoutMs: int("--grpc-idle-timeout-secs", v["grpc-idle-timeout-secs"], 300, 0, MAX_TIMEOUT_SECS) * 1000,
+    ...(v["grpc-max-connections"] !== undefined
+      ? { maxConnections: int("--grpc-max-connections", v["grpc-max-connections"], 0, 0) }
+      : {}),
     restricted: (v["grpc-restricted-protocol"] ?? []).map((spec) => {
       const rule = restriction("--grpc-restricted-protocol", spec);
       return { protocols: rule.names, key: rule.key, value: rule.value };
@@ -298,6 +308,7 @@ function parse(args: string[]) {
       "http-restricted-api": many,
       "http-header-timeout-secs": text,
       "http-idle-timeout-secs": text,
+      "http-max-connections": text,
       "http-keepalive-timeout-secs": text,
       "allow-grpc": text,
       "grpc-address": text,
@@ -305,6 +316,7 @@ function parse(args: string[]) {
       "grpc-keepalive-time": text,
       "grpc-keepalive-timeout": text,
       "grpc-idle-timeout-secs": text,
+      "grpc-max-connections": text,
       "grpc-restricted-protocol": many,
       "allow-metrics": text,
       "metrics-address": text,

@@ -7,7 +7,14 @@ import {
 import type { AddressInfo } from "node:net";
 import { answerClientErrors } from "./http1-client-errors.js";
 import { type LeanHandler, serveLean } from "./http1-lean.js";
-import { bind, type Listener } from "./listener.js";
+import {
+  answerAndClose,
+  bind,
+  defaultMaxConnections,
+  type Listener,
+  limitConnections,
+  tooManyConnections,
+} from "./listener.js";
 import { requestTurns } from "./turn-budget.js";
 
 /**
@@ -29,10 +36,15 @@ export interface Http1Timeouts {
   idleTimeoutMs?: number;
   /** An idle keep-alive connection is closed after this many ms (Node's `keepAliveTimeout`). 0: never. Default 5 s. */
   keepAliveTimeoutMs?: number;
+  /**
+   * Open connections the port holds (`--http-max-connections`); one past it is answered 503 and
+   * closed. 0: no limit. Default: {@link defaultMaxConnections}.
+   */
+  maxConnections?: number;
 }
 
 /** The defaults of {@link Http1Timeouts}. */
-export const DEFAULT_HTTP1_TIMEOUTS: Required<Http1Timeouts> = {
+export const DEFAULT_HTTP1_TIMEOUTS: Required<Omit<Http1Timeouts, "maxConnections">> = {
   headerTimeoutMs: 60_000,
   idleTimeoutMs: 60_000,
   keepAliveTimeoutMs: 5_000,
@@ -117,6 +129,14 @@ export async function listenHttp1(
       clientErrors,
     );
   }
+  const maxConnections = timeouts.maxConnections ?? defaultMaxConnections();
+  limitConnections(server, maxConnections, (socket) => {
+    const body = JSON.stringify({ error: tooManyConnections(maxConnections) });
+    answerAndClose(
+      socket,
+      `HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
   // A connection that opens and sends nothing; from its first request on, the handler above sets the timer.
   if (idleTimeoutMs > 0) server.setTimeout(idleTimeoutMs);
   await bind(server, host, port);

@@ -8,7 +8,8 @@ import {
   type ServerOptions,
 } from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
-import { bind, type Listener } from "./listener.js";
+import { specPercentEncode } from "./grpc/grpc-message.js";
+import { bind, defaultMaxConnections, type Listener, limitConnections, tooManyConnections } from "./listener.js";
 import { requestTurns } from "./turn-budget.js";
 
 /**
@@ -45,6 +46,11 @@ export interface Http2ConnectionOptions {
    * or the idle limit when shorter): nothing sent, or only the preface and SETTINGS.
    */
   firstStreamTimeoutMs?: number;
+  /**
+   * Open connections the port holds (`--grpc-max-connections`); on one past it every call is
+   * answered UNAVAILABLE and the connection closed. 0: no limit. Default: {@link defaultMaxConnections}.
+   */
+  maxConnections?: number;
 }
 
 /** {@link Http2ConnectionOptions}' defaults. */
@@ -84,12 +90,15 @@ export async function listenHttp2(
   server.on(
     "stream",
     (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+      if (refuse(stream)) return;
       requestTurns.start(() => {
         if (stream.destroyed) return;
         if (!serveStream?.(stream, headers)) compat.emit("stream", stream, headers, flags, rawHeaders);
       });
     },
   );
+  // Node's own listener, which makes the HTTP/2 session of a socket.
+  const nodeConnection = server.listeners("connection") as ((socket: unknown) => void)[];
   const sessions = new Map<Http2Session, IdleWatch>();
   // The sockets under the sessions: a closed session only half-closes its socket and waits for
   // the peer to end it, so a shutdown's last resort cuts them.
@@ -101,7 +110,10 @@ export async function listenHttp2(
   const pingEvery = connections.keepaliveTimeMs ?? 7_200_000;
   const pingTimeout = connections.keepaliveTimeoutMs ?? 20_000;
   const { idleTimeoutMs, firstStreamTimeoutMs } = { ...DEFAULT_HTTP2_TIMEOUTS, ...connections };
+  let refusing = false;
+  const refused = new WeakSet<Http2Session>();
   server.on("session", (session) => {
+    if (refusing) refused.add(session);
     session.setLocalWindowSize(HTTP2_LIMITS.connectionWindowBytes);
     const idle = closeWhenIdle(session, idleTimeoutMs, firstStreamTimeoutMs);
     sessions.set(session, idle);
@@ -122,6 +134,32 @@ export async function listenHttp2(
       sessions.delete(session);
     });
   });
+  const maxConnections = connections.maxConnections ?? defaultMaxConnections();
+  // Past the limit a connection still gets its HTTP/2 session, so that a client learns why: its
+  // calls are answered UNAVAILABLE (trailers only), and the connection is closed. Node makes the
+  // session and emits `session` within its connection listener.
+  limitConnections(server, maxConnections, (socket) => {
+    refusing = true;
+    try {
+      for (const listener of nodeConnection) listener.call(server, socket);
+    } finally {
+      refusing = false;
+    }
+  });
+  const refuse = (stream: ServerHttp2Stream): boolean => {
+    if (stream.session === undefined || !refused.has(stream.session)) return false;
+    stream.respond(
+      {
+        ":status": 200,
+        "content-type": "application/grpc",
+        "grpc-status": "14",
+        "grpc-message": specPercentEncode(tooManyConnections(maxConnections)),
+      },
+      { endStream: true },
+    );
+    stream.session?.close();
+    return true;
+  };
   await bind(server, host, port);
   return {
     address: server.address() as AddressInfo,

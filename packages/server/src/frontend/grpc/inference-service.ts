@@ -45,6 +45,11 @@ export interface GrpcFrontendOptions {
    * idle limit when shorter; no flag).
    */
   firstStreamTimeoutMs?: number;
+  /**
+   * `--grpc-max-connections`: calls on a connection past this many are answered UNAVAILABLE and
+   * the connection closed (0: no limit; default: half the descriptor limit less 256).
+   */
+  maxConnections?: number;
 }
 
 type Impl = ServiceImpl<typeof GRPCInferenceService>;
