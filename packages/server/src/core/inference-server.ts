@@ -87,7 +87,7 @@ export interface InferenceServerOptions {
 /** Galley's release, reported as the server version. */
 export const GALLEY_VERSION = "0.1.0";
 
-/** The protocol extensions implemented, in the order Triton lists them. */
+/** The protocol extensions implemented: all of Triton's, in the order its `InferenceServer` lists them. */
 export const EXTENSIONS = [
   "classification",
   "sequence",
@@ -96,6 +96,7 @@ export const EXTENSIONS = [
   "schedule_policy",
   "model_configuration",
   "system_shared_memory",
+  "cuda_shared_memory",
   "binary_tensor_data",
   "parameters",
   "statistics",
