@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { dataTypeToProtocol, Platform } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { DevicePlacement } from "../backend/backend.js";
@@ -84,8 +85,13 @@ export interface InferenceServerOptions {
   tracing?: TraceSettings;
 }
 
-/** Galley's release, reported as the server version. */
-export const GALLEY_VERSION = "0.1.0";
+/**
+ * Galley's release, reported as the server version: this package's `package.json` version, read
+ * once at load (the file sits two folders up from both `src/core` and `dist/core`).
+ */
+export const GALLEY_VERSION: string = (
+  JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+).version;
 
 /** The protocol extensions implemented: all of Triton's, in the order its `InferenceServer` lists them. */
 export const EXTENSIONS = [
