@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dataTypeToProtocol, Platform } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
+import { createAsyncQueue } from "../async-queue.js";
 import type { DevicePlacement } from "../backend/backend.js";
 import type { ResponseCache } from "../cache/response-cache.js";
 import { now } from "../clock/clock.js";
@@ -519,8 +520,7 @@ export class InferenceServer {
       request.trace?.capture("REQUEST_END");
       throw error;
     }
-    const queue: { response: DecoupledResponse; final: boolean }[] = [];
-    let wake: (() => void) | undefined;
+    const queue = createAsyncQueue<{ response: DecoupledResponse; final: boolean }>();
     let finished = false;
     const abort = new AbortController();
     const signal = request.signal ? AbortSignal.any([request.signal, abort.signal]) : abort.signal;
@@ -528,7 +528,6 @@ export class InferenceServer {
       if (finished) return;
       if (final) finished = true;
       queue.push({ response, final });
-      wake?.();
     };
     let queueNs = 0n;
     request.trace?.capture("QUEUE_START");
@@ -541,16 +540,8 @@ export class InferenceServer {
     );
     let done = false;
     try {
-      while (true) {
-        const next = queue.shift();
-        if (!next) {
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-          wake = undefined;
-          continue;
-        }
-        const { response, final } = next;
+      // Never ended: the model's final response returns from the loop.
+      for await (const { response, final } of queue) {
         if (response instanceof Error) throw toInferenceError(response);
         if (response) request.trace?.captureTensors("TENSOR_BACKEND_OUTPUT", response.outputs);
         const outputs = response ? this.#shapeOutputs(request, model, response.outputs, batchSize) : [];

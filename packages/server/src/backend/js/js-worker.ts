@@ -6,6 +6,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import module from "node:module";
 import { pathToFileURL } from "node:url";
 import { getHeapStatistics } from "node:v8";
+import { createAsyncQueue } from "../../async-queue.js";
 import type { DirectRoute } from "../../core/direct-route.js";
 import { collector } from "../../heap.js";
 import type {
@@ -254,8 +255,8 @@ serveThread((port, fail, slot) => {
       return {
         [Symbol.asyncIterator]() {
           const { call, message, transfer } = blsMessage(request, true);
-          const ready: { response?: WireBlsResponse; error?: Error; final: boolean }[] = [];
-          let wake: (() => void) | undefined;
+          const ready = createAsyncQueue<{ response?: WireBlsResponse; error?: Error; final: boolean }>();
+          const reader = ready[Symbol.asyncIterator]();
           let ended = false;
           const onAbort = () => post({ kind: "bls-cancel", call });
           request.signal?.addEventListener("abort", onAbort, { once: true });
@@ -263,7 +264,6 @@ serveThread((port, fail, slot) => {
             push(response, error, final) {
               ready.push({ ...(response ? { response } : {}), ...(error ? { error } : {}), final });
               if (final || error) calls.delete(call);
-              wake?.();
             },
           });
           post(message, transfer);
@@ -275,14 +275,9 @@ serveThread((port, fail, slot) => {
           return {
             async next(): Promise<IteratorResult<BlsResponse>> {
               while (!ended) {
-                const item = ready.shift();
-                if (!item) {
-                  await new Promise<void>((resolve) => {
-                    wake = resolve;
-                  });
-                  wake = undefined;
-                  continue;
-                }
+                const next = await reader.next();
+                if (next.done) break;
+                const item = next.value;
                 if (item.error) {
                   finish();
                   throw item.error;

@@ -5,6 +5,7 @@ import {
   type ModelInferRequest,
   type ModelStreamInferResponse,
 } from "@galley/proto";
+import { createAsyncQueue } from "../../async-queue.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { decodeModelInfer } from "./grpc-codec.js";
@@ -145,20 +146,14 @@ function incoming(
   headers: IncomingHttpHeaders,
   onError: (error: unknown) => void,
 ): AsyncIterable<ModelInferRequest> & { end(): void } {
-  const ready: ModelInferRequest[] = [];
-  let ended = false;
-  let wake: (() => void) | undefined;
+  const ready = createAsyncQueue<ModelInferRequest>();
   /** Messages decompress in order: each waits for the one before it. */
   let decoding: Promise<void> = Promise.resolve();
-  const end = () => {
-    ended = true;
-    wake?.();
-  };
+  const end = () => ready.end();
   const push = (bytes: Uint8Array | Promise<Uint8Array>) => {
     decoding = decoding
       .then(async () => {
         ready.push(decodeModelInfer(bytes instanceof Promise ? await bytes : bytes));
-        wake?.();
       })
       .catch((error: unknown) => {
         stream.off("data", onData);
@@ -210,21 +205,5 @@ function incoming(
     }
     void decoding.then(end);
   });
-  return {
-    end,
-    async *[Symbol.asyncIterator]() {
-      while (true) {
-        const next = ready.shift();
-        if (next) {
-          yield next;
-          continue;
-        }
-        if (ended) return;
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-        });
-        wake = undefined;
-      }
-    },
-  };
+  return ready;
 }
