@@ -3,13 +3,8 @@ import {
   type RawDeviceTensor,
   type RawTorchInput,
   type RawTorchInstance,
-  type RawTorchOutput,
   type RawTorchResult,
-  type RawTorchTensor,
 } from "./torch-binding.js";
-
-/** A tensor for {@link TorchModel.execute}: a protocol datatype, a shape and little-endian bytes. */
-export type TorchTensor = RawTorchTensor;
 
 /**
  * A tensor the addon keeps where a model made it (on its GPU): see {@link TorchModel.execute}'s
@@ -26,25 +21,8 @@ export type TorchDeviceTensor = RawDeviceTensor;
  */
 export type TorchInput = RawTorchInput;
 
-/** An output of {@link TorchModel.execute}: bytes, or a kept tensor at a `resident` position. */
-export type TorchOutput = RawTorchOutput;
-
 /** What {@link TorchModel.execute} returns, with the bytes it copied across the host. */
 export type TorchResult = RawTorchResult;
-
-/** The datatypes the torch addon takes and gives (UINT16-64 and BYTES have no libtorch type here). */
-export const TORCH_DATATYPES: readonly string[] = [
-  "BOOL",
-  "UINT8",
-  "INT8",
-  "INT16",
-  "INT32",
-  "INT64",
-  "FP16",
-  "BF16",
-  "FP32",
-  "FP64",
-];
 
 /** Where and how a {@link TorchModel} runs (Triton's PyTorch backend parameters). */
 export interface TorchModelOptions {

@@ -85,11 +85,6 @@ export function asInt(value: JsonValue | undefined): bigint {
   throw new JsonAccessError("attempt to access JSON non-signed-integer as signed-integer");
 }
 
-/** `IsNumber`. */
-export function isNumber(value: JsonValue | undefined): value is number | bigint | JsonFloat {
-  return typeof value === "number" || typeof value === "bigint" || value instanceof JsonFloat;
-}
-
 /** `AsDouble`: any number. */
 export function asDouble(value: JsonValue | undefined): number {
   if (typeof value === "number") return value;
