@@ -62,7 +62,16 @@ async function serveOnce(repo: string, env: Record<string, string> = {}): Promis
       "--http-address=127.0.0.1",
       "--grpc-address=127.0.0.1",
     ],
-    { ...base, TMPDIR: temp, HOME: home, XDG_CACHE_HOME: join(home, ".cache"), ...env },
+    // Node's compile cache (`galley serve` keeps it in the temp folder, serving.md) is Galley's own
+    // and documented; off here, so that every file left in the folder is somebody else's.
+    {
+      ...base,
+      TMPDIR: temp,
+      HOME: home,
+      XDG_CACHE_HOME: join(home, ".cache"),
+      NODE_DISABLE_COMPILE_CACHE: "1",
+      ...env,
+    },
   );
   const [, http] = await cli.waitFor(/Started HTTPService at (\S+)/);
   const data = range(16);
