@@ -1,11 +1,11 @@
 // How late a scheduler's timer fires: Node's setTimeout against Galley's timer thread
-// (`systemClock`, packages/server/src/clock/clock.ts), which the dynamic and sequence batchers
+// (`systemClock`, packages/server/src/base/clock.ts), which the dynamic and sequence batchers
 // use for `max_queue_delay_microseconds` and request timeouts. Each row asks for a delay,
 // sequentially, and reports how long the callback actually took to run, p50 and p99 in µs.
 //
 //   (cd packages/server && npx tsc -p tsconfig.build.json) && npx tsx bench/timers.ts [--reps=5] [--samples=300]
 import { loadavg } from "node:os";
-import { systemClock } from "../packages/server/src/clock/clock.js";
+import { systemClock } from "../packages/server/src/base/clock.js";
 import { option } from "./lib/setup.js";
 import { formatSpread, percentile, spread, table } from "./lib/stats.js";
 

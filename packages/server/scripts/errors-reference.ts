@@ -1,10 +1,10 @@
-// Renders docs/reference/errors.md from the error table in src/core/errors.ts.
+// Renders docs/reference/errors.md from the error table in src/base/errors.ts.
 // Rewrite the page with `npm run errors:reference -w @galley/server`; test/errors-reference.test.ts
 // fails when the page and the table disagree.
 import { writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Code } from "@connectrpc/connect";
-import { ECHO_LIMIT, ERRORS, type ErrorId, InferenceError, TEXT_ECHO_LIMIT } from "../src/core/errors.js";
+import { ECHO_LIMIT, ERRORS, type ErrorId, InferenceError, TEXT_ECHO_LIMIT } from "../src/base/errors.js";
 import { grpcCode } from "../src/frontend/grpc/grpc-status.js";
 import { httpStatus } from "../src/frontend/http/http-status.js";
 
@@ -24,7 +24,7 @@ export function renderErrorsReference(): string {
   });
   return `# Error reference
 
-Every error Galley answers with comes from one table (\`packages/server/src/core/errors.ts\`): a
+Every error Galley answers with comes from one table (\`packages/server/src/base/errors.ts\`): a
 stable id, Triton's error code, the HTTP status and gRPC code that code maps to (Triton's
 \`HttpCodeFromError\` and gRPC mapping, PROTOCOL.md §1.1 and §2.3; each frontend maps in one
 function, \`frontend/http/http-status.ts\` and \`frontend/grpc/grpc-status.ts\`), and the message. Messages are

@@ -1,5 +1,5 @@
 import { probeCuda } from "@galley/backends-native";
-import type { Logger } from "./log.js";
+import type { Logger } from "./base/log.js";
 
 /**
  * The GPU ids this process can use, found once: CUDA's devices (the driver loaded at run time by

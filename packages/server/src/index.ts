@@ -14,13 +14,13 @@
 
 export type { JsIsolation } from "./backend/js/js-backend.js";
 // Errors: Triton's codes and texts.
-export { ERRORS, type ErrorId, InferenceError, type TritonCode } from "./core/errors.js";
+export { ERRORS, type ErrorId, InferenceError, type TritonCode } from "./base/errors.js";
 export {
   type HostTransferCounts,
   type HostTransferSnapshot,
   type HostTransfers,
   hostTransfers,
-} from "./core/host-transfers.js";
+} from "./base/host-transfers.js";
 export type {
   DecoupledResponse,
   InferenceRequest,
@@ -28,7 +28,10 @@ export type {
   RequestedOutput,
   Responder,
   StreamedResponse,
-} from "./core/inference-request.js";
+} from "./base/inference-request.js";
+export { createLogger, type Logger, type LoggerOptions, type LogSettings } from "./base/log.js";
+export type { DeviceTensor, Parameters, ParameterValue, Tensor } from "./base/tensor.js";
+export { TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace } from "./base/trace.js";
 // Embedding: the core every frontend calls, and what goes in and out of it.
 export {
   EXTENSIONS,
@@ -42,13 +45,10 @@ export {
   type TensorMetadata,
 } from "./core/inference-server.js";
 export type { LogSettingValue } from "./core/log-settings.js";
-export type { DeviceTensor, Parameters, ParameterValue, Tensor } from "./core/tensor.js";
-export { TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace } from "./core/trace.js";
 export type { TraceConfig, TraceSettings, TraceSettingsReport, TraceUpdate } from "./core/trace-settings.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
-export { createLogger, type Logger, type LoggerOptions, type LogSettings } from "./log.js";
 // Running the server.
 export {
   createServer,

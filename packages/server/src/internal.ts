@@ -13,14 +13,16 @@ export type {
   BackendLoadContext,
   BackendModel,
   DevicePlacement,
+  DirectRecord,
+  DirectRoute,
   DirectTarget,
   ExecuteResult,
 } from "./backend/backend.js";
 export type { TorchIO } from "./backend/pytorch/pytorch-io.js";
+export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./base/datatype.js";
+export { InferenceError } from "./base/errors.js";
+export type { Duration, ModelStatistics } from "./base/statistics.js";
 export type { ResponseCache } from "./cache/response-cache.js";
-export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./core/datatype.js";
-export type { DirectRecord, DirectRoute } from "./core/direct-route.js";
-export { InferenceError } from "./core/errors.js";
 export type { InferenceServerOptions } from "./core/inference-server.js";
 export {
   type CudaIpc,
@@ -32,7 +34,6 @@ export {
   type SharedMemoryRef,
   type SharedMemoryRegionStatus,
 } from "./core/shared-memory.js";
-export type { Duration, ModelStatistics } from "./core/statistics.js";
 export type { GpuMetricsSource } from "./frontend/metrics/gpu-metrics.js";
 export type { LoadedModel } from "./repository/loaded-model.js";
 export type {

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createJsBackend, type JsBackendOptions } from "../src/backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "../src/backend/onnxruntime/onnxruntime-backend.js";
 import { BackendRegistry } from "../src/backend/registry.js";
-import type { InferenceRequest } from "../src/core/inference-request.js";
+import type { InferenceRequest } from "../src/base/inference-request.js";
 import { InferenceServer } from "../src/core/inference-server.js";
 import { ModelManager } from "../src/repository/model-manager.js";
 import { cleanup, int32Bytes, readInt32, recordingLog, tempRepository, waitFor } from "./support/harness.js";

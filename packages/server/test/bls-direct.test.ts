@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createLogger } from "../src/log.js";
+import { createLogger } from "../src/base/log.js";
 import { tensors, torchModel } from "./pytorch-support.js";
 import { cleanup, type Running, startServer, tempRepository } from "./support/harness.js";
 

@@ -1,4 +1,4 @@
-// Client strings echoed in error texts are bounded (core/errors.ts): a 100 KB model or region name
+// Client strings echoed in error texts are bounded (base/errors.ts): a 100 KB model or region name
 // no longer overflows the gRPC trailers (the client saw INTERNAL, RST_STREAM code 6, instead of
 // Triton's code), on the lean ModelInfer and ModelStreamInfer paths and through connect-node, and
 // REST answers carry the same bounded text. Names of normal length keep Triton's texts.
@@ -6,7 +6,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { InferParameterSchema, ModelInferRequestSchema, ModelStreamInferResponseSchema } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
-import { ECHO_LIMIT, TEXT_ECHO_LIMIT } from "../src/core/errors.js";
+import { ECHO_LIMIT, TEXT_ECHO_LIMIT } from "../src/base/errors.js";
 import { frame, rawGrpc } from "./grpc-wire.js";
 import { cleanup, expectGrpcError, range, simpleRequest, startServer } from "./support/harness.js";
 

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ERRORS_REFERENCE, renderErrorsReference } from "../scripts/errors-reference.js";
-import { ERRORS, type ErrorId, InferenceError } from "../src/core/errors.js";
+import { ERRORS, type ErrorId, InferenceError } from "../src/base/errors.js";
 import { HTTP_STATUS, httpStatus } from "../src/frontend/http/http-status.js";
 
 describe("the error table", () => {

@@ -4,7 +4,7 @@
 // memory, and a request whose body matches its Content-Length is answered as before.
 import { connect } from "node:http2";
 import { afterEach, describe, expect, it } from "vitest";
-import { collector } from "../src/heap.js";
+import { collector } from "../src/base/heap.js";
 import { cleanup, startServer } from "./support/harness.js";
 
 afterEach(cleanup);

@@ -6,11 +6,11 @@ import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { collector } from "../src/base/heap.js";
 import { readBody } from "../src/frontend/http/body.js";
-import type { LeanHandler } from "../src/frontend/http1-lean.js";
-import { listenHttp1 } from "../src/frontend/listen-http1.js";
-import type { Listener } from "../src/frontend/listener.js";
-import { collector } from "../src/heap.js";
+import type { LeanHandler } from "../src/frontend/transport/http1-lean.js";
+import { listenHttp1 } from "../src/frontend/transport/listen-http1.js";
+import type { Listener } from "../src/frontend/transport/listener.js";
 
 const ANNOUNCED = 64 * 1024 * 1024;
 const OFFSET = 3;

@@ -10,9 +10,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { type AddressInfo, connect } from "node:net";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LeanHandler } from "../src/frontend/http1-lean.js";
-import { listenHttp1 } from "../src/frontend/listen-http1.js";
-import type { Listener } from "../src/frontend/listener.js";
+import type { LeanHandler } from "../src/frontend/transport/http1-lean.js";
+import { listenHttp1 } from "../src/frontend/transport/listen-http1.js";
+import type { Listener } from "../src/frontend/transport/listener.js";
 
 /** What a server did with one connection: the requests it executed, and the status of each answer. */
 interface Outcome {

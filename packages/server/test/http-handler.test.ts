@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { InferenceError } from "../src/core/errors.js";
+import { InferenceError } from "../src/base/errors.js";
 import type { InferenceServer, ModelView } from "../src/core/inference-server.js";
 import { TraceFiles } from "../src/core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, TraceSettings } from "../src/core/trace-settings.js";

@@ -1,6 +1,6 @@
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { InferenceError } from "../src/core/errors.js";
+import { InferenceError } from "../src/base/errors.js";
 import {
   type HttpServer,
   int32Bytes,

@@ -9,8 +9,8 @@ import type { InferenceServer, ModelView } from "../src/core/inference-server.js
 import { TraceFiles } from "../src/core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, TraceSettings } from "../src/core/trace-settings.js";
 import { createHttpHandler, createLeanInfer, type HttpFrontendOptions } from "../src/frontend/http/http-handler.js";
-import { listenHttp1 } from "../src/frontend/listen-http1.js";
-import type { Listener } from "../src/frontend/listener.js";
+import { listenHttp1 } from "../src/frontend/transport/listen-http1.js";
+import type { Listener } from "../src/frontend/transport/listener.js";
 import { binaryBody, type HttpServer, int32Bytes, SIXTEEN, simpleInputs, startHttp } from "./http-fixture.js";
 import { abortingCore } from "./support/aborting-core.js";
 

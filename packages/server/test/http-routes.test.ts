@@ -1,6 +1,6 @@
 import { Agent, request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { InferenceError } from "../src/core/errors.js";
+import { InferenceError } from "../src/base/errors.js";
 import { type HttpServer, postJson, send, startHttp } from "./http-fixture.js";
 
 let h: HttpServer;

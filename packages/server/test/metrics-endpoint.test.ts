@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
-import { hostTransfers } from "../src/core/host-transfers.js";
+import { hostTransfers } from "../src/base/host-transfers.js";
 import {
   cleanup,
   expectGrpcError,

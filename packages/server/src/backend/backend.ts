@@ -1,7 +1,8 @@
 import type { ModelConfig } from "@galley/proto";
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { Parameters, Tensor } from "../core/tensor.js";
-import type { Logger } from "../log.js";
+import type { HostTransferCounts } from "../base/host-transfers.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Logger } from "../base/log.js";
+import type { Parameters, Tensor } from "../base/tensor.js";
 
 /** What a backend gets to load one model version. The config is final (autofilled, validated). */
 export interface BackendLoadContext {
@@ -59,18 +60,73 @@ export interface DevicePlacement {
 }
 
 /**
- * How a scripted model's worker may run a model's batches itself, without the model's scheduler
- * and without the main thread (BLS calls marked `direct`, see `DirectRoute`): the PyTorch
- * backend's modules on their native threads, by id.
+ * A capability a backend may offer: another thread (a scripted model's worker, for BLS calls
+ * marked `direct`, see `DirectRoute`) runs this model's batches itself, without the model's
+ * scheduler and without the main thread. The backend names its own runner module, which that
+ * thread loads; nothing outside the backend knows how the batches run.
  */
 export interface DirectTarget {
-  readonly backend: "pytorch";
-  /** The ids of the instances' running modules (`torchDirect` of @galley/backends-native). */
-  readonly instances: readonly number[];
-  /** How the config meets forward (see `mapTorchIO`). */
-  readonly io: import("./pytorch/pytorch-io.js").TorchIO;
-  /** The GPU the instances run on; undefined on the CPU. */
-  readonly device: number | undefined;
+  /** A module (file URL) exporting {@link DirectRunnerModule.createDirectRunner}, loadable in a worker thread. */
+  readonly runner: string;
+  /** What the runner needs of this model's instances, in the backend's own terms (structured-cloneable). */
+  readonly spec: unknown;
+  /** How many instances take direct batches now (0: none, the calls go the usual way). */
+  readonly instances: number;
+}
+
+/** What a backend's direct runner module exports. */
+export interface DirectRunnerModule {
+  createDirectRunner(config: ModelConfig, spec: unknown, hooks: DirectRunnerHooks): DirectRunner;
+}
+
+/** What a direct runner is given by the thread that hosts it. */
+export interface DirectRunnerHooks {
+  /** The model, for log lines. */
+  name: string;
+  log: Pick<Logger, "info" | "warn" | "verbose">;
+}
+
+/** One direct run: the request's outputs (or why it failed), its phases, the host bytes it moved. */
+export interface DirectRun {
+  outcome: Tensor[] | Error | undefined;
+  execution: { inputNs: number; inferNs: number; outputNs: number };
+  transfers?: HostTransferCounts;
+}
+
+/** Runs requests of one model version from another thread. */
+export interface DirectRunner {
+  /**
+   * Run one request (already checked against the config).
+   *
+   * @throws {@link DirectRouteGone} when the instances the route named have gone (closed,
+   * restarted): the caller drops the route and the call goes the usual way.
+   */
+  run(request: InferenceRequest): Promise<DirectRun>;
+}
+
+/** The instances a direct route named have gone. */
+export class DirectRouteGone extends Error {}
+
+/** What a scripted model's worker needs to run a model's batches itself. */
+export interface DirectRoute {
+  model: string;
+  version: number;
+  /** The final config: the worker checks requests against it, as the core does. */
+  config: ModelConfig;
+  target: DirectTarget;
+}
+
+/** One direct call as the worker saw it: what the model's statistics count. */
+export interface DirectRecord {
+  model: string;
+  version: number;
+  /** From the call's start to its answer (ns). */
+  totalNs: number;
+  /** The model ran (an execution of `batchSize` elements, with these phases in ns). */
+  execution?: { batchSize: number; inputNs: number; inferNs: number; outputNs: number };
+  /** Triton's failure reason; absent on success. */
+  failure?: "OTHER" | "BACKEND" | "CANCELED";
+  transfers?: HostTransferCounts;
 }
 
 /** A loaded model version: its instances, and how to release them. */

@@ -1,8 +1,8 @@
 import type { ModelOutput } from "@galley/proto";
-import { datatype } from "../core/datatype.js";
-import { InferenceError } from "../core/errors.js";
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { Tensor } from "../core/tensor.js";
+import { datatype } from "../base/datatype.js";
+import { InferenceError } from "../base/errors.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Tensor } from "../base/tensor.js";
 
 /**
  * A typed-array view of a numeric tensor for a worker thread, and the buffer to move with it.

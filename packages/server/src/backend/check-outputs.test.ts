@@ -1,8 +1,8 @@
 import { fromModelConfigJson } from "@galley/config";
 import { encodeBytesElements } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { Tensor } from "../core/tensor.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Tensor } from "../base/tensor.js";
 import { checkOutputs, outputRules } from "./check-outputs.js";
 
 const rules = outputRules(

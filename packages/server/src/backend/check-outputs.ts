@@ -1,10 +1,10 @@
 import { dataTypeToProtocol } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import { countBytesElements } from "@galley/proto";
-import { datatype } from "../core/datatype.js";
-import { InferenceError } from "../core/errors.js";
-import type { InferenceRequest } from "../core/inference-request.js";
-import { elementCount, type Tensor } from "../core/tensor.js";
+import { datatype } from "../base/datatype.js";
+import { InferenceError } from "../base/errors.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import { elementCount, type Tensor } from "../base/tensor.js";
 
 interface OutputRule {
   datatype: string;

@@ -59,7 +59,7 @@ describe("systemClock timers", () => {
   });
 
   it("fires before its thread is up and never keeps the process alive", () => {
-    const clock = fileURLToPath(new URL("../../dist/clock/clock.js", import.meta.url));
+    const clock = fileURLToPath(new URL("../../dist/base/clock.js", import.meta.url));
     const script = `
       import { systemClock } from ${JSON.stringify(clock)};
       systemClock.setTimer(() => console.log("never"), 60_000);
@@ -76,7 +76,7 @@ describe("systemClock timers", () => {
   });
 
   it("never keeps the process alive after its thread has fired a timer", () => {
-    const clock = fileURLToPath(new URL("../../dist/clock/clock.js", import.meta.url));
+    const clock = fileURLToPath(new URL("../../dist/base/clock.js", import.meta.url));
     const script = `
       import { systemClock } from ${JSON.stringify(clock)};
       const keep = setInterval(() => {}, 1000); // the loop stays up until the second timer fires

@@ -1,5 +1,5 @@
 import { Worker } from "node:worker_threads";
-import { workerEntry } from "../backend/host/worker-entry.js";
+import { workerEntry } from "./worker-entry.js";
 
 /** Monotonic nanoseconds: every duration the server measures (statistics, queue times, timeouts). */
 export const now = (): bigint => process.hrtime.bigint();

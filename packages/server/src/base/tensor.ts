@@ -27,13 +27,13 @@ export interface Tensor {
    * reads from there before validating, or an output the core has written there (its `data` is
    * then empty and frontends send no contents for it).
    */
-  sharedMemory?: import("./shared-memory.js").SharedMemoryRef;
+  sharedMemory?: SharedMemoryRef;
   /**
    * The tensor's bytes are on a GPU, not in `data` (which is then empty): a client's CUDA
    * shared-memory region read in place, or a model's output kept on its device for the next model
    * there (an ensemble step). Only a backend that said it takes such tensors on that device
    * (`BackendModel.deviceTensors`) is given one; everywhere else the core copies it to the host
-   * first (see `hostTensor` in `core/tensor.ts`).
+   * first (see `hostTensor` in `base/tensor.ts`).
    */
   device?: DeviceTensor;
 }
@@ -86,4 +86,11 @@ export function elementCount(shape: readonly number[]): number {
   let count = 1;
   for (const d of shape) count *= d;
   return count;
+}
+
+/** Where a tensor lives in a registered region (the `shared_memory_*` parameters). */
+export interface SharedMemoryRef {
+  region: string;
+  offset: number;
+  byteSize: number;
 }

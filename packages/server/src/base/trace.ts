@@ -1,4 +1,4 @@
-import { now } from "../clock/clock.js";
+import { now } from "./clock.js";
 import type { Tensor } from "./tensor.js";
 import { tensorTraceJson } from "./trace-tensor.js";
 

@@ -17,8 +17,8 @@ describe("workerEntry", () => {
   it("gives this package's real entries from the sources", async () => {
     const { existsSync } = await import("node:fs");
     const { fileURLToPath } = await import("node:url");
-    const { JS_WORKER_URL } = await import("../js/js-instance.js");
-    const { ORT_WORKER_URL } = await import("../onnxruntime/ort-instance.js");
+    const { JS_WORKER_URL } = await import("../backend/js/js-instance.js");
+    const { ORT_WORKER_URL } = await import("../backend/onnxruntime/ort-instance.js");
     for (const url of [JS_WORKER_URL, ORT_WORKER_URL]) {
       expect(url.pathname).toMatch(/\/packages\/server\/dist\/backend\/.*-worker\.js$/);
       expect(existsSync(fileURLToPath(url))).toBe(true);

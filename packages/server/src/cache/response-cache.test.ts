@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { Tensor } from "../core/tensor.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Tensor } from "../base/tensor.js";
 import { ResponseCache } from "./response-cache.js";
 
 const tensor = (name: string, bytes: number[]): Tensor => ({

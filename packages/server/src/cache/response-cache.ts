@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { Tensor } from "../core/tensor.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Tensor } from "../base/tensor.js";
 
 /** Parameters that change when or where a request runs, never what it computes. */
 const SCHEDULING_PARAMETERS = new Set(["priority", "timeout", "binary_data_output"]);

@@ -1,5 +1,5 @@
 import { stat } from "node:fs/promises";
-import { createLogger } from "../log.js";
+import { createLogger } from "../base/log.js";
 import { createServer } from "../server.js";
 import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 

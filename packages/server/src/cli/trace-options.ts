@@ -1,4 +1,4 @@
-import { TRACE_TENSORS, TRACE_TIMESTAMPS } from "../core/trace.js";
+import { TRACE_TENSORS, TRACE_TIMESTAMPS } from "../base/trace.js";
 import type { TraceConfig } from "../core/trace-settings.js";
 
 /** The deprecated `--trace-*` flags, as given. */

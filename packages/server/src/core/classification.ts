@@ -1,7 +1,7 @@
 import { encodeBytesElements } from "@galley/proto";
-import { datatype } from "./datatype.js";
-import { InferenceError } from "./errors.js";
-import { elementCount, type Tensor } from "./tensor.js";
+import { datatype } from "../base/datatype.js";
+import { InferenceError } from "../base/errors.js";
+import { elementCount, type Tensor } from "../base/tensor.js";
 
 const encoder = new TextEncoder();
 

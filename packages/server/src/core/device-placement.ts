@@ -3,10 +3,10 @@
 // any other model, outputs the consumer takes on the device asked of the backend, and outputs
 // written into CUDA regions device to device.
 import type { DevicePlacement } from "../backend/backend.js";
-import { InferenceError } from "./errors.js";
-import type { InferenceRequest, InferenceResponse } from "./inference-request.js";
+import { InferenceError } from "../base/errors.js";
+import type { InferenceRequest, InferenceResponse } from "../base/inference-request.js";
+import { type DeviceTensor, hostTensor, NO_BYTES } from "../base/tensor.js";
 import type { DeviceLocation, SharedMemoryManager, SharedMemoryRef } from "./shared-memory.js";
-import { type DeviceTensor, hostTensor, NO_BYTES } from "./tensor.js";
 
 /** Client memory in a CUDA region as a device tensor; its host copy (one read, counted) is made once. */
 function regionTensor(location: DeviceLocation, read: () => Promise<Uint8Array>): DeviceTensor {

@@ -2,33 +2,9 @@
 // on the model's native threads, without the model's scheduler and without the main thread. The
 // core says which models allow it and hands the worker what it needs (a route); the worker
 // reports each call back for the model's statistics.
-import type { ModelConfig } from "@galley/proto";
-import type { DirectTarget } from "../backend/backend.js";
+import type { DirectRecord, DirectRoute } from "../backend/backend.js";
+import { hostTransfers } from "../base/host-transfers.js";
 import type { LoadedModel } from "../repository/loaded-model.js";
-import type { HostTransferCounts } from "./host-transfers.js";
-import { hostTransfers } from "./host-transfers.js";
-
-/** What a scripted model's worker needs to run a model's batches itself. */
-export interface DirectRoute {
-  model: string;
-  version: number;
-  /** The final config: the worker checks requests against it, as the core does. */
-  config: ModelConfig;
-  target: DirectTarget;
-}
-
-/** One direct call as the worker saw it: what the model's statistics count. */
-export interface DirectRecord {
-  model: string;
-  version: number;
-  /** From the call's start to its answer (ns). */
-  totalNs: number;
-  /** The model ran (an execution of `batchSize` elements, with these phases in ns). */
-  execution?: { batchSize: number; inputNs: number; inferNs: number; outputNs: number };
-  /** Triton's failure reason; absent on success. */
-  failure?: "OTHER" | "BACKEND" | "CANCELED";
-  transfers?: HostTransferCounts;
-}
 
 /**
  * The route to `model`, when a direct call keeps its meaning: a model that answers once per
@@ -44,7 +20,7 @@ export function directRoute(model: LoadedModel): DirectRoute | undefined {
   if (scheduling === "sequenceBatching" || scheduling === "ensembleScheduling") return undefined;
   if (config.instanceGroup.some((group) => group.rateLimiter)) return undefined;
   const target = model.backend.directTarget?.();
-  if (!target || target.instances.length === 0) return undefined;
+  if (!target || target.instances === 0) return undefined;
   return { model: model.name, version: model.version, config, target };
 }
 

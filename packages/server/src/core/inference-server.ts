@@ -1,34 +1,34 @@
 import { readFileSync } from "node:fs";
 import { dataTypeToProtocol, Platform } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import { createAsyncQueue } from "../async-queue.js";
-import type { DevicePlacement } from "../backend/backend.js";
+import type { DevicePlacement, DirectRecord, DirectRoute } from "../backend/backend.js";
+import { createAsyncQueue } from "../base/async-queue.js";
+import { now } from "../base/clock.js";
+import type { Logger, LogSettings } from "../base/log.js";
 import type { ResponseCache } from "../cache/response-cache.js";
-import { now } from "../clock/clock.js";
-import type { Logger, LogSettings } from "../log.js";
 import { LoadedModel } from "../repository/loaded-model.js";
 import type { IndexEntry, LoadOverrides, ModelManager } from "../repository/model-manager.js";
-import { type DirectRecord, type DirectRoute, directRoute, recordDirect } from "./direct-route.js";
+import { directRoute, recordDirect } from "./direct-route.js";
 
 export type { LoadOverrides };
 
-import { classify } from "./classification.js";
-import { ANY_GPU, finishOutputs, type Placement, placeInputs, planDeviceOutputs } from "./device-placement.js";
-import { InferenceError, toInferenceError } from "./errors.js";
+import { InferenceError, toInferenceError } from "../base/errors.js";
 import type {
   DecoupledResponse,
   InferenceRequest,
   InferenceResponse,
   Responder,
   StreamedResponse,
-} from "./inference-request.js";
+} from "../base/inference-request.js";
+import type { ModelStatistics } from "../base/statistics.js";
+import type { Parameters, Tensor } from "../base/tensor.js";
+import { validateRequest } from "../base/validate-request.js";
+import { classify } from "./classification.js";
+import { ANY_GPU, finishOutputs, type Placement, placeInputs, planDeviceOutputs } from "./device-placement.js";
 import { applyLogSettings, type LogSettingValue } from "./log-settings.js";
 import { SharedMemoryManager } from "./shared-memory.js";
-import type { ModelStatistics } from "./statistics.js";
-import type { Parameters, Tensor } from "./tensor.js";
 import { TraceFiles } from "./trace-files.js";
 import { DEFAULT_TRACE_CONFIG, TraceSettings, type TraceSettingsReport, type TraceUpdate } from "./trace-settings.js";
-import { validateRequest } from "./validate-request.js";
 
 /** What `/v2` and the ServerMetadata RPC report. */
 export interface ServerMetadata {

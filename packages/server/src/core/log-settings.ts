@@ -1,5 +1,5 @@
-import type { Logger, LogSettings } from "../log.js";
-import { InferenceError } from "./errors.js";
+import { InferenceError } from "../base/errors.js";
+import type { Logger, LogSettings } from "../base/log.js";
 
 /** A value of the logging extension: a bool, an unsigned int or a string. */
 export type LogSettingValue = boolean | number | string | bigint | null;

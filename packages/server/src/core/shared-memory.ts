@@ -1,9 +1,10 @@
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { join } from "node:path";
-import type { Logger } from "../log.js";
-import { InferenceError } from "./errors.js";
-import { hostTransfers } from "./host-transfers.js";
+import { InferenceError } from "../base/errors.js";
+import { hostTransfers } from "../base/host-transfers.js";
+import type { Logger } from "../base/log.js";
+import type { SharedMemoryRef } from "../base/tensor.js";
 
 /** A registered system shared-memory region, as the status APIs report it. */
 export interface SharedMemoryRegionStatus {
@@ -56,13 +57,6 @@ export interface DeviceLocation {
 
 /** `sizeof(cudaIpcMemHandle_t)`. */
 export const CUDA_IPC_HANDLE_BYTES = 64;
-
-/** Where a tensor lives in a registered region (the `shared_memory_*` parameters). */
-export interface SharedMemoryRef {
-  region: string;
-  offset: number;
-  byteSize: number;
-}
 
 /**
  * A registered region of either kind. Positions are relative to the region's start; the range is
@@ -417,3 +411,5 @@ export class SharedMemoryManager {
     await Promise.all(regions.map((r) => r.close().catch(() => undefined)));
   }
 }
+
+export type { SharedMemoryRef };

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type ModelStatisticsResponse, ModelStatisticsResponseSchema } from "@galley/proto";
+import type { Duration } from "../base/statistics.js";
 import type { LoadedModel } from "../repository/loaded-model.js";
-import type { Duration } from "./statistics.js";
 
 const duration = (d: Duration) => ({ count: BigInt(d.count), ns: d.ns });
 

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { TRACE_TIMESTAMPS } from "./trace.js";
+import { TRACE_TIMESTAMPS } from "../base/trace.js";
 import { TraceFiles } from "./trace-files.js";
 import { DEFAULT_TRACE_CONFIG, TraceSettings } from "./trace-settings.js";
 

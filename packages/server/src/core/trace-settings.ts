@@ -1,5 +1,5 @@
-import { InferenceError } from "./errors.js";
-import { TRACE_TENSORS, TRACE_TIMESTAMPS, Trace, type TraceSink } from "./trace.js";
+import { InferenceError } from "../base/errors.js";
+import { TRACE_TENSORS, TRACE_TIMESTAMPS, Trace, type TraceSink } from "../base/trace.js";
 import type { TraceFiles } from "./trace-files.js";
 
 /** The startup trace configuration (`--trace-config`), Triton's defaults unless given. */

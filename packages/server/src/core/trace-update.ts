@@ -1,5 +1,5 @@
-import { InferenceError } from "./errors.js";
-import { TRACE_TENSORS, TRACE_TIMESTAMPS } from "./trace.js";
+import { InferenceError } from "../base/errors.js";
+import { TRACE_TENSORS, TRACE_TIMESTAMPS } from "../base/trace.js";
 import type { TraceUpdate } from "./trace-settings.js";
 
 /** The trace-setting API's names of {@link TraceUpdate}'s numeric fields. */

@@ -1,14 +1,14 @@
 import { Platform } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import type { ModelStatistics } from "../core/statistics.js";
-import type { Tensor } from "../core/tensor.js";
-import type { Logger } from "../log.js";
-import { DefaultScheduler } from "./default-scheduler.js";
-import { DynamicBatcher } from "./dynamic-batcher.js";
-import { type ComposingInfer, EnsembleScheduler } from "./ensemble-scheduler.js";
-import type { InstancePool } from "./instance-pool.js";
-import type { Scheduler } from "./scheduler.js";
-import { SequenceBatcher } from "./sequence/sequence-batcher.js";
+import type { Logger } from "../base/log.js";
+import type { ModelStatistics } from "../base/statistics.js";
+import type { Tensor } from "../base/tensor.js";
+import { DefaultScheduler } from "../scheduler/default-scheduler.js";
+import { DynamicBatcher } from "../scheduler/dynamic-batcher.js";
+import { type ComposingInfer, EnsembleScheduler } from "../scheduler/ensemble-scheduler.js";
+import type { InstancePool } from "../scheduler/instance-pool.js";
+import type { Scheduler } from "../scheduler/scheduler.js";
+import { SequenceBatcher } from "../scheduler/sequence/sequence-batcher.js";
 
 /** What {@link createScheduler} builds a model version's scheduler from. */
 export interface SchedulerContext {

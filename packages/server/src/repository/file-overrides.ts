@@ -1,7 +1,7 @@
 import { lstat, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve, sep } from "node:path";
-import { InferenceError } from "../core/errors.js";
+import { InferenceError } from "../base/errors.js";
 import { validateModelName } from "./model-name.js";
 
 const PREFIX = "galley-model-";

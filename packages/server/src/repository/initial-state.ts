@@ -1,6 +1,6 @@
 import type { ModelConfig } from "@galley/proto";
-import { datatypeOf } from "../core/datatype.js";
-import { elementCount, type Tensor } from "../core/tensor.js";
+import { datatypeOf } from "../base/datatype.js";
+import { elementCount, type Tensor } from "../base/tensor.js";
 import { readModelFile } from "./model-file.js";
 
 /**

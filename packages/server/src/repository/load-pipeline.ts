@@ -1,6 +1,6 @@
 import { type ModelSource, parseModelConfig, versionsToLoad } from "@galley/config";
-import { InferenceError } from "../core/errors.js";
-import type { Logger } from "../log.js";
+import { InferenceError } from "../base/errors.js";
+import type { Logger } from "../base/log.js";
 import { removeFileOverrides } from "./file-overrides.js";
 import type { LoadChecks } from "./load-checks.js";
 import type { LoadedModel } from "./loaded-model.js";

@@ -1,6 +1,6 @@
 import type { ModelConfig } from "@galley/proto";
 import type { BackendModel } from "../backend/backend.js";
-import type { ModelStatistics } from "../core/statistics.js";
+import type { ModelStatistics } from "../base/statistics.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
 
 /** One READY model version: its final config, its scheduler over the backend's instances, its statistics. */

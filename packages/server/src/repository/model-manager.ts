@@ -1,6 +1,6 @@
 import type { BackendRegistry } from "../backend/registry.js";
-import { InferenceError } from "../core/errors.js";
-import type { Logger } from "../log.js";
+import { InferenceError } from "../base/errors.js";
+import type { Logger } from "../base/log.js";
 import type { ComposingInfer } from "../scheduler/ensemble-scheduler.js";
 import type { RateLimiter } from "../scheduler/rate-limiter.js";
 import { type ControlMode, pollRepositories, startupModels } from "./control-mode.js";

@@ -1,4 +1,4 @@
-import { InferenceError } from "../core/errors.js";
+import { InferenceError } from "../base/errors.js";
 
 /**
  * Refuse a model name that could not be a folder of the repository, before anything is written,

@@ -1,6 +1,6 @@
 import { fromModelConfigJson, type ModelSource, readModelSource } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import { InferenceError } from "../core/errors.js";
+import { InferenceError } from "../base/errors.js";
 import { configOverrideProblem } from "./config-override-problem.js";
 import { writeFileOverrides } from "./file-overrides.js";
 

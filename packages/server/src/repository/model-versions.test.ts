@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { InferenceError } from "../core/errors.js";
+import type { InferenceError } from "../base/errors.js";
 import type { LoadedModel } from "./loaded-model.js";
 import { ModelVersions } from "./model-versions.js";
 

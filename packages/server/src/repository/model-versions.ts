@@ -1,4 +1,4 @@
-import { InferenceError } from "../core/errors.js";
+import { InferenceError } from "../base/errors.js";
 import type { LoadedModel } from "./loaded-model.js";
 
 /** Triton's model states, as the repository index reports them. */

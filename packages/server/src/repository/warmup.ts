@@ -3,10 +3,10 @@ import { randomFillSync } from "node:crypto";
 import { dimsString } from "@galley/config";
 import { DataType, type ModelConfig, type ModelWarmup, type ModelWarmup_Input } from "@galley/proto";
 import type { BackendInstance } from "../backend/backend.js";
-import { datatypeOf } from "../core/datatype.js";
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { Tensor } from "../core/tensor.js";
-import { validateRequest } from "../core/validate-request.js";
+import { datatypeOf } from "../base/datatype.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Tensor } from "../base/tensor.js";
+import { validateRequest } from "../base/validate-request.js";
 import { readModelFile } from "./model-file.js";
 
 /** The largest input a sample may have: the largest buffer Node allocates (Triton's limit is INT64_MAX). */

@@ -2,9 +2,9 @@
 // one at a time per instance, in arrival order; one cancelled before then never runs.
 import { describe, expect, it } from "vitest";
 import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
-import type { InferenceError } from "../core/errors.js";
-import type { InferenceRequest } from "../core/inference-request.js";
-import { ModelStatistics } from "../core/statistics.js";
+import type { InferenceError } from "../base/errors.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import { ModelStatistics } from "../base/statistics.js";
 import { DefaultScheduler } from "./default-scheduler.js";
 import { InstancePool } from "./instance-pool.js";
 

@@ -1,8 +1,8 @@
 import type { BackendInstance } from "../backend/backend.js";
-import { now, onceThisTurn, systemClock } from "../clock/clock.js";
-import { backendError, InferenceError, requestId } from "../core/errors.js";
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { ModelStatistics } from "../core/statistics.js";
+import { now, onceThisTurn, systemClock } from "../base/clock.js";
+import { backendError, InferenceError, requestId } from "../base/errors.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { ModelStatistics } from "../base/statistics.js";
 import type { InstancePool } from "./instance-pool.js";
 import type { ScheduledResult, Scheduler } from "./scheduler.js";
 

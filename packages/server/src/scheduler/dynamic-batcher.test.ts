@@ -4,11 +4,11 @@
 import { parseModelConfig } from "@galley/config";
 import { describe, expect, it } from "vitest";
 import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
-import type { Clock } from "../clock/clock.js";
-import type { InferenceError } from "../core/errors.js";
-import type { InferenceRequest } from "../core/inference-request.js";
-import { ModelStatistics } from "../core/statistics.js";
-import { createLogger } from "../log.js";
+import type { Clock } from "../base/clock.js";
+import type { InferenceError } from "../base/errors.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import { createLogger } from "../base/log.js";
+import { ModelStatistics } from "../base/statistics.js";
 import {
   type BatchEvent,
   DynamicBatcher,

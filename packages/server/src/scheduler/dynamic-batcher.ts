@@ -1,11 +1,11 @@
 import type { ModelConfig, ModelDynamicBatching } from "@galley/proto";
 import type { BackendInstance } from "../backend/backend.js";
 import { booleanParameter } from "../backend/instance-specs.js";
-import { type Clock, onceThisTurn, systemClock } from "../clock/clock.js";
-import { backendError, InferenceError, requestId } from "../core/errors.js";
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { ModelStatistics } from "../core/statistics.js";
-import type { Logger } from "../log.js";
+import { type Clock, onceThisTurn, systemClock } from "../base/clock.js";
+import { backendError, InferenceError, requestId } from "../base/errors.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Logger } from "../base/log.js";
+import type { ModelStatistics } from "../base/statistics.js";
 import type { InstancePool } from "./instance-pool.js";
 import { PriorityQueue, type Queued } from "./priority-queue.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "./scheduler.js";

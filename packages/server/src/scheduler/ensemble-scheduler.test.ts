@@ -5,9 +5,9 @@
 import { parseModelConfig } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import { InferenceError } from "../core/errors.js";
-import type { InferenceRequest, InferenceResponse } from "../core/inference-request.js";
-import type { Parameters, Tensor } from "../core/tensor.js";
+import { InferenceError } from "../base/errors.js";
+import type { InferenceRequest, InferenceResponse } from "../base/inference-request.js";
+import type { Parameters, Tensor } from "../base/tensor.js";
 import { EnsembleScheduler } from "./ensemble-scheduler.js";
 
 const tensor = (name: string, value: number, movable = false): Tensor => ({

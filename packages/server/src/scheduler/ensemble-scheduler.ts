@@ -1,8 +1,8 @@
 import type { ModelConfig, ModelEnsembling_Step } from "@galley/proto";
-import { now } from "../clock/clock.js";
-import { InferenceError, toInferenceError } from "../core/errors.js";
-import type { InferenceRequest, InferenceResponse } from "../core/inference-request.js";
-import { hostTensor, type Parameters, type ParameterValue, type Tensor } from "../core/tensor.js";
+import { now } from "../base/clock.js";
+import { InferenceError, toInferenceError } from "../base/errors.js";
+import type { InferenceRequest, InferenceResponse } from "../base/inference-request.js";
+import { hostTensor, type Parameters, type ParameterValue, type Tensor } from "../base/tensor.js";
 import { type DevicePlan, planDeviceHandoff, type StepPlacement } from "./ensemble-device-plan.js";
 import type { ScheduledResult, Scheduler } from "./scheduler.js";
 

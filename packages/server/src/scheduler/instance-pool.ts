@@ -1,7 +1,7 @@
 import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
-import { now } from "../clock/clock.js";
-import type { InferenceRequest } from "../core/inference-request.js";
-import { captureCompute } from "../core/trace.js";
+import { now } from "../base/clock.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import { captureCompute } from "../base/trace.js";
 
 /** A rule every execution in a pool follows (`--rate-limit execution_count`: the rate limiter). */
 export interface ExecutionPolicy {

@@ -1,5 +1,5 @@
-import type { InferenceRequest } from "../core/inference-request.js";
-import type { Parameters, Tensor } from "../core/tensor.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Parameters, Tensor } from "../base/tensor.js";
 
 /** What a scheduler hands back for one request. */
 export interface ScheduledResult {

@@ -1,7 +1,7 @@
 // A stand-in core whose every inference waits until its request is cancelled: for the REST tests
 // that check a client's disconnect aborts the request's signal.
-import { InferenceError } from "../../src/core/errors.js";
-import type { InferenceRequest } from "../../src/core/inference-request.js";
+import { InferenceError } from "../../src/base/errors.js";
+import type { InferenceRequest } from "../../src/base/inference-request.js";
 import type { InferenceServer, ModelView } from "../../src/core/inference-server.js";
 
 /** The core, a promise of the first inference starting, and one of its signal aborting. */

@@ -1,7 +1,7 @@
 // Shared oracle of the frontend fuzz tests: a decoder given any input either succeeds or throws an
 // InferenceError from the error table; it never throws anything else and never hangs.
 import vm from "node:vm";
-import { ERRORS, InferenceError } from "../../src/core/errors.js";
+import { ERRORS, InferenceError } from "../../src/base/errors.js";
 
 /** Longer than any decode may take; a decode still running then is a hang and fails the test. */
 const HANG_MS = 2_000;

@@ -1,5 +1,5 @@
 import { type MessagePort, receiveMessageOnPort } from "node:worker_threads";
-import { now } from "../../clock/clock.js";
+import { now } from "../../base/clock.js";
 
 /**
  * A worker thread's wait for its next message, hot for a while after a batch: instead of going

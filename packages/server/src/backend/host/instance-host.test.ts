@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "../../../test/support/harness.js";
-import type { InferenceError } from "../../core/errors.js";
-import { createLogger } from "../../log.js";
+import type { InferenceError } from "../../base/errors.js";
+import { createLogger } from "../../base/log.js";
 import { createInstanceHost, type InstanceHost, type InstanceHostOptions } from "./instance-host.js";
 import { workerTransport } from "./worker-transport.js";
 

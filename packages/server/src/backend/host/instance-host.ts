@@ -1,6 +1,6 @@
-import { backendError, InferenceError } from "../../core/errors.js";
-import type { Trace } from "../../core/trace.js";
-import type { Logger } from "../../log.js";
+import { backendError, InferenceError } from "../../base/errors.js";
+import type { Logger } from "../../base/log.js";
+import type { Trace } from "../../base/trace.js";
 import type { HostToInstance, InstanceProtocol, InstanceToHost } from "./host-messages.js";
 import type { InstanceTransport, TransportFactory } from "./instance-transport.js";
 import { RestartBackoff } from "./restart-backoff.js";

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { InferenceError } from "../../core/errors.js";
-import { createLogger } from "../../log.js";
+import type { InferenceError } from "../../base/errors.js";
+import { createLogger } from "../../base/log.js";
 import { createInstanceHost, type InstanceHost } from "./instance-host.js";
 import { type NativeInstance, nativeTransport } from "./native-transport.js";
 

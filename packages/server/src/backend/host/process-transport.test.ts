@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createLogger } from "../../log.js";
+import { createLogger } from "../../base/log.js";
 import type { InstanceTransport } from "./instance-transport.js";
 import { encodeFrame, frameReader, processTransport } from "./process-transport.js";
 

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
-import type { Logger } from "../../log.js";
+import type { Logger } from "../../base/log.js";
 import type { InstanceTransport, TransportFactory } from "./instance-transport.js";
 
 /** Options for {@link processTransport}. */

@@ -1,49 +1,42 @@
 // A scripted model's BLS calls marked `direct` (BlsRequest.direct), on its worker thread: the
-// target's batch runs on the target's native thread (the PyTorch backend's module, through
-// @galley/backends-native's torchDirect), without the main thread and without the target's
+// target's batch runs through the runner its backend names (`DirectTarget`, e.g. the PyTorch
+// backend's modules on their native threads), without the main thread and without the target's
 // scheduler. The route comes from the main thread with the answer to an earlier call (see
-// `BlsCalls`); the call is checked against the target's config as the core checks it, run with the
-// backend's own batch code, and reported back for the target's statistics. Loaded by the worker
-// at its first route only: it brings in the config and protocol packages.
-import { now } from "../../clock/clock.js";
-import type { DirectRecord, DirectRoute } from "../../core/direct-route.js";
-import { backendError, InferenceError, requestId, toInferenceError } from "../../core/errors.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import type { Tensor } from "../../core/tensor.js";
-import { validateRequest } from "../../core/validate-request.js";
+// `BlsCalls`); the call is checked against the target's config as the core checks it, run by the
+// backend's runner, and reported back for the target's statistics. Loaded by the worker at its
+// first route only: it brings in the config and protocol packages.
+import { now } from "../../base/clock.js";
+import { backendError, InferenceError, requestId, toInferenceError } from "../../base/errors.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Tensor } from "../../base/tensor.js";
+import { validateRequest } from "../../base/validate-request.js";
 import type { BlsRequest, BlsResponse, InputTensor } from "../../model/api.js";
-import { cudaGraphPlan } from "../pytorch/cuda-graphs.js";
-import { TorchBatches, type TorchBatchHooks } from "../pytorch/pytorch-batch.js";
-import type { TorchExecution, TorchWireInput } from "../pytorch/pytorch-messages.js";
+import {
+  type DirectRecord,
+  type DirectRoute,
+  DirectRouteGone,
+  type DirectRunner,
+  type DirectRunnerHooks,
+  type DirectRunnerModule,
+} from "../backend.js";
 import { tensorFromWire } from "./js-messages.js";
 import { toWireTensor, wrapTensor } from "./js-tensors.js";
 
 /** A route is used this long, then a call goes the usual way again to renew it (a newer version, more instances). */
 export const ROUTE_RENEW_MS = 1000;
 
-/** What this thread needs of `@galley/backends-native/torch`'s `torchDirect()`. */
-export interface TorchDirectCaller {
-  execute(id: number, inputs: readonly TorchWireInput[], options?: { graph?: boolean }): Promise<TorchExecution>;
-}
-
 interface Route {
   route: DirectRoute;
-  batches: TorchBatches;
-  hooks: TorchBatchHooks;
+  /** The backend's runner, loaded at the route's first call; undefined where it failed to load. */
+  runner: Promise<DirectRunner | undefined>;
   learned: number;
-  /** The next instance, round robin. */
-  next: number;
 }
-
-/** The instance's module is gone (closed, restarted): the route is dropped, the call goes the usual way. */
-class RouteGone extends Error {}
 
 /** Options of {@link DirectCalls}. */
 export interface DirectCallsOptions {
-  torch: TorchDirectCaller;
   /** Report a call for the target's statistics (to the main thread). */
   record(record: DirectRecord): void;
-  log: TorchBatchHooks["log"];
+  log: DirectRunnerHooks["log"];
 }
 
 /** One worker's direct routes and calls. */
@@ -57,21 +50,15 @@ export class DirectCalls {
 
   /** Remember the route the main thread sent for `request`'s model and version. */
   learn(request: BlsRequest, route: DirectRoute): void {
-    const device = route.target.device;
-    const graphs = device === undefined ? undefined : cudaGraphPlan(route.config);
-    const model = route.model;
-    this.#routes.set(routeKey(request), {
-      route,
-      batches: new TorchBatches(route.config, route.target.io, device, graphs),
-      hooks: {
-        name: `${model} (direct)`,
-        log: this.#options.log,
-        transfers: () => {},
-        queued: device !== undefined,
+    const hooks: DirectRunnerHooks = { name: route.model, log: this.#options.log };
+    const runner = (import(route.target.runner) as Promise<DirectRunnerModule>).then(
+      (module) => module.createDirectRunner(route.config, route.target.spec, hooks),
+      (error: Error) => {
+        this.#options.log.warn(`direct BLS calls to '${route.model}' are not available here: ${error.message}`);
+        return undefined;
       },
-      learned: performance.now(),
-      next: 0,
-    });
+    );
+    this.#routes.set(routeKey(request), { route, runner, learned: performance.now() });
   }
 
   /**
@@ -83,21 +70,27 @@ export class DirectCalls {
     const key = routeKey(request);
     const found = this.#routes.get(key);
     if (!found) return undefined;
-    if (performance.now() - found.learned > ROUTE_RENEW_MS || found.route.target.instances.length === 0) {
+    if (performance.now() - found.learned > ROUTE_RENEW_MS || found.route.target.instances === 0) {
       this.#routes.delete(key);
       return undefined;
     }
+    const runner = await found.runner;
+    if (runner === undefined) return undefined;
     try {
-      return await this.#run(found, request, cancelled);
+      return await this.#run(found.route, runner, request, cancelled);
     } catch (error) {
-      if (!(error instanceof RouteGone)) throw error;
+      if (!(error instanceof DirectRouteGone)) throw error;
       if (this.#routes.get(key) === found) this.#routes.delete(key);
       return undefined;
     }
   }
 
-  async #run(found: Route, blsRequest: BlsRequest, cancelled: () => boolean): Promise<BlsResponse> {
-    const { route, batches, hooks } = found;
+  async #run(
+    route: DirectRoute,
+    runner: DirectRunner,
+    blsRequest: BlsRequest,
+    cancelled: () => boolean,
+  ): Promise<BlsResponse> {
     const start = now();
     const id = blsRequest.id ?? "";
     const request: InferenceRequest = {
@@ -127,35 +120,9 @@ export class DirectCalls {
       record({ failure: "CANCELED" });
       throw asBlsError(new InferenceError("CANCELLED", { id: requestId(id) }));
     }
-    const instances = route.target.instances;
-    const instance = instances[found.next++ % instances.length] as number;
-    let transfers: DirectRecord["transfers"];
-    const result = await batches.run(
-      [request],
-      async (batch) => {
-        try {
-          return await this.#options.torch.execute(instance, batch.inputs, batch.graph ? { graph: true } : undefined);
-        } catch (error) {
-          if ((error as { code?: string }).code === "TORCH_INSTANCE_CLOSED") throw new RouteGone();
-          return { error: (error as Error).message };
-        }
-      },
-      {
-        ...hooks,
-        transfers: (counts) => {
-          transfers = counts;
-        },
-      },
-    );
-    const outcome = result.responses[0];
-    if (outcome instanceof RouteGone) throw outcome;
+    const { outcome, execution: phases, transfers } = await runner.run(request);
     // An execution whatever its outcome, as the schedulers count one for every batch they send.
-    const execution = {
-      batchSize,
-      inputNs: Number(result.computeInputNs),
-      inferNs: Number(result.computeInferNs),
-      outputNs: Number(result.computeOutputNs),
-    };
+    const execution = { batchSize, ...phases };
     if (cancelled()) {
       record({ execution, failure: "CANCELED", ...(transfers ? { transfers } : {}) });
       throw asBlsError(new InferenceError("CANCELLED", { id: requestId(id) }));

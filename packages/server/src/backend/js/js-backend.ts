@@ -2,14 +2,14 @@ import { access } from "node:fs/promises";
 import { join } from "node:path";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import type { Logger } from "../../log.js";
+import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../check-outputs.js";
 import type { TransportFactory } from "../host/instance-transport.js";
 import { SharedThreads } from "../host/shared-threads.js";
 import { workerTransport } from "../host/worker-transport.js";
 import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
-import type { InferencePath } from "./bls-calls.js";
+import type { InferencePath } from "../scripted/bls-calls.js";
 import { JS_WORKER_URL, JsInstance } from "./js-instance.js";
 import type { FromWorker, ToWorker } from "./js-messages.js";
 

@@ -1,17 +1,17 @@
 import type { ModelRateLimiter } from "@galley/proto";
-import { now } from "../../clock/clock.js";
-import { backendError, ERRORS, InferenceError, modelError, toInferenceError } from "../../core/errors.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import type { Tensor } from "../../core/tensor.js";
-import type { Logger } from "../../log.js";
+import { now } from "../../base/clock.js";
+import { backendError, ERRORS, InferenceError, modelError, toInferenceError } from "../../base/errors.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Logger } from "../../base/log.js";
+import type { Tensor } from "../../base/tensor.js";
+import { workerEntry } from "../../base/worker-entry.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { checkOutputs, type OutputRules } from "../check-outputs.js";
 import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import type { TransportFactory } from "../host/instance-transport.js";
-import { workerEntry } from "../host/worker-entry.js";
 import { workerTransport } from "../host/worker-transport.js";
-import { BlsCalls, type InferencePath } from "./bls-calls.js";
+import { BlsCalls, type InferencePath } from "../scripted/bls-calls.js";
 import {
   type JsInit,
   type JsProtocol,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ERRORS, InferenceError } from "../../core/errors.js";
+import { ERRORS, InferenceError } from "../../base/errors.js";
 import {
   TENSOR_ERROR_IDS,
   type TensorErrorTable,

@@ -3,8 +3,8 @@
 
 import { decodeBytesElements, encodeBytesElements } from "@galley/proto/bytes-codec";
 import { elementType as datatype } from "@galley/proto/datatypes";
-import type { ERRORS } from "../../core/errors.js";
-import { elementCount } from "../../core/tensor.js";
+import type { ERRORS } from "../../base/errors.js";
+import { elementCount } from "../../base/tensor.js";
 import type { DataType, DeviceRef, InputTensor, OutputTensor } from "../../model/api.js";
 import type { WireError, WireTensor } from "./js-messages.js";
 

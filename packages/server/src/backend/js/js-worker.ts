@@ -6,9 +6,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import module from "node:module";
 import { pathToFileURL } from "node:url";
 import { getHeapStatistics } from "node:v8";
-import { createAsyncQueue } from "../../async-queue.js";
-import type { DirectRoute } from "../../core/direct-route.js";
-import { collector } from "../../heap.js";
+import { createAsyncQueue } from "../../base/async-queue.js";
+import { collector } from "../../base/heap.js";
 import type {
   BlsRequest,
   BlsResponse,
@@ -19,9 +18,10 @@ import type {
   Response,
   ResponseSender,
 } from "../../model/api.js";
+import type { DirectRoute } from "../backend.js";
 import { type Coalesced, coalescingPost, forEachMessage } from "../host/coalesce.js";
 import { runAs, serveThread } from "../host/thread-slots.js";
-import type { DirectCalls, TorchDirectCaller } from "./bls-direct.js";
+import type { DirectCalls } from "./bls-direct.js";
 import {
   type FromWorker,
   type JsInit,
@@ -32,9 +32,6 @@ import {
   type WireResponse,
 } from "./js-messages.js";
 import { toWireTensor, useErrorTable, wireError, wrapTensor } from "./js-tensors.js";
-
-/** The torch addon's wrappers, for direct BLS calls (imported at the first route). */
-const TORCH_ADDON = "@galley/backends-native/torch";
 
 // `galley` turns on Node's compile cache and names its folder here (a thread does not inherit it):
 // the model module, and tsx for TypeScript models, then compile once per Node version.
@@ -192,19 +189,14 @@ serveThread((port, fail, slot) => {
 
   // ---- direct BLS calls (BlsRequest.direct, see bls-direct.ts) --------------------------------
 
-  /** Made at the first route; null once it turned out it cannot be (no torch addon in this thread). */
+  /** Made at the first route; null once it turned out it cannot be. */
   let direct: DirectCalls | null | undefined;
 
   async function learnRoute(request: BlsRequest, route: DirectRoute): Promise<void> {
     if (direct === undefined) {
       try {
-        const [{ DirectCalls }, torch] = await Promise.all([
-          import("./bls-direct.js"),
-          // A variable specifier, as the backend's: the server builds and runs without the addon.
-          import(TORCH_ADDON) as Promise<{ torchDirect(): TorchDirectCaller }>,
-        ]);
+        const { DirectCalls } = await import("./bls-direct.js");
         direct ??= new DirectCalls({
-          torch: torch.torchDirect(),
           record: (record) => post({ kind: "bls-direct", record }),
           log: {
             info: log("info"),

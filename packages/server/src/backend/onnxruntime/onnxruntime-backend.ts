@@ -2,7 +2,7 @@ import { stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { autoCompleteOnnx, findOnnxModelFile, type ModelIO, missingOnnxModelMessage } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import type { Logger } from "../../log.js";
+import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import { inlineSessionsAvailable, openInlineSession } from "./inline-session.js";

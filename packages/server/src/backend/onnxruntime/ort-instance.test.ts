@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import { createLogger } from "../../log.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import { createLogger } from "../../base/log.js";
 import { createOrtHost, OrtInstance } from "./ort-instance.js";
 import type { WireTensor } from "./ort-messages.js";
 

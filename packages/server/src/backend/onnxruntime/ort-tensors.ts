@@ -7,9 +7,9 @@ import {
   encodeBytesElements,
   type ModelOutput,
 } from "@galley/proto";
-import { datatype } from "../../core/datatype.js";
-import { InferenceError } from "../../core/errors.js";
-import type { Tensor } from "../../core/tensor.js";
+import { datatype } from "../../base/datatype.js";
+import { InferenceError } from "../../base/errors.js";
+import type { Tensor } from "../../base/tensor.js";
 import { configOutputShape, workerView } from "../batch-io.js";
 import type { OrtType, ValueInfo, WireTensor } from "./ort-messages.js";
 

@@ -1,16 +1,16 @@
 import { randomBytes } from "node:crypto";
 import type { ModelRateLimiter } from "@galley/proto";
-import { now } from "../../clock/clock.js";
-import { InferenceError, modelError, toInferenceError } from "../../core/errors.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import { NO_BYTES, type Parameters, type Tensor } from "../../core/tensor.js";
-import type { Logger } from "../../log.js";
+import { now } from "../../base/clock.js";
+import { InferenceError, modelError, toInferenceError } from "../../base/errors.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Logger } from "../../base/log.js";
+import { NO_BYTES, type Parameters, type Tensor } from "../../base/tensor.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { checkOutputs, type OutputRules } from "../check-outputs.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { processTransport } from "../host/process-transport.js";
-import { BlsCalls, type InferencePath } from "../js/bls-calls.js";
-import type { WireBlsRequest } from "../js/js-messages.js";
+import { BlsCalls, type InferencePath } from "../scripted/bls-calls.js";
+import type { WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
 import type { PyInit, PyProtocol, PyRequest, PyResponse, PyResult, ShmTensor } from "./python-messages.js";
 import type { SegmentMapper } from "./shm-mapping.js";
@@ -111,7 +111,6 @@ export class PythonInstance implements BackendInstance {
     this.#bls = new BlsCalls({
       inference: options.inference,
       reply: (message) => {
-        if (message.kind !== "bls-reply") return;
         const pool = this.#shm();
         const response: PyResponse | undefined = message.response && {
           outputs: message.response.outputs.map((t) =>

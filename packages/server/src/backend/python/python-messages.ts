@@ -1,9 +1,9 @@
 // Messages between a Python-backend instance (main thread) and its stub process, carried as JSON
 // frames by the process transport. Tensors travel as references into shared-memory segments
 // (`ShmTensor`): the JSON says where the bytes are, never what they are.
-import type { Parameters } from "../../core/tensor.js";
+import type { Parameters } from "../../base/tensor.js";
 import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
-import type { WireDevice, WirePreferredMemory } from "../js/js-messages.js";
+import type { WireDevice, WirePreferredMemory } from "../scripted/bls-wire.js";
 
 /**
  * A tensor whose bytes lie in a segment of the sender: segment number `s` (of `z` bytes), byte

@@ -1,5 +1,5 @@
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
-import type { Logger } from "../../log.js";
+import type { Logger } from "../../base/log.js";
 
 /**
  * One shared-memory file (under /dev/shm) as the server reaches it: mapped (the native addon, no

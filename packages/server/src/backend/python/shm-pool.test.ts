@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
-import { createLogger } from "../../log.js";
+import { createLogger } from "../../base/log.js";
 import { fileMapper, type SegmentMapper, segmentMapper } from "./shm-mapping.js";
 import { Arena, removeSegments, SHM_DIR, SHM_PREFIX, ShmPool } from "./shm-pool.js";
 

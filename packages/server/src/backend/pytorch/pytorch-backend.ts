@@ -1,9 +1,10 @@
 import { realpath, stat } from "node:fs/promises";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
-import type { Logger } from "../../log.js";
+import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { cudaGraphPlan } from "./cuda-graphs.js";
+import { torchDirectTarget } from "./pytorch-direct.js";
 import { PyTorchInstance, type TorchAddon } from "./pytorch-instance.js";
 import { mapTorchIO } from "./pytorch-io.js";
 import type { TorchInstanceSettings } from "./pytorch-messages.js";
@@ -164,7 +165,7 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
           const ids = active.map((i) => i.directId);
           if (!first || ids.some((id) => id === undefined) || (first.device !== undefined && !deviceTensors))
             return undefined;
-          return { backend: "pytorch", instances: ids as number[], io: first.io, device: first.device };
+          return torchDirectTarget({ instances: ids as number[], io: first.io, device: first.device });
         },
         healthy: () => opened.every((i) => i.healthy),
         unload: async () => {

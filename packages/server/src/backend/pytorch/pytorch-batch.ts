@@ -3,12 +3,12 @@
 // checked. The same for the instance's own batches (main thread) and a scripted model's direct
 // BLS calls (its worker, `bls-direct.ts`): only the way to the instance's thread differs.
 import type { ModelConfig, ModelOutput } from "@galley/proto";
-import { now } from "../../clock/clock.js";
-import { InferenceError } from "../../core/errors.js";
-import { type HostTransferCounts, hostTransfers } from "../../core/host-transfers.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import { type DeviceTensor, NO_BYTES, type Tensor } from "../../core/tensor.js";
-import type { Logger } from "../../log.js";
+import { now } from "../../base/clock.js";
+import { InferenceError } from "../../base/errors.js";
+import { type HostTransferCounts, hostTransfers } from "../../base/host-transfers.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Logger } from "../../base/log.js";
+import { type DeviceTensor, NO_BYTES, type Tensor } from "../../base/tensor.js";
 import type { ExecuteResult } from "../backend.js";
 import { configOutputShape, scatterOutput } from "../batch-io.js";
 import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";

@@ -1,7 +1,7 @@
 import type { ModelConfig, ModelRateLimiter } from "@galley/proto";
-import { hostTransfers } from "../../core/host-transfers.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import type { Logger } from "../../log.js";
+import { hostTransfers } from "../../base/host-transfers.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Logger } from "../../base/log.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { type NativeInstance, nativeTransport } from "../host/native-transport.js";

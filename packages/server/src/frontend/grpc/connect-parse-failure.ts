@@ -1,7 +1,7 @@
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescService } from "@bufbuild/protobuf";
 import { GRPCInferenceService, Health } from "@galley/proto";
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 import { rewriteHeaders } from "./rewrite-headers.js";
 
 /** connect-node's text for a request message `fromBinary` refused; the rest is the decoder's JavaScript text. */

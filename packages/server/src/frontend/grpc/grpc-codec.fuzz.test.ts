@@ -9,7 +9,7 @@ import { type InferParameter, ModelInferRequestSchema } from "@galley/proto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeOrTableError, showBytes } from "../../../test/support/fuzz.js";
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 import { decodeModelInfer, leanRequestFromGrpc, requestFromGrpc } from "./grpc-codec.js";
 
 const int64 = fc.bigInt({ min: -(1n << 63n), max: (1n << 63n) - 1n });

@@ -9,11 +9,11 @@ import {
   readModelInferRequest,
   toInferParameters,
 } from "@galley/proto";
-import { datatype } from "../../core/datatype.js";
-import { InferenceError } from "../../core/errors.js";
-import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
+import { datatype } from "../../base/datatype.js";
+import { InferenceError } from "../../base/errors.js";
+import type { InferenceRequest, InferenceResponse } from "../../base/inference-request.js";
+import type { Parameters, Tensor } from "../../base/tensor.js";
 import type { SharedMemoryRef } from "../../core/shared-memory.js";
-import type { Parameters, Tensor } from "../../core/tensor.js";
 import { describeWireFault, findWireFault } from "./wire-fault.js";
 
 /** Which typed-contents field carries each datatype (PROTOCOL.md §2.2), and the type it implies. */

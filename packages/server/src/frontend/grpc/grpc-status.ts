@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { hiddenCause, InferenceError, type TritonCode, toInferenceError } from "../../core/errors.js";
-import type { Logger } from "../../log.js";
+import { hiddenCause, InferenceError, type TritonCode, toInferenceError } from "../../base/errors.js";
+import type { Logger } from "../../base/log.js";
 
 /** gRPC status per Triton code (PROTOCOL.md §2.3). */
 export const GRPC_CODE: Readonly<Record<TritonCode, Code>> = {

@@ -1,5 +1,5 @@
-import { now } from "../../clock/clock.js";
-import type { Trace } from "../../core/trace.js";
+import { now } from "../../base/clock.js";
+import type { Trace } from "../../base/trace.js";
 
 /**
  * A gRPC request's trace. As Triton's gRPC frontend does, its own timestamps (GRPC_WAITREAD_*,

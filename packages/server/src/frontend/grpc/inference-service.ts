@@ -13,16 +13,16 @@ import {
   TraceSettingResponseSchema,
   toInferParameter,
 } from "@galley/proto";
-import { now } from "../../clock/clock.js";
-import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
-import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
+import { now } from "../../base/clock.js";
+import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
+import type { InferenceRequest, InferenceResponse } from "../../base/inference-request.js";
+import type { Logger } from "../../base/log.js";
+import type { Trace } from "../../base/trace.js";
 import type { InferenceServer, LoadOverrides, ModelView } from "../../core/inference-server.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
-import type { Trace } from "../../core/trace.js";
 import type { TraceUpdate } from "../../core/trace-settings.js";
 import { setTraceNumber, traceLevel, traceNumber } from "../../core/trace-update.js";
-import type { Logger } from "../../log.js";
 import { requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
 import { grpcError } from "./grpc-status.js";
 import { GrpcTrace } from "./grpc-trace.js";

@@ -6,8 +6,8 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ModelInferResponseSchema, toInferParameters } from "@galley/proto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { InferenceResponse } from "../../core/inference-request.js";
-import type { Tensor } from "../../core/tensor.js";
+import type { InferenceResponse } from "../../base/inference-request.js";
+import type { Tensor } from "../../base/tensor.js";
 import { responseToGrpc } from "./grpc-codec.js";
 import { responsePieces } from "./lean-wire.js";
 

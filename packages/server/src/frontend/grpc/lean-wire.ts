@@ -12,7 +12,7 @@ import {
   withRawContents,
   writeModelInferResponseHead,
 } from "@galley/proto";
-import type { InferenceResponse } from "../../core/inference-request.js";
+import type { InferenceResponse } from "../../base/inference-request.js";
 import { responseToGrpc } from "./grpc-codec.js";
 
 /** Triton accepts messages up to INT32_MAX bytes. */

@@ -5,8 +5,8 @@ import {
   type ModelInferRequest,
   type ModelStreamInferResponse,
 } from "@galley/proto";
-import { createAsyncQueue } from "../../async-queue.js";
-import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
+import { createAsyncQueue } from "../../base/async-queue.js";
+import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { decodeModelInfer } from "./grpc-codec.js";
 import { specPercentEncode } from "./grpc-message.js";

@@ -1,10 +1,10 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import type { ModelInferRequest } from "@galley/proto";
-import { now } from "../../clock/clock.js";
-import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
-import type { InferenceResponse } from "../../core/inference-request.js";
+import { now } from "../../base/clock.js";
+import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
+import type { InferenceResponse } from "../../base/inference-request.js";
+import type { Trace } from "../../base/trace.js";
 import type { InferenceServer } from "../../core/inference-server.js";
-import type { Trace } from "../../core/trace.js";
 import { decodeModelInfer, leanRequestFromGrpc } from "./grpc-codec.js";
 import { specPercentEncode } from "./grpc-message.js";
 import { grpcCode } from "./grpc-status.js";

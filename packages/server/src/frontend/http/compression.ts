@@ -1,5 +1,5 @@
 import { createDeflate, createGzip } from "node:zlib";
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 
 /** A content coding the REST frontend reads and writes (PROTOCOL.md §1.1). */
 export type Encoding = "identity" | "gzip" | "deflate";

@@ -1,8 +1,8 @@
 import type { ProtocolDataType } from "@galley/config";
-import { InferenceError } from "../../core/errors.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
+import { InferenceError } from "../../base/errors.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Parameters, Tensor } from "../../base/tensor.js";
 import type { TensorMetadata } from "../../core/inference-server.js";
-import type { Parameters, Tensor } from "../../core/tensor.js";
 import { customParameter } from "./infer-request.js";
 import {
   asString,

@@ -1,5 +1,5 @@
-import type { InferenceResponse } from "../../core/inference-request.js";
-import type { Tensor } from "../../core/tensor.js";
+import type { InferenceResponse } from "../../base/inference-request.js";
+import type { Tensor } from "../../base/tensor.js";
 import { writeParameter } from "./infer-response.js";
 import { writeTensorJson } from "./json-tensor.js";
 import { JsonWriter } from "./json-write.js";

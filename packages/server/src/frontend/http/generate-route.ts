@@ -1,7 +1,7 @@
 import type { ServerResponse } from "node:http";
-import { type ErrorId, hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
-import type { InferenceRequest, StreamedResponse } from "../../core/inference-request.js";
-import type { Trace } from "../../core/trace.js";
+import { type ErrorId, hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
+import type { InferenceRequest, StreamedResponse } from "../../base/inference-request.js";
+import type { Trace } from "../../base/trace.js";
 import { readBody } from "./body.js";
 import { type Context, header } from "./context.js";
 import { decodeGenerate } from "./generate-request.js";

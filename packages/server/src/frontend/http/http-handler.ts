@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { hiddenCause, InferenceError, toInferenceError } from "../../core/errors.js";
+import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
-import type { LeanAnswer, LeanHandler } from "../http1-lean.js";
-import type { Http1Timeouts } from "../listen-http1.js";
+import type { LeanAnswer, LeanHandler } from "../transport/http1-lean.js";
+import type { Http1Timeouts } from "../transport/listen-http1.js";
 import { ClientGone, DEFAULT_MAX_INPUT_SIZE } from "./body.js";
 import { ACCEPTED_ENCODINGS, responseEncoding } from "./compression.js";
 import type { Context } from "./context.js";

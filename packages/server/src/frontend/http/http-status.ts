@@ -1,4 +1,4 @@
-import type { InferenceError, TritonCode } from "../../core/errors.js";
+import type { InferenceError, TritonCode } from "../../base/errors.js";
 
 /** HTTP status per Triton code (Triton's `HttpCodeFromError`, PROTOCOL.md §1.1). */
 export const HTTP_STATUS: Readonly<Record<TritonCode, number>> = {

@@ -7,7 +7,7 @@ import { DataType, ModelConfigSchema } from "@galley/proto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeOrTableError, showBytes } from "../../../test/support/fuzz.js";
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 import type { ModelView } from "../../core/inference-server.js";
 import type { Body } from "./body.js";
 import { atoi, decodeInfer } from "./infer-request.js";

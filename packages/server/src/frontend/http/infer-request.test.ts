@@ -4,7 +4,7 @@ import { gzipSync } from "node:zlib";
 import { create } from "@bufbuild/protobuf";
 import { DataType, ModelConfigSchema } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 import type { ModelView } from "../../core/inference-server.js";
 import { type Body, readBody } from "./body.js";
 import { httpStatus } from "./http-status.js";

@@ -1,9 +1,9 @@
 import type { ProtocolDataType } from "@galley/config";
-import { InferenceError } from "../../core/errors.js";
-import type { InferenceRequest, RequestedOutput } from "../../core/inference-request.js";
+import { InferenceError } from "../../base/errors.js";
+import type { InferenceRequest, RequestedOutput } from "../../base/inference-request.js";
+import type { Parameters, Tensor } from "../../base/tensor.js";
 import type { ModelView } from "../../core/inference-server.js";
 import type { SharedMemoryRef } from "../../core/shared-memory.js";
-import type { Parameters, Tensor } from "../../core/tensor.js";
 import type { Body } from "./body.js";
 import {
   asArray,

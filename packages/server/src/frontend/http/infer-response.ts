@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders } from "node:http";
-import type { InferenceResponse } from "../../core/inference-request.js";
-import type { ParameterValue } from "../../core/tensor.js";
+import type { InferenceResponse } from "../../base/inference-request.js";
+import type { ParameterValue } from "../../base/tensor.js";
 import type { OutputPlan } from "./infer-request.js";
 import { writeTensorJson } from "./json-tensor.js";
 import { JsonWriter } from "./json-write.js";

@@ -1,7 +1,7 @@
-import { InferenceError } from "../../core/errors.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
+import { InferenceError } from "../../base/errors.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Trace } from "../../base/trace.js";
 import type { InferenceServer, ModelView } from "../../core/inference-server.js";
-import type { Trace } from "../../core/trace.js";
 import { type Body, readBody } from "./body.js";
 import { compress, type Encoding, requestEncoding, responseEncoding } from "./compression.js";
 import { type Context, header } from "./context.js";

@@ -1,4 +1,4 @@
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 import {
   isDecimalArray,
   JsonDepthError,

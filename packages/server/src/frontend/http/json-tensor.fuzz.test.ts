@@ -4,8 +4,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeOrTableError, showBytes } from "../../../test/support/fuzz.js";
-import { datatype } from "../../core/datatype.js";
-import { InferenceError } from "../../core/errors.js";
+import { datatype } from "../../base/datatype.js";
+import { InferenceError } from "../../base/errors.js";
 import { parseBody } from "./json-access.js";
 import { type JsonValue, parseJson } from "./json-parse.js";
 import { tensorFromJson } from "./json-tensor.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { InferenceError } from "../../core/errors.js";
-import type { Tensor } from "../../core/tensor.js";
+import { InferenceError } from "../../base/errors.js";
+import type { Tensor } from "../../base/tensor.js";
 import { requestEncoding, responseEncoding } from "./compression.js";
 import { httpStatus } from "./http-status.js";
 import { asArray } from "./json-access.js";

@@ -1,7 +1,7 @@
 import { encodeBytesElements } from "@galley/proto";
-import { datatype } from "../../core/datatype.js";
-import { InferenceError, requestId } from "../../core/errors.js";
-import type { Tensor } from "../../core/tensor.js";
+import { datatype } from "../../base/datatype.js";
+import { InferenceError, requestId } from "../../base/errors.js";
+import type { Tensor } from "../../base/tensor.js";
 import { asBool, asDouble, asInt, asString, asUint, internal } from "./json-access.js";
 import { isDecimalArray, JsonFloat, type JsonValue } from "./json-parse.js";
 import { formatDouble, formatDoubles, type JsonWriter } from "./json-write.js";

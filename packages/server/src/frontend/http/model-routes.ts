@@ -1,7 +1,7 @@
 import { toJson } from "@bufbuild/protobuf";
 import { toModelConfigJson } from "@galley/config";
 import { ModelStatisticsResponseSchema } from "@galley/proto";
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
 import type { Context } from "./context.js";
 

@@ -1,6 +1,6 @@
 import { dataTypeToProtocol, dimsString, type ProtocolDataType } from "@galley/config";
-import { datatype } from "../../core/datatype.js";
-import { InferenceError } from "../../core/errors.js";
+import { datatype } from "../../base/datatype.js";
+import { InferenceError } from "../../base/errors.js";
 import type { ModelView } from "../../core/inference-server.js";
 import type { Body } from "./body.js";
 import type { DecodedInfer } from "./infer-request.js";

@@ -1,4 +1,4 @@
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 import { type Context, jsonBody } from "./context.js";
 import { asBool, asString, internal, JsonAccessError, member, members } from "./json-access.js";
 import type { JsonObject } from "./json-parse.js";

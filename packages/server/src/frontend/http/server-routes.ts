@@ -1,4 +1,4 @@
-import { InferenceError } from "../../core/errors.js";
+import { InferenceError } from "../../base/errors.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
 import { CUDA_IPC_HANDLE_BYTES } from "../../core/shared-memory.js";
 import type { TraceUpdate } from "../../core/trace-settings.js";

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { createLogger } from "../../log.js";
+import { createLogger } from "../../base/log.js";
 import { type GpuMetricsSource, startGpuMetrics } from "./gpu-metrics.js";
 
 const quiet = createLogger({ info: false, warning: false, error: false });

@@ -1,6 +1,6 @@
 import type { GpuReadings, GpuSample } from "@galley/backends-native";
 import { Counter, Gauge, type Registry } from "prom-client";
-import type { Logger } from "../../log.js";
+import type { Logger } from "../../base/log.js";
 
 /**
  * Where GPU readings come from: NVML through the native addon in a real server

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { cpus, freemem, totalmem } from "node:os";
 import { Counter, Gauge, Registry } from "prom-client";
-import { type HostTransferCounts, hostTransfers } from "../../core/host-transfers.js";
+import { type HostTransferCounts, hostTransfers } from "../../base/host-transfers.js";
 import type { InferenceServer, ModelView } from "../../core/inference-server.js";
 import type { GpuMetrics, GpuMetricsSource } from "./gpu-metrics.js";
 

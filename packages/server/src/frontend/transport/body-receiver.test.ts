@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { collector } from "../../heap.js";
-import { BodyReceiver, EAGER_BODY_BYTES } from "./body.js";
+import { collector } from "../../base/heap.js";
+import { BodyReceiver, EAGER_BODY_BYTES } from "./body-receiver.js";
 
 /** `bytes` cut at `cuts` (positions, any order), with `extra` bytes after the body in the last piece. */
 function pieces(bytes: Uint8Array, cuts: number[], extra: number): Uint8Array[] {

@@ -2,9 +2,9 @@
 // socket, every other request left to Node's HTTP server.
 import { type Server as Http1Server, maxHeaderSize, STATUS_CODES } from "node:http";
 import { Socket } from "node:net";
-import { type Body, BodyReceiver } from "./http/body.js";
-import { type LeanHead, leanHead } from "./http/lean-head.js";
+import { type Body, BodyReceiver } from "./body-receiver.js";
 import type { ClientErrors } from "./http1-client-errors.js";
+import { type LeanHead, leanHead } from "./lean-head.js";
 import { requestTurns } from "./turn-budget.js";
 
 /** A reply the lean path writes: Node's `writeHead` headers, then the parts in order. */
@@ -227,13 +227,6 @@ class LeanConnection {
       this.socket.setTimeout(this.limits.keepAliveMs);
       return;
     }
-    if (!this.#started) {
-      // Busy until its turn (`turn-budget.ts`): bytes that come meanwhile are queued.
-      this.#busy = true;
-      requestTurns.start(this.#start);
-      return;
-    }
-    this.#started = false;
     this.socket.resume();
     const head = this.host.accepting() ? leanHead(pending, this.limits.head) : undefined;
     if (head?.lengthConflict) {
@@ -256,15 +249,27 @@ class LeanConnection {
   }
 
   #run(): void {
-    const reading = this.#reading as Reading;
+    this.#ready = this.#reading as Reading;
     this.#reading = undefined;
     this.#busy = true;
     this.socket.setTimeout(0);
+    // Busy until its turn (`turn-budget.ts`): bytes that come meanwhile are queued. A client that
+    // ends its side meanwhile has its request dropped unanswered, as Node's server aborts it.
+    requestTurns.start(this.#start);
+  }
+
+  /** A request read whole, waiting for its turn. */
+  #ready: Reading | undefined;
+
+  #start = (): void => {
+    const reading = this.#ready;
+    this.#ready = undefined;
+    if (this.#gone || reading === undefined) return;
     this.host.started();
     const controller = new AbortController();
     this.#controller = controller;
     reading.call.answer(reading.receiver.body(), controller.signal).then(this.#reply, this.#fail);
-  }
+  };
 
   #reply = (answer: LeanAnswer): void => {
     this.#controller = undefined;
@@ -308,15 +313,6 @@ class LeanConnection {
     // request starts once, in order, and never beside another.
     if (flushed) this.#idleAgain();
     else socket.once("drain", this.#idleAgain);
-  };
-
-  /** The request in `#pending` has its turn. */
-  #started = false;
-  #start = (): void => {
-    this.#busy = false;
-    if (this.#gone) return;
-    this.#started = true;
-    this.#next();
   };
 
   #idleAgain = (): void => {

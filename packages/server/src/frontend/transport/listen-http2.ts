@@ -8,7 +8,6 @@ import {
   type ServerOptions,
 } from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
-import { specPercentEncode } from "./grpc/grpc-message.js";
 import { bind, defaultMaxConnections, type Listener, limitConnections, tooManyConnections } from "./listener.js";
 import { requestTurns } from "./turn-budget.js";
 
@@ -153,7 +152,8 @@ export async function listenHttp2(
         ":status": 200,
         "content-type": "application/grpc",
         "grpc-status": "14",
-        "grpc-message": specPercentEncode(tooManyConnections(maxConnections)),
+        // Printable ASCII without '%': the gRPC spec's percent-encoding leaves it as it is.
+        "grpc-message": tooManyConnections(maxConnections),
       },
       { endStream: true },
     );
@@ -174,13 +174,23 @@ export async function listenHttp2(
           resolve();
         });
         // GOAWAY: streams already open finish, new ones go elsewhere; a connection with none
-        // closes now.
+        // closes now, its socket too (Node 26 leaves the socket of a session destroyed before
+        // its peer's SETTINGS open, and server.close() waited for it to the end of the grace).
+        const busy = new Set<string>();
         for (const [session, idle] of sessions) {
-          if (idle.busy()) session.close();
-          else session.destroy();
+          if (idle.busy()) {
+            busy.add(peerOf(session.socket));
+            session.close();
+          } else session.destroy();
         }
+        for (const socket of sockets) if (!busy.has(peerOf(socket))) socket.destroy();
       }),
   };
+}
+
+/** A connection's peer address: the same for a socket and for its session's (a proxy of it). */
+function peerOf(socket: { remoteAddress?: string | undefined; remotePort?: number | undefined }): string {
+  return `${socket.remoteAddress}:${socket.remotePort}`;
 }
 
 /** A connection's streams, as {@link closeWhenIdle} follows them. */

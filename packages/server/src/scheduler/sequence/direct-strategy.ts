@@ -1,7 +1,7 @@
 import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
 import { encodeBytesElements } from "@galley/proto";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import { elementCount, type Tensor } from "../../core/tensor.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import { elementCount, type Tensor } from "../../base/tensor.js";
 import { type CorrelationId, controlTensors } from "./sequence-controls.js";
 import type { BatchItem, BatchLayout, SequenceStrategy } from "./sequence-strategy.js";
 

@@ -1,4 +1,4 @@
-import type { Clock } from "../../clock/clock.js";
+import type { Clock } from "../../base/clock.js";
 import type { Sequence } from "./sequence.js";
 
 /**

@@ -1,7 +1,7 @@
 import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
-import { datatypeOf } from "../../core/datatype.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import { elementCount, type Tensor } from "../../core/tensor.js";
+import { datatypeOf } from "../../base/datatype.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import { elementCount, type Tensor } from "../../base/tensor.js";
 import { type ControlSignals, controlTensors } from "./sequence-controls.js";
 
 /**

@@ -1,10 +1,10 @@
 import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
-import { type Clock, systemClock } from "../../clock/clock.js";
-import { backendError, InferenceError, requestId } from "../../core/errors.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import type { ModelStatistics } from "../../core/statistics.js";
-import type { Tensor } from "../../core/tensor.js";
-import type { Logger } from "../../log.js";
+import { type Clock, systemClock } from "../../base/clock.js";
+import { backendError, InferenceError, requestId } from "../../base/errors.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Logger } from "../../base/log.js";
+import type { ModelStatistics } from "../../base/statistics.js";
+import type { Tensor } from "../../base/tensor.js";
 import type { InstancePool } from "../instance-pool.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "../scheduler.js";
 import { IdleReaper } from "./idle-reaper.js";

@@ -4,7 +4,7 @@ import {
   ModelSequenceBatching_Control_Kind as Kind,
   type ModelSequenceBatching,
 } from "@galley/proto";
-import type { Tensor } from "../../core/tensor.js";
+import type { Tensor } from "../../base/tensor.js";
 
 /** A sequence's correlation id: integer (uint64 on the wire) or string. */
 export type CorrelationId = bigint | string;

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type ModelConfig, ModelConfigSchema, type ModelSequenceBatching } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import type { InferenceRequest } from "../../core/inference-request.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
 import type { Sequence } from "./sequence.js";
 import { sequenceStrategy } from "./sequence-strategy.js";
 

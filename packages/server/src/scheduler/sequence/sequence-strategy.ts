@@ -1,5 +1,5 @@
 import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
-import type { InferenceRequest } from "../../core/inference-request.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
 import { DirectStrategy } from "./direct-strategy.js";
 import { OldestStrategy } from "./oldest-strategy.js";
 import type { Sequence } from "./sequence.js";

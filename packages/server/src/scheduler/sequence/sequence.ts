@@ -1,7 +1,7 @@
 import type { BackendInstance } from "../../backend/backend.js";
-import type { InferenceError } from "../../core/errors.js";
-import type { InferenceRequest } from "../../core/inference-request.js";
-import type { Tensor } from "../../core/tensor.js";
+import type { InferenceError } from "../../base/errors.js";
+import type { InferenceRequest } from "../../base/inference-request.js";
+import type { Tensor } from "../../base/tensor.js";
 import type { ScheduledResult } from "../scheduler.js";
 import type { CorrelationId } from "./sequence-controls.js";
 

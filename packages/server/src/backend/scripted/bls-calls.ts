@@ -1,16 +1,16 @@
-import type { DirectRecord, DirectRoute } from "../../core/direct-route.js";
-import { InferenceError, toInferenceError } from "../../core/errors.js";
-import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../core/inference-request.js";
-import { type DeviceTensor, NO_BYTES, type Tensor } from "../../core/tensor.js";
-import type { Trace } from "../../core/trace.js";
+import { InferenceError, toInferenceError } from "../../base/errors.js";
+import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../base/inference-request.js";
+import { type DeviceTensor, NO_BYTES, type Tensor } from "../../base/tensor.js";
+import type { Trace } from "../../base/trace.js";
+import type { DirectRecord, DirectRoute } from "../backend.js";
 import {
-  type JsProtocol,
+  type BlsReply,
   tensorFromWire,
   tensorToWire,
   type WireBlsRequest,
   type WireBlsResponse,
   type WireTensor,
-} from "./js-messages.js";
+} from "./bls-wire.js";
 
 /** The server's inference path, for BLS calls. */
 export interface InferencePath {
@@ -25,7 +25,7 @@ export interface InferencePath {
 /** Where {@link BlsCalls} sends replies and finds the signals of the requests a call came from. */
 export interface BlsCallsOptions {
   inference: () => InferencePath;
-  reply(message: JsProtocol["toInstance"], transfer: readonly ArrayBuffer[]): void;
+  reply(message: BlsReply, transfer: readonly ArrayBuffer[]): void;
   /** The signal of an open request of the instance, by key. */
   signalOf(key: number): AbortSignal | undefined;
   /** Whether the instance's request `key` is still open. */

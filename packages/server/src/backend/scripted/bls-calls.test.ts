@@ -4,10 +4,10 @@
 // device tensors here keep their bytes in host memory and count their handles, so the bookkeeping
 // is what is tested (the H200 run covers the real thing: device-tensors-gpu.mjs).
 import { describe, expect, it } from "vitest";
-import type { InferenceRequest, InferenceResponse } from "../../core/inference-request.js";
-import type { DeviceTensor } from "../../core/tensor.js";
+import type { InferenceRequest, InferenceResponse } from "../../base/inference-request.js";
+import type { DeviceTensor } from "../../base/tensor.js";
+import type { JsProtocol, WireBlsResponse, WireTensor } from "../js/js-messages.js";
 import { BlsCalls } from "./bls-calls.js";
-import type { JsProtocol, WireBlsResponse, WireTensor } from "./js-messages.js";
 
 type Reply = Extract<JsProtocol["toInstance"], { kind: "bls-reply" }>;
 
