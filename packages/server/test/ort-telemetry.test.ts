@@ -6,7 +6,7 @@ import { appendFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { cleanup, copyModel, range, tempRepository } from "./support/harness.js";
+import { cleanup, copyModel, range, tempRepository, waitFor } from "./support/harness.js";
 import { killChildren, spawnCli } from "./support/process.js";
 
 const folders: string[] = [];
@@ -45,8 +45,15 @@ function repository(where: "inline" | "worker"): string {
   return repo;
 }
 
-/** Serve `repo` with `env` added to a temp folder and a home of their own; run `simple` once; stop. */
-async function serveOnce(repo: string, env: Record<string, string> = {}): Promise<{ temp: string; home: string }> {
+/**
+ * Serve `repo` with `env` added to a temp folder and a home of their own; run `simple` once; wait
+ * for `until` (what the server writes in its temp folder), if given; stop.
+ */
+async function serveOnce(
+  repo: string,
+  env: Record<string, string> = {},
+  until?: (temp: string) => boolean,
+): Promise<{ temp: string; home: string }> {
   const temp = emptyFolder("galley-ort-tmp-");
   const home = emptyFolder("galley-ort-home-");
   const base: NodeJS.ProcessEnv = { ...process.env };
@@ -87,6 +94,8 @@ async function serveOnce(repo: string, env: Record<string, string> = {}): Promis
   expect(response.status).toBe(200);
   const body = (await response.json()) as { outputs: { name: string; data: number[] }[] };
   expect(body.outputs.find((o) => o.name === "OUTPUT0")?.data).toEqual(data.map((v) => 2 * v));
+  // The library writes its files from a thread of its own, some time after it starts.
+  if (until) await waitFor(() => until(temp), { what: "ONNX Runtime's telemetry files" });
   cli.child.kill("SIGTERM");
   expect(await cli.exited).toBe(0);
   return { temp, home };
@@ -106,7 +115,9 @@ describe("ONNX Runtime telemetry", () => {
   }, 60_000);
 
   it("is on when the user sets ORT_DISABLE_TELEMETRY=0", async () => {
-    const { temp } = await serveOnce(repository("worker"), { ORT_DISABLE_TELEMETRY: "0" });
+    const written = (temp: string) =>
+      contents(temp).some((f) => /^mat-debug-\d+\.log$/.test(f)) && contents(temp).includes(".ses");
+    const { temp } = await serveOnce(repository("worker"), { ORT_DISABLE_TELEMETRY: "0" }, written);
     const files = contents(temp);
     expect(files).toContain(".ses");
     expect(files.filter((f) => /^mat-debug-\d+\.log$/.test(f))).toHaveLength(1);
