@@ -142,7 +142,7 @@ export class DynamicBatcher implements Scheduler {
       }
       const level = this.#queue.levelOf(numberParameter(request, "priority"));
       if (this.#queue.full(level)) {
-        this.#stats.recordFailure(0n, "REJECTED");
+        // Counted (REJECTED) by the core's request pipeline, as every failure.
         reject(new InferenceError("QUEUE_FULL"));
         return;
       }

@@ -1,17 +1,10 @@
 // Messages between a scripted-model instance (main thread) and its worker thread. Tensor bytes
 // travel in `data` and are moved (transfer list), never copied, where the buffer allows it.
 
-import type { Parameters, Tensor } from "../../base/tensor.js";
-import type { DirectRecord, DirectRoute } from "../backend.js";
+import type { Parameters } from "../../base/tensor.js";
+import type { DirectRecord } from "../backend.js";
 import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
-import type {
-  BlsReply,
-  WireBlsRequest,
-  WireBlsResponse,
-  WireError,
-  WirePreferredMemory,
-  WireTensor,
-} from "../scripted/bls-wire.js";
+import type { BlsReply, WireBlsRequest, WireError, WireTensor } from "../scripted/bls-wire.js";
 import type { TensorErrorTable } from "./js-tensors.js";
 
 export type {
