@@ -15,9 +15,14 @@ export type {
   DevicePlacement,
   DirectRecord,
   DirectRoute,
+  DirectRun,
+  DirectRunner,
+  DirectRunnerHooks,
+  DirectRunnerModule,
   DirectTarget,
   ExecuteResult,
 } from "./backend/backend.js";
+export { DirectRouteGone } from "./backend/backend.js";
 export type { TorchIO } from "./backend/pytorch/pytorch-io.js";
 export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./base/datatype.js";
 export { InferenceError } from "./base/errors.js";

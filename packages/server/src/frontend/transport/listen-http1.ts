@@ -38,7 +38,7 @@ export interface Http1Timeouts {
   keepAliveTimeoutMs?: number;
   /**
    * Open connections the port holds (`--http-max-connections`); one past it is answered 503 and
-   * closed. 0: no limit. Default: {@link defaultMaxConnections}.
+   * closed. 0: no limit. Default: half the soft descriptor limit less 256.
    */
   maxConnections?: number;
 }

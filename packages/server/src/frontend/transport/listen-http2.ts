@@ -47,7 +47,7 @@ export interface Http2ConnectionOptions {
   firstStreamTimeoutMs?: number;
   /**
    * Open connections the port holds (`--grpc-max-connections`); on one past it every call is
-   * answered UNAVAILABLE and the connection closed. 0: no limit. Default: {@link defaultMaxConnections}.
+   * answered UNAVAILABLE and the connection closed. 0: no limit. Default: half the soft descriptor limit less 256.
    */
   maxConnections?: number;
 }
