@@ -1,8 +1,5 @@
-import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { openCudaIpcHandle } from "@galley/backends-native";
-import { GRPCInferenceService, Health } from "@galley/proto";
 import { createJsBackend, type JsIsolation } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
 import { CustomMetrics } from "./backend/python/custom-metrics.js";
@@ -17,11 +14,8 @@ import { InferenceServer } from "./core/inference-server.js";
 import { SharedMemoryManager } from "./core/shared-memory.js";
 import { TraceFiles } from "./core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
-import { connectResponse } from "./frontend/grpc/grpc-message.js";
-import { createHealthService } from "./frontend/grpc/health-service.js";
-import { createInferenceService, type GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
-import { isPlainModelStreamInfer, serveModelStreamInfer } from "./frontend/grpc/stream-infer.js";
-import { isPlainModelInfer, serveModelInfer } from "./frontend/grpc/unary-infer.js";
+import { createGrpcFrontend } from "./frontend/grpc/grpc-frontend.js";
+import type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { createHttpHandler, createLeanInfer, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
 import { type GpuMetrics, startGpuMetrics } from "./frontend/metrics/gpu-metrics.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
@@ -215,30 +209,14 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       if (failedModels.length > 0 && options.exitOnError) return { failedModels };
       shrinkHeap();
       if (grpc) {
-        const connect = connectNodeAdapter({
-          // Triton allows messages up to INT32_MAX bytes.
-          readMaxBytes: 0x7fffffff,
-          writeMaxBytes: 0x7fffffff,
-          routes: (router) => {
-            router.service(GRPCInferenceService, createInferenceService(core, grpc));
-            router.service(Health, createHealthService(core));
-          },
-        });
-        const handler = (req: Http2ServerRequest, res: Http2ServerResponse) => {
-          // connect-node allocates a unary Connect body at its Content-Length (up to readMaxBytes)
-          // before a byte of it is read. HTTP/2 and Node's HTTP/1 parser already hold the body to
-          // that length; without the hint, connect-node keeps only what has arrived.
-          delete req.headers["content-length"];
-          return connect(req, connectResponse(req, res));
-        };
-        // The two RPCs that carry tensors skip connect-node, and Node's compatibility objects too.
-        const serveStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-          if (isPlainModelInfer(headers)) serveModelInfer(core, grpc, stream, headers);
-          else if (isPlainModelStreamInfer(headers)) serveModelStreamInfer(core, grpc, stream, headers);
-          else return false;
-          return true;
-        };
-        const listener = await listenHttp2(handler, grpc.host ?? "0.0.0.0", grpc.port, grpc, serveStream);
+        const frontend = createGrpcFrontend(core, grpc);
+        const listener = await listenHttp2(
+          frontend.handler,
+          grpc.host ?? "0.0.0.0",
+          grpc.port,
+          grpc,
+          frontend.serveStream,
+        );
         listeners.push(listener);
         addresses.grpc = listener.address;
       }
