@@ -55,8 +55,8 @@ export interface BackendInstance {
 export interface DevicePlacement {
   /** Every instance runs on this GPU. */
   readonly deviceId: number;
-  /** Whose kept tensors it takes (a backend's name; see `DeviceTensor.kind`). */
-  readonly kind: "pytorch";
+  /** Whose kept tensors it takes: the backend's own name (see `DeviceTensor.kind`). */
+  readonly kind: string;
 }
 
 /**

@@ -47,8 +47,11 @@ export interface DeviceTensor {
   /** The CUDA ordinal of the GPU that holds the bytes. */
   readonly deviceId: number;
   readonly byteSize: number;
-  /** Which code can run on it in place: `region` (client memory at `pointer`) or a backend's name (`pytorch`). */
-  readonly kind: "region" | "pytorch";
+  /**
+   * Which code can run on it in place: `region` (client memory at `pointer`), or the name of the
+   * backend that kept it (its `Backend.name`, e.g. `pytorch`), whose instances take it by `handle`.
+   */
+  readonly kind: string;
   /** The device address (client memory, valid while the request runs). */
   readonly pointer?: bigint;
   /** The backend's own handle (the torch addon's kept tensor). */
