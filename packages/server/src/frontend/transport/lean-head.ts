@@ -60,7 +60,7 @@ for (const name of [
  * @returns the head, or undefined for anything else (an incomplete head too): Node's parser then
  * reads the request from its first byte and answers it, or refuses it, as for any other.
  */
-export function leanHead(bytes: Uint8Array, maxBytes: number): LeanHead | undefined {
+export function leanHead(bytes: Buffer, maxBytes: number): LeanHead | undefined {
   const end = Math.min(bytes.length, maxBytes);
   if (!startsWith(bytes, REQUEST_LINE, 0)) return undefined;
   let at = REQUEST_LINE.length;
@@ -151,6 +151,6 @@ function startsWith(bytes: Uint8Array, prefix: Uint8Array, at: number): boolean 
   return true;
 }
 
-function latin1(bytes: Uint8Array, start: number, end: number): string {
-  return Buffer.prototype.latin1Slice.call(bytes, start, end) as string;
+function latin1(bytes: Buffer, start: number, end: number): string {
+  return bytes.toString("latin1", start, end);
 }
