@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { cleanup, copyModel, range, tempRepository, waitFor } from "./support/harness.js";
-import { killChildren, spawnCli } from "./support/process.js";
+import { killChildren, serveArgs, spawnCli } from "./support/process.js";
 
 const folders: string[] = [];
 
@@ -71,16 +71,7 @@ async function serveOnce(
   ])
     delete base[name];
   const cli = spawnCli(
-    [
-      "serve",
-      "--model-repository",
-      repo,
-      "--http-port=0",
-      "--grpc-port=0",
-      "--metrics-port=0",
-      "--http-address=127.0.0.1",
-      "--grpc-address=127.0.0.1",
-    ],
+    serveArgs(repo),
     // Node's compile cache (`galley serve` keeps it in the temp folder, serving.md) is Galley's own
     // and documented; off here, so that every file left in the folder is somebody else's.
     {

@@ -17,7 +17,7 @@ import {
   tempRepository,
   waitFor,
 } from "./support/harness.js";
-import { killChildren, spawnCli } from "./support/process.js";
+import { killChildren, serveArgs, spawnCli } from "./support/process.js";
 
 const python = pythonWithNumpy();
 
@@ -338,21 +338,15 @@ describe("galley serve with Python models", () => {
   it("unloads a model whose execute never returns, loads it again, and exits 0 at SIGTERM", async () => {
     const repo = tempRepository();
     copyPythonModels(repo, ["fragile"]);
-    const cli = spawnCli([
-      "serve",
-      "--model-repository",
-      repo,
-      "--http-port=0",
-      "--grpc-port=0",
-      "--metrics-port=0",
-      "--http-address=127.0.0.1",
-      "--grpc-address=127.0.0.1",
-      "--model-control-mode=explicit",
-      "--load-model=fragile",
-      "--exit-timeout-secs=2",
-      "--backend-config",
-      `python,python-executable=${python}`,
-    ]);
+    const cli = spawnCli(
+      serveArgs(repo, [
+        "--model-control-mode=explicit",
+        "--load-model=fragile",
+        "--exit-timeout-secs=2",
+        "--backend-config",
+        `python,python-executable=${python}`,
+      ]),
+    );
     const url = `http://${(await cli.waitFor(/Started HTTPService at (\S+)/))[1]}`;
     const infer = (value: number) =>
       fetch(`${url}/v2/models/fragile/infer`, {

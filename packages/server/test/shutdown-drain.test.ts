@@ -19,7 +19,7 @@ import {
   waitFor,
 } from "./support/harness.js";
 import { sampleValue, scrape } from "./support/metrics.js";
-import { killChildren, spawnCli, tryConnect } from "./support/process.js";
+import { killChildren, serveArgs, spawnCli, tryConnect } from "./support/process.js";
 
 afterEach(async () => {
   killChildren();
@@ -155,16 +155,7 @@ describe("server.close() with requests in flight", () => {
 describe("galley serve and SIGTERM", () => {
   it("answers the requests in flight, then exits 0 and frees its ports", async () => {
     const { repo, gate } = gatedRepository();
-    const cli = spawnCli([
-      "serve",
-      "--model-repository",
-      repo,
-      "--http-port=0",
-      "--grpc-port=0",
-      "--metrics-port=0",
-      "--http-address=127.0.0.1",
-      "--grpc-address=127.0.0.1",
-    ]);
+    const cli = spawnCli(serveArgs(repo));
     const [, grpcAddress] = await cli.waitFor(/Started GRPCInferenceService at (\S+)/);
     const [, metricsAddress] = await cli.waitFor(/Started Metrics Service at (\S+)/);
     const [, httpAddress] = await cli.waitFor(/Started HTTPService at (\S+)/);

@@ -19,7 +19,7 @@ import {
   tempRepository,
 } from "./support/harness.js";
 import { sampleValue, scrape } from "./support/metrics.js";
-import { type CliProcess, killChildren, spawnCli } from "./support/process.js";
+import { type CliProcess, killChildren, serveArgs as loopbackServe, spawnCli } from "./support/process.js";
 
 afterEach(async () => {
   killChildren();
@@ -36,18 +36,8 @@ interface Served {
 }
 
 /** `galley serve` on free loopback ports; a later `--exit-timeout-secs` in `extra` wins. */
-const serveArgs = (repo: string, extra: readonly string[] = []) => [
-  "serve",
-  "--model-repository",
-  repo,
-  "--http-port=0",
-  "--grpc-port=0",
-  "--metrics-port=0",
-  "--http-address=127.0.0.1",
-  "--grpc-address=127.0.0.1",
-  `--exit-timeout-secs=${EXIT_TIMEOUT_SECS}`,
-  ...extra,
-];
+const serveArgs = (repo: string, extra: readonly string[] = []) =>
+  loopbackServe(repo, [`--exit-timeout-secs=${EXIT_TIMEOUT_SECS}`, ...extra]);
 
 async function serve(repo: string, extra: readonly string[] = []): Promise<Served> {
   const cli = spawnCli(serveArgs(repo, extra));

@@ -1,5 +1,6 @@
 // Shared test harness for the integration tests: servers on 127.0.0.1 port 0, temporary copies of
 // the example model repository, tensor encoders and a bounded wait on observable conditions.
+
 import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import { type Client, type Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { GRPCInferenceService, type InferParameter } from "@galley/proto";
+import { createAsyncQueue } from "../../src/base/async-queue.js";
 import { createLogger, createServer, type GalleyServer, type Logger, type ServerOptions } from "../../src/index.js";
 
 /** The example model repository (PROTOCOL.md §11.1 models). */
@@ -266,32 +268,7 @@ function matches(text: string, expected: string | RegExp): boolean {
 
 /** An async iterable fed by `push` and closed by `end`: the request side of a streaming call. */
 export function pushable<T>(): AsyncIterable<T> & { push(value: T): void; end(): void } {
-  const queue: T[] = [];
-  let done = false;
-  let wake: (() => void) | undefined;
-  return {
-    push(value) {
-      queue.push(value);
-      wake?.();
-    },
-    end() {
-      done = true;
-      wake?.();
-    },
-    async *[Symbol.asyncIterator]() {
-      for (;;) {
-        if (queue.length > 0) {
-          yield queue.shift() as T;
-          continue;
-        }
-        if (done) return;
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-        });
-        wake = undefined;
-      }
-    },
-  };
+  return createAsyncQueue<T>();
 }
 
 /** The gRPC parameters of one request of a sequence: `sequence_id` (integer or string), `sequence_start`, `sequence_end`. */

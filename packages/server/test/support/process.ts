@@ -15,6 +15,24 @@ export interface CliProcess {
   output(): string;
 }
 
+/**
+ * `galley serve` arguments for `repo` on loopback and free ports (HTTP, gRPC, metrics), then
+ * `extra` (a later flag wins).
+ */
+export function serveArgs(repo: string, extra: readonly string[] = []): string[] {
+  return [
+    "serve",
+    "--model-repository",
+    repo,
+    "--http-port=0",
+    "--grpc-port=0",
+    "--metrics-port=0",
+    "--http-address=127.0.0.1",
+    "--grpc-address=127.0.0.1",
+    ...extra,
+  ];
+}
+
 /** Run the built CLI (`dist/cli/galley.js`) with `args` (and `env` in place of this process's environment). */
 export function spawnCli(args: readonly string[], env?: NodeJS.ProcessEnv): CliProcess {
   const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"], ...(env ? { env } : {}) });
