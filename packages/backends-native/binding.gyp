@@ -1,12 +1,12 @@
 {
   "variables": {
-    "torch_found%": "<!(node native/torch_find.cjs found)",
-    "torch_cuda%": "<!(node native/torch_find.cjs cuda)"
+    "torch_found%": "<!(node native/torch/torch_find.cjs found)",
+    "torch_cuda%": "<!(node native/torch/torch_find.cjs cuda)"
   },
   "targets": [
     {
       "target_name": "galley_native",
-      "sources": ["native/addon.cc", "native/cuda_probe.cc", "native/cuda_memory.cc", "native/shared_memory.cc", "native/nvml.cc"],
+      "sources": ["native/memory/addon.cc", "native/memory/cuda_probe.cc", "native/memory/cuda_memory.cc", "native/memory/shared_memory.cc", "native/memory/nvml.cc"],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
       "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra"],
@@ -21,12 +21,12 @@
         "targets": [
           {
             "target_name": "galley_torch",
-            "sources": ["native/torch_addon.cc", "native/torch_instance.cc", "native/torch_tensors.cc", "native/torch_device_tensor.cc", "native/torch_graphs.cc", "native/torch_direct.cc"],
+            "sources": ["native/torch/torch_addon.cc", "native/torch/torch_instance.cc", "native/torch/torch_tensors.cc", "native/torch/torch_device_tensor.cc", "native/torch/torch_graphs.cc", "native/torch/torch_direct.cc"],
             "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
             "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
-            "cflags_cc": ["-std=c++17", "-fexceptions", "-frtti", "-Wall", "<!@(node native/torch_find.cjs cflags)"],
+            "cflags_cc": ["-std=c++17", "-fexceptions", "-frtti", "-Wall", "<!@(node native/torch/torch_find.cjs cflags)"],
             "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
-            "libraries": ["<!@(node native/torch_find.cjs libs)"],
+            "libraries": ["<!@(node native/torch/torch_find.cjs libs)"],
             "conditions": [["torch_cuda==1", { "defines": ["GALLEY_TORCH_CUDA"] }]]
           }
         ]

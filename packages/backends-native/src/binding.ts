@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
-/** The raw addon, as `native/addon.cc` exports it. Only this package's wrappers use it. */
+/** The raw addon, as `native/memory/addon.cc` exports it. Only this package's wrappers use it. */
 export interface Binding {
   /** Bumped whenever the exports below change shape. */
   abiVersion: number;
@@ -34,7 +34,7 @@ export interface Binding {
   cudaAlloc(byteSize: number, device: number): Promise<RawCudaMemory>;
 }
 
-/** Device memory as `cudaIpcOpen`/`cudaAlloc` resolve it (see native/cuda_memory.h). */
+/** Device memory as `cudaIpcOpen`/`cudaAlloc` resolve it (see native/memory/cuda_memory.h). */
 export interface RawCudaMemory {
   device: number;
   pointerDevice: number;

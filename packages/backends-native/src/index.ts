@@ -1,7 +1,7 @@
 /**
  * Galley's native addon (node-addon-api). It is loaded lazily, on first use, and the server runs
  * without it. It finds the CUDA driver at run time, maps POSIX shared memory without copies and
- * reads GPU metrics through NVML; CUDA execution and TensorRT build on the same loader.
+ * reads GPU metrics through NVML (`native/memory/`); the PyTorch backend's addon is `./torch` (`native/torch/`).
  *
  * @packageDocumentation
  */

@@ -9,7 +9,7 @@ export interface RawTorchTensor {
 }
 
 /**
- * A libtorch tensor the addon keeps (`native/torch_device_tensor.cc`): an output left where the
+ * A libtorch tensor the addon keeps (`native/torch/torch_device_tensor.cc`): an output left where the
  * model made it (on its GPU), to be given to another instance on that device without copies.
  * Made only by {@link RawTorchInstance.execute}; not constructible.
  */
@@ -59,7 +59,7 @@ export interface RawTorchResult {
   cudaGraphError?: string;
 }
 
-/** One TorchScript module on its own native thread (`native/torch_instance.cc`). */
+/** One TorchScript module on its own native thread (`native/torch/torch_instance.cc`). */
 export interface RawTorchInstance {
   /** Load the module on the instance's thread; rejects with libtorch's message. */
   load(path: string): Promise<{ arguments: { name: string; type: string }[]; returns: string }>;
@@ -76,7 +76,7 @@ export interface RawTorchInstance {
 }
 
 /**
- * Calls on instances made by another thread (`native/torch_direct.cc`), one per thread: the job is
+ * Calls on instances made by another thread (`native/torch/torch_direct.cc`), one per thread: the job is
  * queued on the instance's thread with its own work, and answered on this thread. A thread that
  * ends waits for its calls still running (they read its bytes).
  */
@@ -100,7 +100,7 @@ export interface RawTorchSettings {
   cudaGraphLimit?: number;
 }
 
-/** The raw galley_torch addon, as `native/torch_addon.cc` exports it. Only src/torch.ts uses it. */
+/** The raw galley_torch addon, as `native/torch/torch_addon.cc` exports it. Only src/torch.ts uses it. */
 export interface TorchBinding {
   /** Bumped whenever the exports below change shape. */
   abiVersion: number;

@@ -27,7 +27,7 @@ export PATH=/tmp/galley-node/bin:$PATH
 } | tee "$out/machine.txt"
 
 cd packages/backends-native
-find=native/torch_find.cjs
+find=native/torch/torch_find.cjs
 if step build; then
 echo "libtorch: $(node $find where)" | tee "$out/build.log"
 cuda_define=$([ "$(node $find cuda)" = 1 ] && echo -DGALLEY_TORCH_CUDA)
