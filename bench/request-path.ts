@@ -11,29 +11,16 @@ import { connect as connectHttp2 } from "node:http2";
 import { Session } from "node:inspector/promises";
 import { connect } from "node:net";
 import { dirname, relative } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ModelInferRequestSchema } from "@galley/proto";
+import { importGalley, simpleServer } from "./lib/galley-build.js";
 import { textOption } from "./lib/setup.js";
-import { INPUT0, INPUT1, MODEL, REPOSITORY } from "./lib/simple.js";
+import { INPUT0, INPUT1, MODEL } from "./lib/simple.js";
 
 const build = textOption("build", "current");
 const root = build === "current" ? fileURLToPath(new URL("..", import.meta.url)) : build;
-type ServerModule = typeof import("@galley/server");
-const galley: ServerModule =
-  build === "current"
-    ? await import("@galley/server")
-    : ((await import(pathToFileURL(`${build}/packages/server/dist/index.js`).href)) as ServerModule);
-
-const server = galley.createServer({
-  modelRepositories: [REPOSITORY],
-  controlMode: "explicit",
-  loadModels: [MODEL],
-  http: { host: "127.0.0.1", port: 0 },
-  grpc: { host: "127.0.0.1", port: 0 },
-  metrics: false,
-  log: galley.createLogger({ info: false }),
-});
+const server = simpleServer(await importGalley(build));
 const { http, grpc } = await server.listen();
 
 const body = JSON.stringify({
