@@ -47,7 +47,7 @@ export {
 export type { LogSettingValue } from "./core/log-settings.js";
 export type { TraceConfig, TraceSettings, TraceSettingsReport, TraceUpdate } from "./core/trace-settings.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
-export type { HttpFrontendOptions } from "./frontend/http/http-handler.js";
+export type { HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 // Running the server.
 export {

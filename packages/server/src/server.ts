@@ -16,7 +16,7 @@ import { TraceFiles } from "./core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
 import { createGrpcFrontend } from "./frontend/grpc/grpc-frontend.js";
 import type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
-import { createHttpHandler, createLeanInfer, type HttpFrontendOptions } from "./frontend/http/http-handler.js";
+import { createRestFrontend, type HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
 import { type GpuMetrics, startGpuMetrics } from "./frontend/metrics/gpu-metrics.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 import { nvmlGpuSource } from "./frontend/metrics/nvml-gpu-source.js";
@@ -221,14 +221,8 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         addresses.grpc = listener.address;
       }
       if (http) {
-        const handler = createHttpHandler(core, http);
-        const listener = await listenHttp1(
-          handler,
-          http.host ?? "0.0.0.0",
-          http.port,
-          http,
-          createLeanInfer(core, http),
-        );
+        const rest = createRestFrontend(core, http);
+        const listener = await listenHttp1(rest.handle, http.host ?? "0.0.0.0", http.port, http, rest.lean);
         listeners.push(listener);
         addresses.http = listener.address;
       }

@@ -1,14 +1,12 @@
-// A request body's buffer is not allocated at the client's word (src/frontend/http/body.ts,
+// A request body's buffer is not allocated at the client's word (src/frontend/transport/node-body.ts,
 // BodyReceiver): on both HTTP/1 paths, connections that announce 64 MiB and send one byte hold
 // almost none of the server's memory, and a large body sent in small writes arrives whole, in
 // place after its offset.
 import { createHash } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { collector } from "../src/base/heap.js";
-import { readBody } from "../src/frontend/http/body.js";
-import type { LeanHandler } from "../src/frontend/transport/http1-lean.js";
+import type { HttpHandler } from "../src/frontend/transport/http-exchange.js";
 import { listenHttp1 } from "../src/frontend/transport/listen-http1.js";
 import type { Listener } from "../src/frontend/transport/listener.js";
 
@@ -26,8 +24,8 @@ const digest = (bytes: Uint8Array, byteOffset = bytes.byteOffset) =>
   JSON.stringify({ length: bytes.byteLength, sha256: createHash("sha256").update(bytes).digest("hex"), byteOffset });
 
 /**
- * A listener whose lean path takes every lean head and whose Node handler reads every body with
- * `readBody`; `seen` counts the requests whose head (lean) or first body bytes (Node) arrived.
+ * A listener whose lean path takes every lean head and whose handler reads every body; `seen`
+ * counts the requests whose head (lean) or first body bytes (Node) were taken.
  */
 async function listen(): Promise<{ port: number; seen: (count: number) => Promise<void> }> {
   let count = 0;
@@ -36,26 +34,18 @@ async function listen(): Promise<{ port: number; seen: (count: number) => Promis
     count++;
     if (waiting && count >= waiting.count) waiting.done();
   };
-  const lean: LeanHandler = {
-    limit: ANNOUNCED,
-    call: () => {
-      // The body's buffer, if allocated at the announced size, exists once this call returns.
-      queueMicrotask(saw);
-      return {
-        offset: OFFSET,
-        answer: async (body) => ({ status: 200, headers: {}, parts: [Buffer.from(digest(body.bytes))] }),
-      };
-    },
-  };
-  const handler = (req: IncomingMessage, res: ServerResponse) => {
-    readBody(req, { limit: ANNOUNCED, encoding: "identity", offset: OFFSET }).then(
-      (body) => res.end(digest(body.bytes)),
-      () => res.destroy(),
+  // Both paths ask for the body before their first await, as the REST frontend's infer route does.
+  const handler: HttpHandler = (request) => {
+    const body = request.body({ limit: ANNOUNCED, encoding: "identity", offset: OFFSET });
+    // By the next turn the lean path has made (or not) the body's buffer, and Node's path has taken
+    // the bytes that came with the head (its stream resumes on the next tick).
+    setImmediate(saw);
+    return body.then(
+      (received) => ({ status: 200, headers: {}, parts: [Buffer.from(digest(received.bytes))] }),
+      () => ({ status: 400, headers: {}, parts: [] }),
     );
-    // After readBody's own listener: the first bytes have been taken when this runs.
-    req.once("data", saw);
   };
-  const listener = await listenHttp1(handler, "127.0.0.1", 0, {}, lean);
+  const listener = await listenHttp1(handler, "127.0.0.1", 0, {}, () => true);
   listeners.push(listener);
   const seen = (wanted: number) =>
     count >= wanted ? Promise.resolve() : new Promise<void>((done) => (waiting = { count: wanted, done }));

@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { type AddressInfo, connect } from "node:net";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LeanHandler } from "../src/frontend/transport/http1-lean.js";
+import type { HttpHandler } from "../src/frontend/transport/http-exchange.js";
 import { listenHttp1 } from "../src/frontend/transport/listen-http1.js";
 import type { Listener } from "../src/frontend/transport/listener.js";
 
@@ -54,23 +54,18 @@ function nodeHandler(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
-/** The lean path takes every plain POST (more than Galley's REST routes do: more hand-overs tried). */
-const lean: LeanHandler = {
-  limit: 1 << 20,
-  call: (head) => ({
-    offset: 0,
-    answer: async (body) => {
-      record("POST", head.target, Buffer.from(body.bytes));
-      return { status: 200, parts: [Buffer.from("ok")], headers: {} };
-    },
-  }),
+/** Galley's side: the same, through both of its paths; the lean path takes every plain POST (more than Galley's REST routes do: more hand-overs tried). */
+const galleyHandler: HttpHandler = async (request) => {
+  const body = await request.body({ limit: 1 << 20, encoding: "identity" });
+  record(request.method, request.target, Buffer.from(body.bytes));
+  return { status: 200, parts: [Buffer.from("ok")], headers: {} };
 };
 
 let galley: Listener;
 let reference: Server;
 
 beforeAll(async () => {
-  galley = await listenHttp1(nodeHandler, "127.0.0.1", 0, {}, lean);
+  galley = await listenHttp1(galleyHandler, "127.0.0.1", 0, {}, (head) => head.contentLength <= 1 << 20);
   reference = createServer({ requestTimeout: 0 }, nodeHandler);
   await new Promise<void>((resolve) => reference.listen(0, "127.0.0.1", resolve));
 });

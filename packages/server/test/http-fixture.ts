@@ -5,7 +5,7 @@ import { Agent, type IncomingHttpHeaders, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { HttpFrontendOptions } from "../src/frontend/http/http-handler.js";
+import type { HttpFrontendOptions } from "../src/frontend/http/rest-frontend.js";
 import { createLogger, createServer, type GalleyServer, type ServerOptions } from "../src/index.js";
 
 /** The example model repository. */

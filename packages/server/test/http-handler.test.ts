@@ -7,7 +7,8 @@ import { InferenceError } from "../src/base/errors.js";
 import type { InferenceServer, ModelView } from "../src/core/inference-server.js";
 import { TraceFiles } from "../src/core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, TraceSettings } from "../src/core/trace-settings.js";
-import { createHttpHandler } from "../src/frontend/http/http-handler.js";
+import { createRestFrontend } from "../src/frontend/http/rest-frontend.js";
+import { nodeRequestListener } from "../src/frontend/transport/http1-node.js";
 import { send } from "./http-fixture.js";
 import { abortingCore } from "./support/aborting-core.js";
 
@@ -21,7 +22,8 @@ afterEach(async () => {
 /** Serve `core` (only what the handler touches) on a free port. */
 async function serve(core: Partial<InferenceServer>): Promise<number> {
   const tracing = new TraceSettings(DEFAULT_TRACE_CONFIG, new TraceFiles(() => {}));
-  http = createServer(createHttpHandler({ accepting: true, tracing, ...core } as InferenceServer));
+  const rest = createRestFrontend({ accepting: true, tracing, ...core } as InferenceServer);
+  http = createServer(nodeRequestListener(rest.handle, () => false));
   await new Promise<void>((resolve) => http?.listen(0, "127.0.0.1", resolve));
   return (http.address() as AddressInfo).port;
 }

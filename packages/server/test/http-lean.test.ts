@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { InferenceServer, ModelView } from "../src/core/inference-server.js";
 import { TraceFiles } from "../src/core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, TraceSettings } from "../src/core/trace-settings.js";
-import { createHttpHandler, createLeanInfer, type HttpFrontendOptions } from "../src/frontend/http/http-handler.js";
+import { createRestFrontend, type HttpFrontendOptions } from "../src/frontend/http/rest-frontend.js";
 import { listenHttp1 } from "../src/frontend/transport/listen-http1.js";
 import type { Listener } from "../src/frontend/transport/listener.js";
 import { binaryBody, type HttpServer, int32Bytes, SIXTEEN, simpleInputs, startHttp } from "./http-fixture.js";
@@ -212,7 +212,8 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
     const tracing = new TraceSettings(DEFAULT_TRACE_CONFIG, new TraceFiles(() => {}));
     const log = { error: () => undefined } as unknown as InferenceServer["log"];
     const server = { accepting: true, tracing, log, ...core } as InferenceServer;
-    const listener = await listenHttp1(createHttpHandler(server), "127.0.0.1", 0, {}, createLeanInfer(server));
+    const rest = createRestFrontend(server);
+    const listener = await listenHttp1(rest.handle, "127.0.0.1", 0, {}, rest.lean);
     listeners.push(listener);
     return listener.address.port;
   }

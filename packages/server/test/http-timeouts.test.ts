@@ -5,7 +5,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { HttpFrontendOptions } from "../src/frontend/http/http-handler.js";
+import type { HttpFrontendOptions } from "../src/frontend/http/rest-frontend.js";
 import {
   type HttpServer,
   removeTempRepositories,

@@ -42,7 +42,7 @@ const MATRIX: Record<string, readonly string[]> = {
   // Protocols over the core.
   "frontend/http": ["base", "core", "frontend/transport"],
   "frontend/grpc": ["base", "core"],
-  "frontend/metrics": ["base", "core"],
+  "frontend/metrics": ["base", "core", "frontend/transport"],
   // Wiring: may import anything.
   "server.ts": ["*"],
   "gpus.ts": ["base"],

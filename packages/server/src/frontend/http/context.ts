@@ -1,23 +1,32 @@
-import type { IncomingMessage } from "node:http";
 import type { InferenceServer } from "../../core/inference-server.js";
-import { readBody } from "./body.js";
+import type { HttpAnswer, HttpRequest } from "../transport/http-exchange.js";
 import { parseBody } from "./json-access.js";
 import type { JsonValue } from "./json-parse.js";
-import type { Reply } from "./reply.js";
+import { jsonBytes } from "./json-write.js";
 
-/** What a route handler works with. */
+/** What a route works with. */
 export interface Context {
   server: InferenceServer;
-  req: IncomingMessage;
-  reply: Reply;
+  request: HttpRequest;
   /** `--http-max-input-size`. */
   limit: number;
 }
 
-/** A request header as one string (Node joins repeated custom headers with `, `). */
-export function header(req: IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value.join(", ") : value;
+const JSON_TYPE = { "Content-Type": "application/json" };
+
+/** Compact JSON of `value` (Triton's writer: see {@link jsonBytes}). */
+export function json(status: number, value: unknown, headers: Record<string, string> = {}): HttpAnswer {
+  return { status, headers: { ...JSON_TYPE, ...headers }, parts: [jsonBytes(value)] };
+}
+
+/** JSON text already serialized. */
+export function jsonText(status: number, text: string): HttpAnswer {
+  return { status, headers: JSON_TYPE, parts: [Buffer.from(text)] };
+}
+
+/** An empty body: health answers carry no content type, the others `application/json`. */
+export function empty(status: number, withType = true): HttpAnswer {
+  return { status, headers: withType ? JSON_TYPE : {}, parts: [] };
 }
 
 /**
@@ -25,12 +34,12 @@ export function header(req: IncomingMessage, name: string): string | undefined {
  * empty. These bodies are never decompressed, as in Triton.
  */
 export async function jsonBody(ctx: Context): Promise<JsonValue | undefined> {
-  const body = await readBody(ctx.req, { limit: ctx.limit, encoding: "identity" });
+  const body = await ctx.request.body({ limit: ctx.limit, encoding: "identity" });
   return body.bytes.byteLength === 0 ? undefined : parseBody(body.bytes);
 }
 
 /** Like {@link jsonBody}, but an empty body is a parse error too (Triton parses it regardless). */
 export async function requiredJsonBody(ctx: Context): Promise<JsonValue> {
-  const body = await readBody(ctx.req, { limit: ctx.limit, encoding: "identity" });
+  const body = await ctx.request.body({ limit: ctx.limit, encoding: "identity" });
   return parseBody(body.bytes);
 }

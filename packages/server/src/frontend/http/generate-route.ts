@@ -1,9 +1,9 @@
-import type { ServerResponse } from "node:http";
 import { type ErrorId, hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceRequest, StreamedResponse } from "../../base/inference-request.js";
+import type { Logger } from "../../base/log.js";
 import type { Trace } from "../../base/trace.js";
-import { readBody } from "./body.js";
-import { type Context, header } from "./context.js";
+import type { HttpAnswer } from "../transport/http-exchange.js";
+import type { Context } from "./context.js";
 import { decodeGenerate } from "./generate-request.js";
 import { encodeGenerateResponse } from "./generate-response.js";
 import { httpStatus } from "./http-status.js";
@@ -40,15 +40,18 @@ export async function handleGenerate(
   modelName: string,
   modelVersion: string,
   streaming: boolean,
-): Promise<void> {
+): Promise<HttpAnswer> {
   // Sampled before the model is looked up, as Triton's generate endpoints do.
   const trace = ctx.server.tracing.sample(modelName);
   if (!trace) return generate(ctx, modelName, modelVersion, streaming);
   trace.capture("HTTP_RECV_START");
   try {
-    await generate(ctx, modelName, modelVersion, streaming, trace);
-  } finally {
+    const answer = await generate(ctx, modelName, modelVersion, streaming, trace);
+    answer.trace = trace;
+    return answer;
+  } catch (error) {
     trace.end();
+    throw error;
   }
 }
 
@@ -58,31 +61,21 @@ async function generate(
   modelVersion: string,
   streaming: boolean,
   trace?: Trace,
-): Promise<void> {
-  const { req, reply, server } = ctx;
+): Promise<HttpAnswer> {
+  const { request, server } = ctx;
   const metadata = server.modelMetadata(modelName, modelVersion);
-  const encoding = header(req, "content-encoding");
+  const encoding = request.header("content-encoding");
   // Triton reads generate bodies as they arrive: even gzip and deflate are refused.
   if (encoding !== undefined && encoding !== "" && encoding !== "identity") throw invalidArgument(IDENTITY_ONLY);
-  const body = await readBody(req, { limit: ctx.limit, encoding: "identity" });
-  const request: InferenceRequest = decodeGenerate(parseBody(body.bytes), metadata.inputs, modelName, modelVersion);
+  const body = await request.body({ limit: ctx.limit, encoding: "identity" });
+  const decoded = decodeGenerate(parseBody(body.bytes), metadata.inputs, modelName, modelVersion);
   trace?.capture("HTTP_RECV_END");
-
-  const controller = new AbortController();
-  const onClose = () => {
-    if (!reply.res.writableFinished) controller.abort();
-  };
-  reply.res.once("close", onClose);
-  try {
-    const call: InferenceRequest = { ...request, signal: controller.signal };
-    if (trace) call.trace = trace;
-    const responses = server.stream(call);
-    await (streaming
-      ? streamEvents(ctx, responses, controller.signal, trace)
-      : answerOne(ctx, responses, controller.signal, trace));
-  } finally {
-    reply.res.off("close", onClose);
-  }
+  const call: InferenceRequest = { ...decoded, signal: request.signal };
+  if (trace) call.trace = trace;
+  const responses = server.stream(call);
+  if (!streaming) return answerOne(responses, request.signal, trace);
+  const where = `HTTP POST ${request.target}`;
+  return streamEvents(responses, request.signal, server.log, where, trace);
 }
 
 // Both answers read the responses to the end even once the client is gone (`gone`): the aborted
@@ -90,11 +83,10 @@ async function generate(
 
 /** `/generate`: the one response, or Triton's error when there are none or several. */
 async function answerOne(
-  { reply }: Context,
   responses: AsyncIterable<StreamedResponse>,
   gone: AbortSignal,
   trace?: Trace,
-): Promise<void> {
+): Promise<HttpAnswer> {
   let body: Uint8Array | undefined;
   let count = 0;
   try {
@@ -109,67 +101,71 @@ async function answerOne(
     count++;
   }
   if (count !== 1 || !body) throw internalError(ONE_RESPONSE);
-  if (!trace) return reply.send(200, [body], { "Content-Type": "application/json" });
-  trace.capture("INFER_RESPONSE_COMPLETE");
-  trace.capture("HTTP_SEND_START");
-  const sent = new Promise<void>((done) => reply.res.once("finish", done).once("close", done));
-  reply.send(200, [body], { "Content-Type": "application/json" });
-  await sent;
-  trace.capture("HTTP_SEND_END");
+  trace?.capture("INFER_RESPONSE_COMPLETE");
+  return { status: 200, headers: { "Content-Type": "application/json" }, parts: [body] };
 }
 
 /**
  * `/generate_stream`: `data: {json}\n\n` per response (flag-only finals send nothing). The
  * status goes out with the first event, so a later error is an event `data: {"error":"..."}`.
- * An error before any event is an ordinary JSON error, unless a response carried it.
+ * An error before any event is an ordinary JSON error, unless a response carried it. The answer
+ * is returned once the first event (or the end, or an error) is known; the rest follows as a stream.
  */
 async function streamEvents(
-  { reply, server, req }: Context,
   responses: AsyncIterable<StreamedResponse>,
   gone: AbortSignal,
+  log: Logger,
+  where: string,
   trace?: Trace,
-): Promise<void> {
-  const res = reply.res;
-  let failure: InferenceError | undefined;
+): Promise<HttpAnswer> {
+  const iterator = responses[Symbol.asyncIterator]();
+  const event = (response: StreamedResponse["response"]) =>
+    Buffer.concat([DATA, encodeGenerateResponse(response), END]);
+  const errorEvent = (error: unknown): Uint8Array => {
+    const failure = toInferenceError(error);
+    const detail = error instanceof InferenceError ? hiddenCause(failure) : String(error);
+    if (detail !== undefined) log.error(`${where}: ${detail}`);
+    return Buffer.concat([DATA, jsonBytes({ error: failure.message }), END]);
+  };
+
+  // Up to the first event: its absence and an error before it decide the status.
+  let first: Uint8Array | undefined;
+  let status = 200;
+  let done = false;
   try {
-    for await (const { response, empty } of responses) {
-      if (empty || gone.aborted) continue;
-      const event = encodeGenerateResponse(response);
-      if (!res.headersSent) {
-        trace?.capture("INFER_RESPONSE_COMPLETE");
-        trace?.capture("HTTP_SEND_START");
-        reply.begin(200, SSE);
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done) {
+        done = true;
+        break;
       }
-      await write(res, Buffer.concat([DATA, event, END]));
+      if (next.value.empty || gone.aborted) continue;
+      first = event(next.value.response);
+      break;
     }
   } catch (error) {
     const carried = error instanceof InferenceError && RESPONSE_ERRORS.has(error.id);
-    if (!res.headersSent && !carried) throw error;
-    failure = toInferenceError(error);
-    const detail = error instanceof InferenceError ? hiddenCause(failure) : String(error);
-    if (detail !== undefined) server.log.error(`HTTP POST ${req.url}: ${detail}`);
+    if (!carried) throw error;
+    status = httpStatus(toInferenceError(error));
+    first = errorEvent(error);
+    done = true;
   }
-  if (gone.aborted) return;
-  if (!res.headersSent) reply.begin(failure ? httpStatus(failure) : 200, SSE);
-  if (failure) await write(res, Buffer.concat([DATA, jsonBytes({ error: failure.message }), END]));
-  if (!trace) {
-    res.end();
-    return;
-  }
-  await new Promise<void>((done) => res.end(done));
-  trace.capture("HTTP_SEND_END");
-}
+  if (first && status === 200) trace?.capture("INFER_RESPONSE_COMPLETE");
 
-/** Write a chunk; when the socket's buffer is full, wait until it drains or closes. */
-function write(res: ServerResponse, chunk: Uint8Array): Promise<void> {
-  if (res.write(chunk)) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.on("drain", done);
-    res.on("close", done);
-  });
+  async function* rest(): AsyncGenerator<Uint8Array> {
+    if (first) yield first;
+    if (done) return;
+    try {
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) return;
+        if (next.value.empty || gone.aborted) continue;
+        yield event(next.value.response);
+      }
+    } catch (error) {
+      const failed = errorEvent(error);
+      if (!gone.aborted) yield failed;
+    }
+  }
+  return { status, headers: SSE, stream: rest() };
 }

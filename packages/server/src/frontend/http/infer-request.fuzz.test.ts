@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { decodeOrTableError, showBytes } from "../../../test/support/fuzz.js";
 import { InferenceError } from "../../base/errors.js";
 import type { ModelView } from "../../core/inference-server.js";
-import type { Body } from "./body.js";
+import type { Body } from "../transport/http-exchange.js";
 import { atoi, decodeInfer } from "./infer-request.js";
 
 const encoder = new TextEncoder();

@@ -6,7 +6,8 @@ import { DataType, ModelConfigSchema } from "@galley/proto";
 import { describe, expect, it } from "vitest";
 import { InferenceError } from "../../base/errors.js";
 import type { ModelView } from "../../core/inference-server.js";
-import { type Body, readBody } from "./body.js";
+import type { Body } from "../transport/http-exchange.js";
+import { readBody } from "../transport/node-body.js";
 import { httpStatus } from "./http-status.js";
 import { atoi, decodeInfer } from "./infer-request.js";
 

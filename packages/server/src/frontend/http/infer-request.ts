@@ -4,7 +4,7 @@ import type { InferenceRequest, RequestedOutput } from "../../base/inference-req
 import type { Parameters, Tensor } from "../../base/tensor.js";
 import type { ModelView } from "../../core/inference-server.js";
 import type { SharedMemoryRef } from "../../core/shared-memory.js";
-import type { Body } from "./body.js";
+import type { Body } from "../transport/http-exchange.js";
 import {
   asArray,
   asBool,

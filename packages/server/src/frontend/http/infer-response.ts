@@ -1,4 +1,3 @@
-import type { OutgoingHttpHeaders } from "node:http";
 import type { InferenceResponse } from "../../base/inference-request.js";
 import type { ParameterValue } from "../../base/tensor.js";
 import type { OutputPlan } from "./infer-request.js";
@@ -9,7 +8,7 @@ import { JsonWriter } from "./json-write.js";
 export interface EncodedResponse {
   /** The JSON header, then each binary output's bytes (views of the outputs, not copies). */
   parts: Uint8Array[];
-  headers: OutgoingHttpHeaders;
+  headers: Record<string, string>;
 }
 
 /**
@@ -57,7 +56,10 @@ export function encodeInferResponse(response: InferenceResponse, plan: OutputPla
   if (blobs.length === 0) return { parts: [header], headers: { "Content-Type": "application/json" } };
   return {
     parts: [header, ...blobs],
-    headers: { "Content-Type": "application/octet-stream", "Inference-Header-Content-Length": header.byteLength },
+    headers: {
+      "Content-Type": "application/octet-stream",
+      "Inference-Header-Content-Length": String(header.byteLength),
+    },
   };
 }
 

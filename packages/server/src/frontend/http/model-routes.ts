@@ -3,33 +3,34 @@ import { toModelConfigJson } from "@galley/config";
 import { ModelStatisticsResponseSchema } from "@galley/proto";
 import { InferenceError } from "../../base/errors.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
-import type { Context } from "./context.js";
+import type { HttpAnswer } from "../transport/http-exchange.js";
+import { type Context, empty, json, jsonText } from "./context.js";
 
 /** `GET /v2/models/{m}[/versions/{v}]`: name, versions, platform, inputs, outputs. */
-export function handleModelMetadata(ctx: Context, model: string, version: string): void {
-  ctx.reply.json(200, ctx.server.modelMetadata(model, version));
+export function handleModelMetadata(ctx: Context, model: string, version: string): HttpAnswer {
+  return json(200, ctx.server.modelMetadata(model, version));
 }
 
 /** `GET .../ready`: 200 with an empty body, or 400 `Model version not ready`. */
-export async function handleModelReady(ctx: Context, model: string, version: string): Promise<void> {
+export async function handleModelReady(ctx: Context, model: string, version: string): Promise<HttpAnswer> {
   if (!(await ctx.server.modelReady(model, version))) throw new InferenceError("MODEL_NOT_READY_HTTP");
-  ctx.reply.empty(200, false);
+  return empty(200, false);
 }
 
 /** `GET .../config`: the final config in Triton's JSON form (PROTOCOL.md §3.14). */
-export function handleModelConfig(ctx: Context, model: string, version: string): void {
-  ctx.reply.jsonText(200, JSON.stringify(toModelConfigJson(ctx.server.modelConfig(model, version))));
+export function handleModelConfig(ctx: Context, model: string, version: string): HttpAnswer {
+  return jsonText(200, JSON.stringify(toModelConfigJson(ctx.server.modelConfig(model, version))));
 }
 
 /** `GET /v2/models/stats` and `GET .../stats`: `{"model_stats":[...]}` (PROTOCOL.md §8.1). */
-export function handleStatistics(ctx: Context, model: string, version: string): void {
+export function handleStatistics(ctx: Context, model: string, version: string): HttpAnswer {
   const message = statisticsResponse(ctx.server.statistics(model, version));
-  const json = toJson(ModelStatisticsResponseSchema, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
-  ctx.reply.json(200, statisticsJson(json));
+  return json(200, statisticsJson(message));
 }
 
-/** The protobuf JSON's 64-bit strings as JSON numbers, keys in Triton's order. */
-function statisticsJson(json: unknown): unknown {
+/** The statistics as Triton's JSON: protobuf JSON with its 64-bit strings as numbers, keys in Triton's order. */
+function statisticsJson(message: ReturnType<typeof statisticsResponse>): unknown {
+  const fields = toJson(ModelStatisticsResponseSchema, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
   const numbers = (value: unknown): unknown => {
     if (Array.isArray(value)) return value.map(numbers);
     if (value === null || typeof value !== "object") return value;
@@ -39,7 +40,7 @@ function statisticsJson(json: unknown): unknown {
     }
     return out;
   };
-  const converted = numbers(json) as { model_stats?: Record<string, unknown>[] };
+  const converted = numbers(fields) as { model_stats?: Record<string, unknown>[] };
   return {
     model_stats: (converted.model_stats ?? []).map((m) => Object.fromEntries(ORDER.map((key) => [key, m[key]]))),
   };

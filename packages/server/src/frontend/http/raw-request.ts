@@ -2,7 +2,7 @@ import { dataTypeToProtocol, dimsString, type ProtocolDataType } from "@galley/c
 import { datatype } from "../../base/datatype.js";
 import { InferenceError } from "../../base/errors.js";
 import type { ModelView } from "../../core/inference-server.js";
-import type { Body } from "./body.js";
+import type { Body } from "../transport/http-exchange.js";
 import type { DecodedInfer } from "./infer-request.js";
 
 /** Whether a raw request (header length 0) to this model carries one BYTES element. */

@@ -1,5 +1,6 @@
 import { InferenceError } from "../../base/errors.js";
-import { type Context, jsonBody } from "./context.js";
+import type { HttpAnswer } from "../transport/http-exchange.js";
+import { type Context, empty, json, jsonBody } from "./context.js";
 import { asBool, asString, internal, JsonAccessError, member, members } from "./json-access.js";
 import type { JsonObject } from "./json-parse.js";
 
@@ -7,9 +8,9 @@ import type { JsonObject } from "./json-parse.js";
  * `POST /v2/repository[/{repo}]/index`: every model folder with its versions' states and
  * reasons; an optional `{"ready":bool}` keeps the READY ones. The repository name is ignored.
  */
-export async function handleIndex(ctx: Context): Promise<void> {
-  const json = await jsonBody(ctx);
-  const readyJson = member(json, "ready");
+export async function handleIndex(ctx: Context): Promise<HttpAnswer> {
+  const body = await jsonBody(ctx);
+  const readyJson = member(body, "ready");
   let ready = false;
   if (readyJson !== undefined) {
     if (typeof readyJson !== "boolean") {
@@ -17,7 +18,7 @@ export async function handleIndex(ctx: Context): Promise<void> {
     }
     ready = readyJson;
   }
-  ctx.reply.json(200, await ctx.server.repositoryIndex(ready));
+  return json(200, await ctx.server.repositoryIndex(ready));
 }
 
 /**
@@ -25,7 +26,7 @@ export async function handleIndex(ctx: Context): Promise<void> {
  * "file:<version>/<path>":"<base64>"}}`. Every value must be a string, as in Triton. Loading
  * needs explicit model control (503 otherwise).
  */
-export async function handleLoad(ctx: Context, repository: string, model: string): Promise<void> {
+export async function handleLoad(ctx: Context, repository: string, model: string): Promise<HttpAnswer> {
   await ctx.server.loadModel(model, repository, async () => {
     const json = await jsonBody(ctx);
     let config: string | undefined;
@@ -42,14 +43,14 @@ export async function handleLoad(ctx: Context, repository: string, model: string
     }
     return { ...(config !== undefined ? { config } : {}), files };
   });
-  ctx.reply.empty(200);
+  return empty(200);
 }
 
 /**
  * `POST /v2/repository/models/{m}/unload` with optional `{"parameters":{"unload_dependents":
  * bool}}`. As in Triton, a body that cannot be read is ignored and the model is unloaded alone.
  */
-export async function handleUnload(ctx: Context, repository: string, model: string): Promise<void> {
+export async function handleUnload(ctx: Context, repository: string, model: string): Promise<HttpAnswer> {
   await ctx.server.unloadModel(model, repository, async () => {
     try {
       const value = member(member(await jsonBody(ctx), "parameters"), "unload_dependents");
@@ -61,5 +62,5 @@ export async function handleUnload(ctx: Context, repository: string, model: stri
       return false;
     }
   });
-  ctx.reply.empty(200);
+  return empty(200);
 }

@@ -3,19 +3,20 @@ import type { LogSettingValue } from "../../core/log-settings.js";
 import { CUDA_IPC_HANDLE_BYTES } from "../../core/shared-memory.js";
 import type { TraceUpdate } from "../../core/trace-settings.js";
 import { setTraceNumber, traceLevel, traceNumber } from "../../core/trace-update.js";
-import { type Context, requiredJsonBody } from "./context.js";
+import type { HttpAnswer } from "../transport/http-exchange.js";
+import { type Context, empty, json, requiredJsonBody } from "./context.js";
 import { asArray, asBool, asString, asUint, internal, member, required } from "./json-access.js";
 import type { JsonValue } from "./json-parse.js";
 
 /** `GET /v2/health/live|ready`: 200 or 400, empty body, no content type. */
-export function handleHealth(ctx: Context, which: "live" | "ready"): void {
+export function handleHealth(ctx: Context, which: "live" | "ready"): HttpAnswer {
   const ok = which === "live" ? ctx.server.isLive() : ctx.server.isReady();
-  ctx.reply.empty(ok ? 200 : 400, false);
+  return empty(ok ? 200 : 400, false);
 }
 
 /** `GET /v2`: name, version, extensions. */
-export function handleServerMetadata(ctx: Context): void {
-  ctx.reply.json(200, ctx.server.metadata());
+export function handleServerMetadata(ctx: Context): HttpAnswer {
+  return json(200, ctx.server.metadata());
 }
 
 /**
@@ -23,9 +24,9 @@ export function handleServerMetadata(ctx: Context): void {
  * order, each as it is read (an error leaves the earlier ones applied); `null` leaves a setting
  * as it is and unknown keys are ignored. Wrong JSON types are INTERNAL (500), as in Triton.
  */
-export async function handleLogging(ctx: Context): Promise<void> {
+export async function handleLogging(ctx: Context): Promise<HttpAnswer> {
   let settings = ctx.server.logSettings();
-  if (ctx.req.method === "POST") {
+  if (ctx.request.method === "POST") {
     const json = await requiredJsonBody(ctx);
     const read: [string, (value: NonNullable<ReturnType<typeof member>>) => LogSettingValue][] = [
       ["log_file", () => "unsupported"],
@@ -43,7 +44,7 @@ export async function handleLogging(ctx: Context): Promise<void> {
     }
   }
   const s = settings;
-  ctx.reply.json(200, {
+  return json(200, {
     log_file: s.log_file,
     log_info: s.log_info,
     log_warning: s.log_warning,
@@ -59,14 +60,14 @@ export async function handleLogging(ctx: Context): Promise<void> {
  * `trace_file` present at all is 501, `trace_level` a list of strings, the numbers strings, `null`
  * clears a field, unknown keys are ignored — and applied. The reply is the settings in force.
  */
-export async function handleTrace(ctx: Context, model = ""): Promise<void> {
+export async function handleTrace(ctx: Context, model = ""): Promise<HttpAnswer> {
   let report = ctx.server.traceSettings(model);
-  if (ctx.req.method === "POST") {
+  if (ctx.request.method === "POST") {
     const json = await requiredJsonBody(ctx);
     const change = traceChange(json);
     report = ctx.server.traceSettings(model, () => change);
   }
-  ctx.reply.json(200, report);
+  return json(200, report);
 }
 
 function traceChange(json: JsonValue): TraceUpdate {
@@ -106,16 +107,15 @@ export async function handleSharedMemory(
   memory: "system" | "cuda",
   region: string,
   action: "status" | "register" | "unregister",
-): Promise<void> {
+): Promise<HttpAnswer> {
   if (memory === "cuda") return handleCudaSharedMemory(ctx, region, action);
   const shm = ctx.server.sharedMemory;
   switch (action) {
     case "status":
-      ctx.reply.json(
+      return json(
         200,
         shm.status(region).map((r) => ({ name: r.name, key: r.key, offset: r.offset, byte_size: r.byteSize })),
       );
-      return;
     case "register": {
       if (region === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: memory });
       if (!shm.allowed) throw new InferenceError("SHM_DISABLED");
@@ -125,12 +125,11 @@ export async function handleSharedMemory(
       const offset = offsetJson === undefined ? 0n : internal("Unable to parse 'offset'", () => asUint(offsetJson));
       const byteSize = internal("Unable to parse 'byte_size'", () => asUint(member(json, "byte_size")));
       await shm.register(region, key, Number(offset), Number(byteSize));
-      ctx.reply.empty(200);
-      return;
+      return empty(200);
     }
     case "unregister":
       await shm.unregister(region);
-      ctx.reply.empty(200);
+      return empty(200);
   }
 }
 
@@ -143,15 +142,14 @@ async function handleCudaSharedMemory(
   ctx: Context,
   region: string,
   action: "status" | "register" | "unregister",
-): Promise<void> {
+): Promise<HttpAnswer> {
   const shm = ctx.server.sharedMemory;
   switch (action) {
     case "status":
-      ctx.reply.json(
+      return json(
         200,
         shm.cudaStatus(region).map((r) => ({ name: r.name, device_id: r.deviceId, byte_size: r.byteSize })),
       );
-      return;
     case "register": {
       if (region === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: "cuda" });
       if (!(await shm.cudaAvailable())) throw new InferenceError("CUDA_SHM_NOT_SUPPORTED", { name: region });
@@ -166,11 +164,10 @@ async function handleCudaSharedMemory(
       const handle = new Uint8Array(Buffer.from(b64, "base64"));
       if (handle.byteLength !== CUDA_IPC_HANDLE_BYTES) throw new InferenceError("CUDA_SHM_BAD_HANDLE");
       await shm.registerCuda(region, handle, deviceId, byteSize);
-      ctx.reply.empty(200);
-      return;
+      return empty(200);
     }
     case "unregister":
       await shm.unregister(region, "cuda");
-      ctx.reply.empty(200);
+      return empty(200);
   }
 }

@@ -1,9 +1,9 @@
 import { readFile } from "node:fs/promises";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { cpus, freemem, totalmem } from "node:os";
 import { Counter, Gauge, Registry } from "prom-client";
 import { type HostTransferCounts, hostTransfers } from "../../base/host-transfers.js";
 import type { InferenceServer, ModelView } from "../../core/inference-server.js";
+import type { HttpAnswer, HttpHandler } from "../transport/http-exchange.js";
 import type { GpuMetrics, GpuMetricsSource } from "./gpu-metrics.js";
 
 /** Metrics options (tritonserver's `--metrics-config`). */
@@ -97,24 +97,19 @@ export function createMetricsHandler(
   server: InferenceServer,
   options: MetricsOptions = {},
   gpu?: GpuMetrics,
-): (req: IncomingMessage, res: ServerResponse) => void {
+): HttpHandler {
   const cpu = new CpuSampler();
-  return (req, res) => {
-    const path = (req.url ?? "/").split("?")[0];
-    if (path !== "/metrics" && path !== "/metrics/") {
-      res.writeHead(200, { "Content-Length": 0 });
-      res.end();
-      return;
-    }
-    render(server, options, cpu, gpu).then(
-      (text) => {
-        res.writeHead(200, { "Content-Type": "text/plain; charset=utf-8", "Content-Length": Buffer.byteLength(text) });
-        res.end(text);
-      },
-      (error: unknown) => {
-        res.writeHead(500, { "Content-Type": "text/plain; charset=utf-8" });
-        res.end(String(error));
-      },
+  const text = (status: number, body: string): HttpAnswer => ({
+    status,
+    headers: { "Content-Type": "text/plain; charset=utf-8" },
+    parts: [Buffer.from(body)],
+  });
+  return (request) => {
+    const path = request.target.split("?")[0];
+    if (path !== "/metrics" && path !== "/metrics/") return Promise.resolve({ status: 200, headers: {}, parts: [] });
+    return render(server, options, cpu, gpu).then(
+      (metrics) => text(200, metrics),
+      (error: unknown) => text(500, String(error)),
     );
   };
 }

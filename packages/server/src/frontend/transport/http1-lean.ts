@@ -3,32 +3,18 @@
 import { type Server as Http1Server, maxHeaderSize, STATUS_CODES } from "node:http";
 import { Socket } from "node:net";
 import { type Body, BodyReceiver } from "./body-receiver.js";
+import { ClientGone, type HttpAnswer, type HttpHandler, type HttpRequest } from "./http-exchange.js";
 import type { ClientErrors } from "./http1-client-errors.js";
 import { type LeanHead, leanHead } from "./lean-head.js";
 import { requestTurns } from "./turn-budget.js";
 
-/** A reply the lean path writes: Node's `writeHead` headers, then the parts in order. */
-export interface LeanAnswer {
-  status: number;
-  parts: readonly Uint8Array[];
-  headers: Readonly<Record<string, string | number | undefined>>;
-}
-
-/** One request the lean path has taken: where its body goes, and how it is answered. */
-export interface LeanCall {
-  /** Free bytes before the body in its buffer (see `bodyOffset`). */
-  offset: number;
-  /** Answer the request, failures included; `signal` aborts when the client goes away. */
-  answer(body: Body, signal: AbortSignal): Promise<LeanAnswer>;
-}
-
-/** What serves the requests the lean path takes (the REST frontend's `createLeanInfer`). */
-export interface LeanHandler {
-  /** The call for a lean head, or undefined to leave the request (and the connection) to Node. */
-  call(head: LeanHead): LeanCall | undefined;
-  /** The largest body taken (`--http-max-input-size`); a larger one is Node's to refuse. */
-  limit: number;
-}
+/**
+ * Which requests the lean path serves: of the heads {@link leanHead} reads, those the protocol
+ * takes here (the REST frontend's choice: inference within the body limit). The handler then sees
+ * only `Content-Length`, `Inference-Header-Content-Length` and `Accept-Encoding` of the headers,
+ * and must answer whole (no stream).
+ */
+export type LeanChoice = (head: LeanHead) => boolean;
 
 /** The connection's state the listener needs: whether to take work, and its count of it. */
 export interface LeanHost {
@@ -52,7 +38,7 @@ const MAX_BUFFERED = 64 * 1024;
 
 /**
  * Serve `server`'s connections through the lean path first. A connection starts here; each
- * request whose head {@link leanHead} reads and `handler` takes is served here, and at the first
+ * request whose head {@link leanHead} reads and `takes` chooses is served here by `handler`, and at the first
  * request that is anything else the connection is handed, from that request's first byte, to
  * Node's HTTP server (its `connection` listeners), for good. Node's server costs a small request
  * some 25–30 µs of JavaScript (its request and response streams, their events); this path reads the
@@ -60,7 +46,7 @@ const MAX_BUFFERED = 64 * 1024;
  * as Node would (`Date`, `Connection`, `Keep-Alive`).
  *
  * Its limits are Node's server's: the head within `maxHeaderSize` (else Node answers 431), the body
- * within `handler.limit`, `idleMs` while a request or its body is awaited, `keepAliveMs` between
+ * within what `takes` accepts, `idleMs` while a request or its body is awaited, `keepAliveMs` between
  * requests, none while a request runs or its reply is written. A socket error or close aborts the
  * request in flight; a client's end of sending ends the connection, as in Node's server.
  *
@@ -68,7 +54,8 @@ const MAX_BUFFERED = 64 * 1024;
  */
 export function serveLean(
   server: Http1Server,
-  handler: LeanHandler,
+  handler: HttpHandler,
+  takes: LeanChoice,
   host: LeanHost,
   timeouts: { idleMs: number; keepAliveMs: number },
   clientErrors: ClientErrors,
@@ -93,6 +80,7 @@ export function serveLean(
     const connection = new LeanConnection(
       socket,
       handler,
+      takes,
       host,
       limits,
       (pending) => {
@@ -146,10 +134,28 @@ function httpDate(): string {
   return date;
 }
 
-/** A request whose body is arriving: its call, and where its body goes. */
+/** A request taken: where its body goes, the handler's answer, and how its body is handed over. */
 interface Reading {
-  call: LeanCall;
   receiver: BodyReceiver;
+  answer: Promise<HttpAnswer>;
+  deliver(body: Body): void;
+  refuse(error: Error): void;
+}
+
+function ignore(): void {}
+
+/** A lean request's header: the lean head holds these three (see {@link LeanChoice}). */
+function leanHeader(head: LeanHead, name: string): string | undefined {
+  switch (name) {
+    case "content-length":
+      return String(head.contentLength);
+    case "inference-header-content-length":
+      return head.lengthHeader;
+    case "accept-encoding":
+      return head.acceptEncoding;
+    default:
+      return undefined;
+  }
 }
 
 /** One connection while the lean path has it. */
@@ -170,7 +176,8 @@ class LeanConnection {
 
   constructor(
     readonly socket: Socket,
-    readonly handler: LeanHandler,
+    readonly handler: HttpHandler,
+    readonly takes: LeanChoice,
     readonly host: LeanHost,
     readonly limits: Limits,
     readonly handOff: (pending: Buffer | undefined) => void,
@@ -234,18 +241,49 @@ class LeanConnection {
       this.chunkedOnly(this.socket, pending);
       return;
     }
-    const call = head && head.contentLength <= this.handler.limit ? this.handler.call(head) : undefined;
-    if (!head || !call) {
+    if (!head || !this.takes(head)) {
       this.#detach();
       this.handOff(pending);
       return;
     }
-    const receiver = new BodyReceiver(call.offset, head.contentLength);
+    const reading = this.#take(head);
+    const { receiver } = reading;
     const take = receiver.write(pending.subarray(head.length));
     this.#pending = pending.length > head.length + take ? pending.subarray(head.length + take) : undefined;
-    this.#reading = { call, receiver };
+    this.#reading = reading;
     if (receiver.complete) this.#run();
     else this.socket.setTimeout(this.limits.idleMs);
+  }
+
+  /**
+   * Hand the request to the handler now, at its head: what it does before its first `await`
+   * (finding the model, asking for the body with its offset) runs here, so the body is read
+   * straight into place. The body itself is handed over at the request's turn.
+   */
+  #take(head: LeanHead): Reading {
+    const controller = new AbortController();
+    this.#controller = controller;
+    let offset = 0;
+    let deliver: (body: Body) => void = ignore;
+    let refuse: (error: Error) => void = ignore;
+    const body = new Promise<Body>((resolve, reject) => {
+      deliver = resolve;
+      refuse = reject;
+    });
+    body.catch(ignore);
+    const request: HttpRequest = {
+      method: "POST",
+      target: head.target,
+      header: (name) => leanHeader(head, name),
+      body: (options) => {
+        offset = options.offset ?? 0;
+        return body;
+      },
+      signal: controller.signal,
+    };
+    const answer = this.handler(request);
+    answer.catch(ignore);
+    return { receiver: new BodyReceiver(offset, head.contentLength), answer, deliver, refuse };
   }
 
   #run(): void {
@@ -266,19 +304,24 @@ class LeanConnection {
     this.#ready = undefined;
     if (this.#gone || reading === undefined) return;
     this.host.started();
-    const controller = new AbortController();
-    this.#controller = controller;
-    reading.call.answer(reading.receiver.body(), controller.signal).then(this.#reply, this.#fail);
+    reading.deliver(reading.receiver.body());
+    reading.answer.then(this.#reply, this.#fail);
   };
 
-  #reply = (answer: LeanAnswer): void => {
+  #reply = (answer: HttpAnswer): void => {
     this.#controller = undefined;
     this.host.finished();
-    if (this.#gone) return;
+    const { trace } = answer;
+    if (this.#gone || answer.stream) {
+      trace?.end();
+      if (answer.stream) this.#fail();
+      return;
+    }
     const { socket } = this;
-    const closing = !this.host.accepting();
+    const parts = answer.parts ?? [];
+    const closing = !this.host.accepting() || answer.close === true;
     let length = 0;
-    for (const part of answer.parts) length += part.byteLength;
+    for (const part of parts) length += part.byteLength;
     let head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? "unknown"}\r\n`;
     for (const name in answer.headers) {
       const value = answer.headers[name];
@@ -289,10 +332,11 @@ class LeanConnection {
       ? `Connection: close\r\nDate: ${httpDate()}\r\n\r\n`
       : `Date: ${httpDate()}\r\nConnection: keep-alive\r\n${this.limits.keepAlive}\r\n`;
     let flushed: boolean;
+    trace?.capture("HTTP_SEND_START");
     if (head.length + length <= ONE_WRITE) {
       const reply = Buffer.allocUnsafe(head.length + length);
       let at = reply.write(head, 0, "latin1");
-      for (const part of answer.parts) {
+      for (const part of parts) {
         reply.set(part, at);
         at += part.byteLength;
       }
@@ -300,8 +344,12 @@ class LeanConnection {
     } else {
       socket.cork();
       flushed = socket.write(head, "latin1");
-      for (const part of answer.parts) if (part.byteLength > 0) flushed = socket.write(part);
+      for (const part of parts) if (part.byteLength > 0) flushed = socket.write(part);
       socket.uncork();
+    }
+    if (trace) {
+      if (flushed) this.#sent(trace);
+      else socket.once("drain", () => this.#sent(trace)).once("close", () => this.#sent(trace));
     }
     if (closing) {
       this.#busy = false;
@@ -314,6 +362,12 @@ class LeanConnection {
     if (flushed) this.#idleAgain();
     else socket.once("drain", this.#idleAgain);
   };
+
+  /** Once the reply has left (or the connection closed): the trace's end. A second call does nothing. */
+  #sent(trace: NonNullable<HttpAnswer["trace"]>): void {
+    trace.capture("HTTP_SEND_END");
+    trace.end();
+  }
 
   #idleAgain = (): void => {
     this.#busy = false;
@@ -346,6 +400,8 @@ class LeanConnection {
     if (this.#gone) return;
     this.#gone = true;
     this.#controller?.abort();
+    // A request not yet started ends too: its handler's body fails, so it finishes what it began.
+    (this.#reading ?? this.#ready)?.refuse(new ClientGone());
     this.#reading = undefined;
     this.#pending = undefined;
     this.#queued.length = 0;

@@ -1,12 +1,9 @@
-import {
-  createServer as createHttp1Server,
-  Server as Http1Server,
-  type IncomingMessage,
-  type ServerResponse,
-} from "node:http";
+import { createServer as createHttp1Server, Server as Http1Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { HttpHandler } from "./http-exchange.js";
 import { answerClientErrors } from "./http1-client-errors.js";
-import { type LeanHandler, serveLean } from "./http1-lean.js";
+import { type LeanChoice, serveLean } from "./http1-lean.js";
+import { nodeRequestListener } from "./http1-node.js";
 import {
   answerAndClose,
   bind,
@@ -61,15 +58,17 @@ export const DEFAULT_HTTP1_TIMEOUTS: Required<Omit<Http1Timeouts, "maxConnection
  * answered (the handler refuses new work with 503) rather than reset; once nothing is in flight
  * they are closed. What is left after `graceMs` is cut.
  *
- * With `lean`, connections start on the lean path (`http1-lean.ts`), which serves the plainest
- * inference requests itself and hands a connection to `handler` at its first other request.
+ * Every request is answered by `handler`, read by one of two paths: this listener is the one place
+ * that chooses. With `lean`, connections start on the lean path (`http1-lean.ts`), which reads the
+ * plainest heads itself and serves those `lean` chooses; at a connection's first other request it
+ * hands the connection to Node's server (`http1-node.ts`) for good.
  */
 export async function listenHttp1(
-  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  handler: HttpHandler,
   host: string,
   port: number,
   timeouts: Http1Timeouts = {},
-  lean?: LeanHandler,
+  lean?: LeanChoice,
 ): Promise<Listener> {
   const { headerTimeoutMs, idleTimeoutMs, keepAliveTimeoutMs } = { ...DEFAULT_HTTP1_TIMEOUTS, ...timeouts };
   let draining = false;
@@ -79,6 +78,7 @@ export async function listenHttp1(
     Http1Server.prototype.closeIdleConnections.call(server);
     leanConnections?.closeIdle();
   };
+  const serveNode = nodeRequestListener(handler, () => draining);
   const server = createHttp1Server(
     {
       // No limit on the whole request: a large upload may take long, as in Triton.
@@ -96,7 +96,6 @@ export async function listenHttp1(
         active--;
         if (draining && active === 0) closeIdle();
       });
-      if (draining) res.setHeader("Connection", "close");
       if (idleTimeoutMs > 0) {
         // Node resets a socket's timer on every byte: it trips only when the body stops flowing.
         const socket = req.socket;
@@ -106,7 +105,7 @@ export async function listenHttp1(
           if (!res.writableFinished) socket.setTimeout(0);
         });
       }
-      requestTurns.start(() => handler(req, res));
+      requestTurns.start(() => serveNode(req, res));
     },
   );
   const clientErrors = answerClientErrors(server);
@@ -123,6 +122,7 @@ export async function listenHttp1(
     };
     leanConnections = serveLean(
       server,
+      handler,
       lean,
       work,
       { idleMs: idleTimeoutMs, keepAliveMs: keepAliveTimeoutMs },

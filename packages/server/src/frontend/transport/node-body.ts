@@ -1,34 +1,10 @@
 import type { IncomingMessage } from "node:http";
 import { createUnzip } from "node:zlib";
 import { InferenceError } from "../../base/errors.js";
-import { type Body, BodyReceiver } from "../transport/body-receiver.js";
-import type { Encoding } from "./compression.js";
-
-export type { Body };
-
-/** The default `--http-max-input-size`: 64 MiB. */
-export const DEFAULT_MAX_INPUT_SIZE = 1 << 26;
+import { BodyReceiver } from "./body-receiver.js";
+import { type Body, type BodyOptions, ClientGone } from "./http-exchange.js";
 
 function ignore(): void {}
-
-/** The client went away before its request body arrived; there is nobody to answer. */
-export class ClientGone extends Error {
-  constructor() {
-    super("the client closed the connection");
-  }
-}
-
-export interface BodyOptions {
-  /** The largest body accepted, after decompression (and before it). */
-  limit: number;
-  encoding: Encoding;
-  /**
-   * Free bytes to leave before the body, so the caller can place it: the binary tensor data
-   * after a JSON header of known length then starts 8-byte aligned, or a raw BYTES input gets
-   * room for its length prefix.
-   */
-  offset?: number;
-}
 
 /**
  * Receive a request body into a single `ArrayBuffer` allocated here, never holding more than
