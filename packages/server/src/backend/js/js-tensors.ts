@@ -6,7 +6,7 @@ import { elementType as datatype } from "@galley/proto/datatypes";
 import type { ERRORS } from "../../base/errors.js";
 import { elementCount } from "../../base/tensor.js";
 import type { DataType, DeviceRef, InputTensor, OutputTensor } from "../../model/api.js";
-import type { WireError, WireTensor } from "./js-messages.js";
+import type { WireError, WireTensor } from "../scripted/bls-wire.js";
 
 /** The error table's entries this module raises; the worker gets them with `start` (see {@link useErrorTable}). */
 export const TENSOR_ERROR_IDS = [

@@ -5,9 +5,8 @@ import type { InferenceServer, ModelView } from "../../core/inference-server.js"
 import type { Body, HttpAnswer } from "../transport/http-exchange.js";
 import { compress, type Encoding, requestEncoding, responseEncoding } from "./compression.js";
 import type { Context } from "./context.js";
-import { atoi, decodeInfer } from "./infer-request.js";
+import { atoi, decodeInfer, rawIsBytes } from "./infer-request.js";
 import { encodeInferResponse } from "./infer-response.js";
-import { rawIsBytes } from "./raw-request.js";
 
 /**
  * `POST /v2/models/{m}[/versions/{v}]/infer`, in Triton's order: the model (404 when unknown,

@@ -7,11 +7,13 @@ import type { ModelStatistics } from "../../base/statistics.js";
 import type { Tensor } from "../../base/tensor.js";
 import type { InstancePool } from "../instance-pool.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "../scheduler.js";
+import { DirectStrategy } from "./direct-strategy.js";
 import { IdleReaper } from "./idle-reaper.js";
 import { ImplicitState } from "./implicit-state.js";
+import { OldestStrategy } from "./oldest-strategy.js";
 import { type Pending, type Sequence, type Slot, sequenceKey } from "./sequence.js";
 import { type CorrelationId, hasCorrelationControl, usesStringIds } from "./sequence-controls.js";
-import { type SequenceStrategy, sequenceStrategy } from "./sequence-strategy.js";
+import type { SequenceStrategy } from "./sequence-strategy.js";
 
 /** Options for {@link SequenceBatcher}. */
 export interface SequenceBatcherOptions {
@@ -314,4 +316,11 @@ export class SequenceBatcher implements Scheduler {
       this.#drained?.();
     }
   }
+}
+
+/** The strategy a sequence-batching config names. */
+export function sequenceStrategy(config: ModelConfig, batching: ModelSequenceBatching): SequenceStrategy {
+  return batching.strategyChoice.case === "oldest"
+    ? new OldestStrategy(config, batching.strategyChoice.value)
+    : new DirectStrategy(config, batching);
 }

@@ -3,7 +3,7 @@ import { type ModelConfig, ModelConfigSchema, type ModelSequenceBatching } from 
 import { describe, expect, it } from "vitest";
 import type { InferenceRequest } from "../../base/inference-request.js";
 import type { Sequence } from "./sequence.js";
-import { sequenceStrategy } from "./sequence-strategy.js";
+import { sequenceStrategy } from "./sequence-batcher.js";
 
 function config(strategy: ModelSequenceBatching["strategyChoice"], maxBatchSize = 4): ModelConfig {
   return create(ModelConfigSchema, {

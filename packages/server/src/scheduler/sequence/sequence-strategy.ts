@@ -1,7 +1,4 @@
-import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
 import type { InferenceRequest } from "../../base/inference-request.js";
-import { DirectStrategy } from "./direct-strategy.js";
-import { OldestStrategy } from "./oldest-strategy.js";
 import type { Sequence } from "./sequence.js";
 
 /** One sequence's next request, as the model receives it. */
@@ -33,11 +30,4 @@ export interface SequenceStrategy {
   reason(size: number, max: number, short: boolean): string;
   /** The requests sent for `items` (at least one). */
   layout(items: readonly BatchItem[]): BatchLayout;
-}
-
-/** The strategy a sequence-batching config names. */
-export function sequenceStrategy(config: ModelConfig, batching: ModelSequenceBatching): SequenceStrategy {
-  return batching.strategyChoice.case === "oldest"
-    ? new OldestStrategy(config, batching.strategyChoice.value)
-    : new DirectStrategy(config, batching);
 }
