@@ -8,7 +8,7 @@
 // the one-pass head with its parameters); and the client's side, the other way round: its
 // request's head (`toBinary` against `encodeModelInferRequest`) and the response, unary and
 // streamed (`fromBinary` against `decodeModelInferResponse`). The one-pass code on both sides is
-// @galley/proto's model-infer-lean.ts.
+// @galley/proto's model-infer-codec.ts.
 //
 //   npx tsx bench/grpc-codec.ts [--reps=5] [--calls=200000]
 import { loadavg } from "node:os";

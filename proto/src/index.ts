@@ -12,9 +12,9 @@
  * datatype table (`datatypes.ts`, also importable alone as `@galley/proto/datatypes`), the
  * mapping to the config's `DataType` enum (`config-datatype.ts`), the BYTES codec
  * (`bytes-codec.ts`, alone as `@galley/proto/bytes-codec`), `InferParameter` conversion
- * (`infer-parameters.ts`) and the ModelInfer codec that keeps tensor bytes out of the encoded
- * message (`model-infer-codec.ts`), reading and writing the common messages in one pass
- * (`model-infer-lean.ts`).
+ * (`infer-parameters.ts`) and the ModelInfer codec (`model-infer-codec.ts`): messages written as
+ * pieces that keep tensor bytes out of the encoded message, and the common messages read and
+ * written in one pass, without reflection.
  *
  * Importing this package makes protobuf-es keep a leading U+FEFF in strings (see
  * `text-encoding.ts`); without it such a character is silently dropped.
@@ -53,17 +53,16 @@ export {
   type EncodedPieces,
   encodeModelInferRequest,
   encodeModelInferResponse,
+  encodeModelStreamInferResponse,
   fieldPrefix,
-  RAW_INPUT_CONTENTS_TAG,
-  RAW_OUTPUT_CONTENTS_TAG,
-  withRawContents,
-} from "./model-infer-codec.js";
-export {
   type LeanHead,
   type LeanInferRequest,
   type LeanTensor,
+  RAW_INPUT_CONTENTS_TAG,
+  RAW_OUTPUT_CONTENTS_TAG,
   readModelInferRequest,
   readModelInferResponse,
+  withRawContents,
   writeModelInferRequestHead,
   writeModelInferResponseHead,
-} from "./model-infer-lean.js";
+} from "./model-infer-codec.js";
