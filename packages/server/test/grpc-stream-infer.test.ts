@@ -1,4 +1,4 @@
-// The lean ModelStreamInfer path (src/frontend/grpc/stream-infer.ts) driven by a client on
+// The lean ModelStreamInfer path (src/frontend/grpc/lean-calls.ts) driven by a client on
 // node:http2 alone: messages split across and packed into DATA frames, compression, large raw
 // outputs, per-request errors and triton_grpc_error, deadlines and restricted protocols.
 import { gzipSync } from "node:zlib";

@@ -1,4 +1,4 @@
-// The lean ModelInfer path (src/frontend/grpc/unary-infer.ts) driven by a client on node:http2
+// The lean ModelInfer path (src/frontend/grpc/lean-calls.ts) driven by a client on node:http2
 // alone: compression, framing errors, deadlines, cancellation and large raw outputs, checked
 // against the gRPC-over-HTTP/2 spec rather than against another library's client.
 import { appendFileSync } from "node:fs";

@@ -1,13 +1,18 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import {
+  type EncodedPieces,
   encodeBytesElements,
+  encodeModelInferResponse,
   type InferParameter,
   type InferTensorContents,
   type ModelInferRequest,
   ModelInferRequestSchema,
   type ModelInferResponse,
+  RAW_OUTPUT_CONTENTS_TAG,
   readModelInferRequest,
   toInferParameters,
+  withRawContents,
+  writeModelInferResponseHead,
 } from "@galley/proto";
 import { datatype } from "../../base/datatype.js";
 import { InferenceError } from "../../base/errors.js";
@@ -65,10 +70,10 @@ export function decodeModelInfer(bytes: Uint8Array): ModelInferRequest {
  * other, which those two answer with their errors. `grpc-codec.fuzz.test.ts` holds both to the
  * same request.
  */
-export function leanRequestFromGrpc(bytes: Uint8Array): InferenceRequest | undefined {
+export function leanRequestFromGrpc(bytes: Uint8Array, signal?: AbortSignal): InferenceRequest | undefined {
   const lean = readModelInferRequest(bytes);
   if (!lean) return undefined;
-  return {
+  const request: InferenceRequest = {
     modelName: lean.modelName,
     modelVersion: lean.modelVersion,
     id: lean.id,
@@ -76,6 +81,8 @@ export function leanRequestFromGrpc(bytes: Uint8Array): InferenceRequest | undef
     inputs: lean.inputs.map((i) => ({ ...i, datatype: i.datatype as Tensor["datatype"], parameters: {} })),
     outputs: lean.outputs.map((name) => ({ name, parameters: {} })),
   };
+  if (signal) request.signal = signal;
+  return request;
 }
 
 /**
@@ -136,7 +143,7 @@ export function requestFromGrpc(message: ModelInferRequest, signal?: AbortSignal
 /** A core response as `ModelInferResponse`, always with `raw_output_contents` (as Triton answers). */
 export function responseToGrpc(response: InferenceResponse): ModelInferResponse {
   // Every field spelled out, as `create` would fill them, without its reflection (a stream writes
-  // one of these per response): lean-wire.test.ts holds it equal to `create`'s message.
+  // one of these per response): grpc-codec.test.ts holds it equal to `create`'s message.
   return {
     $typeName: "inference.ModelInferResponse",
     modelName: response.modelName,
@@ -153,6 +160,22 @@ export function responseToGrpc(response: InferenceResponse): ModelInferResponse 
     })),
     rawOutputContents: response.outputs.map((o) => o.data),
   };
+}
+
+/**
+ * A core response as the pieces of its `ModelInferResponse`: the head (written in one pass when the
+ * response has no parameters, byte-equal to protobuf-es and a tenth of its CPU: 0.6 against 7.5 µs
+ * for `simple`'s on Node 26, `bench/grpc-codec.ts`), then each output's bytes as they are (not
+ * copied). A response with parameters goes through {@link responseToGrpc} and `toBinary`.
+ */
+export function responsePieces(response: InferenceResponse): EncodedPieces {
+  const head = writeModelInferResponseHead(response, response.outputs);
+  if (!head) return encodeModelInferResponse(responseToGrpc(response));
+  return withRawContents(
+    head,
+    RAW_OUTPUT_CONTENTS_TAG,
+    response.outputs.map((o) => o.data),
+  );
 }
 
 function usedFields(contents: InferTensorContents): string[] {

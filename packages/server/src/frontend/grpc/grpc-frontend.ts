@@ -1,7 +1,7 @@
 // The gRPC frontend as one piece: every RPC of `inference.GRPCInferenceService` and
-// `grpc.health.v1` over the core, and which streams skip connect-node (the two RPCs that carry
-// tensors, read and written straight on the HTTP/2 stream). The transport (`listenHttp2`) gives it
-// each stream; this file decides how each is served.
+// `grpc.health.v1` over the core through connect-node, and the lean calls (`lean-calls.ts`: the two
+// RPCs that carry tensors, read and written straight on the HTTP/2 stream, which decide which
+// streams are theirs). The transport (`listenHttp2`) gives it each stream.
 import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
@@ -9,8 +9,7 @@ import type { InferenceServer } from "../../core/inference-server.js";
 import { connectResponse } from "./grpc-message.js";
 import { createHealthService } from "./health-service.js";
 import { createInferenceService, type GrpcFrontendOptions } from "./inference-service.js";
-import { isPlainModelStreamInfer, serveModelStreamInfer } from "./stream-infer.js";
-import { isPlainModelInfer, serveModelInfer } from "./unary-infer.js";
+import { createLeanCalls } from "./lean-calls.js";
 
 /** What `listenHttp2` takes: the lean handlers' choice of streams, and connect-node for the rest. */
 export interface GrpcFrontend {
@@ -32,12 +31,7 @@ export function createGrpcFrontend(core: InferenceServer, options: GrpcFrontendO
     },
   });
   return {
-    serveStream(stream, headers) {
-      if (isPlainModelInfer(headers)) serveModelInfer(core, options, stream, headers);
-      else if (isPlainModelStreamInfer(headers)) serveModelStreamInfer(core, options, stream, headers);
-      else return false;
-      return true;
-    },
+    serveStream: createLeanCalls(core, options),
     handler(req, res) {
       // connect-node allocates a unary Connect body at its Content-Length (up to readMaxBytes)
       // before a byte of it is read. HTTP/2 and Node's HTTP/1 parser already hold the body to

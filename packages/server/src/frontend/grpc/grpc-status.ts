@@ -14,6 +14,16 @@ export const GRPC_CODE: Readonly<Record<TritonCode, Code>> = {
   CANCELLED: Code.Canceled,
 };
 
+/** A gRPC status to answer with (code and message), for failures below the core (framing, compression, deadlines). */
+export class GrpcStatus extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** The gRPC status code an error is answered with. */
 export function grpcCode(error: InferenceError): Code {
   return GRPC_CODE[error.code];
@@ -33,4 +43,16 @@ export function grpcError(error: unknown, log?: Logger): ConnectError {
   const hidden = hiddenCause(failure);
   if (hidden !== undefined) log?.error(`gRPC: ${hidden}`);
   return new ConnectError(failure.message, grpcCode(failure));
+}
+
+/**
+ * The same for a lean call (`lean-calls.ts`), which writes its status itself: a {@link GrpcStatus}
+ * as it is, anything else as {@link grpcError} maps it, what it hides logged with the RPC's name.
+ */
+export function callStatus(error: unknown, log: Logger, rpc: string): { code: number; message: string } {
+  if (error instanceof GrpcStatus) return error;
+  const failure = toInferenceError(error);
+  const hidden = hiddenCause(failure);
+  if (hidden !== undefined) log.error(`gRPC ${rpc}: ${hidden}`);
+  return { code: grpcCode(failure), message: failure.message };
 }

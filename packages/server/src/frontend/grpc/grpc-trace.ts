@@ -11,12 +11,12 @@ export class GrpcTrace {
   #responded = false;
   #ended = false;
 
+  /** `read`: when the frontend started and finished reading the request (none when connect-node read it). */
   constructor(
     readonly trace: Trace,
-    waitReadStartNs: bigint,
-    waitReadEndNs: bigint,
+    read?: readonly [startNs: bigint, endNs: bigint],
   ) {
-    this.#marks.push(["GRPC_WAITREAD_START", waitReadStartNs], ["GRPC_WAITREAD_END", waitReadEndNs]);
+    if (read) this.#marks.push(["GRPC_WAITREAD_START", read[0]], ["GRPC_WAITREAD_END", read[1]]);
   }
 
   /** A response is complete; the first one is INFER_RESPONSE_COMPLETE. */

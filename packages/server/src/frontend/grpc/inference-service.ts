@@ -4,28 +4,19 @@ import {
   type GRPCInferenceService,
   type LogSettingsRequest_SettingValue,
   LogSettingsResponseSchema,
-  type ModelInferRequest,
-  type ModelInferResponse,
-  ModelInferResponseSchema,
-  type ModelStreamInferResponse,
-  ModelStreamInferResponseSchema,
   type RepositoryModelLoadRequest,
   TraceSettingResponseSchema,
-  toInferParameter,
 } from "@galley/proto";
-import { now } from "../../base/clock.js";
-import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
-import type { InferenceRequest, InferenceResponse } from "../../base/inference-request.js";
+import { InferenceError } from "../../base/errors.js";
 import type { Logger } from "../../base/log.js";
-import type { Trace } from "../../base/trace.js";
-import type { InferenceServer, LoadOverrides, ModelView } from "../../core/inference-server.js";
+import type { InferenceServer, LoadOverrides } from "../../core/inference-server.js";
 import type { LogSettingValue } from "../../core/log-settings.js";
 import { statisticsResponse } from "../../core/statistics-report.js";
 import type { TraceUpdate } from "../../core/trace-settings.js";
 import { setTraceNumber, traceLevel, traceNumber } from "../../core/trace-update.js";
-import { requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
+import { responseToGrpc } from "./grpc-codec.js";
 import { grpcError } from "./grpc-status.js";
-import { GrpcTrace } from "./grpc-trace.js";
+import { checkRestricted, modelInfer, streamInfer } from "./model-infer.js";
 
 /** gRPC frontend options (tritonserver's `--grpc-*` flags). */
 export interface GrpcFrontendOptions {
@@ -79,8 +70,9 @@ const CATEGORY: Record<string, string> = {
 };
 
 /**
- * `inference.GRPCInferenceService` over one {@link InferenceServer}: every RPC, with Triton's
- * semantics and status codes.
+ * `inference.GRPCInferenceService` over one {@link InferenceServer} through connect-node: every RPC,
+ * with Triton's semantics and status codes (ModelInfer's and ModelStreamInfer's are
+ * `model-infer.ts`'s, shared with the lean calls).
  */
 export function createInferenceService(server: InferenceServer, options: GrpcFrontendOptions = {}): Partial<Impl> {
   const impl: Partial<Impl> = {
@@ -96,7 +88,7 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
     modelConfig: (req) => ({ config: server.modelConfig(req.name, req.version) }),
     modelStatistics: (req) => statisticsResponse(server.statistics(req.name, req.version)),
 
-    modelInfer: (req, context) => inferConnect(server, req, context.signal),
+    modelInfer: (req, context) => modelInfer(server, req, context.signal, responseToGrpc),
 
     modelStreamInfer: (requests, context) =>
       streamInfer(server, requests, {
@@ -215,79 +207,6 @@ function traceChange(entries: readonly (readonly [string, readonly string[]])[])
   return change;
 }
 
-/** `ModelInfer`'s semantics, shared by connect-node's route and the lean path in `unary-infer.ts`. */
-export async function inferUnary(
-  server: InferenceServer,
-  req: ModelInferRequest,
-  signal: AbortSignal,
-  trace?: Trace,
-): Promise<ModelInferResponse> {
-  return responseToGrpc(await inferUnaryCore(server, req, signal, trace));
-}
-
-/** {@link inferUnary}'s core response, before it becomes a `ModelInferResponse`. */
-export async function inferUnaryCore(
-  server: InferenceServer,
-  req: ModelInferRequest,
-  signal: AbortSignal,
-  trace?: Trace,
-): Promise<InferenceResponse> {
-  const model = unaryModel(server, req.modelName, req.modelVersion);
-  const request = requestFromGrpc(req, signal);
-  if (trace) request.trace = trace;
-  return server.infer(request, model);
-}
-
-/** The same for a request already decoded to a core request (`leanRequestFromGrpc`). */
-export async function inferDecoded(
-  server: InferenceServer,
-  decoded: InferenceRequest,
-  signal: AbortSignal,
-  trace?: Trace,
-): Promise<InferenceResponse> {
-  const model = unaryModel(server, decoded.modelName, decoded.modelVersion);
-  const request: InferenceRequest = { ...decoded, signal };
-  if (trace) request.trace = trace;
-  return server.infer(request, model);
-}
-
-/** The model a unary ModelInfer names, checked before its request is converted (Triton's order of errors). */
-function unaryModel(server: InferenceServer, name: string, version: string): ModelView {
-  if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-  const model = server.model(name, version);
-  if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
-  return model;
-}
-
-/** ModelInfer through connect-node (gRPC-Web, Connect): traced without the frontend's timestamps. */
-async function inferConnect(server: InferenceServer, req: ModelInferRequest, signal: AbortSignal) {
-  const trace = server.tracing.sample(req.modelName);
-  if (!trace) return inferUnary(server, req, signal);
-  try {
-    const response = await inferUnary(server, req, signal, trace);
-    trace.capture("INFER_RESPONSE_COMPLETE");
-    return response;
-  } finally {
-    trace.end();
-  }
-}
-
-/**
- * The header a restricted RPC is missing (`--grpc-restricted-protocol`), or undefined when the
- * call may go on. `rpc` is the method's local name, e.g. `modelInfer`.
- */
-export function restrictedHeader(
-  options: GrpcFrontendOptions,
-  rpc: string,
-  header: (name: string) => string | null | undefined,
-): string | undefined {
-  const category = CATEGORY[rpc] ?? "";
-  const rule = options.restricted?.find((r) => r.protocols.includes(category));
-  if (!rule) return undefined;
-  const name = `triton-grpc-protocol-${rule.key}`;
-  return header(name) === rule.value ? undefined : name;
-}
-
 /** A ModelLoad's parameters: `config` as a string, `file:` contents as bytes, nothing else. */
 function loadOverrides(parameters: RepositoryModelLoadRequest["parameters"]): LoadOverrides {
   let config: string | undefined;
@@ -305,182 +224,12 @@ function typeName(kind: string | undefined): string {
   return { boolParam: "BOOL", int64Param: "INT", stringParam: "STRING", bytesParam: "BYTES" }[kind ?? ""] ?? "UNKNOWN";
 }
 
-/**
- * ModelStreamInfer (PROTOCOL.md §9.1): requests on one stream are served concurrently. A
- * default-mode model's response is written in the order the requests arrived; a decoupled
- * model's responses are written as they are produced. Every response carries
- * `triton_final_response`; a flag-only final is sent only to a request that set
- * `triton_enable_empty_final_response`. An error answers its request only, unless the stream was
- * opened with the `triton_grpc_error: true` header: then the first error ends the stream with its
- * status.
- */
-export async function* streamInfer(
-  server: InferenceServer,
-  requests: AsyncIterable<ModelInferRequest>,
-  context: { signal: AbortSignal; closeOnError: boolean },
-): AsyncGenerator<ModelStreamInferResponse> {
-  const { closeOnError } = context;
-  /** Default-mode responses wait here for the requests before them; decoupled ones do not. */
-  const slots: { message?: ModelStreamInferResponse }[] = [];
-  const ready: ModelStreamInferResponse[] = [];
-  let fatal: unknown;
-  let wake: (() => void) | undefined;
-  let pending = 0;
-  let inputDone = false;
-  const notify = () => wake?.();
-  const flushSlots = () => {
-    while (slots.length > 0 && slots[0]?.message)
-      ready.push((slots.shift() as { message: ModelStreamInferResponse }).message);
-    notify();
-  };
-  const final = (value: boolean) => ({ triton_final_response: toInferParameter(value) });
-  /** Traced requests' messages not yet written, and whether each is the request's last. */
-  const traced = new Map<ModelStreamInferResponse, { trace: GrpcTrace; last: boolean }>();
-  const openTraces = new Set<GrpcTrace>();
-  const finish = (trace: GrpcTrace) => {
-    openTraces.delete(trace);
-    trace.end();
-  };
-
-  const serve = async (req: ModelInferRequest, readStart: bigint, readEnd: bigint) => {
-    let model: ModelView | undefined;
-    let slot: { message?: ModelStreamInferResponse } | undefined;
-    const sampled = server.tracing.sample(req.modelName);
-    const trace = sampled && new GrpcTrace(sampled, readStart, readEnd);
-    if (trace) openTraces.add(trace);
-    const follow = (message: ModelStreamInferResponse, last: boolean) => {
-      if (!trace) return;
-      trace.responded();
-      traced.set(message, { trace, last });
-    };
-    try {
-      if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-      model = server.model(req.modelName, req.modelVersion);
-      if (!model.decoupled) {
-        slot = {};
-        slots.push(slot);
-      }
-      const emptyFinal = req.parameters.triton_enable_empty_final_response?.parameterChoice;
-      const wantEmptyFinal = emptyFinal?.case === "boolParam" && emptyFinal.value;
-      const request = requestFromGrpc(req, context.signal);
-      if (trace) request.trace = trace.trace;
-      for await (const item of server.stream(request, model)) {
-        if (item.empty && !wantEmptyFinal) continue;
-        const response = item.empty
-          ? create(ModelInferResponseSchema, {
-              id: req.id,
-              modelName: item.response.modelName,
-              modelVersion: item.response.modelVersion,
-            })
-          : responseToGrpc(item.response);
-        Object.assign(response.parameters, final(item.final));
-        // As create(ModelStreamInferResponseSchema, { inferResponse: response }) gives it, without its reflection.
-        const message: ModelStreamInferResponse = {
-          $typeName: "inference.ModelStreamInferResponse",
-          errorMessage: "",
-          inferResponse: response,
-        };
-        follow(message, item.final);
-        if (slot) {
-          slot.message = message;
-          flushSlots();
-        } else {
-          ready.push(message);
-          notify();
-        }
-      }
-    } catch (error) {
-      if (closeOnError) {
-        fatal ??= error;
-        notify();
-        return;
-      }
-      const failure = toInferenceError(error);
-      const hidden = hiddenCause(failure);
-      if (hidden !== undefined) server.log.error(`gRPC ModelStreamInfer: ${hidden}`);
-      const message = create(ModelStreamInferResponseSchema, {
-        errorMessage: failure.message,
-        inferResponse: {
-          id: req.id,
-          modelName: req.modelName,
-          modelVersion: req.modelVersion,
-          ...(model?.decoupled ? { parameters: final(true) } : {}),
-        },
-      });
-      follow(message, true);
-      if (slot) {
-        slot.message = message;
-        flushSlots();
-      } else {
-        ready.push(message);
-        notify();
-      }
-    } finally {
-      // Ends here when no message of it is left to write (else when its last one is written).
-      if (trace && ![...traced.values()].some((t) => t.trace === trace)) finish(trace);
-    }
-  };
-
-  const consume = (async () => {
-    let readStart = now();
-    for await (const req of requests) {
-      pending++;
-      void serve(req, readStart, now()).finally(() => {
-        pending--;
-        notify();
-      });
-      readStart = now();
-    }
-  })().then(
-    () => {
-      inputDone = true;
-      notify();
-    },
-    (error: unknown) => {
-      inputDone = true;
-      fatal ??= error;
-      notify();
-    },
-  );
-  try {
-    while (true) {
-      if (fatal !== undefined) throw fatal;
-      const next = ready.shift();
-      if (next) {
-        const followed = traced.get(next);
-        if (!followed) {
-          yield next;
-          continue;
-        }
-        followed.trace.mark("GRPC_SEND_START");
-        yield next;
-        followed.trace.mark("GRPC_SEND_END");
-        // Deleted only now: until it is written, the request's own end leaves its trace open.
-        traced.delete(next);
-        if (followed.last) finish(followed.trace);
-        continue;
-      }
-      if (inputDone && pending === 0) break;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-      });
-      wake = undefined;
-    }
-    await consume;
-  } finally {
-    // Requests whose last message was never written (the stream ended, an empty final not sent).
-    for (const trace of openTraces) trace.end();
-  }
-}
-
 /** Add the restricted-protocol check and Triton's error mapping to every RPC. */
 function wrap(impl: Partial<Impl>, options: GrpcFrontendOptions, log: Logger): Partial<Impl> {
   const wrapped: Record<string, unknown> = {};
   for (const [name, handler] of Object.entries(impl)) {
-    const check = (context: HandlerContext) => {
-      const header = restrictedHeader(options, name, (h) => context.requestHeader.get(h));
-      if (header) throw new InferenceError("RESTRICTED_GRPC", { header });
-    };
+    const category = CATEGORY[name] ?? "";
+    const check = (context: HandlerContext) => checkRestricted(options, category, (h) => context.requestHeader.get(h));
     const fn = handler as (req: unknown, context: HandlerContext) => unknown;
     wrapped[name] =
       name === "modelStreamInfer"

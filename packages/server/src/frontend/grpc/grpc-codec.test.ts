@@ -8,8 +8,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { InferenceResponse } from "../../base/inference-request.js";
 import type { Tensor } from "../../base/tensor.js";
-import { responseToGrpc } from "./grpc-codec.js";
-import { responsePieces } from "./lean-wire.js";
+import { responsePieces, responseToGrpc } from "./grpc-codec.js";
 
 const text = fc.oneof(
   fc.constant(""),
