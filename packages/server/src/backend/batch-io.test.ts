@@ -1,6 +1,9 @@
 import { fromModelConfigJson } from "@galley/config";
+import { encodeBytesElements } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import { configOutputShape } from "./batch-io.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Tensor } from "../base/tensor.js";
+import { checkOutputs, configOutputShape, outputRules } from "./batch-io.js";
 
 const output = (reshape: number[] | undefined, dims: number[]) =>
   fromModelConfigJson({
@@ -18,5 +21,78 @@ describe("configOutputShape", () => {
     expect(configOutputShape([4, 6], output([6], [2, 3]), true)).toEqual([4, 2, 3]);
     expect(configOutputShape([4, 6], output([6], [-1, 3]), true)).toEqual([4, 2, 3]);
     expect(configOutputShape([2, 12], output([24], [4, -1]), false)).toEqual([4, 6]);
+  });
+});
+
+const rules = outputRules(
+  fromModelConfigJson({
+    name: "m",
+    max_batch_size: 4,
+    input: [{ name: "IN", data_type: "TYPE_INT32", dims: [-1] }],
+    output: [
+      { name: "VEC", data_type: "TYPE_FP32", dims: [-1, 2] },
+      { name: "TEXT", data_type: "TYPE_STRING", dims: [1] },
+    ],
+    sequence_batching: {
+      state: [{ input_name: "STATE_IN", output_name: "STATE_OUT", data_type: "TYPE_INT32", dims: [1] }],
+    },
+  }),
+);
+
+function request(batch: number, outputs: string[] = []): InferenceRequest {
+  return {
+    modelName: "m",
+    modelVersion: "",
+    id: "",
+    parameters: {},
+    inputs: [{ name: "IN", datatype: "INT32", shape: [batch, 3], data: new Uint8Array(batch * 12), parameters: {} }],
+    outputs: outputs.map((name) => ({ name, parameters: {} })),
+  };
+}
+
+function tensor(name: string, datatype: string, shape: number[], data: Uint8Array): Tensor {
+  return { name, datatype: datatype as Tensor["datatype"], shape, data, parameters: {} };
+}
+
+const vec = (shape = [2, 3, 2], bytes = 48) => tensor("VEC", "FP32", shape, new Uint8Array(bytes));
+const text = (elements = ["a", "b"], shape = [2, 1]) =>
+  tensor("TEXT", "BYTES", shape, encodeBytesElements(elements.map((e) => new TextEncoder().encode(e))));
+
+describe("checkOutputs", () => {
+  it("accepts outputs that match the config, wildcard dims and the request's batch size included", () => {
+    expect(checkOutputs(rules, request(2), [vec(), text()])).toBeUndefined();
+    expect(checkOutputs(rules, request(2, ["TEXT"]), [text()])).toBeUndefined();
+  });
+
+  it("lets sequence-state outputs through unrequested, with the state's datatype", () => {
+    const state = tensor("STATE_OUT", "INT32", [2, 1], new Uint8Array(8));
+    expect(checkOutputs(rules, request(2, ["TEXT"]), [text(), state])).toBeUndefined();
+    expect(checkOutputs(rules, request(2, ["TEXT"]), [text(), { ...state, datatype: "INT64" }])?.id).toBe(
+      "OUTPUT_WRONG_DATATYPE",
+    );
+  });
+
+  it.each([
+    ["a name the config lacks", [vec(), text(), tensor("X", "FP32", [1], new Uint8Array(4))], "OUTPUT_UNKNOWN"],
+    ["another datatype", [tensor("VEC", "FP64", [2, 3, 2], new Uint8Array(96)), text()], "OUTPUT_WRONG_DATATYPE"],
+    ["another rank", [vec([2, 6], 48), text()], "OUTPUT_WRONG_SHAPE"],
+    ["a fixed dim that differs", [vec([2, 3, 3], 72), text()], "OUTPUT_WRONG_SHAPE"],
+    ["another batch size than the request's", [vec([1, 3, 2], 24), text()], "OUTPUT_WRONG_SHAPE"],
+    ["bytes that do not fit the shape", [vec([2, 3, 2], 44), text()], "OUTPUT_SIZE_MISMATCH"],
+    ["BYTES elements that do not fit the shape", [vec(), text(["a", "b", "c"])], "OUTPUT_SIZE_MISMATCH"],
+    ["a requested output missing", [vec()], "OUTPUT_MISSING"],
+    ["an output twice", [vec(), text(), vec()], "OUTPUT_DUPLICATE"],
+  ])("refuses %s", (_, outputs, id) => {
+    const error = checkOutputs(rules, request(2), outputs);
+    expect(error?.id).toBe(id);
+  });
+
+  it("words its errors as Triton does, naming the output", () => {
+    expect(checkOutputs(rules, request(2), [vec([2, 3, 3], 72), text()])?.message).toBe(
+      "unexpected shape for output 'VEC', model configuration shape is [2,-1,2], inference shape is [2,3,3]",
+    );
+    expect(checkOutputs(rules, request(2), [tensor("VEC", "INT8", [2, 3, 2], new Uint8Array(12))])?.message).toBe(
+      "unexpected datatype TYPE_INT8 for inference output 'VEC', expecting TYPE_FP32 for m",
+    );
   });
 });

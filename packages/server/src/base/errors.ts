@@ -295,7 +295,7 @@ export const ERRORS = {
     "model '{model}' is not available: its instance '{instance}' {reason}, and starts again in {ms} ms",
   ],
 
-  // Outputs a backend produced, checked against the model's config (backend/check-outputs.ts)
+  // Outputs a backend produced, checked against the model's config (backend/batch-io.ts)
   OUTPUT_UNKNOWN: ["INVALID_ARG", "unexpected inference output '{output}' for model '{model}'"],
   OUTPUT_WRONG_DATATYPE: [
     "INVALID_ARG",

@@ -4,7 +4,7 @@ import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
-import { outputRules } from "../check-outputs.js";
+import { outputRules } from "../batch-io.js";
 import type { TransportFactory } from "../host/instance-transport.js";
 import { SharedThreads } from "../host/shared-threads.js";
 import { workerTransport } from "../host/worker-transport.js";

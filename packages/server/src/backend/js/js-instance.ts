@@ -6,7 +6,7 @@ import type { Logger } from "../../base/log.js";
 import type { Tensor } from "../../base/tensor.js";
 import { workerEntry } from "../../base/worker-entry.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
-import { checkOutputs, type OutputRules } from "../check-outputs.js";
+import { checkOutputs, type OutputRules } from "../batch-io.js";
 import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import type { TransportFactory } from "../host/instance-transport.js";

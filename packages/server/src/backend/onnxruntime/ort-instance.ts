@@ -7,15 +7,13 @@ import type { Logger } from "../../base/log.js";
 import type { Tensor } from "../../base/tensor.js";
 import { workerEntry } from "../../base/worker-entry.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
-import { gatherInput, scatterOutput } from "../batch-io.js";
-import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";
+import { checkOutputs, gatherInput, type OutputRules, outputRules, scatterOutput } from "../batch-io.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { workerTransport } from "../host/worker-transport.js";
-import { type InlineSession, inlineSessionsAvailable, openInlineSession } from "./inline-session.js";
+import { type InlineSession, inlineSessionsAvailable, openInlineSession, RunCost, WINDOW } from "./inline-session.js";
 import type { OrtProtocol, OrtSessionSettings, SessionIO, WireTensor } from "./ort-messages.js";
 import { keepOrtTelemetryOff } from "./ort-telemetry.js";
 import { fromOrtTensor, toOrtTensor, warmupFeeds } from "./ort-tensors.js";
-import { RunCost, WINDOW } from "./run-cost.js";
 
 /**
  * Default for `inline_max_run_us`: a batch runs on the event loop only when its expected run is

@@ -5,7 +5,7 @@ import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
-import { outputRules } from "../check-outputs.js";
+import { outputRules } from "../batch-io.js";
 import { processTransport } from "../host/process-transport.js";
 import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import type { InferencePath } from "../scripted/bls-calls.js";

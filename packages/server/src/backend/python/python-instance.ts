@@ -6,7 +6,7 @@ import type { InferenceRequest } from "../../base/inference-request.js";
 import type { Logger } from "../../base/log.js";
 import { NO_BYTES, type Parameters, type Tensor } from "../../base/tensor.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
-import { checkOutputs, type OutputRules } from "../check-outputs.js";
+import { checkOutputs, type OutputRules } from "../batch-io.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { processTransport } from "../host/process-transport.js";
 import { BlsCalls, type InferencePath } from "../scripted/bls-calls.js";

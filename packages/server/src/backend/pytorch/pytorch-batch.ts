@@ -10,8 +10,7 @@ import type { InferenceRequest } from "../../base/inference-request.js";
 import type { Logger } from "../../base/log.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../base/tensor.js";
 import type { ExecuteResult } from "../backend.js";
-import { configOutputShape, scatterOutput } from "../batch-io.js";
-import { checkOutputs, type OutputRules, outputRules } from "../check-outputs.js";
+import { checkOutputs, configOutputShape, type OutputRules, outputRules, scatterOutput } from "../batch-io.js";
 import { batchShapes, type CudaGraphPlan, describeShapes } from "./cuda-graphs.js";
 import { outputIndexMessage, TORCH_PROTOCOL_TYPES, type TorchIO } from "./pytorch-io.js";
 import type {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { RunCost, WINDOW } from "./run-cost.js";
+import { RunCost, WINDOW } from "./inline-session.js";
 
 describe("RunCost", () => {
   it("has no estimate before any run", () => {
