@@ -115,8 +115,9 @@ let cached: Binding | undefined;
  */
 export function loadBinding(candidates: string[] = bindingCandidates()): Binding {
   cached ??= requireAddon<Binding>(candidates, BINDING_ABI_VERSION, "Galley's native addon (@galley/backends-native)", [
-    "Build it with `npm run build -w @galley/backends-native` (needs a C++17 compiler and node-gyp),",
-    "or point GALLEY_NATIVE_BINDING at a built galley_native.node.",
+    "Build it with `npm rebuild @galley/backends-native` where it is installed (needs a C++17 compiler, make and",
+    "python3), or `npm run build -w @galley/backends-native` in Galley's repository; or point GALLEY_NATIVE_BINDING",
+    "at a built galley_native.node.",
   ]);
   return cached;
 }

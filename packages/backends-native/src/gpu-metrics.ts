@@ -54,7 +54,8 @@ export async function sampleGpus(): Promise<GpuSample> {
   try {
     raw = await loadBinding().sampleGpus();
   } catch (error) {
-    return { available: false, reason: `the native addon did not load: ${(error as Error).message.split("\n")[0]}` };
+    // The whole message, as sharedMemoryMapping() and torchStatus() give it: every path tried and the hint.
+    return { available: false, reason: `the native addon did not load: ${(error as Error).message}` };
   }
   if (!raw.available) return { available: false, reason: raw.error };
   return {

@@ -134,7 +134,8 @@ export const TORCH_INSTALL_HINT = [
   "  - Debian/Ubuntu (CPU): apt-get install libtorch-dev",
   "  - the torch Python package: pip install torch (the torch that `python3` imports is used)",
   "  - a libtorch folder from pytorch.org: LIBTORCH=/path/to/libtorch",
-  "then build the addon: npm run build -w @galley/backends-native (node-gyp builds galley_torch.node where libtorch is found),",
+  "then build the addon (node-gyp builds galley_torch.node where libtorch is found): `npm rebuild @galley/backends-native`",
+  "where it is installed, or `npm run build -w @galley/backends-native` in Galley's repository;",
   "or point GALLEY_TORCH_BINDING at a built galley_torch.node.",
 ].join("\n");
 
