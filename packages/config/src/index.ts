@@ -31,10 +31,12 @@ export {
 } from "./builder.js";
 // The command line
 export type { CommandIO } from "./cli/command-io.js";
-export { runConfigCommand } from "./cli/config-command.js";
-export { GALLEY_BACKENDS } from "./cli/validate-command.js";
+export { type ConfigCommandContext, runConfigCommand } from "./cli/config-command.js";
+export type { ValidateContext } from "./cli/validate-command.js";
 // Loading as Triton does
 export type { Diagnostic } from "./diagnostic.js";
+// The backends a Galley server has
+export { GALLEY_BACKEND_NAMES, GALLEY_BACKENDS, type GalleyBackend } from "./galley-backends.js";
 export { ConfigJsonError, fromModelConfigJson, printModelConfigJson, toModelConfigJson } from "./json-form.js";
 export {
   type CheckOptions,

@@ -42,6 +42,12 @@ export interface CheckOptions {
   gpus?: readonly number[];
   /** Backends the server has; undefined accepts any backend name. */
   backends?: ReadonlySet<string>;
+  /**
+   * Why the backend a model names cannot load models here, its optional library being absent
+   * (`onnxruntime-node`, libtorch, python3 with numpy); undefined when it can. Not asked for a
+   * model that names a `runtime` library. Default: every backend can.
+   */
+  missingLibrary?: (backend: string, config: ModelConfig) => string | undefined | Promise<string | undefined>;
   /** Whether a `runtime` library named by a config exists for the model; default: it does not. */
   runtimeExists?: (source: ModelSource, runtime: string) => boolean;
   /**
@@ -132,6 +138,11 @@ export async function checkModel(source: ModelSource, options: CheckOptions = {}
 
   const backend = checkBackend(source, config, options);
   if (backend.length > 0) return fail(backend, config);
+  const missing = config.runtime === "" ? await options.missingLibrary?.(config.backend, config) : undefined;
+  if (missing !== undefined) {
+    // The server's own text when such a load fails (`unable to load model 'm', <why>`).
+    return fail([{ path: "backend", message: `unable to load model '${config.name}', ${missing}` }], config);
+  }
   normalizeInstanceGroups(config, {
     gpus: options.gpus ?? [],
     preferredGroups: options.preferredGroups?.(config.backend) ?? [],

@@ -4,21 +4,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { runConfigCommand } from "../src/index.js";
+import { type ConfigCommandContext, runConfigCommand } from "../src/index.js";
 import { OnnxType, onnxModel } from "./onnx-model.js";
 
-async function run(args: string[], cwd = process.cwd()) {
+async function run(args: string[], cwd = process.cwd(), context: ConfigCommandContext = {}) {
   let stdout = "";
   let stderr = "";
-  const code = await runConfigCommand(args, {
-    stdout: (t) => {
+  const io = {
+    stdout: (t: string) => {
       stdout += t;
     },
-    stderr: (t) => {
+    stderr: (t: string) => {
       stderr += t;
     },
     cwd,
-  });
+  };
+  const code = await runConfigCommand(args, io, context);
   return { code, stdout, stderr };
 }
 
@@ -69,6 +70,7 @@ describe("galley config validate", () => {
         }`,
     },
     scripted: { config: 'backend: "python"', files: { "model.py": "" } },
+    custom: { config: 'backend: "identity"' },
   });
 
   it("loads every model as tritonserver would, prints Triton's table, and exits 1 when one fails", async () => {
@@ -79,10 +81,11 @@ describe("galley config validate", () => {
     expect(stdout).toMatch(/\| configured +\| 1 +\| READY/);
     expect(stdout).toMatch(/\| pipeline +\| 1 +\| READY/);
     expect(stdout).toContain("UNAVAILABLE: dynamic batching preferred size must be <= max batch size for broken");
+    expect(stdout).toMatch(/\| scripted +\| 1 +\| READY/);
     expect(stdout).toContain(
-      "UNAVAILABLE: unable to find backend library for backend 'python', try specifying runtime on the model configuration.",
+      "UNAVAILABLE: unable to find backend library for backend 'identity', try specifying runtime on the model configuration.",
     );
-    expect(stdout).toContain("3 of 5 model(s) would load.");
+    expect(stdout).toContain("4 of 6 model(s) would load.");
   });
 
   it("checks one model folder, in the context of its repository", async () => {
@@ -92,7 +95,7 @@ describe("galley config validate", () => {
   });
 
   it("takes extra backends, strict mode, and the ONNX default max batch size", async () => {
-    expect((await run(["validate", join(repo, "scripted"), "--backend", "python"])).code).toBe(0);
+    expect((await run(["validate", join(repo, "custom"), "--backend", "identity"])).code).toBe(0);
     const strict = await run(["validate", join(repo, "auto"), "--disable-auto-complete-config"]);
     expect(strict.code).toBe(1);
     expect(strict.stdout).toContain("failed to read text proto from");
@@ -103,6 +106,73 @@ describe("galley config validate", () => {
       "onnxruntime,default-max-batch-size=2",
     ]);
     expect(batch.code).toBe(0);
+  });
+
+  it("knows every backend the server has: js, onnxruntime, python and pytorch, with --model-config-name", async () => {
+    const backends = repository({
+      scripted: { config: 'backend: "js"', files: { "model.js": "" } },
+      python: { config: 'backend: "python"', files: { "model.py": "" } },
+      torch: {
+        config: `platform: "pytorch_libtorch" max_batch_size: 8 ${io16(["INPUT__0"], "input")} ${io16(["OUTPUT__0"], "output")}`,
+        files: { "model.pt": "" },
+      },
+    });
+    mkdirSync(join(backends, "torch", "configs"));
+    writeFileSync(
+      join(backends, "torch", "configs", "gpu.pbtxt"),
+      `backend: "pytorch" max_batch_size: 8 ${io16(["INPUT__0"], "input")} ${io16(["OUTPUT__0"], "output")}
+       instance_group [ { kind: KIND_GPU } ]`,
+    );
+    const all = await run(["validate", backends]);
+    expect(all.stdout).not.toContain("unable to find backend library");
+    expect(all.stdout).toContain("3 of 3 model(s) would load.");
+    expect(all.code).toBe(0);
+    // The GPU variant: the backend is known; only the GPUs decide.
+    const gpu = await run(["validate", backends, "--model-config-name", "gpu", "--gpus", "0"]);
+    expect(gpu.stdout).toMatch(/\| torch +\| 1 +\| READY/);
+    expect(gpu.code).toBe(0);
+    const noGpu = await run(["validate", backends, "--model-config-name", "gpu"]);
+    expect(noGpu.stdout).not.toContain("unable to find backend library");
+    expect(noGpu.stdout).toMatch(
+      /\| torch +\| - +\| UNAVAILABLE: instance group torch_0 of model torch has kind KIND_GPU/,
+    );
+  });
+
+  it("says which library a backend needs, and fails its models where the server's check finds it absent", async () => {
+    const backends = repository({
+      python: { config: 'backend: "python"', files: { "model.py": "" } },
+      torch: { config: `platform: "pytorch_libtorch" ${io16(["X"], "input")} ${io16(["Y"], "output")}` },
+      scripted: { config: 'backend: "js"' },
+    });
+    const asked: string[] = [];
+    const context: ConfigCommandContext = {
+      missingLibrary: (backend) => {
+        asked.push(backend);
+        return backend === "pytorch" ? "the torch addon is not built\nbuild it" : undefined;
+      },
+    };
+    const here = await run(["validate", backends], process.cwd(), context);
+    expect(here.code).toBe(1);
+    expect(here.stdout).toMatch(
+      /\| torch +\| - +\| UNAVAILABLE: unable to load model 'torch', the torch addon is not built build it/,
+    );
+    expect(here.stdout).toMatch(/\| python +\| 1 +\| READY/);
+    expect(here.stdout).toContain("Backend 'python' needs python3 with numpy (found here).");
+    expect(here.stdout).toContain(
+      "Backend 'pytorch' needs libtorch, through the torch addon of @galley/backends-native (missing here).",
+    );
+    expect(here.stdout).not.toContain("Backend 'js'");
+    expect(asked.sort()).toEqual(["js", "python", "pytorch"]);
+    // Naming the backend says the server will have it: not checked here.
+    const named = await run(["validate", backends, "--backend", "pytorch"], process.cwd(), context);
+    expect(named.code).toBe(0);
+    expect(named.stdout).toContain("(not checked: named with --backend)");
+    // Without the server's checks (the package alone), nothing is claimed about this machine.
+    const alone = await run(["validate", backends]);
+    expect(alone.code).toBe(0);
+    expect(alone.stdout).toContain(
+      "Backend 'pytorch' needs libtorch, through the torch addon of @galley/backends-native (not checked here).",
+    );
   });
 
   it("reports a model file that auto-complete needs but cannot find", async () => {
@@ -172,6 +242,40 @@ describe("galley config build", () => {
     const written = readFileSync(join(dir, "repo", "pipe", "config.pbtxt"), "utf8");
     expect(written).toContain('platform: "ensemble"');
     expect((await run(["validate", join(dir, "repo"), "--any-backend"])).stdout).toContain("pipe");
+  });
+
+  it("makes an ensemble's version folder, so what it builds validates", async () => {
+    const dir = module(`
+      const io = { input: [input("INPUT0", "TYPE_FP32", [16]), input("INPUT1", "TYPE_FP32", [16])],
+                   output: [output("OUTPUT0", "TYPE_FP32", [16]), output("OUTPUT1", "TYPE_FP32", [16])] };
+      export const first = modelConfig({ name: "first", backend: "onnxruntime", maxBatchSize: 8, ...io });
+      export const second = modelConfig({ name: "second", backend: "onnxruntime", maxBatchSize: 8, ...io });
+      export const pipe = ensemble({ name: "pipe", maxBatchSize: 8, ...io, steps: [
+        step("first", { inputs: { INPUT0: "INPUT0", INPUT1: "INPUT1" }, outputs: { OUTPUT0: "s", OUTPUT1: "d" } }),
+        step("second", { inputs: { INPUT0: "s", INPUT1: "d" }, outputs: { OUTPUT0: "OUTPUT0", OUTPUT1: "OUTPUT1" } }),
+      ] });`);
+    const built = await run(["build", "models.ts", "--repository", "repo"], dir);
+    expect(built.code).toBe(0);
+    // The composing models' files are the user's to add; the ensemble needs none.
+    for (const name of ["first", "second"]) {
+      mkdirSync(join(dir, "repo", name, "1"));
+      writeFileSync(join(dir, "repo", name, "1", "model.onnx"), addSub);
+    }
+    const validated = await run(["validate", join(dir, "repo")]);
+    expect(validated.stdout).toMatch(/\| pipe +\| 1 +\| READY/);
+    expect(validated.stdout).toContain("3 of 3 model(s) would load.");
+    expect(validated.code).toBe(0);
+    expect(built.stdout).toContain(`made ${join(dir, "repo", "pipe", "1")}`);
+    // A rebuild keeps the version folder there; a specific version policy names the folder.
+    expect((await run(["build", "models.ts", "--repository", "repo"], dir)).stdout).not.toContain("made ");
+    const pinned = module(`
+      export const m = modelConfig({ name: "m", backend: "onnxruntime", maxBatchSize: 8,
+        input: [input("X", "TYPE_FP32", [4])], output: [output("Y", "TYPE_FP32", [4])] });
+      export const e = ensemble({ name: "e", maxBatchSize: 8, versionPolicy: { policyChoice: { case: "specific", value: { versions: [3n] } } },
+        input: [input("X", "TYPE_FP32", [4])], output: [output("Y", "TYPE_FP32", [4])],
+        steps: [step("m", { inputs: { X: "X" }, outputs: { Y: "Y" } })] });`);
+    expect((await run(["build", "models.ts", "--repository", "repo"], pinned)).code).toBe(0);
+    expect(existsSync(join(pinned, "repo", "e", "3"))).toBe(true);
   });
 
   it("writes nothing when a config would not load", async () => {

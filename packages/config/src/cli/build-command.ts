@@ -1,10 +1,11 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { isMessage } from "@bufbuild/protobuf";
 import { type ModelConfig, ModelConfigSchema } from "@galley/proto";
 import { checkRepository } from "../model-check.js";
+import { Platform } from "../rules/platforms.js";
 import { printModelConfig } from "../text-format.js";
 import { type CommandIO, UsageError } from "./command-io.js";
 
@@ -12,7 +13,8 @@ export const BUILD_USAGE = `Usage: galley config build <module.ts | module.js> [
 
 Imports the module and writes each ModelConfig it exports (named exports, the default export,
 or arrays of configs) to <repository>/<name>/config.pbtxt. Every config is checked first, with
-ensembles against the others; nothing is written if any fails.
+ensembles against the others; nothing is written if any fails. An ensemble also gets its
+(empty) version folder, which Triton requires; other models' version folders hold their files.
 
 Options:
   --repository <dir>  where to write (default: the current folder)
@@ -45,9 +47,9 @@ export async function buildCommand(args: string[], io: CommandIO): Promise<numbe
     }
     names.add(config.name);
   }
-  // Version folders do not exist yet: check as if each model had version 1.
+  // Version folders do not exist yet: check as if each model had the one written for an ensemble.
   const checks = await checkRepository(
-    configs.map((config) => ({ name: config.name, config, versions: [1] })),
+    configs.map((config) => ({ name: config.name, config, versions: [firstVersion(config)] })),
     {},
   );
   const failed = [...checks.values()].filter((c) => c.diagnostics.length > 0);
@@ -64,8 +66,31 @@ export async function buildCommand(args: string[], io: CommandIO): Promise<numbe
     await mkdir(join(repository, config.name), { recursive: true });
     await writeFile(target, printModelConfig(config));
     io.stdout(`wrote ${target}\n`);
+    if (config.platform === Platform.ensemble) {
+      const folder = await ensembleVersionFolder(join(repository, config.name), config);
+      if (folder) io.stdout(`made ${folder}\n`);
+    }
   }
   return 0;
+}
+
+/** The version a new model folder gets: the first its version policy names, else 1. */
+function firstVersion(config: ModelConfig): number {
+  const policy = config.versionPolicy?.policyChoice;
+  const listed = policy?.case === "specific" ? policy.value.versions.map(Number).sort((a, b) => a - b) : [];
+  return listed[0] ?? 1;
+}
+
+/**
+ * An ensemble has no files, yet loads only with a version folder (Triton's rule, PROTOCOL.md §5):
+ * make `<model>/<version>/` unless the folder already has a numeric one. Returns the folder made.
+ */
+async function ensembleVersionFolder(model: string, config: ModelConfig): Promise<string | undefined> {
+  const entries = await readdir(model, { withFileTypes: true });
+  if (entries.some((e) => e.isDirectory() && /^(0|[1-9][0-9]*)$/.test(e.name))) return undefined;
+  const folder = join(model, String(firstVersion(config)));
+  await mkdir(folder);
+  return folder;
 }
 
 async function importModule(file: string): Promise<Record<string, unknown>> {

@@ -6,7 +6,7 @@ import { ConfigParseError, parseModelConfig, printModelConfig } from "../text-fo
 import { BUILD_USAGE, buildCommand } from "./build-command.js";
 import { type CommandIO, processIO, UsageError } from "./command-io.js";
 import { NEW_USAGE, newCommand } from "./new-command.js";
-import { VALIDATE_USAGE, validateCommand } from "./validate-command.js";
+import { VALIDATE_USAGE, type ValidateContext, validateCommand } from "./validate-command.js";
 
 const PRINT_USAGE = `Usage: galley config print <config.pbtxt> [--json]
 
@@ -24,7 +24,13 @@ Commands:
 Run 'galley config <command> --help' for a command's options.
 `;
 
-const commands: Record<string, { usage: string; run: (args: string[], io: CommandIO) => Promise<number> }> = {
+/** What the `galley` command tells `galley config` of its server (see {@link ValidateContext}). */
+export type ConfigCommandContext = ValidateContext;
+
+const commands: Record<
+  string,
+  { usage: string; run: (args: string[], io: CommandIO, context: ConfigCommandContext) => Promise<number> }
+> = {
   validate: { usage: VALIDATE_USAGE, run: validateCommand },
   print: { usage: PRINT_USAGE, run: printCommand },
   build: { usage: BUILD_USAGE, run: buildCommand },
@@ -38,7 +44,11 @@ const commands: Record<string, { usage: string; run: (args: string[], io: Comman
  * @example
  * process.exitCode = await runConfigCommand(["validate", "models/"]);
  */
-export async function runConfigCommand(args: string[], io: CommandIO = processIO()): Promise<number> {
+export async function runConfigCommand(
+  args: string[],
+  io: CommandIO = processIO(),
+  context: ConfigCommandContext = {},
+): Promise<number> {
   const [name, ...rest] = args;
   if (name === undefined || name === "--help" || name === "help") {
     (name === undefined ? io.stderr : io.stdout)(USAGE);
@@ -54,7 +64,7 @@ export async function runConfigCommand(args: string[], io: CommandIO = processIO
     return 0;
   }
   try {
-    return await command.run(rest, io);
+    return await command.run(rest, io, context);
   } catch (error) {
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       io.stderr(`error: ${(error as Error).message}\n\n${command.usage}`);
