@@ -37,7 +37,9 @@ async function perf(args: string[]): Promise<number> {
 
 const commands: Record<string, (args: string[]) => Promise<number>> = {
   serve,
-  config: (args) => runConfigCommand(args),
+  // validate asks the server's backends whether their libraries are here.
+  config: async (args) =>
+    runConfigCommand(args, undefined, (await import("./backend-libraries.js")).backendLibraries()),
   perf,
   "trace-summary": traceSummary,
 };

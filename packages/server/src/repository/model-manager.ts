@@ -70,6 +70,11 @@ export class ModelManager {
     });
   }
 
+  /** The backends models load with, by name (`@galley/config`'s `GALLEY_BACKENDS` for a server). */
+  get backends(): ReadonlySet<string> {
+    return this.#options.backends.names();
+  }
+
   get controlMode(): ControlMode {
     return this.#options.controlMode ?? "none";
   }

@@ -117,9 +117,10 @@ export function createOnnxRuntimeBackend(options: OnnxRuntimeBackendOptions): Ba
 
 /**
  * Why onnxruntime-node cannot be used, or undefined. Only the sessions' worker threads import it,
- * when a model needs it: the server runs without it, and such a load fails with this message.
+ * when a model needs it: the server runs without it, and such a load fails with this message
+ * (which `galley config validate` reports too).
  */
-function onnxRuntimeMissing(): string | undefined {
+export function onnxRuntimeMissing(): string | undefined {
   try {
     createRequire(import.meta.url).resolve("onnxruntime-node");
     return undefined;

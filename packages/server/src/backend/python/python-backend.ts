@@ -1,3 +1,4 @@
+import { execFile } from "node:child_process";
 import { access, constants, realpath, stat } from "node:fs/promises";
 import { delimiter, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -131,10 +132,31 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
 
 /** A start failure, with what to do when the interpreter itself is the problem. */
 function explain(message: string, python: Interpreter): string {
-  if (/could not be started: spawn .* ENOENT/.test(message)) {
-    return `${message} (the Python backend runs '${python.command}': install python3 with numpy, or pass --backend-config python,python-executable=<path>)`;
-  }
+  if (/could not be started: spawn .* ENOENT/.test(message)) return `${message} (${pythonHint(python.command)})`;
   return message;
+}
+
+function pythonHint(command: string): string {
+  return `the Python backend runs '${command}': install python3 with numpy, or pass --backend-config python,python-executable=<path>`;
+}
+
+/**
+ * Why the server's interpreter (`python-executable`, default `python3`) cannot run Python models
+ * here: it does not start, or cannot import numpy; undefined when it can. `galley config
+ * validate` asks (a model's own `EXECUTION_ENV_PATH` interpreter is checked when it loads).
+ */
+export function pythonMissing(executable = "python3"): Promise<string | undefined> {
+  return new Promise((answer) => {
+    execFile(executable, ["-c", "import numpy"], { timeout: 30_000 }, (error, _stdout, stderr) => {
+      if (!error) answer(undefined);
+      else if ((error as NodeJS.ErrnoException).code === "ENOENT")
+        answer(`'${executable}' is not found (${pythonHint(executable)})`);
+      else {
+        const last = stderr.trim().split("\n").at(-1) || error.message.trim().split("\n")[0];
+        answer(`'${executable}' cannot import numpy: ${last} (${pythonHint(executable)})`);
+      }
+    });
+  });
 }
 
 /**

@@ -21,6 +21,36 @@ export interface TorchSupport extends TorchAddon {
   torchSupport(): { available: boolean; reason?: string; cudaCompiled?: boolean; cudaDevices?: number };
 }
 
+/** The addon, imported on first use; rejects saying what to install. */
+async function importTorchAddon(): Promise<TorchSupport> {
+  // A variable specifier: the server builds and runs without the addon package.
+  const name = "@galley/backends-native/torch";
+  try {
+    return (await import(name)) as TorchSupport;
+  } catch (error) {
+    throw new Error(
+      `the PyTorch backend needs the @galley/backends-native package (npm install @galley/backends-native): ${(error as Error).message}`,
+    );
+  }
+}
+
+function torchUnavailable(support: ReturnType<TorchSupport["torchSupport"]>): string {
+  return support.reason ?? "libtorch is not available";
+}
+
+/**
+ * Why the PyTorch backend cannot load models here (no addon package, or no libtorch behind it),
+ * in the words a load would fail with; undefined when it can. `galley config validate` asks.
+ */
+export async function torchMissing(torch: () => Promise<TorchSupport> = importTorchAddon): Promise<string | undefined> {
+  try {
+    const support = (await torch()).torchSupport();
+    return support.available ? undefined : torchUnavailable(support);
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
 /**
  * Triton's PyTorch backend on libtorch: `platform: "pytorch_libtorch"` / `backend: "pytorch"`, a
  * TorchScript file (`model.pt` or `default_model_filename`) per version. Each instance is the
@@ -30,19 +60,7 @@ export interface TorchSupport extends TorchAddon {
  */
 export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
   let addon: Promise<TorchSupport> | undefined;
-  const importAddon =
-    options.torch ??
-    (async () => {
-      // A variable specifier: the server builds and runs without the addon package.
-      const name = "@galley/backends-native/torch";
-      try {
-        return (await import(name)) as TorchSupport;
-      } catch (error) {
-        throw new Error(
-          `the PyTorch backend needs the @galley/backends-native package (npm install @galley/backends-native): ${(error as Error).message}`,
-        );
-      }
-    });
+  const importAddon = options.torch ?? importTorchAddon;
   return {
     name: "pytorch",
 
@@ -58,7 +76,7 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
         throw fail((error as Error).message);
       }
       const support = torch.torchSupport();
-      if (!support.available) throw fail(support.reason ?? "libtorch is not available");
+      if (!support.available) throw fail(torchUnavailable(support));
       const path = await modelFile(context.modelPath, context.versionPath, config).catch((error: Error) => {
         throw fail(error.message);
       });

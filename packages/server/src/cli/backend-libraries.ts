@@ -1,0 +1,42 @@
+// What `galley config validate` learns from the server: whether each backend's library is here,
+// asked of the backends themselves, so that validate fails a model where `galley serve` would,
+// with the same words.
+import type { ValidateContext } from "@galley/config";
+import type { ModelConfig } from "@galley/proto";
+import { onnxRuntimeMissing } from "../backend/onnxruntime/onnxruntime-backend.js";
+import { pythonMissing } from "../backend/python/python-backend.js";
+import { torchMissing } from "../backend/pytorch/pytorch-backend.js";
+
+/**
+ * Each backend that needs a library (`GALLEY_BACKENDS` entries with `needs`), and its check: why
+ * it cannot load models here, or undefined.
+ */
+export const BACKEND_LIBRARY_CHECKS: Readonly<Record<string, () => Promise<string | undefined>>> = {
+  onnxruntime: async () => onnxRuntimeMissing(),
+  python: () => pythonMissing(),
+  pytorch: () => torchMissing(),
+};
+
+/**
+ * `missingLibrary` for `runConfigCommand`: each backend checked once. A Python model with its own
+ * `EXECUTION_ENV_PATH` runs that interpreter, which its load checks, not this.
+ */
+export function backendLibraries(
+  checks: Readonly<Record<string, () => Promise<string | undefined>>> = BACKEND_LIBRARY_CHECKS,
+): Required<ValidateContext> {
+  const found = new Map<string, Promise<string | undefined>>();
+  return {
+    missingLibrary(backend: string, config: ModelConfig) {
+      const check = checks[backend];
+      if (!check || (backend === "python" && config.parameters.EXECUTION_ENV_PATH?.stringValue?.trim())) {
+        return undefined;
+      }
+      let answer = found.get(backend);
+      if (!answer) {
+        answer = check();
+        found.set(backend, answer);
+      }
+      return answer;
+    },
+  };
+}
