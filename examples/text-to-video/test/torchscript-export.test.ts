@@ -1,7 +1,8 @@
 // The committed TorchScript files (models/*/1/model.pt, the GPU variant's) are what
-// scripts/export-torchscript.py writes from the ONNX files and its own module code, byte for byte:
-// a change to the script that is not exported again, or a model.pt edited by hand, fails here.
-// Needs a Python with torch (Debian's python3-torch, as CI installs it).
+// scripts/export-torchscript.py writes from the ONNX files and its own module code: byte for byte
+// under the torch they were written with (1.13), their weights under another (the torch 2.13 of
+// `npm test`'s environment); what they compute is compared with the ONNX files in torch-variant.test.ts.
+// A change to the script's weights that is not exported again, or a model.pt edited by hand, fails here.
 import { execFile, execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -20,7 +21,7 @@ function pythonWithTorch(): string {
 }
 
 describe("export-torchscript.py", () => {
-  it("writes the committed model.pt files byte for byte (--check)", async () => {
+  it("writes the committed model.pt files (--check)", async () => {
     const { stdout } = await promisify(execFile)(pythonWithTorch(), [SCRIPT, "--check"], { timeout: 120_000 });
     const lines = stdout.trim().split("\n");
     expect(lines.map((line) => line.split(":")[0])).toEqual(
@@ -28,6 +29,6 @@ describe("export-torchscript.py", () => {
         (name) => `models/${name}/1/model.pt`,
       ),
     );
-    for (const line of lines) expect(line).toMatch(/: same \(/);
+    for (const line of lines) expect(line).toMatch(/: same (weights )?\(/);
   });
 });

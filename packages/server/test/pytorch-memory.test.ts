@@ -1,5 +1,5 @@
 // Unloading a PyTorch model gives its memory back: 20 load/unload cycles of a ~100 MB TorchScript
-// model (made at test time by fixtures/pytorch/make-fixtures.py --big, with Debian's python3-torch)
+// model (made at test time by fixtures/pytorch/make-fixtures.py --big, with the torch `npm test` installs)
 // leave the process's resident memory near where it started.
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
@@ -10,8 +10,16 @@ import { cleanup, startServer, tempRepository } from "./support/harness.js";
 afterEach(cleanup);
 
 const MB = 1024 * 1024;
-/** Debian's python3 has torch (python3-torch); a python3 first on PATH may not. */
-const PYTHON = process.env.GALLEY_TORCH_PYTHON ?? "/usr/bin/python3";
+/** python3 when it imports torch (`npm test`'s environment), else Debian's (python3-torch). */
+function pythonWithTorch(): string {
+  try {
+    execFileSync("python3", ["-c", "import torch"], { stdio: "ignore", timeout: 60_000 });
+    return "python3";
+  } catch {
+    return "/usr/bin/python3";
+  }
+}
+const PYTHON = process.env.GALLEY_TORCH_PYTHON ?? pythonWithTorch();
 
 describe("PyTorch backend: memory", () => {
   it("returns a 100 MB model's memory on unload, 20 times over", { timeout: 240_000 }, async () => {
