@@ -4,6 +4,7 @@
  * system and CUDA shared memory.
  *
  * @packageDocumentation
+ * @module @galley/client
  */
 
 export type {

@@ -10,6 +10,7 @@
  * behind `@galley/server/internal`.
  *
  * @packageDocumentation
+ * @module @galley/server
  */
 
 export type { JsIsolation } from "./backend/js/js-backend.js";

@@ -5,6 +5,7 @@
  * `@galley/server/model` (scripted models).
  *
  * @packageDocumentation
+ * @module @galley/server/internal
  */
 
 export type {

@@ -4,6 +4,7 @@
  * throughput and the server's own breakdown per level; a CSV report and an SVG chart.
  *
  * @packageDocumentation
+ * @module @galley/client/perf
  */
 
 export { renderChart } from "./chart.js";

@@ -6,6 +6,7 @@
  * `import type { ... } from "@galley/server/model"`.
  *
  * @packageDocumentation
+ * @module @galley/server/model
  */
 
 import type { ProtocolDataType } from "@galley/config";
