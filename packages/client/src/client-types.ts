@@ -1,6 +1,8 @@
 // The API both clients (gRPC and REST) share, so an application can switch protocol with one line.
 import type { ModelConfig, ModelStatisticsResponse } from "@galley/proto";
-import type { InputTensor, OutputTensor } from "./tensor.js";
+import type { InputTensor, OutputTensor, SharedMemoryPlacement } from "./tensor.js";
+
+export type { SharedMemoryPlacement };
 
 /** A request, response or tensor parameter value. */
 export type ParameterValue = string | number | bigint | boolean;
@@ -14,14 +16,6 @@ export interface RequestedOutput {
   binary?: boolean;
   /** Write the output into a registered shared-memory region instead of the response. */
   sharedMemory?: SharedMemoryPlacement;
-}
-
-/** Where a tensor lives in a registered shared-memory region. */
-export interface SharedMemoryPlacement {
-  /** The name the region was registered under. */
-  region: string;
-  byteSize: number;
-  offset?: number;
 }
 
 /** An input given as a tensor, or as bytes already placed in a registered shared-memory region. */

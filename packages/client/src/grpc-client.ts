@@ -1,7 +1,9 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   type Client,
+  Code,
   type CallOptions as ConnectCallOptions,
+  ConnectError,
   createClient,
   type Interceptor,
   type Transport,
@@ -37,7 +39,10 @@ import type {
 import { createModelInferCall, type ModelInferCall } from "./grpc-model-infer.js";
 import {
   callSignal,
+  checkTimeoutMs,
   inferResult,
+  outputPlacement,
+  outputPlacements,
   requestedOutputs,
   requestParameters,
   sharedMemoryParameters,
@@ -164,8 +169,12 @@ export function grpcInferRequest(model: string, request: InferOptions): InferIni
   };
 }
 
-/** A `ModelInferResponse` as an {@link InferResult}. */
-export function grpcInferResult(response: ModelInferResponse): InferResult {
+/**
+ * A `ModelInferResponse` as an {@link InferResult}; with its request, outputs the request placed
+ * in shared memory say where they went (their typed views then throw, naming the region).
+ */
+export function grpcInferResult(response: ModelInferResponse, request?: Pick<InferOptions, "outputs">): InferResult {
+  const placements = request ? outputPlacements(request) : undefined;
   const outputs = response.outputs.map(
     (o, i) =>
       new OutputTensor(
@@ -173,6 +182,12 @@ export function grpcInferResult(response: ModelInferResponse): InferResult {
         o.datatype as DataType,
         o.shape.map(Number),
         response.rawOutputContents[i] ?? new Uint8Array(0),
+        // Only a server's own shared-memory parameters are worth converting.
+        outputPlacement(
+          o.name,
+          placements,
+          o.parameters.shared_memory_region ? fromInferParameters(o.parameters) : undefined,
+        ),
       ),
   );
   return inferResult(
@@ -190,7 +205,7 @@ export function grpcInferResult(response: ModelInferResponse): InferResult {
 function connectOptions(options: CallOptions = {}): ConnectCallOptions {
   return {
     ...(options.signal ? { signal: options.signal } : {}),
-    ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+    ...(options.timeoutMs !== undefined ? { timeoutMs: checkTimeoutMs(options.timeoutMs) } : {}),
   };
 }
 
@@ -206,6 +221,7 @@ function connectOptions(options: CallOptions = {}): ConnectCallOptions {
  * result.output("OUTPUT0").int32(); // Int32Array
  */
 export function createGrpcClient(options: GrpcClientOptions): GrpcClient {
+  checkTimeoutMs(options.defaultTimeoutMs, "defaultTimeoutMs");
   const { transport, sessionManager } = createTransport(options);
   const service = createClient(GRPCInferenceService, transport);
   const health = createClient(Health, transport);
@@ -252,7 +268,7 @@ export function createGrpcClient(options: GrpcClientOptions): GrpcClient {
     },
     modelConfig: async (name, version = "", o) => {
       const { config } = await service.modelConfig({ name, version }, opts(o));
-      if (!config) throw new Error(`the server returned no config for '${name}'`);
+      if (!config) throw new ConnectError(`the server returned no config for '${name}'`, Code.Internal);
       return config;
     },
     statistics: (name = "", version = "", o) => service.modelStatistics({ name, version }, opts(o)),
@@ -261,6 +277,7 @@ export function createGrpcClient(options: GrpcClientOptions): GrpcClient {
         lean
           ? await lean(create(ModelInferRequestSchema, grpcInferRequest(model, request)), request)
           : await service.modelInfer(grpcInferRequest(model, request), opts(request)),
+        request,
       ),
     index: async (o = {}) =>
       (await service.repositoryIndex({ ready: o.ready ?? false }, opts(o))).models.map((m) => ({
@@ -372,7 +389,8 @@ export function createGrpcClient(options: GrpcClientOptions): GrpcClient {
         let finished = false;
         try {
           for await (const item of stream) {
-            if (item.error !== undefined) throw new Error(item.error);
+            // A stream's error carries Triton's message only, not its code.
+            if (item.error !== undefined) throw new ConnectError(item.error, Code.Unknown);
             if (item.result) yield item.result;
             if (item.final) {
               finished = true;

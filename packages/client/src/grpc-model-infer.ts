@@ -29,6 +29,7 @@ import {
   type ModelInferResponse,
 } from "@galley/proto";
 import { connectErrorFromNode, connectErrorFromResetCode, webHeaders } from "./grpc-node-error.js";
+import { checkTimeoutMs } from "./request-parts.js";
 
 /** What the lean call needs from the client's options. */
 export interface ModelInferCallOptions {
@@ -79,7 +80,7 @@ export function createModelInferCall(options: ModelInferCallOptions): ModelInfer
   return async (message, call) => {
     const { signal } = call;
     if (signal?.aborted) throw connectErrorFromNode(signal.reason);
-    const timeoutMs = call.timeoutMs ?? options.defaultTimeoutMs;
+    const timeoutMs = checkTimeoutMs(call.timeoutMs ?? options.defaultTimeoutMs);
     const begin = timeoutMs === undefined ? 0 : performance.now();
     const encoded = encodeModelInferRequest(message);
     let pieces = encoded.pieces;

@@ -7,6 +7,17 @@
  * @module @galley/client
  */
 
+/**
+ * The error every call of either client rejects with, whatever the transport: gRPC, Connect and
+ * REST alike. Its `code` is a gRPC {@link Code}: for a reply from the server, the code of Triton's
+ * error (over REST, mapped from the HTTP status the way the server maps codes to statuses: 400
+ * INVALID_ARGUMENT, 404 NOT_FOUND, 500 INTERNAL, 501 UNIMPLEMENTED, 503 UNAVAILABLE); a refused
+ * connection is UNAVAILABLE and names the URL, a passed deadline (`timeoutMs`) DEADLINE_EXCEEDED,
+ * an aborted signal CANCELED, and a `timeoutMs` that is not a number of milliseconds from 0 to
+ * 2^31 - 1 INVALID_ARGUMENT. `rawMessage` is the server's text as it sent it. Re-exported from
+ * `@connectrpc/connect`, so `instanceof` agrees with errors Connect itself throws.
+ */
+export { Code, ConnectError } from "@connectrpc/connect";
 export type {
   CallOptions,
   CudaSharedMemoryStatus,
@@ -41,7 +52,7 @@ export {
   type KeepaliveOptions,
   type StreamResult,
 } from "./grpc-client.js";
-export { createRestClient, type RestClient, type RestClientOptions, RestError } from "./rest-client.js";
+export { createRestClient, type RestClient, type RestClientOptions } from "./rest-client.js";
 export { IDEMPOTENT_METHODS, type RetryOptions, retryInterceptor } from "./retry.js";
 export {
   fileRegionStore,

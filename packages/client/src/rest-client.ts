@@ -2,29 +2,29 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { elementType, ModelConfigSchema, ModelStatisticsResponseSchema } from "@galley/proto";
-import type { CallOptions, InferenceClient, InferOptions, InferResult, ParameterValue } from "./client-types.js";
+import type {
+  CallOptions,
+  InferenceClient,
+  InferOptions,
+  InferResult,
+  ParameterValue,
+  SharedMemoryPlacement,
+} from "./client-types.js";
 import {
-  callSignal,
+  callSignals,
+  checkTimeoutMs,
   inferResult,
+  outputPlacement,
+  outputPlacements,
   requestedOutputs,
   requestParameters,
   sharedMemoryParameters,
 } from "./request-parts.js";
+import { errorFromReply, type RestCall, restErrorFrom } from "./rest-error.js";
 import { type DataType, encodeBytes, OutputTensor } from "./tensor.js";
 
 const gzipAsync = promisify(gzip);
 const utf8 = new TextDecoder();
-
-/** An error answered by a REST endpoint: Triton's HTTP status and `{"error": ...}` text. */
-export class RestError extends Error {
-  override name = "RestError";
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 /**
  * Parse a reply's JSON. Triton and Galley write non-finite FP32/FP64 values as the bare tokens
@@ -57,6 +57,21 @@ function parseReply(text: string): unknown {
     if (copied === 0) throw error;
     return JSON.parse(rewritten + text.slice(copied), (_, v: unknown) => (v === nan ? Number.NaN : v));
   }
+}
+
+/**
+ * The message of a reply with an error status: its `{"error": ...}` text, else its body as it is
+ * (a proxy's page, say, cut at 1000 characters), else its status text.
+ */
+function replyMessage(text: string, response: Response): string {
+  try {
+    const error = (parseReply(text) as { error?: unknown } | null)?.error;
+    if (typeof error === "string") return error;
+  } catch {
+    // Not JSON: the text itself.
+  }
+  const body = text.length > 1000 ? `${text.slice(0, 1000)}...` : text;
+  return body || `HTTP ${response.status} ${response.statusText}`.trim();
 }
 
 /** Options for {@link createRestClient}. */
@@ -108,6 +123,51 @@ function jsonToBytes(datatype: DataType, values: unknown[]): Uint8Array {
   return new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength);
 }
 
+/** An infer reply (its JSON header, then any binary outputs) as a result, or its error. */
+function inferReply(
+  response: Response,
+  bytes: Uint8Array,
+  placements: ReadonlyMap<string, SharedMemoryPlacement>,
+): InferResult {
+  const headerLength = response.headers.get("inference-header-content-length");
+  const jsonLength = headerLength === null ? bytes.byteLength : Number(headerLength);
+  const text = utf8.decode(bytes.subarray(0, jsonLength));
+  if (!response.ok) throw errorFromReply(response.status, replyMessage(text, response), response.headers);
+  const parsed = parseReply(text) as {
+    model_name: string;
+    model_version: string;
+    id?: string;
+    parameters?: Record<string, ParameterValue>;
+    outputs?: {
+      name: string;
+      datatype: DataType;
+      shape: number[];
+      data?: unknown;
+      parameters?: Record<string, ParameterValue>;
+    }[];
+  };
+  let at = jsonLength;
+  const tensors = (parsed.outputs ?? []).map((o) => {
+    const size = o.parameters?.binary_data_size;
+    let data: Uint8Array;
+    if (size !== undefined) {
+      data = bytes.subarray(at, at + Number(size));
+      at += Number(size);
+    } else if (o.data !== undefined) data = jsonToBytes(o.datatype, flatten(o.data));
+    else data = new Uint8Array(0);
+    return new OutputTensor(o.name, o.datatype, o.shape, data, outputPlacement(o.name, placements, o.parameters));
+  });
+  return inferResult(
+    {
+      modelName: parsed.model_name,
+      modelVersion: parsed.model_version,
+      id: parsed.id ?? "",
+      parameters: parsed.parameters ?? {},
+    },
+    tensors,
+  );
+}
+
 /**
  * Create a KServe v2 REST client (keep-alive connections; binary tensors by default).
  *
@@ -119,55 +179,70 @@ export function createRestClient(options: RestClientOptions): RestClient {
   const base = options.baseUrl.replace(/\/$/, "");
   const binary = options.binary ?? true;
 
-  async function send(
+  checkTimeoutMs(options.defaultTimeoutMs, "defaultTimeoutMs");
+
+  /**
+   * One request: fetch it and read the reply with `read`, turning every failure on the way
+   * (connection, deadline, abort, body) into a ConnectError that names the URL.
+   */
+  async function exchange<T>(
     method: string,
     path: string,
     body: Uint8Array | string | undefined,
     headers: Record<string, string>,
-    call: CallOptions = {},
-    compress = false,
-  ): Promise<Response> {
-    let payload = body;
-    const all: Record<string, string> = { ...(options.headers ?? {}), ...headers };
-    // Triton decompresses infer requests only; other endpoints take plain JSON.
-    if (payload !== undefined && compress && options.compression === "gzip") {
-      payload = new Uint8Array(await gzipAsync(typeof payload === "string" ? Buffer.from(payload) : payload));
-      all["content-encoding"] = "gzip";
+    call: CallOptions,
+    compress: boolean,
+    read: (response: Response) => Promise<T>,
+  ): Promise<T> {
+    const url = `${base}${path}`;
+    const timeoutMs = call.timeoutMs ?? options.defaultTimeoutMs;
+    const context: RestCall = { method, url, timeoutMs };
+    try {
+      const { signal, deadline } = callSignals({
+        ...(call.signal ? { signal: call.signal } : {}),
+        ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      });
+      context.deadline = deadline;
+      let payload = body;
+      const all: Record<string, string> = { ...(options.headers ?? {}), ...headers };
+      // Triton decompresses infer requests only; other endpoints take plain JSON.
+      if (payload !== undefined && compress && options.compression === "gzip") {
+        payload = new Uint8Array(await gzipAsync(typeof payload === "string" ? Buffer.from(payload) : payload));
+        all["content-encoding"] = "gzip";
+      }
+      const response = await fetch(url, {
+        method,
+        headers: { "accept-encoding": "gzip, deflate", ...all },
+        ...(payload !== undefined ? { body: payload } : {}),
+        ...(signal ? { signal } : {}),
+      });
+      return await read(response);
+    } catch (error) {
+      throw restErrorFrom(error, context);
     }
-    const signal = callSignal({
-      ...(call.signal ? { signal: call.signal } : {}),
-      ...(call.timeoutMs !== undefined
-        ? { timeoutMs: call.timeoutMs }
-        : options.defaultTimeoutMs !== undefined
-          ? { timeoutMs: options.defaultTimeoutMs }
-          : {}),
-    });
-    return fetch(`${base}${path}`, {
-      method,
-      headers: { "accept-encoding": "gzip, deflate", ...all },
-      ...(payload !== undefined ? { body: payload } : {}),
-      ...(signal ? { signal } : {}),
-    });
   }
 
-  async function json(method: string, path: string, body?: unknown, call?: CallOptions): Promise<unknown> {
-    const response = await send(
+  async function json(method: string, path: string, body?: unknown, call: CallOptions = {}): Promise<unknown> {
+    return exchange(
       method,
       path,
       body === undefined ? undefined : JSON.stringify(body),
       body === undefined ? {} : { "content-type": "application/json" },
       call,
+      false,
+      async (response) => {
+        const text = await response.text();
+        if (!response.ok) throw errorFromReply(response.status, replyMessage(text, response), response.headers);
+        return text === "" ? {} : parseReply(text);
+      },
     );
-    const text = await response.text();
-    const parsed: unknown = text === "" ? {} : parseReply(text);
-    if (!response.ok) throw new RestError(response.status, (parsed as { error?: string }).error ?? text);
-    return parsed;
   }
 
-  async function status(path: string, call?: CallOptions): Promise<boolean> {
-    const response = await send("GET", path, undefined, {}, call);
-    await response.arrayBuffer();
-    return response.ok;
+  function status(path: string, call: CallOptions = {}): Promise<boolean> {
+    return exchange("GET", path, undefined, {}, call, false, async (response) => {
+      await response.arrayBuffer();
+      return response.ok;
+    });
   }
 
   const modelPath = (model: string, version = "") =>
@@ -215,55 +290,27 @@ export function createRestClient(options: RestClientOptions): RestClient {
       headers["content-type"] = "application/octet-stream";
       headers["inference-header-content-length"] = String(headerBytes.byteLength);
     }
-    const response = await send("POST", `${modelPath(model, request.version)}/infer`, body, headers, request, true);
-    const bytes = new Uint8Array(await response.arrayBuffer());
-    const headerLength = response.headers.get("inference-header-content-length");
-    const jsonLength = headerLength === null ? bytes.byteLength : Number(headerLength);
-    const parsed = parseReply(utf8.decode(bytes.subarray(0, jsonLength))) as {
-      error?: string;
-      model_name: string;
-      model_version: string;
-      id?: string;
-      parameters?: Record<string, ParameterValue>;
-      outputs?: {
-        name: string;
-        datatype: DataType;
-        shape: number[];
-        data?: unknown;
-        parameters?: Record<string, ParameterValue>;
-      }[];
-    };
-    if (!response.ok) throw new RestError(response.status, parsed.error ?? "");
-    let at = jsonLength;
-    const tensors = (parsed.outputs ?? []).map((o) => {
-      const size = o.parameters?.binary_data_size;
-      let data: Uint8Array;
-      if (size !== undefined) {
-        data = bytes.subarray(at, at + Number(size));
-        at += Number(size);
-      } else if (o.data !== undefined) data = jsonToBytes(o.datatype, flatten(o.data));
-      else data = new Uint8Array(0);
-      return new OutputTensor(o.name, o.datatype, o.shape, data);
-    });
-    return inferResult(
-      {
-        modelName: parsed.model_name,
-        modelVersion: parsed.model_version,
-        id: parsed.id ?? "",
-        parameters: parsed.parameters ?? {},
-      },
-      tensors,
+    return exchange(
+      "POST",
+      `${modelPath(model, request.version)}/infer`,
+      body,
+      headers,
+      request,
+      true,
+      async (response) => inferReply(response, new Uint8Array(await response.arrayBuffer()), outputPlacements(request)),
     );
   }
 
   return {
-    request: (method, path, body, call) =>
-      send(
+    request: (method, path, body, call = {}) =>
+      exchange(
         method,
         path,
         body === undefined ? undefined : JSON.stringify(body),
         { "content-type": "application/json" },
         call,
+        false,
+        async (response) => response,
       ),
     isServerLive: (o) => status("/v2/health/live", o),
     isServerReady: (o) => status("/v2/health/ready", o),

@@ -12,6 +12,14 @@ export interface InputTensor {
   readonly data: Uint8Array;
 }
 
+/** Where a tensor lives in a registered shared-memory region. */
+export interface SharedMemoryPlacement {
+  /** The name the region was registered under. */
+  region: string;
+  byteSize: number;
+  offset?: number;
+}
+
 type Typed =
   | Uint8Array
   | Int8Array
@@ -43,15 +51,69 @@ function checked(datatype: DataType, shape: readonly number[], data: Uint8Array,
   return { datatype, shape: [...shape], data };
 }
 
+/** The values each integer datatype holds, least and greatest. */
+const INTEGER_RANGES: Partial<Record<DataType, readonly [number | bigint, number | bigint]>> = {
+  UINT8: [0, 0xff],
+  UINT16: [0, 0xffff],
+  UINT32: [0, 0xffffffff],
+  UINT64: [0n, 0xffffffffffffffffn],
+  INT8: [-0x80, 0x7f],
+  INT16: [-0x8000, 0x7fff],
+  INT32: [-0x80000000, 0x7fffffff],
+  INT64: [-0x8000000000000000n, 0x7fffffffffffffffn],
+};
+
+/**
+ * Check that every value fits an integer datatype, instead of letting a typed array wrap it
+ * (`Int32Array.of(2 ** 31)` holds -2147483648) or truncate it (`Uint8Array.of(3.7)` holds 3).
+ * Numbers and bigints are both taken; returns whether any was a bigint.
+ *
+ * @throws RangeError naming the first value that is not an integer or is out of range, and its index.
+ */
+function checkIntegers(
+  datatype: DataType,
+  values: ArrayLike<unknown>,
+  [least, greatest]: readonly [number | bigint, number | bigint],
+): boolean {
+  let bigints = false;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    const integer = typeof v === "bigint" || (typeof v === "number" && Number.isInteger(v));
+    if (!integer) {
+      throw new RangeError(
+        `${datatype} value ${typeof v === "string" ? JSON.stringify(v) : String(v)} at index ${i} is not an integer`,
+      );
+    }
+    if ((v as number) < least || (v as number) > greatest) {
+      throw new RangeError(`${datatype} value ${v} at index ${i} is out of range [${least}, ${greatest}]`);
+    }
+    if (typeof v === "bigint") bigints = true;
+  }
+  return bigints;
+}
+
 function numeric<A extends Typed>(
   datatype: Exclude<DataType, "BYTES">,
-  ArrayType: { new (values: ArrayLike<number> | ArrayLike<bigint> | ArrayBufferLike): A; name: string },
+  ArrayType: {
+    new (values: ArrayLike<number> | ArrayLike<bigint> | ArrayBufferLike): A;
+    from(values: ArrayLike<unknown>, map: (v: unknown) => number | bigint): A;
+    name: string;
+  },
 ) {
-  return (shape: readonly number[], values: A | ArrayLike<number> | ArrayLike<bigint>): InputTensor => {
+  const range = INTEGER_RANGES[datatype];
+  const big = datatype === "INT64" || datatype === "UINT64";
+  return (shape: readonly number[], values: A | ArrayLike<number | bigint>): InputTensor => {
     // A typed array of the right type is used as it is: no copy.
-    const typed =
-      values instanceof (ArrayType as unknown as new () => A)
-        ? (values as A)
+    if (values instanceof (ArrayType as unknown as new () => A)) {
+      return checked(datatype, shape, bytesOf(values as A), (values as A).length);
+    }
+    // Integers are checked first: a typed array would wrap or truncate them silently.
+    const bigints = range !== undefined && checkIntegers(datatype, values, range);
+    // Checked values convert exactly: numbers to bigints for the 64-bit types, bigints to numbers for the rest.
+    const typed = big
+      ? ArrayType.from(values, (v) => BigInt(v as number | bigint))
+      : bigints
+        ? ArrayType.from(values, Number)
         : new ArrayType(values as ArrayLike<number>);
     return checked(datatype, shape, bytesOf(typed), typed.length);
   };
@@ -127,8 +189,10 @@ export function decodeBytes(data: Uint8Array): Uint8Array[] {
 
 /**
  * Input tensor constructors, one per datatype: `tensor.int32([1, 16], values)`. A typed array of
- * the datatype's own kind is used without a copy; other array-likes are converted. FP16 and BF16
- * take ordinary numbers.
+ * the datatype's own kind is used without a copy; other array-likes are converted. Integer
+ * datatypes take numbers or bigints and refuse, with a RangeError naming the value and its index,
+ * any that is not an integer or does not fit (a typed array would wrap `2 ** 31` to `-2 ** 31` and
+ * truncate `3.7` to `3`). FP16 and BF16 take ordinary numbers.
  */
 export const tensor = {
   bool: (shape: readonly number[], values: ArrayLike<boolean>): InputTensor =>
@@ -166,15 +230,37 @@ export const tensor = {
   },
 };
 
-/** An output tensor of a response, with typed views of its bytes. */
+/**
+ * An output tensor of a response, with typed views of its bytes.
+ *
+ * An output the request placed in a shared-memory region has no bytes in the response: `data` is
+ * empty, `sharedMemory` says where the server wrote them, and the typed views throw a TypeError
+ * that names the region (read it from the region, e.g. `SystemSharedMemory.read(offset, byteSize)`).
+ */
 export class OutputTensor {
   constructor(
     readonly name: string,
     readonly datatype: DataType,
     readonly shape: readonly number[],
-    /** The raw bytes, as the protocol carries them. */
+    /** The raw bytes, as the protocol carries them (empty for an output in shared memory). */
     readonly data: Uint8Array,
+    /** Where the server wrote the output, when the request placed it in a shared-memory region. */
+    readonly sharedMemory?: SharedMemoryPlacement,
   ) {}
+
+  /** The bytes the views read: the response's, unless the output went to shared memory. */
+  #bytes(): Uint8Array {
+    const placement = this.sharedMemory;
+    if (placement) {
+      const offset = placement.offset ?? 0;
+      throw new TypeError(
+        `output '${this.name}' was written to shared-memory region '${placement.region}' (offset ${offset}, ` +
+          `${placement.byteSize} bytes), not into the response: read it from the region ` +
+          `(e.g. region.read(${offset}, ${placement.byteSize}))`,
+      );
+    }
+    return this.data;
+  }
 
   #typed<A extends Typed>(
     expected: DataType[],
@@ -184,7 +270,8 @@ export class OutputTensor {
       throw new TypeError(`output '${this.name}' is ${this.datatype}, not ${expected.join(" or ")}`);
     }
     const size = ArrayType.BYTES_PER_ELEMENT;
-    const aligned = this.data.byteOffset % size === 0 ? this.data : new Uint8Array(this.data);
+    const data = this.#bytes();
+    const aligned = data.byteOffset % size === 0 ? data : new Uint8Array(data);
     return new ArrayType(aligned.buffer as ArrayBuffer, aligned.byteOffset, aligned.byteLength / size);
   }
 
@@ -232,7 +319,7 @@ export class OutputTensor {
   /** BYTES elements as byte views. */
   bytes(): Uint8Array[] {
     if (this.datatype !== "BYTES") throw new TypeError(`output '${this.name}' is ${this.datatype}, not BYTES`);
-    return decodeBytes(this.data);
+    return decodeBytes(this.#bytes());
   }
   /** BYTES elements decoded as UTF-8. */
   strings(): string[] {

@@ -13,7 +13,6 @@ import {
   createGrpcClient,
   createRestClient,
   type InferenceClient,
-  RestError,
 } from "../src/index.js";
 
 const gpuMachine = existsSync("/dev/nvidiactl") && existsSync("/dev/nvidia0");
@@ -78,9 +77,10 @@ describe("CUDA shared-memory calls", () => {
       "failed to register CUDA shared memory region: 'r', GPUs not supported",
     );
     const restError = await cpuOnly.rest.registerCudaSharedMemory("r", handle, 0, 64).catch((e: unknown) => e);
-    expect(restError).toBeInstanceOf(RestError);
-    expect((restError as RestError).status).toBe(400);
-    expect((restError as Error).message).toContain(
+    // The same error over REST: 400, so INVALID_ARGUMENT, with the same text.
+    expect(restError).toBeInstanceOf(ConnectError);
+    expect((restError as ConnectError).code).toBe(Code.InvalidArgument);
+    expect((restError as ConnectError).rawMessage).toBe(
       "failed to register CUDA shared memory region: 'r', GPUs not supported",
     );
     for (const client of [cpuOnly.grpc, cpuOnly.rest]) {

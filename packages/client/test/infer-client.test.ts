@@ -1,15 +1,15 @@
 // The ergonomic API of both clients against a real Galley server serving the example repository:
 // typed tensors in and out, every management call, errors, and the gRPC-only streaming.
 import { readdirSync } from "node:fs";
-import { Code, ConnectError } from "@connectrpc/connect";
 import { createLogger, createServer, type GalleyServer } from "@galley/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  Code,
+  ConnectError,
   createGrpcClient,
   createRestClient,
   type GrpcClient,
   type InferenceClient,
-  RestError,
   SystemSharedMemory,
   tensor,
 } from "../src/index.js";
@@ -110,15 +110,16 @@ describe.each(clients)("the %s client", (_, make) => {
     expect((await client.index()).map((m) => m.name)).toContain("simple_identity");
   });
 
-  it("fails with Triton's status and message", async () => {
+  it("fails with a ConnectError carrying Triton's code and message, on every transport", async () => {
     const client = make();
     const error = await client
       .infer("no_such_model", { inputs: { X: tensor.int32([1], [1]) } })
-      .catch((e: unknown) => e as Error);
-    expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toContain("Request for unknown model: 'no_such_model' is not found");
-    if (error instanceof RestError) expect(error.status).toBe(404);
-    else expect((error as ConnectError).code).toBe(Code.NotFound);
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConnectError);
+    expect((error as ConnectError).code).toBe(Code.NotFound);
+    expect((error as ConnectError).rawMessage).toBe("Request for unknown model: 'no_such_model' is not found");
+    // Non-inference calls too (REST: a JSON endpoint, 404 → NOT_FOUND).
+    await expect(client.modelConfig("no_such_model")).rejects.toMatchObject({ code: Code.NotFound });
   });
 
   it("loads with a config override and unloads (explicit model control)", async () => {
@@ -173,9 +174,18 @@ describe.each(clients.slice(0, 4))("system shared memory through the %s client",
         inputs: { INPUT0: input.input("INT32", [1, 16], 0, 64), INPUT1: input.input("INT32", [1, 16], 64, 64) },
         outputs: [output.output("OUTPUT0", 0, 64), output.output("OUTPUT1", 64, 64)],
       });
-      // The outputs are described; their bytes are in the region.
+      // The outputs are described; their bytes are in the region, and reading them from the
+      // result says so instead of returning an empty array.
       expect(result.output("OUTPUT0").shape).toEqual([1, 16]);
       expect(result.output("OUTPUT0").data.byteLength).toBe(0);
+      expect(result.output("OUTPUT1").sharedMemory).toEqual({ region: output.name, offset: 64, byteSize: 64 });
+      expect(() => result.output("OUTPUT1").int32()).toThrow(
+        new TypeError(
+          `output 'OUTPUT1' was written to shared-memory region '${output.name}' (offset 64, 64 bytes), ` +
+            "not into the response: read it from the region (e.g. region.read(64, 64))",
+        ),
+      );
+      expect(() => result.output("OUTPUT0").values()).toThrow(`shared-memory region '${output.name}' (offset 0,`);
       expect([...new Int32Array((await output.read(0, 64)).buffer)]).toEqual([...A].map((a) => a - 1));
       expect([...new Int32Array((await output.read(64, 64)).buffer)]).toEqual([...A].map((a) => a + 1));
     }
