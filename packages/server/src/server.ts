@@ -14,6 +14,7 @@ import { InferenceServer } from "./core/inference-server.js";
 import { SharedMemoryManager } from "./core/shared-memory.js";
 import { TraceFiles } from "./core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
+import { checkEndpoints, type Endpoint, type EndpointAddress, EndpointError } from "./endpoint-error.js";
 import { createGrpcFrontend } from "./frontend/grpc/grpc-frontend.js";
 import type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { createRestFrontend, type HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
@@ -112,10 +113,13 @@ export interface GalleyServer {
   /** The protocol-neutral core the frontends call. */
   readonly core: InferenceServer;
   /**
-   * Load the models the control mode loads, then bind every enabled frontend (as Triton, nothing
-   * listens while the startup loads run); in between, one full collection gives back the memory
-   * start-up left behind (~50 ms, see `shrinkHeap`). Resolves with the bound addresses and the
-   * models that failed to load (the server keeps running without them).
+   * Check that every enabled frontend can bind its address, load the models the control mode
+   * loads, then bind the frontends (as Triton, nothing listens while the startup loads run); in
+   * between, one full collection gives back the memory start-up left behind (~50 ms, see
+   * `shrinkHeap`). Resolves with the bound addresses and the models that failed to load (the
+   * server keeps running without them). Rejects with an {@link EndpointError} for a port that is
+   * taken (or an address it cannot bind): before any model loads, or, where another process took
+   * the port while they loaded, with the listeners already bound closed again.
    */
   listen(): Promise<ServerAddresses & { failedModels: string[] }>;
   /** Stop being ready, drain in-flight requests (up to the exit timeout), unload models, close the listeners. */
@@ -202,32 +206,48 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     core,
     async listen() {
       const addresses: ServerAddresses = {};
+      const metricsHost = metrics ? (metrics.host ?? (http ? http.host : undefined) ?? "0.0.0.0") : "";
+      const endpoints: EndpointAddress[] = [];
+      if (grpc) endpoints.push({ endpoint: "grpc", host: grpc.host ?? "0.0.0.0", port: grpc.port });
+      if (http) endpoints.push({ endpoint: "http", host: http.host ?? "0.0.0.0", port: http.port });
+      if (metrics) endpoints.push({ endpoint: "metrics", host: metricsHost, port: metrics.port });
+      // A port that is taken fails the start now, not after a minute of loading models.
+      await checkEndpoints(endpoints);
       // As Triton: the endpoints open once the startup loads are done, so a client never sees a
       // live server that still answers "no available versions" for a model it was told to serve.
       const failedModels = await models.start();
       if (closing) return { ...addresses, failedModels: [] };
       if (failedModels.length > 0 && options.exitOnError) return { failedModels };
       shrinkHeap();
+      /** Bind one frontend; a bind that fails closes those already bound and rejects with an EndpointError. */
+      const open = async (endpoint: Endpoint, host: string, port: number, start: () => Promise<Listener>) => {
+        try {
+          const listener = await start();
+          listeners.push(listener);
+          return listener;
+        } catch (error) {
+          gpuMetrics?.close();
+          await Promise.all(listeners.splice(0).map((l) => l.close(0)));
+          throw new EndpointError(endpoint, host, port, error as NodeJS.ErrnoException);
+        }
+      };
       if (grpc) {
         const frontend = createGrpcFrontend(core, grpc);
-        const listener = await listenHttp2(
-          frontend.handler,
-          grpc.host ?? "0.0.0.0",
-          grpc.port,
-          grpc,
-          frontend.serveStream,
+        const host = grpc.host ?? "0.0.0.0";
+        const listener = await open("grpc", host, grpc.port, () =>
+          listenHttp2(frontend.handler, host, grpc.port, grpc, frontend.serveStream),
         );
-        listeners.push(listener);
         addresses.grpc = listener.address;
       }
       if (http) {
         const rest = createRestFrontend(core, http);
-        const listener = await listenHttp1(rest.handle, http.host ?? "0.0.0.0", http.port, http, rest.lean);
-        listeners.push(listener);
+        const host = http.host ?? "0.0.0.0";
+        const listener = await open("http", host, http.port, () =>
+          listenHttp1(rest.handle, host, http.port, http, rest.lean),
+        );
         addresses.http = listener.address;
       }
       if (metrics) {
-        const host = metrics.host ?? (http ? http.host : undefined) ?? "0.0.0.0";
         if (metrics.allowGpuMetrics ?? true) {
           gpuMetrics = await startGpuMetrics({
             source: metrics.gpuSource ?? nvmlGpuSource(),
@@ -236,8 +256,9 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
           });
         }
         const handler = createMetricsHandler(core, { extra: () => customMetrics.render(), ...metrics }, gpuMetrics);
-        const listener = await listenHttp1(handler, host, metrics.port);
-        listeners.push(listener);
+        const listener = await open("metrics", metricsHost, metrics.port, () =>
+          listenHttp1(handler, metricsHost, metrics.port),
+        );
         addresses.metrics = listener.address;
       }
       if (closing) {

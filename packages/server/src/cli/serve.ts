@@ -1,5 +1,6 @@
 import { stat } from "node:fs/promises";
 import { createLogger } from "../base/log.js";
+import { EndpointError } from "../endpoint-error.js";
 import { createServer } from "../server.js";
 import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 
@@ -65,7 +66,17 @@ export async function serve(args: string[]): Promise<number> {
     process.once("SIGINT", () => resolve(stop("SIGINT")));
   });
 
-  const started = await server.listen();
+  let started: Awaited<ReturnType<typeof server.listen>>;
+  try {
+    started = await server.listen();
+  } catch (error) {
+    if (!(error instanceof EndpointError)) throw error;
+    if (stopping) return stopping;
+    // One line, as Triton's, and the flag that changes what failed; no stack.
+    log.error(`${error.message}; ${endpointHint(error)}`);
+    await server.close();
+    return 1;
+  }
   // A signal during startup: the server stopped part-way; report that, not a start.
   if (stopping) return stopping;
   if (started.failedModels.length > 0) {
@@ -88,6 +99,13 @@ export async function serve(args: string[]): Promise<number> {
     );
   }
   return signalled;
+}
+
+/** The `galley serve` flag that changes what `error` could not bind. */
+function endpointHint(error: EndpointError): string {
+  return error.addressProblem
+    ? `choose another address with --${error.endpoint}-address`
+    : `choose another port with --${error.endpoint}-port (0 picks a free one)`;
 }
 
 function format(address: { address: string; port: number; family: string }): string {
