@@ -1,6 +1,8 @@
 // galley-video: make a video from a prompt with the text_to_video pipeline, or upscale and
 // interpolate real frames (--input) with upscale_video. Exit codes: 0 done, 1 failed (server
-// missing, request rejected), 2 bad arguments, 130 cancelled (Ctrl-C).
+// missing, not a gRPC port, request rejected, the pipeline failed), 2 bad arguments (flags, and the
+// files given: checked before the server is asked for anything), 130 cancelled (Ctrl-C).
+// Local mistakes are told apart from the server's failures (local-error.ts).
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -8,8 +10,10 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { createGrpcClient } from "@galley/client";
 import { readFrames, writePng } from "./frames.js";
 import { encodeGif } from "./gif.js";
+import { checkInput, checkOut, checkPreviewDir, LocalError } from "./local-error.js";
+import { isNotGrpc, notGrpcError } from "./not-grpc.js";
 import { createProgress, type ProgressOutput } from "./progress.js";
-import { generateVideo, upscaleVideo } from "./video.js";
+import { generateVideo, upscaleVideo, type Video } from "./video.js";
 
 export const USAGE = `Usage: galley-video "<prompt>" [options]
        galley-video --input <file.gif | folder of .png> [options]
@@ -86,10 +90,28 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     if (input && positionals.length > 0) throw new UsageError("give a prompt or --input, not both");
     if (values.resolution !== undefined && !/^\d+x\d+$/.test(String(values.resolution)))
       throw new UsageError(`--resolution must look like 128x128, not '${values.resolution}'`);
+    checkOut(out);
+    if (previewDir) checkPreviewDir(previewDir);
+    if (input) checkInput(input);
     const client = createGrpcClient({ baseUrl: address });
     const started = performance.now();
+    const write = (video: Video) => {
+      try {
+        writeFileSync(out, encodeGif(video, fps));
+      } catch (error) {
+        throw new LocalError(`cannot write ${out}: ${(error as Error).message}`, 1);
+      }
+      io.stdout.write(
+        `wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`,
+      );
+    };
     if (input) {
-      const source = readFrames(input);
+      let source: Video;
+      try {
+        source = readFrames(input);
+      } catch (error) {
+        throw new LocalError(`--input ${input}: ${(error as Error).message}`);
+      }
       if (source.height * source.width > 160 * 160)
         throw new UsageError(
           `${input} is ${source.width}x${source.height}; frames up to 160x160 pixels are upscaled (4x) in reasonable time on a CPU`,
@@ -98,11 +120,18 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       io.stdout.write(
         `upscaling ${source.count} frames of ${source.width}x${source.height} to ${count} frames of ${source.width * 4}x${source.height * 4}\n`,
       );
-      const video = await upscaleVideo(client, source, count, io.signal);
-      writeFileSync(out, encodeGif(video, fps));
-      io.stdout.write(
-        `wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`,
+      const progress = createProgress(io.stdout);
+      // Frames one by one, then the pairs between them: each stage's steps cost about the same.
+      const video = await upscaleVideo(client, source, count, io.signal, (p) =>
+        progress.update({
+          stage: p.stage,
+          step: p.done,
+          total: p.total,
+          until: p.stage === "upscale" ? source.count : p.total,
+        }),
       );
+      progress.done();
+      write(video);
       return 0;
     }
     const progress = createProgress(io.stdout);
@@ -119,17 +148,22 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         ...(io.signal ? { signal: io.signal } : {}),
       },
       (p) => {
-        progress.update(p.stage, p.step, p.total);
-        if (p.preview && previewDir)
-          writePng(join(previewDir, `preview-${String(p.step).padStart(4, "0")}.png`), p.preview);
+        // Denoising steps cost the same; decode, upscale and interpolation (after the last of
+        // them: total - 2) have no steps to measure, so no ETA is claimed for them.
+        progress.update({ stage: p.stage, step: p.step, total: p.total, until: p.total - 2 });
+        if (p.preview && previewDir) {
+          const file = join(previewDir, `preview-${String(p.step).padStart(4, "0")}.png`);
+          try {
+            writePng(file, p.preview);
+          } catch (error) {
+            throw new LocalError(`cannot write the preview ${file}: ${(error as Error).message}`, 1);
+          }
+        }
       },
     );
     progress.done();
     if (video.blocked) io.stderr.write("galley-video: the server blocked this prompt and answered a default frame\n");
-    writeFileSync(out, encodeGif(video, fps));
-    io.stdout.write(
-      `wrote ${out}: ${video.count} frames, ${video.width}x${video.height}, in ${((performance.now() - started) / 1000).toFixed(1)}s\n`,
-    );
+    write(video);
     return 0;
   } catch (error) {
     if (io.signal?.aborted) {
@@ -140,8 +174,18 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       io.stderr.write(`galley-video: ${error.message}\n\n${USAGE}`);
       return 2;
     }
-    io.stderr.write(`galley-video: ${explain(ConnectError.from(error), url)}\n`);
-    return 1;
+    let failure = error;
+    if (!(failure instanceof LocalError)) {
+      const connect = ConnectError.from(error);
+      if (isNotGrpc(connect)) failure = await notGrpcError(connect, url, address);
+      else {
+        io.stderr.write(`galley-video: ${explain(connect, url)}\n`);
+        return 1;
+      }
+    }
+    const local = failure as LocalError;
+    io.stderr.write(`galley-video: ${local.message}\n`);
+    return local.exitCode;
   }
 }
 

@@ -71,25 +71,97 @@ export async function generateVideo(
   throw new Error("the server ended the stream without a video");
 }
 
-/** Real frames ([count, h, w, 3] RGB bytes) through super-resolution (4x) and interpolation to `frameCount` frames. */
+/** Where {@link upscaleVideo} is: `done` of `total` frames upscaled, then segments interpolated. */
+export interface UpscaleProgress {
+  stage: "upscale" | "interpolate";
+  done: number;
+  total: number;
+}
+
+/**
+ * Real frames ([count, h, w, 3] RGB bytes) through super-resolution (4x) and interpolation to
+ * `frameCount` frames. Without `onProgress`, one call to the upscale_video ensemble. With it, the
+ * client runs the ensemble's two steps itself so that it can tell how far they are: super_resolution
+ * one frame at a time, then frame_interpolation one pair of neighbouring frames at a time (two at
+ * once: the model has two instances) where the output frames fall evenly between each pair (the
+ * default, 2n - 1 frames), else in one call. The frames are the same either way: each interpolated
+ * frame depends only on the pair around it.
+ */
 export async function upscaleVideo(
   client: GrpcClient,
   input: Video,
   frameCount: number,
   signal?: AbortSignal,
+  onProgress?: (progress: UpscaleProgress) => void,
 ): Promise<Video> {
-  const { count, height, width, rgb } = input;
+  const { count, height, width } = input;
+  const planar = toPlanar(input);
+  if (!onProgress) {
+    const result = await client.infer("upscale_video", {
+      inputs: {
+        FRAMES: tensor.fp32([count, 3, height, width], planar),
+        FRAME_COUNT: tensor.int32([1], [frameCount]),
+      },
+      ...(signal ? { signal } : {}),
+    });
+    return video(result.output("VIDEO"));
+  }
+  const frame = 3 * height * width;
+  const segments = count > 1 && (frameCount - 1) % (count - 1) === 0 ? count - 1 : 1;
+  const total = count + segments;
+  const upscaled: Float32Array[] = [];
+  onProgress({ stage: "upscale", done: 0, total });
+  for (let f = 0; f < count; f++) {
+    const result = await client.infer("super_resolution", {
+      inputs: { input: tensor.fp32([1, 3, height, width], planar.slice(f * frame, (f + 1) * frame)) },
+      ...(signal ? { signal } : {}),
+    });
+    upscaled.push(result.output("output").fp32());
+    onProgress({ stage: "upscale", done: f + 1, total });
+  }
+  const [h, w] = [height * 4, width * 4];
+  const big = 3 * h * w;
+  const perSegment = segments === 1 ? frameCount : (frameCount - 1) / segments + 1;
+  const parts: Uint8Array[] = new Array(segments);
+  let finished = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < segments) {
+      const s = next++;
+      const from = segments === 1 ? 0 : s;
+      const frames = segments === 1 ? count : 2;
+      const joined = new Float32Array(frames * big);
+      for (let i = 0; i < frames; i++) joined.set(upscaled[from + i] as Float32Array, i * big);
+      const result = await client.infer("frame_interpolation", {
+        inputs: {
+          FRAMES: tensor.fp32([frames, 3, h, w], joined),
+          FRAME_COUNT: tensor.int32([1], [perSegment]),
+        },
+        ...(signal ? { signal } : {}),
+      });
+      parts[s] = result.output("VIDEO").uint8();
+      finished += 1;
+      onProgress({ stage: "interpolate", done: count + finished, total });
+    }
+  };
+  await Promise.all([worker(), worker()]);
+  // Each segment after the first starts with the frame the one before it ended on.
+  const rgb = new Uint8Array(frameCount * h * w * 3);
+  let at = 0;
+  for (const [s, part] of parts.entries()) {
+    const skip = s === 0 ? 0 : h * w * 3;
+    rgb.set(part.subarray(skip), at);
+    at += part.length - skip;
+  }
+  return { count: frameCount, height: h, width: w, rgb };
+}
+
+/** [count, h, w, 3] RGB bytes as [count, 3, h, w] floats in [0, 1]. */
+function toPlanar({ count, height, width, rgb }: Video): Float32Array {
   const plane = height * width;
   const planar = new Float32Array(count * 3 * plane);
   for (let f = 0; f < count; f++)
     for (let p = 0; p < plane; p++)
       for (let c = 0; c < 3; c++) planar[(f * 3 + c) * plane + p] = (rgb[(f * plane + p) * 3 + c] ?? 0) / 255;
-  const result = await client.infer("upscale_video", {
-    inputs: {
-      FRAMES: tensor.fp32([count, 3, height, width], planar),
-      FRAME_COUNT: tensor.int32([1], [frameCount]),
-    },
-    ...(signal ? { signal } : {}),
-  });
-  return video(result.output("VIDEO"));
+  return planar;
 }

@@ -165,6 +165,32 @@ describe("upscale_video (real frames)", () => {
     const video = await upscaleVideo(client, { count: 2, height: size, width: size, rgb }, 3);
     expect([video.count, video.height, video.width]).toEqual([3, 64, 64]);
   });
+
+  it("with onProgress: frame by frame, pair by pair, the same frames as the ensemble's", async () => {
+    const size = 8;
+    const rgb = new Uint8Array(3 * size * size * 3).map((_, i) => (i * 37) % 251);
+    const input = { count: 3, height: size, width: size, rgb };
+    const seen: string[] = [];
+    const whole = await upscaleVideo(client, input, 5);
+    const stepwise = await upscaleVideo(client, input, 5, undefined, (p) =>
+      seen.push(`${p.stage} ${p.done}/${p.total}`),
+    );
+    expect(seen).toEqual([
+      "upscale 0/5",
+      "upscale 1/5",
+      "upscale 2/5",
+      "upscale 3/5",
+      "interpolate 4/5",
+      "interpolate 5/5",
+    ]);
+    expect([stepwise.count, stepwise.height, stepwise.width]).toEqual([5, 32, 32]);
+    expect(Buffer.from(stepwise.rgb).equals(Buffer.from(whole.rgb))).toBe(true);
+    // Output frames that do not fall evenly between the pairs: one interpolation call.
+    seen.length = 0;
+    const uneven = await upscaleVideo(client, input, 4, undefined, (p) => seen.push(`${p.stage} ${p.done}/${p.total}`));
+    expect(seen.at(-1)).toBe("interpolate 4/4");
+    expect(Buffer.from(uneven.rgb).equals(Buffer.from((await upscaleVideo(client, input, 4)).rgb))).toBe(true);
+  });
 });
 
 describe("galley-video", () => {
@@ -182,6 +208,30 @@ describe("galley-video", () => {
     const missing = capture();
     expect(await runCli(["a fox", "-u", "127.0.0.1:9"], { stdout: capture(), stderr: missing })).toBe(1);
     expect(missing.text).toMatch(/cannot reach a server at 127.0.0.1:9/);
+  });
+
+  it("--input: shows each frame and pair as it is done", async () => {
+    const size = 8;
+    const rgb = new Uint8Array(2 * size * size * 3).map((_, i) => (i * 53) % 251);
+    const gif = fileURLToPath(new URL(`./.in-${process.pid}.gif`, import.meta.url));
+    const out = fileURLToPath(new URL(`./.up-${process.pid}.gif`, import.meta.url));
+    writeFileSync(gif, encodeGif({ count: 2, height: size, width: size, rgb }));
+    try {
+      const stdout = capture();
+      expect(await runCli(["--input", gif, "-u", address, "-o", out], { stdout, stderr: capture() })).toBe(0);
+      expect(stdout.text.split("\n").map((l) => l.replace(/ [\d.]+s/g, " Ts"))).toEqual([
+        "upscaling 2 frames of 8x8 to 3 frames of 32x32",
+        "step 0/3 upscale Ts stage ETA --",
+        "step 1/3 upscale Ts stage ETA Ts",
+        "step 2/3 upscale Ts",
+        "step 3/3 interpolate Ts",
+        `wrote ${out}: 3 frames, 32x32, in Ts`,
+        "",
+      ]);
+    } finally {
+      rmSync(gif, { force: true });
+      rmSync(out, { force: true });
+    }
   });
 
   it("prints plain progress lines when stdout is not a terminal", async () => {
