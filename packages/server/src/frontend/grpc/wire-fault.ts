@@ -1,4 +1,5 @@
 import { type DescField, type DescMessage, ScalarType } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 
 /** Where a protobuf encoding breaks, and how. */
 export interface WireFault {
@@ -15,7 +16,8 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * Find where `bytes` stop being a valid encoding of `desc`: the innermost field whose bytes are
  * cut short or malformed. Undefined when the walk finds nothing wrong. It only explains a message
  * that `fromBinary` refused (whose own errors are JavaScript's: "Offset is outside the bounds of
- * the DataView"), so it favours clarity over speed.
+ * the DataView"), so it favours clarity over speed. The bytes are read with protobuf-es's own
+ * reader, as `fromBinary` reads them; what is added is the schema walk that names the field.
  */
 export function findWireFault(desc: DescMessage, bytes: Uint8Array): WireFault | undefined {
   return walkMessage(desc, bytes, "", 0);
@@ -27,79 +29,89 @@ export function describeWireFault(fault: WireFault | undefined): string {
   return fault.field === "" ? `the message ${fault.problem}` : `field '${fault.field}' ${fault.problem}`;
 }
 
-/** A varint at `at`: its value (exact below 2^53) and where it ends; undefined when cut short or longer than 10 bytes. */
-function varint(bytes: Uint8Array, at: number): { value: number; next: number } | undefined {
-  let value = 0;
-  let scale = 1;
-  for (let i = 0; i < 10; i++) {
-    const byte = bytes[at + i];
-    if (byte === undefined) return undefined;
-    value += (byte & 0x7f) * scale;
-    scale *= 128;
-    if (byte < 0x80) return { value, next: at + i + 1 };
-  }
-  return undefined;
-}
-
-/** The wire type a scalar is written with: 0 varint, 1 fixed 64-bit, 2 length-delimited, 5 fixed 32-bit. */
-function wireTypeOf(scalar: ScalarType): number {
+/** The wire type a scalar is written with. */
+function wireTypeOf(scalar: ScalarType): WireType {
   switch (scalar) {
     case ScalarType.DOUBLE:
     case ScalarType.FIXED64:
     case ScalarType.SFIXED64:
-      return 1;
+      return WireType.Bit64;
     case ScalarType.FLOAT:
     case ScalarType.FIXED32:
     case ScalarType.SFIXED32:
-      return 5;
+      return WireType.Bit32;
     case ScalarType.STRING:
     case ScalarType.BYTES:
-      return 2;
+      return WireType.LengthDelimited;
     default:
-      return 0;
+      return WireType.Varint;
   }
 }
 
-type Step = { next: number } | { fault: WireFault };
+/** protobuf-es's reader, with the bytes it reads (for the values it does not read itself). */
+class Reader extends BinaryReader {
+  get source(): Uint8Array {
+    return this.buf;
+  }
+}
+
+/** A fault, or nothing wrong up to where the reader now is. */
+type Step = WireFault | undefined;
+
+const cut = (field: string): WireFault => ({ field, problem: "is cut short" });
+const wrongType = (field: string): WireFault => ({ field, problem: "has the wrong wire type" });
+
+/** A field's tag: its number and wire type, or undefined when the tag is no valid one. */
+function tag(reader: Reader): { number: number; wireType: number } | undefined {
+  try {
+    const value = reader.uint32();
+    return value >>> 3 === 0 ? undefined : { number: value >>> 3, wireType: value & 7 };
+  } catch {
+    return undefined;
+  }
+}
 
 function walkMessage(desc: DescMessage, bytes: Uint8Array, path: string, depth: number): WireFault | undefined {
   if (depth > MAX_DEPTH) return { field: path, problem: `nests messages more than ${MAX_DEPTH} deep` };
-  let at = 0;
-  while (at < bytes.length) {
-    const tag = varint(bytes, at);
-    if (!tag || tag.value > 0xffffffff || tag.value >>> 3 === 0)
-      return { field: path, problem: "has an invalid field tag" };
-    const number = tag.value >>> 3;
-    const wireType = tag.value & 7;
-    const field = desc.fields.find((f) => f.number === number);
-    const name = `${path === "" ? "" : `${path}.`}${field ? field.name : `#${number}`}`;
-    const step = field
-      ? walkField(field, wireType, bytes, tag.next, name, depth)
-      : skip(wireType, bytes, tag.next, name, depth);
-    if ("fault" in step) return step.fault;
-    at = step.next;
+  const reader = new Reader(bytes);
+  while (reader.pos < reader.len) {
+    const read = tag(reader);
+    if (!read) return { field: path, problem: "has an invalid field tag" };
+    const field = desc.fields.find((f) => f.number === read.number);
+    const name = `${path === "" ? "" : `${path}.`}${field ? field.name : `#${read.number}`}`;
+    const fault = field
+      ? walkField(field, read.wireType, reader, name, depth)
+      : skip(read.wireType, read.number, reader, name);
+    if (fault) return fault;
   }
   return undefined;
 }
 
-/** A length-delimited value at `at`: its bytes (as many as there are) and whether they were all there. */
-function delimited(bytes: Uint8Array, at: number): { body: Uint8Array; complete: boolean; next: number } | undefined {
-  const length = varint(bytes, at);
-  if (!length) return undefined;
-  const end = length.next + length.value;
-  return { body: bytes.subarray(length.next, end), complete: end <= bytes.length, next: end };
+/**
+ * A length-delimited value: its bytes (as many as there are) and whether they were all there; the
+ * reader is left after it. Undefined when its length is cut short.
+ */
+function delimited(reader: Reader): { body: Uint8Array; complete: boolean } | undefined {
+  let length: number;
+  try {
+    length = reader.uint32();
+  } catch {
+    return undefined;
+  }
+  const end = reader.pos + length;
+  const body = reader.source.subarray(reader.pos, Math.min(end, reader.len));
+  reader.pos = Math.min(end, reader.len);
+  return { body, complete: end <= reader.len };
 }
 
-function walkField(
-  field: DescField,
-  wireType: number,
-  bytes: Uint8Array,
-  at: number,
-  name: string,
-  depth: number,
-): Step {
-  const cut = { fault: { field: name, problem: "is cut short" } };
-  const wrongType = { fault: { field: name, problem: "has the wrong wire type" } };
+/** A nested message's value: the innermost fault inside it, or whether it was cut short. */
+function nested(message: DescMessage, reader: Reader, name: string, depth: number): Step {
+  const value = delimited(reader);
+  if (!value) return cut(name);
+  return walkMessage(message, value.body, name, depth + 1) ?? (value.complete ? undefined : cut(name));
+}
+
+function walkField(field: DescField, wireType: number, reader: Reader, name: string, depth: number): Step {
   let message: DescMessage | undefined;
   let scalar: ScalarType | undefined;
   switch (field.fieldKind) {
@@ -111,8 +123,7 @@ function walkField(
       else scalar = field.listKind === "enum" ? ScalarType.INT32 : field.scalar;
       break;
     case "map":
-      if (wireType !== 2) return wrongType;
-      return walkMapEntry(field, bytes, at, name, depth);
+      return wireType === WireType.LengthDelimited ? walkMapEntry(field, reader, name, depth) : wrongType(name);
     case "enum":
       scalar = ScalarType.INT32;
       break;
@@ -120,122 +131,77 @@ function walkField(
       scalar = field.scalar;
       break;
   }
-  if (message) {
-    if (wireType !== 2) return wrongType;
-    const value = delimited(bytes, at);
-    if (!value) return cut;
-    const inner = walkMessage(message, value.body, name, depth + 1);
-    if (inner) return { fault: inner };
-    return value.complete ? { next: value.next } : cut;
-  }
+  if (message) return wireType === WireType.LengthDelimited ? nested(message, reader, name, depth) : wrongType(name);
   const type = scalar ?? ScalarType.INT32;
   const expected = wireTypeOf(type);
-  if (field.fieldKind === "list" && wireType === 2 && expected !== 2) {
+  if (field.fieldKind === "list" && wireType === WireType.LengthDelimited && expected !== WireType.LengthDelimited) {
     // Packed: the elements one after another inside one length-delimited value.
-    const value = delimited(bytes, at);
-    if (!value) return cut;
-    for (let i = 0; i < value.body.length; ) {
-      const element = readScalar(type, expected, value.body, i, name);
-      if ("fault" in element) return element;
-      i = element.next;
+    const value = delimited(reader);
+    if (!value) return cut(name);
+    const elements = new Reader(value.body);
+    while (elements.pos < elements.len) {
+      const fault = readScalar(type, expected, elements, name);
+      if (fault) return fault;
     }
-    return value.complete ? { next: value.next } : cut;
+    return value.complete ? undefined : cut(name);
   }
-  if (wireType !== expected) return wrongType;
-  return readScalar(type, expected, bytes, at, name);
+  return wireType === expected ? readScalar(type, expected, reader, name) : wrongType(name);
 }
 
-function readScalar(type: ScalarType, wireType: number, bytes: Uint8Array, at: number, name: string): Step {
-  const cut = { fault: { field: name, problem: "is cut short" } };
-  switch (wireType) {
-    case 0: {
-      const value = varint(bytes, at);
-      return value ? { next: value.next } : cut;
-    }
-    case 1:
-      return at + 8 <= bytes.length ? { next: at + 8 } : cut;
-    case 5:
-      return at + 4 <= bytes.length ? { next: at + 4 } : cut;
-    default: {
-      const value = delimited(bytes, at);
-      if (!value?.complete) return cut;
-      if (type === ScalarType.STRING) {
-        try {
-          utf8.decode(value.body);
-        } catch {
-          return { fault: { field: name, problem: "is not valid UTF-8" } };
-        }
-      }
-      return { next: value.next };
+function readScalar(type: ScalarType, wireType: WireType, reader: Reader, name: string): Step {
+  if (wireType !== WireType.LengthDelimited) {
+    try {
+      reader.skip(wireType);
+      return undefined;
+    } catch {
+      return cut(name);
     }
   }
+  const value = delimited(reader);
+  if (!value?.complete) return cut(name);
+  if (type === ScalarType.STRING) {
+    try {
+      utf8.decode(value.body);
+    } catch {
+      return { field: name, problem: "is not valid UTF-8" };
+    }
+  }
+  return undefined;
 }
 
 /** A map entry: key (field 1) and value (field 2), each optional. */
-function walkMapEntry(
-  field: DescField & { fieldKind: "map" },
-  bytes: Uint8Array,
-  at: number,
-  name: string,
-  depth: number,
-): Step {
-  const cut = { fault: { field: name, problem: "is cut short" } };
-  const entry = delimited(bytes, at);
-  if (!entry) return cut;
-  const body = entry.body;
-  for (let i = 0; i < body.length; ) {
-    const tag = varint(body, i);
-    if (!tag || tag.value > 0xffffffff) return { fault: { field: name, problem: "has an invalid field tag" } };
-    const number = tag.value >>> 3;
-    const wireType = tag.value & 7;
-    let step: Step;
-    if (number === 1) {
-      step =
-        wireType === wireTypeOf(field.mapKey) ? readScalar(field.mapKey, wireType, body, tag.next, name) : wrong(name);
-    } else if (number === 2 && field.mapKind === "message") {
-      if (wireType !== 2) return wrong(name);
-      const value = delimited(body, tag.next);
-      if (!value) return cut;
-      const inner = walkMessage(field.message, value.body, name, depth + 1);
-      if (inner) return { fault: inner };
-      step = value.complete ? { next: value.next } : cut;
-    } else if (number === 2) {
-      const type = field.scalar ?? ScalarType.INT32;
-      step = wireType === wireTypeOf(type) ? readScalar(type, wireType, body, tag.next, name) : wrong(name);
+function walkMapEntry(field: DescField & { fieldKind: "map" }, reader: Reader, name: string, depth: number): Step {
+  const entry = delimited(reader);
+  if (!entry) return cut(name);
+  const inner = new Reader(entry.body);
+  while (inner.pos < inner.len) {
+    const read = tag(inner);
+    if (!read) return { field: name, problem: "has an invalid field tag" };
+    let fault: Step;
+    if (read.number === 1) {
+      const type = wireTypeOf(field.mapKey);
+      fault = read.wireType === type ? readScalar(field.mapKey, type, inner, name) : wrongType(name);
+    } else if (read.number === 2 && field.mapKind === "message") {
+      fault = read.wireType === WireType.LengthDelimited ? nested(field.message, inner, name, depth) : wrongType(name);
+    } else if (read.number === 2) {
+      const scalar = field.scalar ?? ScalarType.INT32;
+      const type = wireTypeOf(scalar);
+      fault = read.wireType === type ? readScalar(scalar, type, inner, name) : wrongType(name);
     } else {
-      step = skip(wireType, body, tag.next, name, depth);
+      fault = skip(read.wireType, read.number, inner, name);
     }
-    if ("fault" in step) return step;
-    i = step.next;
+    if (fault) return fault;
   }
-  return entry.complete ? { next: entry.next } : cut;
+  return entry.complete ? undefined : cut(name);
 }
 
-function wrong(name: string): Step {
-  return { fault: { field: name, problem: "has the wrong wire type" } };
-}
-
-/** Skip a field the schema does not know, by its wire type (groups included). */
-function skip(wireType: number, bytes: Uint8Array, at: number, name: string, depth: number): Step {
-  switch (wireType) {
-    case 0:
-    case 1:
-    case 5:
-      return readScalar(ScalarType.BYTES, wireType, bytes, at, name);
-    case 2:
-      return readScalar(ScalarType.BYTES, 2, bytes, at, name);
-    case 3: {
-      if (depth > MAX_DEPTH) return { fault: { field: name, problem: `nests groups more than ${MAX_DEPTH} deep` } };
-      for (let i = at; ; ) {
-        const tag = varint(bytes, i);
-        if (!tag || tag.value > 0xffffffff) return { fault: { field: name, problem: "is cut short" } };
-        if ((tag.value & 7) === 4) return { next: tag.next };
-        const step = skip(tag.value & 7, bytes, tag.next, name, depth + 1);
-        if ("fault" in step) return step;
-        i = step.next;
-      }
-    }
-    default:
-      return { fault: { field: name, problem: "has an invalid wire type" } };
+/** Skip a field the schema does not know, by its wire type (groups included, to protobuf-es's depth). */
+function skip(wireType: number, number: number, reader: Reader, name: string): Step {
+  if (wireType > WireType.Bit32) return { field: name, problem: "has an invalid wire type" };
+  try {
+    reader.skip(wireType as WireType, number, MAX_DEPTH);
+    return undefined;
+  } catch {
+    return cut(name);
   }
 }
