@@ -63,7 +63,8 @@ interface Value {
  * branches run concurrently, and a step none of whose outputs leads to a requested output does
  * not run. Between a batching and a non-batching model the batch dimension is added or removed
  * as Triton does. Tensors pass between steps as the same views (a tensor read by more than one
- * step, or returned to the client, is marked not movable so no step can take its buffer away).
+ * step, returned to the client, or sharing its buffer with another tensor of the request, is
+ * marked not movable so no step can take its buffer away).
  * A failing step fails the request and names the step. Each step honours its model version, and
  * `max_inflight_requests` bounds how many requests each step runs at once, so a fast producer
  * cannot grow memory without limit. The response carries the sequence its outputs were made in
@@ -200,7 +201,7 @@ export class EnsembleScheduler implements Scheduler {
   ): Promise<{ outputs: Tensor[]; parameters: Parameters }> {
     const wanted =
       request.outputs.length > 0 ? request.outputs.map((o) => o.name) : this.config.output.map((o) => o.name);
-    for (const input of request.inputs) values.set(input.name, { tensor: this.#share(input), batch });
+    for (const input of request.inputs) this.#keep(values, input.name, { tensor: input, batch });
     const ensembleSequence = sequenceOf(request.parameters);
     const pending = this.#live(new Set(wanted));
     // Outputs the caller takes on a GPU (`deviceOutputs`, set by the core: a CUDA region, a BLS
@@ -252,7 +253,7 @@ export class EnsembleScheduler implements Scheduler {
           for (const output of response.outputs) {
             const tensor = step.outputMap[output.name];
             if (tensor === undefined) continue;
-            values.set(tensor, { tensor: this.#share({ ...output, name: tensor }), batch: stepBatch, sequence: made });
+            this.#keep(values, tensor, { tensor: { ...output, name: tensor }, batch: stepBatch, sequence: made });
           }
         } catch (error) {
           const cause = toInferenceError(error);
@@ -305,10 +306,26 @@ export class EnsembleScheduler implements Scheduler {
     return { outputs, parameters };
   }
 
-  /** A tensor read by more than one step, or returned to the client, keeps its buffer here. */
-  #share(tensor: Tensor): Tensor {
-    const shared = (this.#consumers.get(tensor.name)?.size ?? 0) > 1 || this.#outputs.has(tensor.name);
-    return shared && tensor.movable ? { ...tensor, movable: false } : tensor;
+  /**
+   * Record a tensor of the request. One read by more than one step, or returned to the client,
+   * keeps its buffer here; so do tensors whose bytes share a buffer with another tensor of the
+   * request (a model that returned one input as two outputs, binary inputs read from one body):
+   * moving one to a step's worker would detach the others' bytes before their steps run.
+   */
+  #keep(values: Map<string, Value>, name: string, value: Value): void {
+    const { tensor } = value;
+    let movable = tensor.movable === true;
+    if ((this.#consumers.get(name)?.size ?? 0) > 1 || this.#outputs.has(name)) movable = false;
+    const buffer = tensor.data.buffer;
+    if (tensor.data.byteLength > 0) {
+      for (const [other, held] of values) {
+        const data = held.tensor.data;
+        if (other === name || data.buffer !== buffer || data.byteLength === 0) continue;
+        movable = false;
+        if (held.tensor.movable) values.set(other, { ...held, tensor: { ...held.tensor, movable: false } });
+      }
+    }
+    values.set(name, tensor.movable && !movable ? { ...value, tensor: { ...tensor, movable: false } } : value);
   }
 }
 

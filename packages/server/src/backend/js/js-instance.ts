@@ -168,7 +168,7 @@ export class JsInstance implements BackendInstance {
         modelName: request.modelName,
         modelVersion: request.modelVersion,
         parameters: request.parameters,
-        inputs: request.inputs.map((t) => tensorToWire(t, transfer)),
+        inputs: request.inputs.map((t) => tensorToWire(ownBuffer(t, transfer), transfer)),
         outputs: request.outputs.map((o) => o.name),
         correlationId: typeof sequenceId === "string" ? sequenceId : BigInt(sequenceId ?? 0),
         flags:
@@ -302,6 +302,16 @@ export class JsInstance implements BackendInstance {
     if (problem) for (const o of outputs) o.device?.release();
     return problem ?? outputs;
   }
+}
+
+/**
+ * A tensor to move to the worker, or, when a tensor already moving with the batch shares its
+ * buffer (one tensor mapped to two inputs, binary inputs read from one body), one to copy: each
+ * input then owns its bytes in the worker, and the model may send each on by itself.
+ */
+function ownBuffer(tensor: Tensor, moving: ReadonlySet<ArrayBuffer>): Tensor {
+  const buffer = tensor.data.buffer;
+  return tensor.movable && buffer instanceof ArrayBuffer && moving.has(buffer) ? { ...tensor, movable: false } : tensor;
 }
 
 function failAll(requests: readonly InferenceRequest[], error: Error, start: bigint): ExecuteResult {
