@@ -29,7 +29,7 @@ function markdownFiles(): string[] {
 function relativeLinks(text: string): string[] {
   const prose = text.replace(/^```[\s\S]*?^```/gm, "").replace(/`[^`\n]*`/g, "");
   const links: string[] = [];
-  for (const [, target] of prose.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
+  for (const [, target = ""] of prose.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
     if (!/^[a-z]+:|^#/.test(target)) links.push(target.replace(/#.*$/, ""));
   }
   return links;
