@@ -211,6 +211,17 @@ class Runtime:
             raise pb_utils.TritonModelException(reply["error"])
         return reply.get("value")
 
+    def model_control(self, request):
+        """load_model / unload_model / is_model_ready: answered by the server's model repository."""
+        call = self._call()
+        self.channel.send({"kind": "model-control", "call": call.number, "request": request})
+        self.pump(lambda: call.replies)
+        reply = call.replies.popleft()
+        self.calls.pop(call.number, None)
+        if reply.get("error"):
+            raise pb_utils.TritonModelException(reply["error"])
+        return reply.get("value")
+
     def bls(self, request, decoupled):
         wire = request._to_wire()
         call = self._call()
@@ -375,7 +386,7 @@ class Runtime:
     def auto_complete(self, message):
         try:
             cls = self.load_class(message["file"])
-            config = pb_utils.ModelConfig(json.loads(message["config"]))
+            config = pb_utils.ModelConfig(message["config"])
             hook = getattr(cls, "auto_complete_config", None)
             if hook is not None:
                 returned = hook(config)

@@ -3,6 +3,8 @@
 # Standard library and numpy only; works with numpy 1.24 and 2.x.
 
 import asyncio
+import base64
+import enum
 import json
 import threading
 import weakref
@@ -124,12 +126,34 @@ _TYPE_NUMBERS = {
 }
 
 
+# A config's `data_type` as numpy's type (Triton's table: TYPE_BF16 has none).
+TRITON_STRING_TO_NUMPY = {
+    "TYPE_BOOL": bool,
+    "TYPE_UINT8": np.uint8,
+    "TYPE_UINT16": np.uint16,
+    "TYPE_UINT32": np.uint32,
+    "TYPE_UINT64": np.uint64,
+    "TYPE_INT8": np.int8,
+    "TYPE_INT16": np.int16,
+    "TYPE_INT32": np.int32,
+    "TYPE_INT64": np.int64,
+    "TYPE_FP16": np.float16,
+    "TYPE_FP32": np.float32,
+    "TYPE_FP64": np.float64,
+    "TYPE_STRING": np.object_,
+}
+
+
 def triton_string_to_numpy(triton_type_string):
-    """`TYPE_FP32` (a config's data_type) as numpy's type; `TYPE_STRING` is np.object_."""
-    name = triton_type_string[5:] if triton_type_string.startswith("TYPE_") else triton_type_string
-    if name == "STRING":
-        name = "BYTES"
-    return _TRITON_TO_NUMPY.get(name)
+    """`TYPE_FP32` (a config's data_type) as numpy's type; KeyError for a name not in the table, as Triton."""
+    return TRITON_STRING_TO_NUMPY[triton_type_string]
+
+
+def using_decoupled_model_transaction_policy(model_config):
+    """Whether a model's config (the dict of `json.loads(args["model_config"])`) makes it decoupled."""
+    if "model_transaction_policy" in model_config:
+        return model_config["model_transaction_policy"]["decoupled"]
+    return False
 
 
 def triton_to_numpy_type(data_type):
@@ -307,6 +331,19 @@ class Tensor:
             raise TritonModelException("DLPack does not support BYTES tensors ('%s')" % self._name)
         return self._array.__dlpack__()
 
+    def __dlpack__(self, stream=None):
+        """The tensor as a DLPack capsule for `torch.from_dlpack(tensor)` and the like (CPU tensors)."""
+        if self._held is not None:
+            return self._held.__dlpack__(stream)
+        if self._datatype == "BYTES":
+            raise TritonModelException("DLPack does not support BYTES tensors ('%s')" % self._name)
+        return self._array.__dlpack__()
+
+    def __dlpack_device__(self):
+        if self._held is not None:
+            return self._held.__dlpack_device__()
+        return (1, 0)
+
     @staticmethod
     def from_dlpack(name, capsule):
         if isinstance(capsule, _Held):
@@ -477,6 +514,8 @@ class InferenceRequest:
         trace=None,
         parameters=None,
     ):
+        if not isinstance(correlation_id, (int, str)):
+            raise TritonModelException("Correlation ID must be integer or string")
         self._model_name = model_name
         self._inputs = list(inputs or [])
         self._requested = list(requested_output_names or [])
@@ -521,6 +560,20 @@ class InferenceRequest:
 
     def flags(self):
         return self._flags
+
+    def set_flags(self, flags):
+        self._flags = int(flags)
+
+    def set_release_flags(self, flags):
+        """TRITONSERVER_REQUEST_RELEASE_ALL only: Galley does not reschedule requests."""
+        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
+            raise TritonModelException(
+                "request rescheduling (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) is not supported by Galley's Python backend"
+            )
+        self._release_flags = flags
+
+    def release_flags(self):
+        return getattr(self, "_release_flags", TRITONSERVER_REQUEST_RELEASE_ALL)
 
     def timeout(self):
         return self._timeout
@@ -629,36 +682,49 @@ class _ResponseIterator:
 # ---- logging -------------------------------------------------------------------------------
 
 
-class LogLevel:
-    INFO = 0
-    WARNING = 1
-    ERROR = 2
-    VERBOSE = 3
-
-
 class Logger:
-    """Lines into Galley's log, prefixed with the instance's name."""
+    """Lines into Galley's log, prefixed with the instance's name (Triton's pb_utils.Logger)."""
+
+    class LogLevel(enum.IntEnum):
+        INFO = 0
+        WARNING = 1
+        ERROR = 2
+        VERBOSE = 3
+
+    # Triton exports the levels onto the class too: Logger.INFO, Logger.WARNING, ...
+    INFO = LogLevel.INFO
+    WARNING = LogLevel.WARNING
+    ERROR = LogLevel.ERROR
+    VERBOSE = LogLevel.VERBOSE
 
     @staticmethod
     def log(message, level=LogLevel.INFO):
-        name = {0: "info", 1: "warn", 2: "error", 3: "verbose"}.get(level, "info")
+        try:
+            level = Logger.LogLevel(level)
+        except ValueError:
+            raise TypeError("log(): incompatible function arguments: level must be a pb_utils.Logger.LogLevel") from None
+        name = {0: "info", 1: "warn", 2: "error", 3: "verbose"}[int(level)]
         _rt().log(name, str(message))
 
     @staticmethod
     def log_info(message):
-        Logger.log(message, LogLevel.INFO)
+        Logger.log(message, Logger.INFO)
 
     @staticmethod
     def log_warn(message):
-        Logger.log(message, LogLevel.WARNING)
+        Logger.log(message, Logger.WARNING)
 
     @staticmethod
     def log_error(message):
-        Logger.log(message, LogLevel.ERROR)
+        Logger.log(message, Logger.ERROR)
 
     @staticmethod
     def log_verbose(message):
-        Logger.log(message, LogLevel.VERBOSE)
+        Logger.log(message, Logger.VERBOSE)
+
+
+# Galley's earlier name for the levels.
+LogLevel = Logger.LogLevel
 
 
 # ---- custom metrics ------------------------------------------------------------------------
@@ -669,111 +735,198 @@ class MetricFamily:
 
     COUNTER = 0
     GAUGE = 1
+    HISTOGRAM = 2
+
+    _KINDS = {0: "counter", 1: "gauge", 2: "histogram"}
 
     def __init__(self, name, description, kind):
-        if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE):
-            raise TritonModelException("metric family kind must be MetricFamily.COUNTER or MetricFamily.GAUGE")
+        if name is None or description is None or kind is None:
+            raise TypeError("MetricFamily(): name, description and kind must not be None")
+        if kind not in MetricFamily._KINDS:
+            raise TritonModelException("Error when creating MetricFamily: Unknown metric kind")
         self._name = name
         self._kind = kind
-        _rt().metric(
-            {
-                "op": "family",
-                "family": name,
-                "description": description,
-                "kind": "counter" if kind == MetricFamily.COUNTER else "gauge",
-            }
-        )
+        try:
+            _rt().metric({"op": "family", "family": name, "description": description, "kind": MetricFamily._KINDS[kind]})
+        except TritonModelException as error:
+            raise TritonModelException("Error when creating MetricFamily: %s" % error) from None
 
-    def Metric(self, labels=None):  # noqa: N802 - Triton's name
-        return Metric(self, labels)
+    def Metric(self, labels=None, buckets=None):  # noqa: N802 - Triton's name
+        if labels is not None and not isinstance(labels, dict):
+            raise TritonModelException("Failed to create metric. Labels must be a dictionary.")
+        if buckets is not None:
+            if not isinstance(buckets, list):
+                raise TritonModelException("Failed to create metric. Buckets must be a list.")
+            if self._kind != MetricFamily.HISTOGRAM:
+                raise TritonModelException("Failed to create metric. Unexpected buckets found.")
+        elif self._kind == MetricFamily.HISTOGRAM:
+            raise TritonModelException("Failed to create metric. Missing required buckets.")
+        return Metric(self, labels, buckets)
 
 
 class Metric:
-    def __init__(self, family, labels=None):
+    def __init__(self, family, labels=None, buckets=None):
         self._family = family
         self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
-        _rt().metric({"op": "metric", "family": family._name, "labels": self._labels})
+        request = {"op": "metric", "family": family._name, "labels": self._labels}
+        if buckets is not None:
+            request["buckets"] = [float(b) for b in buckets]
+        try:
+            _rt().metric(request)
+        except TritonModelException as error:
+            raise TritonModelException("Error when creating Metric: %s" % error) from None
+
+    def _op(self, op, what, value=None):
+        request = {"op": op, "family": self._family._name, "labels": self._labels}
+        if value is not None:
+            request["value"] = float(value)
+        try:
+            return _rt().metric(request)
+        except TritonModelException as error:
+            raise TritonModelException("Failed to %s metric value: %s" % (what, error)) from None
 
     def increment(self, value):
-        if self._family._kind == MetricFamily.COUNTER and value < 0:
-            raise TritonModelException("Failed to increment metric value: counters only go up")
-        _rt().metric({"op": "increment", "family": self._family._name, "labels": self._labels, "value": float(value)})
+        self._op("increment", "increment", value)
 
     def set(self, value):
-        if self._family._kind == MetricFamily.COUNTER:
-            raise TritonModelException("Failed to set metric value: a counter cannot be set")
-        _rt().metric({"op": "set", "family": self._family._name, "labels": self._labels, "value": float(value)})
+        self._op("set", "set", value)
+
+    def observe(self, value):
+        self._op("observe", "observe", value)
 
     def value(self):
-        return _rt().metric({"op": "value", "family": self._family._name, "labels": self._labels})
+        return self._op("value", "get")
+
+
+# ---- model control -------------------------------------------------------------------------
+
+
+def load_model(model_name, config="", files=None):
+    """Load (or reload) a model through the server's repository (model control mode EXPLICIT):
+    `config` is its config as JSON, `files` maps `file:<version>/<name>` to the file's bytes."""
+    if model_name is None:
+        raise TypeError("load_model(): model_name must not be None")
+    request = {"op": "load", "model": str(model_name), "config": str(config or "")}
+    if files is not None:
+        if not isinstance(files, dict):
+            raise TritonModelException("files must be a dict of 'file:<version>/<path>' to bytes")
+        encoded = {}
+        for key, value in files.items():
+            if not isinstance(key, str) or not isinstance(value, (bytes, bytearray)):
+                raise TritonModelException("files must be a dict of 'file:<version>/<path>' to bytes")
+            encoded[key] = base64.b64encode(bytes(value)).decode("ascii")
+        request["files"] = encoded
+    _rt().model_control(request)
+
+
+def unload_model(model_name, unload_dependents=False):
+    """Unload a model (model control mode EXPLICIT); `unload_dependents` as the repository API's."""
+    _rt().model_control({"op": "unload", "model": str(model_name), "unloadDependents": bool(unload_dependents)})
+
+
+def is_model_ready(model_name, model_version=""):
+    """Whether a model (a version of it, or its highest) is ready for inference; False for an unknown one."""
+    return bool(_rt().model_control({"op": "ready", "model": str(model_name), "version": str(model_version)}))
 
 
 # ---- auto-complete -------------------------------------------------------------------------
 
 
 class ModelConfig:
-    """What a model's static `auto_complete_config` receives and returns (Triton's names)."""
+    """What a model's static `auto_complete_config` receives and returns: Triton's methods, rules
+    and messages. Built from the config's JSON text, as Triton's (a dict is taken too)."""
 
     def __init__(self, model_config):
-        self._config = model_config
+        self._model_config = json.loads(model_config) if isinstance(model_config, (str, bytes)) else model_config
 
     def as_dict(self):
-        return self._config
+        return self._model_config
+
+    def _name(self):
+        return self._model_config["name"]
 
     def max_batch_size(self):
-        return int(self._config.get("max_batch_size", 0) or 0)
+        return int(self._model_config.get("max_batch_size", 0) or 0)
 
     def set_max_batch_size(self, max_batch_size):
-        current = self.max_batch_size()
-        if current != 0 and current != max_batch_size:
+        current = self._model_config["max_batch_size"]
+        if current > max_batch_size:
             raise ValueError(
-                "configuration specified max_batch_size %d, but in auto-complete-config function for model "
-                "'%s' specified max_batch_size %d" % (current, self._config.get("name", ""), max_batch_size)
+                "configuration specified max_batch_size %s, but in auto-complete-config function for model '%s' "
+                "specified max_batch_size %s" % (current, self._name(), max_batch_size)
             )
-        self._config["max_batch_size"] = int(max_batch_size)
+        self._model_config["max_batch_size"] = max_batch_size
 
     def set_dynamic_batching(self):
-        if "sequence_batching" in self._config:
-            raise ValueError(
-                "Configuration specified scheduling_choice as 'sequence_batching', but auto-complete-config "
-                "function for model '%s' tries to set scheduling_choice as 'dynamic_batching'" % self._config.get("name", "")
-            )
-        self._config.setdefault("dynamic_batching", {})
+        for scheduler in ("sequence_batching", "ensemble_scheduling"):
+            if scheduler in self._model_config:
+                raise ValueError(
+                    "Configuration specified scheduling_choice as '%s', but auto-complete-config function for model "
+                    "'%s' tries to set scheduling_choice as 'dynamic_batching'" % (scheduler, self._name())
+                )
+        self._model_config.setdefault("dynamic_batching", {})
+
+    def _add_tensor(self, which, tensor, allowed):
+        name = self._name()
+        words = ", ".join("'%s'" % p for p in allowed[:-1]) + " and '%s'" % allowed[-1]
+        for key in tensor:
+            if key not in allowed:
+                raise ValueError(
+                    "%s '%s' in auto-complete-config function for model '%s' contains property other than %s."
+                    % (which, tensor["name"], name, words)
+                )
+        if "name" not in tensor:
+            raise ValueError("%s in auto-complete-config function for model '%s' is missing 'name' property." % (which, name))
+        for key in ("data_type", "dims"):
+            if key not in tensor:
+                raise ValueError(
+                    "%s '%s' in auto-complete-config function for model '%s' is missing '%s' property."
+                    % (which, tensor["name"], name, key)
+                )
+        for current in self._model_config[which]:
+            if current["name"] != tensor["name"]:
+                continue
+            if current["data_type"] != "TYPE_INVALID" and current["data_type"] != tensor["data_type"]:
+                raise ValueError(
+                    "unable to load model '%s', configuration expects datatype %s for %s '%s', model provides %s"
+                    % (name, current["data_type"], which, tensor["name"], tensor["data_type"])
+                )
+            if current["dims"] and current["dims"] != tensor["dims"]:
+                raise ValueError(
+                    "model '%s', tensor '%s': the model expects dims %s but the model configuration specifies dims %s"
+                    % (name, tensor["name"], tensor["dims"], current["dims"])
+                )
+            if "optional" in current and "optional" in tensor and current["optional"] != tensor["optional"]:
+                raise ValueError(
+                    "model '%s', tensor '%s': the model expects optional %s but the model configuration specifies optional %s"
+                    % (name, tensor["name"], tensor["optional"], current["optional"])
+                )
+            current["data_type"] = tensor["data_type"]
+            current["dims"] = tensor["dims"]
+            if "optional" in tensor:
+                current["optional"] = tensor["optional"]
+            return
+        self._model_config[which].append(tensor)
+
+    def add_input(self, input):  # noqa: A002 - Triton's name
+        self._add_tensor("input", input, ["name", "data_type", "dims", "optional"])
+
+    def add_output(self, output):
+        self._add_tensor("output", output, ["name", "data_type", "dims"])
 
     def set_model_transaction_policy(self, transaction_policy_dict):
         for key in transaction_policy_dict:
             if key != "decoupled":
-                raise ValueError("model transaction property '%s' is not supported" % key)
-        policy = self._config.setdefault("model_transaction_policy", {})
+                raise ValueError(
+                    "model transaction property in auto-complete-config function for model '%s' contains property "
+                    "other than 'decoupled'." % self._name()
+                )
+        policy = self._model_config.setdefault("model_transaction_policy", {})
         if "decoupled" in transaction_policy_dict:
-            policy["decoupled"] = bool(transaction_policy_dict["decoupled"])
-
-    def _add(self, which, entry):
-        if not isinstance(entry, dict):
-            raise ValueError("%s for model '%s' must be a dict" % (which, self._config.get("name", "")))
-        for key in ("name", "data_type", "dims"):
-            if key not in entry:
-                raise ValueError("%s '%s' in auto-complete-config function for model '%s' is missing '%s' property" % (which, entry.get("name", ""), self._config.get("name", ""), key))
-        entries = self._config.setdefault(which, [])
-        for existing in entries:
-            if existing.get("name") == entry["name"]:
-                for key, value in entry.items():
-                    if key in existing and existing[key] != value and key != "dims":
-                        raise ValueError(
-                            "unable to load model '%s', configuration expects %s for %s '%s' but auto-complete-config "
-                            "function specifies %s" % (self._config.get("name", ""), existing[key], which, entry["name"], value)
-                        )
-                    existing.setdefault(key, value)
-                return
-        entries.append(dict(entry))
-
-    def add_input(self, input):  # noqa: A002 - Triton's name
-        self._add("input", input)
-
-    def add_output(self, output):
-        self._add("output", output)
-
-    def set_optional_inputs(self, names):
-        for entry in self._config.get("input", []):
-            if entry.get("name") in names:
-                entry["optional"] = True
+            wanted = transaction_policy_dict["decoupled"]
+            if "decoupled" in policy and policy["decoupled"] != wanted:
+                raise ValueError(
+                    "trying to change decoupled property in auto-complete-config for model '%s', which is already "
+                    "set to '%s'." % (self._name(), policy["decoupled"])
+                )
+            policy["decoupled"] = wanted

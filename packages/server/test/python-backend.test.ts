@@ -82,7 +82,7 @@ describe("a Python model", () => {
     const info = JSON.parse(readBytesTensor(reply.rawOutputContents[0])[0] ?? "");
     expect(readFp32(reply.rawOutputContents[1])).toEqual(value);
     expect(info.args).toEqual({
-      model_instance_kind: "KIND_CPU",
+      model_instance_kind: "CPU",
       model_instance_name: expect.stringMatching(/^inspect_0_[01]$/),
       model_instance_device_id: "0",
       model_repository: expect.stringMatching(/\/inspect$/),
@@ -112,6 +112,22 @@ describe("a Python model", () => {
       counter_set: "refused",
       final_flag: 1,
       codes: [0, 1, 2, 3, 4, 5, 6, 7],
+      decoupled: false,
+      string_types: [
+        "TYPE_BOOL",
+        "TYPE_FP16",
+        "TYPE_FP32",
+        "TYPE_FP64",
+        "TYPE_INT16",
+        "TYPE_INT32",
+        "TYPE_INT64",
+        "TYPE_INT8",
+        "TYPE_STRING",
+        "TYPE_UINT16",
+        "TYPE_UINT32",
+        "TYPE_UINT64",
+        "TYPE_UINT8",
+      ],
     });
     expect(info.types).toEqual(["bool", "uint8", "int32", "int64", "float16", "float32", "float64", "object"]);
     // Two instances (instance_group count 2): two processes.
@@ -122,6 +138,10 @@ describe("a Python model", () => {
       ["W", "a warning"],
       ["E", "an error"],
       ["I", "a verbose line"],
+      ["W", "a warning by level"],
+      ["E", "an error by level"],
+      ["I", "an info by level"],
+      ["I", "a verbose line by level"],
     ] as const) {
       expect(
         lines.some((l) => l.startsWith(level) && l.includes(`: ${text}`)),
@@ -133,6 +153,14 @@ describe("a Python model", () => {
     expect(metrics).toContain("# TYPE inspect_requests counter");
     expect(metrics).toContain(`inspect_requests{instance="${info.args.model_instance_name}"} 1`);
     expect(metrics).toContain(`inspect_last_sum{instance="${info.args.model_instance_name}"} 10.5`);
+    // A histogram (buckets 1, 10, 100) that observed 10.5 once.
+    const instance = `instance="${info.args.model_instance_name}"`;
+    expect(metrics).toContain("# TYPE inspect_sizes histogram");
+    expect(metrics).toContain(`inspect_sizes_bucket{${instance},le="10"} 0`);
+    expect(metrics).toContain(`inspect_sizes_bucket{${instance},le="100"} 1`);
+    expect(metrics).toContain(`inspect_sizes_bucket{${instance},le="+Inf"} 1`);
+    expect(metrics).toContain(`inspect_sizes_sum{${instance}} 10.5`);
+    expect(metrics).toContain(`inspect_sizes_count{${instance}} 1`);
     await server.close();
     expect(ours()).toHaveLength(0);
   });

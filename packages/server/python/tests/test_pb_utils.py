@@ -92,6 +92,99 @@ class AutoComplete(unittest.TestCase):
             config.set_model_transaction_policy({"other": 1})
 
 
+# Triton's public pb_utils: its module's names, and those its stub adds from c_python_backend_utils.
+TRITON_NAMES = [
+    "TRITON_STRING_TO_NUMPY", "serialize_byte_tensor", "deserialize_bytes_tensor", "get_input_tensor_by_name",
+    "get_output_tensor_by_name", "get_input_config_by_name", "get_output_config_by_name",
+    "using_decoupled_model_transaction_policy", "triton_to_numpy_type", "numpy_to_triton_type",
+    "triton_string_to_numpy", "ModelConfig", "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START",
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END", "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+    "TRITONSERVER_REQUEST_RELEASE_ALL", "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE", "TritonError",
+    "TritonModelException", "Tensor", "InferenceRequest", "InferenceResponse", "Logger", "PreferredMemory",
+    "TRITONSERVER_MEMORY_GPU", "TRITONSERVER_MEMORY_CPU", "MetricFamily", "load_model", "unload_model",
+    "is_model_ready",
+]
+TRITON_MEMBERS = {
+    "Tensor": ["name", "as_numpy", "triton_dtype", "to_dlpack", "is_cpu", "shape", "from_dlpack", "__dlpack__", "__dlpack_device__"],
+    "InferenceRequest": [
+        "inputs", "request_id", "correlation_id", "flags", "set_flags", "timeout", "parameters", "trace", "exec",
+        "async_exec", "requested_output_names", "get_response_sender", "is_cancelled", "set_release_flags",
+    ],
+    "InferenceResponse": ["output_tensors", "has_error", "error", "parameters"],
+    "Logger": ["log", "log_info", "log_warn", "log_error", "log_verbose", "LogLevel", "INFO", "WARNING", "ERROR", "VERBOSE"],
+    "MetricFamily": ["Metric", "COUNTER", "GAUGE", "HISTOGRAM"],
+    "TritonError": ["code", "message", "UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE", "UNSUPPORTED", "ALREADY_EXISTS", "CANCELLED"],
+    "ModelConfig": ["as_dict", "set_max_batch_size", "set_dynamic_batching", "add_input", "add_output", "set_model_transaction_policy"],
+}
+
+
+class TritonSurface(unittest.TestCase):
+    def test_every_public_name(self):
+        self.assertEqual([n for n in TRITON_NAMES if not hasattr(pb_utils, n)], [])
+        missing = [c + "." + m for c, ms in TRITON_MEMBERS.items() for m in ms if not hasattr(getattr(pb_utils, c), m)]
+        self.assertEqual(missing, [])
+        self.assertTrue(hasattr(pb_utils.Metric, "observe"))
+
+    def test_types(self):
+        self.assertIs(pb_utils.TRITON_STRING_TO_NUMPY["TYPE_BOOL"], bool)
+        self.assertIs(pb_utils.triton_string_to_numpy("TYPE_FP16"), np.float16)
+        with self.assertRaises(KeyError):
+            pb_utils.triton_string_to_numpy("TYPE_BF16")
+        self.assertEqual(pb_utils.numpy_to_triton_type(np.bytes_), 13)
+        self.assertIsNone(pb_utils.triton_to_numpy_type(14))
+
+    def test_decoupled_policy(self):
+        policy = pb_utils.using_decoupled_model_transaction_policy
+        self.assertFalse(policy({"name": "m"}))
+        self.assertTrue(policy({"model_transaction_policy": {"decoupled": True}}))
+        self.assertFalse(policy({"model_transaction_policy": {"decoupled": False}}))
+
+    def test_logger_levels(self):
+        Logger = pb_utils.Logger
+        self.assertEqual([int(x) for x in (Logger.INFO, Logger.WARNING, Logger.ERROR, Logger.VERBOSE)], [0, 1, 2, 3])
+        self.assertIs(Logger.LogLevel.WARNING, Logger.WARNING)
+        self.assertEqual(Logger.LogLevel.VERBOSE.name, "VERBOSE")
+
+    def test_request_arguments(self):
+        self.assertEqual(pb_utils.InferenceRequest(model_name="m", correlation_id="abc").correlation_id(), "abc")
+        with self.assertRaisesRegex(pb_utils.TritonModelException, "^Correlation ID must be integer or string$"):
+            pb_utils.InferenceRequest(model_name="m", correlation_id=1.5)
+        request = pb_utils.InferenceRequest(model_name="m")
+        request.set_flags(pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START)
+        self.assertEqual(request.flags(), 1)
+        request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL)
+        with self.assertRaises(pb_utils.TritonModelException):
+            request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+
+    def test_tensor_is_a_dlpack_producer(self):
+        t = pb_utils.Tensor("x", np.arange(4, dtype=np.float32))
+        self.assertEqual(t.__dlpack_device__(), (1, 0))
+        self.assertEqual(np.from_dlpack(t).tolist(), [0, 1, 2, 3])
+
+
+class AutoCompleteAsTriton(unittest.TestCase):
+    def config(self, **extra):
+        return pb_utils.ModelConfig(json.dumps({"name": "m", "max_batch_size": 0, "input": [], "output": [], **extra}))
+
+    def test_messages(self):
+        config = self.config(max_batch_size=8)
+        config.set_max_batch_size(16)  # raising it is allowed, as in Triton
+        with self.assertRaisesRegex(ValueError, "^configuration specified max_batch_size 16, but in auto-complete-config function for model 'm' specified max_batch_size 4$"):
+            config.set_max_batch_size(4)
+        with self.assertRaisesRegex(ValueError, "contains property other than 'name', 'data_type', 'dims' and 'optional'.$"):
+            config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [1], "reshape": {}})
+        with self.assertRaisesRegex(ValueError, "^output 'Y' in auto-complete-config function for model 'm' is missing 'dims' property.$"):
+            config.add_output({"name": "Y", "data_type": "TYPE_FP32"})
+        config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [2]})
+        with self.assertRaisesRegex(ValueError, "^model 'm', tensor 'X': the model expects dims \\[3\\] but the model configuration specifies dims \\[2\\]$"):
+            config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [3]})
+        config.set_model_transaction_policy({"decoupled": False})
+        with self.assertRaisesRegex(ValueError, "which is already set to 'False'.$"):
+            config.set_model_transaction_policy({"decoupled": True})
+        with self.assertRaisesRegex(ValueError, "tries to set scheduling_choice as 'dynamic_batching'$"):
+            self.config(sequence_batching={}).set_dynamic_batching()
+
+
 class Arena(unittest.TestCase):
     def test_first_fit_and_coalescing(self):
         arena = _Arena(1024)

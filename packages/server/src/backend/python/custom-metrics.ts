@@ -1,10 +1,22 @@
 import type { MetricOp } from "./python-messages.js";
 
+type Kind = "counter" | "gauge" | "histogram";
+
+interface Metric {
+  labels: Record<string, string>;
+  value: number;
+  /** A histogram's upper bounds (ascending), its count per bucket (not cumulative), sum and count. */
+  buckets?: number[];
+  counts?: number[];
+  sum?: number;
+  count?: number;
+}
+
 interface Family {
   description: string;
-  kind: "counter" | "gauge";
+  kind: Kind;
   /** Values by their labels' key (sorted JSON). */
-  metrics: Map<string, { labels: Record<string, string>; value: number }>;
+  metrics: Map<string, Metric>;
   /** The instances that declared it; the family goes when the last one does. */
   owners: Set<string>;
 }
@@ -13,8 +25,9 @@ const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 /**
- * Custom metric families of Python models (`pb_utils.MetricFamily`), shown on the metrics
- * endpoint after Galley's own. A family lives while an instance that declared it is up.
+ * Custom metric families of Python models (`pb_utils.MetricFamily`: counters, gauges and
+ * histograms), shown on the metrics endpoint after Galley's own. A family lives while an instance
+ * that declared it is up.
  */
 export class CustomMetrics {
   readonly #families = new Map<string, Family>();
@@ -49,25 +62,43 @@ export class CustomMetrics {
     }
     for (const name of Object.keys(request.labels)) {
       if (!LABEL.test(name)) throw new Error(`invalid metric label name '${name}'`);
+      if (family.kind === "histogram" && name === "le") throw new Error("a histogram's label cannot be named 'le'");
     }
     const key = JSON.stringify(Object.entries(request.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
     let metric = family.metrics.get(key);
     if (!metric) {
       metric = { labels: request.labels, value: 0 };
+      if (family.kind === "histogram") {
+        const buckets = request.op === "metric" ? request.buckets : undefined;
+        if (!buckets) throw new Error("Missing required buckets.");
+        const sorted = [...buckets].sort((a, b) => a - b);
+        Object.assign(metric, { buckets: sorted, counts: sorted.map(() => 0), sum: 0, count: 0 });
+      }
       family.metrics.set(key, metric);
     }
     switch (request.op) {
       case "metric":
+        if (request.buckets && family.kind !== "histogram") throw new Error("Unexpected buckets found.");
         return undefined;
       case "increment":
+        if (family.kind === "histogram") throw new Error("a histogram can only be observed");
         if (family.kind === "counter" && request.value < 0) throw new Error("a counter cannot decrease");
         metric.value += request.value;
         return undefined;
       case "set":
-        if (family.kind === "counter") throw new Error("a counter cannot be set");
+        if (family.kind !== "gauge") throw new Error(`a ${family.kind} cannot be set`);
         metric.value = request.value;
         return undefined;
+      case "observe": {
+        if (family.kind !== "histogram") throw new Error(`a ${family.kind} cannot observe values`);
+        const at = metric.buckets?.findIndex((bound) => request.value <= bound) ?? -1;
+        if (at >= 0 && metric.counts) metric.counts[at] = (metric.counts[at] ?? 0) + 1;
+        metric.sum = (metric.sum ?? 0) + request.value;
+        metric.count = (metric.count ?? 0) + 1;
+        return undefined;
+      }
       case "value":
+        if (family.kind === "histogram") throw new Error("a histogram has no single value");
         return metric.value;
     }
   }
@@ -84,14 +115,28 @@ export class CustomMetrics {
   render(): string {
     const lines: string[] = [];
     const escapeLabel = (v: string) => v.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
+    const labelText = (labels: Record<string, string>) => {
+      const text = Object.entries(labels)
+        .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
+        .join(",");
+      return text ? `{${text}}` : "";
+    };
     for (const [name, family] of this.#families) {
       lines.push(`# HELP ${name} ${family.description.replaceAll("\\", "\\\\").replaceAll("\n", "\\n")}`);
       lines.push(`# TYPE ${name} ${family.kind}`);
-      for (const { labels, value } of family.metrics.values()) {
-        const text = Object.entries(labels)
-          .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
-          .join(",");
-        lines.push(`${name}${text ? `{${text}}` : ""} ${value}`);
+      for (const metric of family.metrics.values()) {
+        if (family.kind !== "histogram") {
+          lines.push(`${name}${labelText(metric.labels)} ${metric.value}`);
+          continue;
+        }
+        let cumulative = 0;
+        for (const [i, bound] of (metric.buckets ?? []).entries()) {
+          cumulative += metric.counts?.[i] ?? 0;
+          lines.push(`${name}_bucket${labelText({ ...metric.labels, le: String(bound) })} ${cumulative}`);
+        }
+        lines.push(`${name}_bucket${labelText({ ...metric.labels, le: "+Inf" })} ${metric.count ?? 0}`);
+        lines.push(`${name}_sum${labelText(metric.labels)} ${metric.sum ?? 0}`);
+        lines.push(`${name}_count${labelText(metric.labels)} ${metric.count ?? 0}`);
       }
     }
     return lines.length > 0 ? `${lines.join("\n")}\n` : "";

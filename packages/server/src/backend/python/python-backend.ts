@@ -98,7 +98,8 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
               file,
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
               outputs: config.output.map((o) => o.name),
-              args: initializeArgs(config, spec, modelConfig, context),
+              // Triton's Python backend names the kind without its prefix: CPU, GPU or MODEL.
+              args: { ...initializeArgs(config, spec, modelConfig, context), model_instance_kind: spec.kind },
             },
             outputRules: rules,
             mapper,

@@ -12,7 +12,15 @@ import { processTransport } from "../host/process-transport.js";
 import { BlsCalls, type InferencePath } from "../scripted/bls-calls.js";
 import type { WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
-import type { PyInit, PyProtocol, PyRequest, PyResponse, PyResult, ShmTensor } from "./python-messages.js";
+import type {
+  ModelControlOp,
+  PyInit,
+  PyProtocol,
+  PyRequest,
+  PyResponse,
+  PyResult,
+  ShmTensor,
+} from "./python-messages.js";
 import type { SegmentMapper } from "./shm-mapping.js";
 import { SHM_PREFIX, ShmPool } from "./shm-pool.js";
 
@@ -286,6 +294,9 @@ export class PythonInstance implements BackendInstance {
         this.#host.post({ kind: "reply", call: message.call, ...reply });
         return;
       }
+      case "model-control":
+        void this.#modelControl(message.call, message.request);
+        return;
       case "log":
         if (message.level === "verbose") this.#options.log.verbose(1, `${this.name}: ${message.message}`);
         else this.#options.log[message.level](`${this.name}: ${message.message}`);
@@ -293,6 +304,40 @@ export class PythonInstance implements BackendInstance {
       default:
         return;
     }
+  }
+
+  /** `pb_utils.load_model` / `unload_model` / `is_model_ready`, answered with a `reply`. */
+  async #modelControl(call: number, request: ModelControlOp): Promise<void> {
+    const path = this.#options.inference();
+    let reply: { value?: boolean; error?: string };
+    try {
+      switch (request.op) {
+        case "load": {
+          if (!path.loadModel) throw new Error("this server cannot load models");
+          const files = new Map(
+            Object.entries(request.files ?? {}).map(([k, v]) => [k, new Uint8Array(Buffer.from(v, "base64"))] as const),
+          );
+          await path.loadModel(request.model, "", () => ({
+            ...(request.config !== "" ? { config: request.config } : {}),
+            files,
+          }));
+          reply = {};
+          break;
+        }
+        case "unload":
+          if (!path.unloadModel) throw new Error("this server cannot unload models");
+          await path.unloadModel(request.model, "", () => request.unloadDependents);
+          reply = {};
+          break;
+        case "ready":
+          // As Triton's: an unknown model (or version) is not ready, not an error.
+          reply = { value: (await path.modelReady?.(request.model, request.version).catch(() => false)) ?? false };
+          break;
+      }
+    } catch (error) {
+      reply = { error: (error as Error).message };
+    }
+    this.#host.post({ kind: "reply", call, ...reply });
   }
 
   /** Tensors in the stub's segments: copies, or views lent until collected (see `ShmPool`). */

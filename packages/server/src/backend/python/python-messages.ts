@@ -86,12 +86,20 @@ export interface PyResult {
 
 /** A custom metric operation (pb_utils.MetricFamily / Metric). */
 export type MetricOp =
-  | { op: "family"; family: string; description: string; kind: "counter" | "gauge" }
+  | { op: "family"; family: string; description: string; kind: "counter" | "gauge" | "histogram" }
   | { op: "family-delete"; family: string }
-  | { op: "metric"; family: string; labels: Record<string, string> }
+  /** `buckets`: a histogram's upper bounds (required for one, refused for the others). */
+  | { op: "metric"; family: string; labels: Record<string, string>; buckets?: number[] }
+  | { op: "observe"; family: string; labels: Record<string, string>; value: number }
   | { op: "increment"; family: string; labels: Record<string, string>; value: number }
   | { op: "set"; family: string; labels: Record<string, string>; value: number }
   | { op: "value"; family: string; labels: Record<string, string> };
+
+/** `pb_utils.load_model` / `unload_model` / `is_model_ready`. */
+export type ModelControlOp =
+  | { op: "load"; model: string; config: string; files?: Record<string, string> }
+  | { op: "unload"; model: string; unloadDependents: boolean }
+  | { op: "ready"; model: string; version: string };
 
 /** The Python backend's messages on top of the instance host's (see `InstanceProtocol`). */
 export interface PyProtocol {
@@ -105,7 +113,7 @@ export interface PyProtocol {
     | { kind: "bls-reply"; call: number; response?: PyResponse; error?: PyError; final: boolean }
     /** The stub's blocks the server has read: `[segment, offset]` pairs. */
     | { kind: "release"; blocks: [number, number][] }
-    | { kind: "reply"; call: number; value?: number; error?: string }
+    | { kind: "reply"; call: number; value?: number | boolean; error?: string }
     /** Sent alone to a throw-away stub, outside any host. */
     | { kind: "auto-complete"; file: string; config: string };
   fromInstance:
@@ -116,6 +124,7 @@ export interface PyProtocol {
     /** The server's blocks the stub no longer uses. */
     | { kind: "release"; blocks: [number, number][] }
     | { kind: "metric"; call: number; request: MetricOp }
+    | { kind: "model-control"; call: number; request: ModelControlOp }
     | { kind: "auto-completed"; config?: string; error?: string }
     | { kind: "log"; level: "info" | "warn" | "error" | "verbose"; message: string };
 }

@@ -2,6 +2,7 @@ import { InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../base/inference-request.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../base/tensor.js";
 import type { Trace } from "../../base/trace.js";
+import type { LoadOverrides } from "../../repository/model-source.js";
 import type { DirectRecord, DirectRoute } from "../backend.js";
 import {
   type BlsReply,
@@ -20,6 +21,12 @@ export interface InferencePath {
   directRoute?(name: string, version: string): DirectRoute | undefined;
   /** Count a call a worker ran directly. */
   recordDirect?(record: DirectRecord): void;
+  /** Model control for Python's `pb_utils.load_model` (the repository API's rules). */
+  loadModel?(name: string, repository: string, readOverrides: () => LoadOverrides): Promise<void>;
+  /** `pb_utils.unload_model`. */
+  unloadModel?(name: string, repository: string, readDependents: () => boolean): Promise<void>;
+  /** `pb_utils.is_model_ready`; throws NOT_FOUND for an unknown model. */
+  modelReady?(name: string, version: string): Promise<boolean>;
 }
 
 /** Where {@link BlsCalls} sends replies and finds the signals of the requests a call came from. */

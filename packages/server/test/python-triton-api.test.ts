@@ -1,0 +1,72 @@
+// Triton's pb_utils as Triton's own models use it (issue 48): model control from a model, the
+// initialize args, BLS requests built from bytes, response parameters' rules, relative imports,
+// and a non-decoupled model answering through its response sender.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { copyPythonModels, PYTHON_FIXTURES, pythonWithNumpy } from "./python-harness.js";
+import { bytesTensor, cleanup, readBytesTensor, startServer, tempRepository } from "./support/harness.js";
+
+const python = pythonWithNumpy();
+
+afterEach(cleanup);
+
+/** Run `model_control`'s script: each step's result, as the model saw it. */
+async function control(client: Awaited<ReturnType<typeof startServer>>["client"], script: unknown[]) {
+  const reply = await client.modelInfer({
+    modelName: "model_control",
+    inputs: [{ name: "COMMAND", datatype: "BYTES", shape: [1n] }],
+    rawInputContents: [bytesTensor([JSON.stringify(script)])],
+  });
+  return JSON.parse(readBytesTensor(reply.rawOutputContents[0])[0] ?? "") as unknown[];
+}
+
+describe("Triton's pb_utils API", () => {
+  it("load_model / unload_model / is_model_ready drive the server's repository (explicit mode)", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["model_control", "identity"]);
+    const { client, failedModels } = await startServer({
+      modelRepositories: [repo],
+      pythonExecutable: python,
+      controlMode: "explicit",
+      loadModels: ["model_control", "identity"],
+    });
+    expect(failedModels).toEqual([]);
+    // A model made from a config and a file given in the call, as Triton's load API takes them.
+    const source = readFileSync(join(PYTHON_FIXTURES, "identity/1/model.py"), "utf8");
+    const config = JSON.stringify({
+      name: "made",
+      backend: "python",
+      input: [{ name: "INPUT0", data_type: "TYPE_UINT8", dims: [-1] }],
+      output: [{ name: "OUTPUT0", data_type: "TYPE_UINT8", dims: [-1] }],
+    });
+    const results = await control(client, [
+      ["ready", "identity"],
+      ["ready", "nope"],
+      ["unload", "identity"],
+      ["ready", "identity"],
+      ["load", "identity"],
+      ["ready", "identity", "1"],
+      ["load", "nope"],
+      ["load", "made", config, { "file:1/model.py": source }],
+      ["ready", "made"],
+    ]);
+    expect(results.slice(0, 6)).toEqual([true, false, "unloaded", false, "loaded", true]);
+    expect(results[6]).toMatch(/^error: .*nope/);
+    expect(results.slice(7)).toEqual(["loaded", true]);
+    const made = await client.modelInfer({
+      modelName: "made",
+      inputs: [{ name: "INPUT0", datatype: "UINT8", shape: [3n] }],
+      rawInputContents: [Uint8Array.of(7, 8, 9)],
+    });
+    expect([...(made.rawOutputContents[0] ?? [])]).toEqual([7, 8, 9]);
+  });
+
+  it("load_model is refused outside explicit model control, with the repository's message", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["model_control"]);
+    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+    const [loaded] = await control(client, [["load", "model_control"]]);
+    expect(loaded).toBe("error: explicit model load / unload is not allowed if polling is enabled");
+  });
+});
