@@ -10,7 +10,7 @@
 
 import asyncio
 import ctypes
-import importlib.util
+import importlib
 import inspect
 import json
 import os
@@ -273,16 +273,19 @@ class Runtime:
                 self.auto_complete(message)
 
     def load_class(self, path):
-        folder = os.path.dirname(path)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        spec = importlib.util.spec_from_file_location("model", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["model"] = module
-        spec.loader.exec_module(module)
+        """Import the model file as Triton does: its version folder and the model's folder on
+        sys.path, the file imported as `<version>.<file>`, so `from . import helper` finds 1/helper.py."""
+        version_folder = os.path.dirname(path)
+        for folder in (version_folder, os.path.dirname(version_folder)):
+            if folder not in sys.path:
+                sys.path.append(folder)
+        file_name = os.path.basename(path)
+        if not file_name.endswith(".py"):
+            raise pb_utils.TritonModelException('Model name must end with \'.py\'. Model name is "%s".' % file_name)
+        module = importlib.import_module("%s.%s" % (os.path.basename(version_folder), file_name[:-3]))
         cls = getattr(module, "TritonPythonModel", None)
         if cls is None:
-            raise AttributeError("module 'model' has no attribute 'TritonPythonModel'")
+            raise AttributeError("module '%s' has no attribute 'TritonPythonModel'" % module.__name__)
         return cls
 
     def start(self, init):

@@ -255,10 +255,20 @@ def _drop_held(ref):
         runtime.drop(ref)
 
 
+def _text(value, what):
+    """A string argument as Triton's bindings take it: str, or bytes (UTF-8)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, np.bytes_)):
+        return bytes(value).decode("utf-8")
+    raise TypeError("%s must be str or bytes, not %s" % (what, type(value).__name__))
+
+
 class Tensor:
     """A named tensor over a numpy array (a view over shared memory for the server's tensors)."""
 
     def __init__(self, name, data, dtype=None):
+        name = _text(name, "name")
         if not isinstance(data, np.ndarray):
             raise TritonModelException("Tensor '%s': data must be a numpy array" % name)
         datatype = dtype or _datatype_of(data)
@@ -414,6 +424,24 @@ def get_output_config_by_name(model_config, name):
     return None
 
 
+def _checked_parameters(parameters):
+    """A request's or response's `parameters` by Triton's rules (and in its words): None or a dict
+    of str keys to bool, int or str values."""
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, dict):
+        # Triton's binding names the C++ type it expected (pybind11's py::dict).
+        raise TritonModelException("Expect N8pybind114dictE, got %s" % type(parameters))
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise TritonModelException("Expect parameters keys to have type str, found type %s" % type(key))
+        if not isinstance(value, (bool, int, str)):
+            raise TritonModelException(
+                "Expect parameters values to have type bool/int/str, found type %s" % type(value)
+            )
+    return dict(parameters)
+
+
 # ---- responses -----------------------------------------------------------------------------
 
 
@@ -423,9 +451,7 @@ class InferenceResponse:
         if error is not None and not isinstance(error, TritonError):
             error = TritonError(str(error))
         self._error = error
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters) if parameters else {}
-        self._parameters = dict(parameters or {})
+        self._parameters = _checked_parameters(parameters)
 
     def output_tensors(self):
         return self._outputs
@@ -461,7 +487,10 @@ class InferenceResponse:
         if wire is None:
             return cls()
         outputs = [Tensor._from_shm(ref) for ref in wire.get("outputs", [])]
-        return cls(outputs, parameters=wire.get("parameters") or {})
+        response = cls(outputs)
+        # The server's parameters as they came (a model's may be doubles): not the model's to check.
+        response._parameters = dict(wire.get("parameters") or {})
+        return response
 
 
 class InferenceResponseSender:
@@ -516,17 +545,16 @@ class InferenceRequest:
     ):
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
-        self._model_name = model_name
+        # Triton takes bytes wherever it takes a string (a name read from a BYTES tensor).
+        self._model_name = _text(model_name, "model_name")
         self._inputs = list(inputs or [])
-        self._requested = list(requested_output_names or [])
-        self._id = request_id
+        self._requested = [_text(n, "requested_output_names") for n in (requested_output_names or [])]
+        self._id = _text(request_id, "request_id")
         self._correlation_id = correlation_id
         self._model_version = model_version
         self._flags = flags
         self._timeout = timeout
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters) if parameters else {}
-        self._parameters = dict(parameters or {})
+        self._parameters = _checked_parameters(parameters)
         self._preferred_memory = preferred_memory
         self._trace = trace
         self._key = None

@@ -153,6 +153,13 @@ describe("BLS from a Python model", () => {
     expect(r.out1).toEqual([-9, -18, -27, -36]);
   });
 
+  it("takes bytes for the model name, output names, tensor names and request id, as Triton's bindings do", async () => {
+    const { client } = await blsServer();
+    const r = await bls(client, "bytes");
+    expect(r.out0).toEqual([11, 22, 33, 44]);
+    expect(r.out1).toEqual([-9, -18, -27, -36]);
+  });
+
   it("await async_exec() runs calls in parallel from an async execute", async () => {
     const { client } = await blsServer();
     const r = await bls(client, "async");

@@ -45,4 +45,13 @@ describe("a Python model's response parameters", () => {
     const body = (await rest.json()) as { parameters?: Record<string, unknown> };
     expect(body.parameters).toEqual({ echo: 6, batch: 1, model: "python", even: true });
   });
+
+  it("are refused by Triton's rules and words: a dict of str keys to bool, int or str", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["response_parameters"]);
+    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+    await expect(client.modelInfer(request(-2))).rejects.toThrow(
+      "Expect parameters values to have type bool/int/str, found type <class 'float'>",
+    );
+  });
 });

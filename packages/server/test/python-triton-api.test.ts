@@ -69,4 +69,21 @@ describe("Triton's pb_utils API", () => {
     const [loaded] = await control(client, [["load", "model_control"]]);
     expect(loaded).toBe("error: explicit model load / unload is not allowed if polling is enabled");
   });
+
+  it("imports model.py as Triton does (`1.model`), so relative imports find its version folder", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["relative_import"]);
+    const { client, failedModels } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+    expect(failedModels).toEqual([]);
+    const reply = await client.modelInfer({
+      modelName: "relative_import",
+      inputs: [{ name: "IN", datatype: "INT32", shape: [1n] }],
+      rawInputContents: [new Uint8Array(Int32Array.of(1).buffer)],
+    });
+    expect(JSON.parse(readBytesTensor(reply.rawOutputContents[0])[0] ?? "")).toEqual({
+      module: "1.model",
+      value: 201,
+      shared: "shared",
+    });
+  });
 });

@@ -156,6 +156,27 @@ class TritonSurface(unittest.TestCase):
         with self.assertRaises(pb_utils.TritonModelException):
             request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
 
+    def test_parameters_rules(self):
+        for make in (lambda p: pb_utils.InferenceResponse(parameters=p), lambda p: pb_utils.InferenceRequest(model_name="m", parameters=p)):
+            self.assertEqual(json.loads(make({"a": 1, "b": True, "c": "x"}).parameters()), {"a": 1, "b": True, "c": "x"})
+            self.assertEqual(json.loads(make(None).parameters()), {})
+            with self.assertRaisesRegex(pb_utils.TritonModelException, "^Expect N8pybind114dictE, got <class 'str'>$"):
+                make('{"a": 1}')
+            with self.assertRaisesRegex(pb_utils.TritonModelException, "^Expect parameters keys to have type str, found type <class 'int'>$"):
+                make({1: "x"})
+            with self.assertRaisesRegex(
+                pb_utils.TritonModelException, "^Expect parameters values to have type bool/int/str, found type <class 'float'>$"
+            ):
+                make({"a": 1.5})
+
+    def test_bytes_for_strings(self):
+        request = pb_utils.InferenceRequest(model_name=b"add_sub", requested_output_names=[b"OUT"], request_id=b"r")
+        wire = json.loads(json.dumps(request._to_wire()))
+        self.assertEqual((wire["model"], wire["outputs"], wire["id"]), ("add_sub", ["OUT"], "r"))
+        self.assertEqual(pb_utils.Tensor(b"X", np.zeros(1)).name(), "X")
+        with self.assertRaises(TypeError):
+            pb_utils.InferenceRequest(model_name=7)
+
     def test_tensor_is_a_dlpack_producer(self):
         t = pb_utils.Tensor("x", np.arange(4, dtype=np.float32))
         self.assertEqual(t.__dlpack_device__(), (1, 0))
