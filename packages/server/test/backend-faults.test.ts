@@ -231,14 +231,14 @@ describe("a scripted model's faults stay with that model", () => {
   });
 });
 
-describe("outputs are checked against the config", () => {
+describe("outputs are checked by name, and as tensors in themselves (Triton's AddOutput)", () => {
   // IN picks the fault; with max_batch_size 2 and preferred batch 2, two requests run as one batch.
   const FAULTY = `export default class { execute(requests) {
     return requests.map((r) => {
       const n = r.input("IN").typed()[0];
       const good = { name: "OUT", datatype: "INT32", shape: [1, 1], data: Int32Array.of(requests.length * 100 + n) };
       switch (n) {
-        case 1: return { outputs: [{ ...good, datatype: "FP32", data: Float32Array.of(1) }] };
+        case 1: return { outputs: [{ ...good, datatype: "FP32", data: Float32Array.of(1.5) }] };
         case 2: return { outputs: [] };
         case 3: return { outputs: [{ ...good, name: "NOPE" }] };
         case 4: return 42;
@@ -246,6 +246,8 @@ describe("outputs are checked against the config", () => {
         case 6: return { outputs: [{ ...good, shape: [2, 1], data: Int32Array.of(1, 2) }] };
         case 7: return { outputs: [{ ...good, shape: [1] }] };
         case 8: return { outputs: [{ ...good, data: [1] }] };
+        case 9: return { outputs: [{ ...good, datatype: "INT64", data: BigInt64Array.of(1n << 40n) }] };
+        case 10: return { outputs: [{ ...good, shape: [1, 2] }] };
         default: return { outputs: [good] };
       }
     });
@@ -256,27 +258,40 @@ output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
 dynamic_batching { preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 5000000 }`;
 
   it.each([
-    [1, "INVALID_ARG", "unexpected datatype TYPE_FP32 for inference output 'OUT', expecting TYPE_INT32 for faulty"],
-    [2, "INTERNAL", "model 'faulty' did not produce the requested output 'OUT'"],
+    [1, "FP32", [1, 1], [0x3fc00000]],
+    [2, undefined, undefined, undefined],
+    [5, "INT32", [1, 2], [1, 2]],
+    [6, "INT32", [2, 1], [1, 2]],
+    [7, "INT32", [1], [207]],
+    [9, "INT64", [1, 1], [0, 256]],
+  ])(
+    "fault %i: the output comes back as the model made it (%s %j), as Triton returns it",
+    async (n, datatype, shape, words) => {
+      const repo = repository();
+      jsModel(repo, "faulty", CONFIG, FAULTY);
+      const { core } = await startCore(repo, ["simple", "steady", "faulty"]);
+      const [made, good] = await Promise.all([
+        core.infer(int32Request("faulty", n, [1, 1])),
+        core.infer(int32Request("faulty", 20, [1, 1])),
+      ]);
+      const output = made.outputs[0];
+      expect(output && [output.datatype, output.shape, readInt32(output.data)]).toEqual(
+        datatype === undefined ? undefined : [datatype, shape, words],
+      );
+      expect(readInt32(good.outputs[0]?.data)).toEqual([220]);
+    },
+  );
+
+  it.each([
     [3, "INVALID_ARG", "unexpected inference output 'NOPE' for model 'faulty'"],
     [
       4,
       "INTERNAL",
       "Failed to process the request(s) for model instance 'faulty_0', message: Expected a 'Response' object in the execute function return list, found type 'number'.",
     ],
-    [
-      5,
-      "INVALID_ARG",
-      "unexpected shape for output 'OUT', model configuration shape is [1,1], inference shape is [1,2]",
-    ],
-    [
-      6,
-      "INVALID_ARG",
-      "unexpected shape for output 'OUT', model configuration shape is [1,1], inference shape is [2,1]",
-    ],
-    [7, "INVALID_ARG", "unexpected shape for output 'OUT', model configuration shape is [1,1], inference shape is [1]"],
-    // Raised inside the worker, from the error table's entry (JS_OUTPUT_LIST).
+    // Raised inside the worker, from the error table's entries (JS_OUTPUT_LIST, JS_OUTPUT_BYTE_SIZE).
     [8, "INVALID_ARG", "output 'OUT' is INT32: give a typed array, not a list"],
+    [10, "INVALID_ARG", "output 'OUT' has 4 bytes, its shape [1,2] of INT32 needs 8"],
   ])("fault %i fails its own request (%s: %s) and not its batch neighbour", async (n, code, message) => {
     const repo = repository();
     jsModel(repo, "faulty", CONFIG, FAULTY);
@@ -305,7 +320,7 @@ dynamic_batching { preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 500
          for (const r of requests) {
            const sender = r.responseSender();
            sender.send({ outputs: [{ name: "OUT", datatype: "INT32", shape: [1], data: Int32Array.of(1) }] });
-           sender.send({ outputs: [{ name: "OUT", datatype: "INT64", shape: [1], data: BigInt64Array.of(2n) }] }, { final: true });
+           sender.send({ outputs: [{ name: "NOPE", datatype: "INT32", shape: [1], data: Int32Array.of(2) }] }, { final: true });
          }
        } }`,
     );
@@ -318,10 +333,7 @@ dynamic_batching { preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 500
     } catch (error) {
       seen.push((error as Error).message);
     }
-    expect(seen).toEqual([
-      [1],
-      "unexpected datatype TYPE_INT64 for inference output 'OUT', expecting TYPE_INT32 for streamer",
-    ]);
+    expect(seen).toEqual([[1], "unexpected inference output 'NOPE' for model 'streamer'"]);
   });
 });
 

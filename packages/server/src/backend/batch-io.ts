@@ -1,7 +1,6 @@
 // A batch's tensors at the backend boundary, shared by the backends: inputs gathered into one
 // batch, outputs checked against the model's config (each backend's outputs, whatever made them),
 // scattered back per request, and moved to a worker thread without a copy where they can be.
-import { dataTypeToProtocol } from "@galley/config";
 import { countBytesElements, type ModelConfig, type ModelOutput } from "@galley/proto";
 import { datatype } from "../base/datatype.js";
 import { InferenceError } from "../base/errors.js";
@@ -110,108 +109,79 @@ export function configOutputShape(shape: number[], spec: ModelOutput | undefined
   return [...batch, ...dims.map((d) => (d === -1 ? total / known : d))];
 }
 
-interface OutputRule {
-  datatype: string;
-  /** The config's dims (-1 for any size), without the batch dimension; undefined: not checked. */
-  dims?: readonly number[];
-}
-
-/** What a model's outputs must look like, from its config: see {@link outputRules} and {@link checkOutputs}. */
+/** What a model's outputs may be named, from its config: see {@link outputRules} and {@link checkOutputs}. */
 export interface OutputRules {
   readonly model: string;
   readonly batching: boolean;
-  readonly outputs: ReadonlyMap<string, OutputRule>;
+  /** The config's outputs and, for sequence batching, the implicit state outputs. */
+  readonly outputs: ReadonlySet<string>;
   /** The config's outputs, in config order: what a request that names none receives. */
   readonly all: readonly string[];
 }
 
-/**
- * The rules {@link checkOutputs} applies, built once per loaded model: the config's outputs and,
- * for sequence batching, the implicit state outputs (datatype only; they are never required).
- */
+/** The rules {@link checkOutputs} applies, built once per loaded model. */
 export function outputRules(config: ModelConfig): OutputRules {
-  const outputs = new Map<string, OutputRule>();
-  for (const o of config.output) {
-    outputs.set(o.name, { datatype: dataTypeToProtocol(o.dataType), dims: o.dims.map(Number) });
-  }
+  const outputs = new Set(config.output.map((o) => o.name));
   if (config.schedulingChoice.case === "sequenceBatching") {
-    for (const s of config.schedulingChoice.value.state) {
-      if (!outputs.has(s.outputName)) outputs.set(s.outputName, { datatype: dataTypeToProtocol(s.dataType) });
-    }
+    for (const s of config.schedulingChoice.value.state) outputs.add(s.outputName);
   }
-  return {
-    model: config.name,
-    batching: config.maxBatchSize > 0,
-    outputs,
-    all: config.output.map((o) => o.name),
-  };
+  return { model: config.name, batching: config.maxBatchSize > 0, outputs, all: config.output.map((o) => o.name) };
 }
 
 /**
- * Check one request's outputs, as a backend produced them, against the model's config: every
- * name is an output of the model and comes once, each datatype is the config's, each shape has
- * the config's dims (after the request's batch size when the model batches), each tensor's bytes
- * fit its shape, and every output the request asked for (every config output when it named none)
- * is there. Returns the first problem, naming the output, or undefined.
+ * Check one request's outputs, as a backend produced them, as Triton's core does
+ * (`InferenceResponse::AddOutput`): every name is an output of the model (or a sequence state's),
+ * and comes once. The datatype and shape are the tensor's own, returned as the model made them
+ * (an INT64 sum into a TYPE_INT32 output, FP16 into TYPE_FP32): only a tensor inconsistent in
+ * itself is refused, one of an unknown datatype or whose bytes do not fit its shape. A requested
+ * output the model did not produce is left out of the response. Returns the first problem,
+ * naming the output, or undefined.
  */
 export function checkOutputs(
   rules: OutputRules,
-  request: InferenceRequest,
+  _request: InferenceRequest,
   outputs: readonly Tensor[],
 ): InferenceError | undefined {
   const model = rules.model;
   for (const [i, output] of outputs.entries()) {
-    const rule = rules.outputs.get(output.name);
-    if (!rule) return new InferenceError("OUTPUT_UNKNOWN", { output: output.name, model });
+    if (!rules.outputs.has(output.name)) return new InferenceError("OUTPUT_UNKNOWN", { output: output.name, model });
     for (let j = 0; j < i; j++) {
       if (outputs[j]?.name === output.name) {
         return new InferenceError("OUTPUT_DUPLICATE", { output: output.name, model });
       }
     }
-    if (output.datatype !== rule.datatype) {
-      return new InferenceError("OUTPUT_WRONG_DATATYPE", {
-        got: output.datatype,
-        output: output.name,
-        expected: rule.datatype,
-        model,
-      });
-    }
-    if (rule.dims && !shapeFits(output.shape, rule.dims, rules.batching, batchOf(request, rules.batching))) {
-      const batch = rules.batching ? [batchOf(request, true) ?? -1] : [];
-      return new InferenceError("OUTPUT_WRONG_SHAPE", {
-        output: output.name,
-        expected: `[${[...batch, ...rule.dims].join(",")}]`,
-        got: `[${output.shape.join(",")}]`,
-      });
-    }
-    if (!sizeFits(output)) return new InferenceError("OUTPUT_SIZE_MISMATCH", { output: output.name });
-  }
-  const requested = request.outputs.length > 0 ? request.outputs.map((o) => o.name) : rules.all;
-  for (const name of requested) {
-    const rule = rules.outputs.get(name);
-    if (rule?.dims && !outputs.some((o) => o.name === name)) {
-      return new InferenceError("OUTPUT_MISSING", { output: name, model });
-    }
+    const problem = inconsistency(output, model);
+    if (problem) return problem;
   }
   return undefined;
 }
 
-/** The request's batch size (its first input's first dimension), when the model batches. */
-function batchOf(request: InferenceRequest, batching: boolean): number | undefined {
-  return batching ? request.inputs[0]?.shape[0] : undefined;
-}
-
-function shapeFits(shape: readonly number[], dims: readonly number[], batching: boolean, batch?: number): boolean {
-  const offset = batching ? 1 : 0;
-  if (shape.length !== dims.length + offset) return false;
-  if (batching && batch !== undefined && shape[0] !== batch) return false;
-  return dims.every((d, i) => d === -1 || shape[i + offset] === d);
-}
-
-function sizeFits(output: Tensor): boolean {
+/** Why a tensor cannot be what it says it is: an unknown datatype, or bytes that do not fit its shape. */
+function inconsistency(output: Tensor, model: string): InferenceError | undefined {
   const info = datatype(output.datatype);
-  if (!info) return false;
+  if (!info)
+    return new InferenceError("OUTPUT_UNKNOWN_DATATYPE", { output: output.name, model, datatype: output.datatype });
   const count = elementCount(output.shape);
-  if (info.byteSize === 0) return countBytesElements(output.data) === count;
-  return (output.device ? output.device.byteSize : output.data.byteLength) === count * info.byteSize;
+  const shape = output.shape.join(",");
+  if (info.byteSize === 0) {
+    const elements = countBytesElements(output.data);
+    if (elements === count) return undefined;
+    return new InferenceError("OUTPUT_ELEMENT_COUNT", {
+      output: output.name,
+      model,
+      count: elements < 0 ? "unreadable" : elements,
+      shape,
+      expected: count,
+    });
+  }
+  const bytes = output.device ? output.device.byteSize : output.data.byteLength;
+  if (bytes === count * info.byteSize) return undefined;
+  return new InferenceError("OUTPUT_BYTE_SIZE", {
+    output: output.name,
+    model,
+    bytes,
+    shape,
+    datatype: info.name,
+    expected: count * info.byteSize,
+  });
 }

@@ -295,17 +295,17 @@ export const ERRORS = {
     "model '{model}' is not available: its instance '{instance}' {reason}, and starts again in {ms} ms",
   ],
 
-  // Outputs a backend produced, checked against the model's config (backend/batch-io.ts)
+  // Outputs a backend produced: names checked against the model's config, tensors against themselves (backend/batch-io.ts)
   OUTPUT_UNKNOWN: ["INVALID_ARG", "unexpected inference output '{output}' for model '{model}'"],
-  OUTPUT_WRONG_DATATYPE: [
-    "INVALID_ARG",
-    "unexpected datatype TYPE_{got} for inference output '{output}', expecting TYPE_{expected} for {model}",
+  OUTPUT_UNKNOWN_DATATYPE: ["INTERNAL", "model '{model}' returned output '{output}' of unknown datatype '{datatype}'"],
+  OUTPUT_BYTE_SIZE: [
+    "INTERNAL",
+    "model '{model}' returned output '{output}' with {bytes} bytes, but its shape [{shape}] of {datatype} needs {expected}",
   ],
-  OUTPUT_WRONG_SHAPE: [
-    "INVALID_ARG",
-    "unexpected shape for output '{output}', model configuration shape is {expected}, inference shape is {got}",
+  OUTPUT_ELEMENT_COUNT: [
+    "INTERNAL",
+    "model '{model}' returned BYTES output '{output}' with {count} elements, but its shape [{shape}] needs {expected}",
   ],
-  OUTPUT_MISSING: ["INTERNAL", "model '{model}' did not produce the requested output '{output}'"],
   OUTPUT_DUPLICATE: ["INTERNAL", "model '{model}' produced the output '{output}' more than once"],
   MODEL_BAD_RESPONSE: [
     "INTERNAL",

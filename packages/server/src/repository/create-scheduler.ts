@@ -33,7 +33,7 @@ export function createScheduler(config: ModelConfig, context: SchedulerContext):
   if (config.platform === Platform.ensemble) {
     if (!context.infer)
       throw new Error("this server cannot run ensembles (no inference path was given to the model manager)");
-    return new EnsembleScheduler(config, context.infer);
+    return new EnsembleScheduler(config, context.infer, log);
   }
   if (config.schedulingChoice.case === "dynamicBatching") return new DynamicBatcher({ pool, config, stats, log });
   if (config.schedulingChoice.case === "sequenceBatching") {

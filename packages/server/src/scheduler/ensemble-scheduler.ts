@@ -2,6 +2,7 @@ import type { ModelConfig, ModelEnsembling_Step } from "@galley/proto";
 import { now } from "../base/clock.js";
 import { InferenceError, toInferenceError } from "../base/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../base/inference-request.js";
+import type { Logger } from "../base/log.js";
 import { hostTensor, type Parameters, type ParameterValue, type Tensor } from "../base/tensor.js";
 import { type DevicePlan, planDeviceHandoff, type StepPlacement } from "./ensemble-device-plan.js";
 import type { ScheduledResult, Scheduler } from "./scheduler.js";
@@ -65,7 +66,9 @@ interface Value {
  * as Triton does. Tensors pass between steps as the same views (a tensor read by more than one
  * step, returned to the client, or sharing its buffer with another tensor of the request, is
  * marked not movable so no step can take its buffer away).
- * A failing step fails the request and names the step. Each step honours its model version, and
+ * A failing step fails the request and names the step; an output no step made (a composing
+ * model that did not produce it, or a step that could not run for want of it) is left out of the
+ * response and logged, as Triton does. Each step honours its model version, and
  * `max_inflight_requests` bounds how many requests each step runs at once, so a fast producer
  * cannot grow memory without limit. The response carries the sequence its outputs were made in
  * (`sequence_id`, `sequence_start`, `sequence_end`), as Triton's does.
@@ -84,6 +87,7 @@ export class EnsembleScheduler implements Scheduler {
   constructor(
     readonly config: ModelConfig,
     readonly infer: ComposingInfer,
+    readonly log?: Logger,
   ) {
     const ensembling =
       config.schedulingChoice.case === "ensembleScheduling" ? config.schedulingChoice.value : undefined;
@@ -291,7 +295,11 @@ export class EnsembleScheduler implements Scheduler {
     const outputs: Tensor[] = [];
     for (const name of wanted) {
       const value = values.get(name);
-      if (!value) continue;
+      if (!value) {
+        // As Triton: the outputs that were made are returned, the others are left out.
+        this.log?.verbose(1, `Composing models did not output tensor ${name}`);
+        continue;
+      }
       if (value.sequence) Object.assign(parameters, sequenceParameters(value.sequence, request.parameters.sequence_id));
       const spec = this.config.output.find((o) => o.name === name);
       const dims = (spec?.reshape ? spec.reshape.shape : (spec?.dims ?? [])).map(Number);
