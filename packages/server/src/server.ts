@@ -242,9 +242,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       if (http) {
         const rest = createRestFrontend(core, http);
         const host = http.host ?? "0.0.0.0";
-        const listener = await open("http", host, http.port, () =>
-          listenHttp1(rest.handle, host, http.port, http, rest.lean),
-        );
+        const listener = await open("http", host, http.port, () => listenHttp1(rest, host, http.port, http));
         addresses.http = listener.address;
       }
       if (metrics) {
@@ -257,7 +255,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         }
         const handler = createMetricsHandler(core, { extra: () => customMetrics.render(), ...metrics }, gpuMetrics);
         const listener = await open("metrics", metricsHost, metrics.port, () =>
-          listenHttp1(handler, metricsHost, metrics.port),
+          listenHttp1({ handle: handler }, metricsHost, metrics.port),
         );
         addresses.metrics = listener.address;
       }

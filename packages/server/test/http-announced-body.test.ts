@@ -45,7 +45,7 @@ async function listen(): Promise<{ port: number; seen: (count: number) => Promis
       () => ({ status: 400, headers: {}, parts: [] }),
     );
   };
-  const listener = await listenHttp1(handler, "127.0.0.1", 0, {}, () => true);
+  const listener = await listenHttp1({ handle: handler, lean: () => true }, "127.0.0.1", 0);
   listeners.push(listener);
   const seen = (wanted: number) =>
     count >= wanted ? Promise.resolve() : new Promise<void>((done) => (waiting = { count: wanted, done }));

@@ -65,7 +65,7 @@ let galley: Listener;
 let reference: Server;
 
 beforeAll(async () => {
-  galley = await listenHttp1(galleyHandler, "127.0.0.1", 0, {}, (head) => head.contentLength <= 1 << 20);
+  galley = await listenHttp1({ handle: galleyHandler, lean: (head) => head.contentLength <= 1 << 20 }, "127.0.0.1", 0);
   reference = createServer({ requestTimeout: 0 }, nodeHandler);
   await new Promise<void>((resolve) => reference.listen(0, "127.0.0.1", resolve));
 });

@@ -213,7 +213,7 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
     const log = { error: () => undefined } as unknown as InferenceServer["log"];
     const server = { accepting: true, tracing, log, ...core } as InferenceServer;
     const rest = createRestFrontend(server);
-    const listener = await listenHttp1(rest.handle, "127.0.0.1", 0, {}, rest.lean);
+    const listener = await listenHttp1(rest, "127.0.0.1", 0);
     listeners.push(listener);
     return listener.address.port;
   }

@@ -2,8 +2,14 @@
 // HTTP/1 paths serve (`../transport/listen-http1.ts` chooses which reads each request).
 import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
-import { ClientGone, type HttpAnswer, type HttpHandler, type HttpRequest } from "../transport/http-exchange.js";
-import type { LeanChoice } from "../transport/http1-lean.js";
+import {
+  ClientGone,
+  type HttpAnswer,
+  type HttpHandler,
+  type HttpRequest,
+  type HttpService,
+} from "../transport/http-exchange.js";
+import type { LeanChoice } from "../transport/lean-head.js";
 import type { Http1Timeouts } from "../transport/listen-http1.js";
 import { ACCEPTED_ENCODINGS } from "./compression.js";
 import { type Context, json } from "./context.js";
@@ -25,13 +31,6 @@ export interface HttpFrontendOptions extends Http1Timeouts {
   restricted?: readonly { apis: readonly string[]; key: string; value: string }[];
 }
 
-/** What the HTTP/1 listener serves: the handler, and which requests the lean path may read. */
-export interface RestFrontend {
-  handle: HttpHandler;
-  /** Inference within the body limit; none when an `--http-restricted-api` rule covers inference (its header is Node's to read). */
-  lean: LeanChoice | undefined;
-}
-
 /** Routes refused (503 `Server not ready`) once the server has begun shutting down. */
 const STARTS_WORK: ReadonlySet<Route["kind"]> = new Set(["infer", "generate", "generate_stream", "load", "unload"]);
 
@@ -43,7 +42,7 @@ const STARTS_WORK: ReadonlySet<Route["kind"]> = new Set(["infer", "generate", "g
  * reject. Once shutdown has begun, inference and repository changes are refused with 503
  * `Server not ready` (the other routes still answer) and every answer closes its connection.
  */
-export function createRestFrontend(server: InferenceServer, options: HttpFrontendOptions = {}): RestFrontend {
+export function createRestFrontend(server: InferenceServer, options: HttpFrontendOptions = {}): HttpService {
   const limit = options.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE;
   const handle: HttpHandler = (request) => {
     try {
@@ -56,20 +55,18 @@ export function createRestFrontend(server: InferenceServer, options: HttpFronten
       if (!methodsOf(route).includes(request.method)) throw new InferenceError("METHOD_NOT_ALLOWED");
       // Draining: a request that arrives on a kept-alive connection is answered, but starts no work.
       if (!server.accepting && STARTS_WORK.has(route.kind)) throw new InferenceError("SERVER_NOT_READY");
-      return dispatch({ server, request, limit }, route).then(draining, (error: unknown) =>
-        draining(failure(server, request, error)),
-      );
+      return dispatch({ server, request, limit }, route).catch((error: unknown) => failure(server, request, error));
     } catch (error) {
-      return Promise.resolve(draining(failure(server, request, error)));
+      return Promise.resolve(failure(server, request, error));
     }
   };
-  // Once shutdown has begun every answer closes its connection, so that kept-alive ones drain.
-  const draining = (answer: HttpAnswer): HttpAnswer => (server.accepting ? answer : { ...answer, close: true });
+  // Inference within the body limit; none when an `--http-restricted-api` rule covers inference
+  // (its header is for Node's server to read).
+  const lean: LeanChoice = (head) => head.contentLength <= limit && matchRoute(head.target)?.kind === "infer";
   const restricted = options.restricted?.some((rule) => rule.apis.includes("inference"));
-  const lean: LeanChoice | undefined = restricted
-    ? undefined
-    : (head) => head.contentLength <= limit && matchRoute(head.target)?.kind === "infer";
-  return { handle, lean };
+  // Once shutdown has begun every answer closes its connection, so that kept-alive ones drain.
+  const closing = () => !server.accepting;
+  return restricted ? { handle, closing } : { handle, lean, closing };
 }
 
 /** The route's answer; what a route runs before its first `await` runs here, synchronously. */
@@ -173,6 +170,17 @@ const CUDA_SHM = /^\/v2\/cudasharedmemory(?:\/region\/([^/]+))?\/(status|registe
 
 /** The route for a request target, or undefined (404 `Not Found`). */
 export function matchRoute(target: string): Route | undefined {
+  // The lean path's choice and the handler match the same target one after the other.
+  if (target === lastTarget) return lastRoute;
+  lastRoute = matchTarget(target);
+  lastTarget = target;
+  return lastRoute;
+}
+
+let lastTarget: string | undefined;
+let lastRoute: Route | undefined;
+
+function matchTarget(target: string): Route | undefined {
   const query = target.indexOf("?");
   const path = query === -1 ? target : target.slice(0, query);
   if (path === "/v2/models/stats") return { kind: "all-stats" };

@@ -3,6 +3,7 @@
 // the one to the other (connect-es's universal handler is the model); the paths only carry bytes.
 import type { Trace } from "../../base/trace.js";
 import type { Body } from "./body-receiver.js";
+import type { LeanChoice } from "./lean-head.js";
 
 export type { Body };
 
@@ -54,12 +55,19 @@ export interface HttpAnswer {
   stream?: AsyncIterable<Uint8Array>;
   /** A trace to record `HTTP_SEND_START` and `HTTP_SEND_END` in, and end once the answer has left. */
   trace?: Trace;
-  /** End the connection after this answer (`Connection: close`): the server is shutting down. */
-  close?: boolean;
 }
 
 /** A protocol over HTTP/1: it answers every request, failures included, and never rejects. */
 export type HttpHandler = (request: HttpRequest) => Promise<HttpAnswer>;
+
+/** A protocol as an HTTP/1 listener serves it. */
+export interface HttpService {
+  handle: HttpHandler;
+  /** The requests the lean path may read; without it, Node's server reads every request. */
+  lean?: LeanChoice;
+  /** True once the server has begun shutting down: every answer from then on closes its connection. */
+  closing?: () => boolean;
+}
 
 /** The client went away before its request body arrived; there is nobody to answer. */
 export class ClientGone extends Error {

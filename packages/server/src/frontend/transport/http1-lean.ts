@@ -5,16 +5,8 @@ import { Socket } from "node:net";
 import { type Body, BodyReceiver } from "./body-receiver.js";
 import { ClientGone, type HttpAnswer, type HttpHandler, type HttpRequest } from "./http-exchange.js";
 import type { ClientErrors } from "./http1-client-errors.js";
-import { type LeanHead, leanHead } from "./lean-head.js";
+import { type LeanChoice, type LeanHead, leanHead } from "./lean-head.js";
 import { requestTurns } from "./turn-budget.js";
-
-/**
- * Which requests the lean path serves: of the heads {@link leanHead} reads, those the protocol
- * takes here (the REST frontend's choice: inference within the body limit). The handler then sees
- * only `Content-Length`, `Inference-Header-Content-Length` and `Accept-Encoding` of the headers,
- * and must answer whole (no stream).
- */
-export type LeanChoice = (head: LeanHead) => boolean;
 
 /** The connection's state the listener needs: whether to take work, and its count of it. */
 export interface LeanHost {
@@ -134,28 +126,68 @@ function httpDate(): string {
   return date;
 }
 
-/** A request taken: where its body goes, the handler's answer, and how its body is handed over. */
-interface Reading {
-  receiver: BodyReceiver;
-  answer: Promise<HttpAnswer>;
-  deliver(body: Body): void;
-  refuse(error: Error): void;
-}
-
 function ignore(): void {}
 
-/** A lean request's header: the lean head holds these three (see {@link LeanChoice}). */
-function leanHeader(head: LeanHead, name: string): string | undefined {
-  switch (name) {
-    case "content-length":
-      return String(head.contentLength);
-    case "inference-header-content-length":
-      return head.lengthHeader;
-    case "accept-encoding":
-      return head.acceptEncoding;
-    default:
-      return undefined;
+/**
+ * A request the lean path has taken, as its handler sees it: the head's three headers (see
+ * {@link LeanChoice}), and a body handed over once it has arrived and the request's turn has come.
+ */
+class LeanRequest implements HttpRequest {
+  readonly method = "POST";
+  readonly target: string;
+  readonly signal: AbortSignal;
+  /** Where the body goes: known once the handler has asked for it (before its first `await`). */
+  offset = 0;
+  #body: Promise<Body> | undefined;
+  #resolve: ((body: Body) => void) | undefined;
+  #reject: ((error: Error) => void) | undefined;
+
+  constructor(
+    readonly head: LeanHead,
+    readonly controller: AbortController,
+  ) {
+    this.target = head.target;
+    this.signal = controller.signal;
   }
+
+  header(name: string): string | undefined {
+    switch (name) {
+      case "content-length":
+        return String(this.head.contentLength);
+      case "inference-header-content-length":
+        return this.head.lengthHeader;
+      case "accept-encoding":
+        return this.head.acceptEncoding;
+      default:
+        return undefined;
+    }
+  }
+
+  body(options: { offset?: number }): Promise<Body> {
+    if (this.#body) return this.#body;
+    this.offset = options.offset ?? 0;
+    this.#body = new Promise<Body>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    return this.#body;
+  }
+
+  deliver(body: Body): void {
+    this.#resolve?.(body);
+  }
+
+  /** The client went before the body was handed over: a handler waiting for it finishes. */
+  refuse(error: Error): void {
+    this.#reject?.(error);
+  }
+}
+
+/** A request taken: where its body goes, and the handler's answer. */
+interface Reading {
+  request: LeanRequest;
+  receiver: BodyReceiver;
+  answer: Promise<HttpAnswer>;
 }
 
 /** One connection while the lean path has it. */
@@ -263,27 +295,11 @@ class LeanConnection {
   #take(head: LeanHead): Reading {
     const controller = new AbortController();
     this.#controller = controller;
-    let offset = 0;
-    let deliver: (body: Body) => void = ignore;
-    let refuse: (error: Error) => void = ignore;
-    const body = new Promise<Body>((resolve, reject) => {
-      deliver = resolve;
-      refuse = reject;
-    });
-    body.catch(ignore);
-    const request: HttpRequest = {
-      method: "POST",
-      target: head.target,
-      header: (name) => leanHeader(head, name),
-      body: (options) => {
-        offset = options.offset ?? 0;
-        return body;
-      },
-      signal: controller.signal,
-    };
+    const request = new LeanRequest(head, controller);
     const answer = this.handler(request);
+    // Observed at the request's turn; a handler never rejects, and if one did it must not end the process first.
     answer.catch(ignore);
-    return { receiver: new BodyReceiver(offset, head.contentLength), answer, deliver, refuse };
+    return { request, receiver: new BodyReceiver(request.offset, head.contentLength), answer };
   }
 
   #run(): void {
@@ -304,7 +320,7 @@ class LeanConnection {
     this.#ready = undefined;
     if (this.#gone || reading === undefined) return;
     this.host.started();
-    reading.deliver(reading.receiver.body());
+    reading.request.deliver(reading.receiver.body());
     reading.answer.then(this.#reply, this.#fail);
   };
 
@@ -319,7 +335,7 @@ class LeanConnection {
     }
     const { socket } = this;
     const parts = answer.parts ?? [];
-    const closing = !this.host.accepting() || answer.close === true;
+    const closing = !this.host.accepting();
     let length = 0;
     for (const part of parts) length += part.byteLength;
     let head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? "unknown"}\r\n`;
@@ -401,7 +417,7 @@ class LeanConnection {
     this.#gone = true;
     this.#controller?.abort();
     // A request not yet started ends too: its handler's body fails, so it finishes what it began.
-    (this.#reading ?? this.#ready)?.refuse(new ClientGone());
+    (this.#reading ?? this.#ready)?.request.refuse(new ClientGone());
     this.#reading = undefined;
     this.#pending = undefined;
     this.#queued.length = 0;

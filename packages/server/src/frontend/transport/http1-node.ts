@@ -30,7 +30,7 @@ export function nodeRequestListener(
       signal: controller.signal,
     };
     handler(request)
-      .then((answer) => write(res, answer, closing() || answer.close === true))
+      .then((answer) => write(res, answer, closing()))
       .catch(() => {
         // The handler answers failures itself; this is a bug in it, or in writing its answer.
         // The client gets a cut connection rather than a guess.

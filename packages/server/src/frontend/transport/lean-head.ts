@@ -19,6 +19,14 @@ export interface LeanHead {
   lengthConflict?: true;
 }
 
+/**
+ * Which requests the lean path serves: of the heads {@link leanHead} reads, those the protocol
+ * takes here (the REST frontend's choice: inference within the body limit). The handler then sees
+ * only `Content-Length`, `Inference-Header-Content-Length` and `Accept-Encoding` of the headers,
+ * and must answer whole (no stream).
+ */
+export type LeanChoice = (head: LeanHead) => boolean;
+
 /** The most header lines a lean head may have; a request with more is Node's. */
 export const LEAN_MAX_HEADERS = 64;
 

@@ -1,8 +1,8 @@
 import { createServer as createHttp1Server, Server as Http1Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { HttpHandler } from "./http-exchange.js";
+import type { HttpService } from "./http-exchange.js";
 import { answerClientErrors } from "./http1-client-errors.js";
-import { type LeanChoice, serveLean } from "./http1-lean.js";
+import { serveLean } from "./http1-lean.js";
 import { nodeRequestListener } from "./http1-node.js";
 import {
   answerAndClose,
@@ -58,18 +58,19 @@ export const DEFAULT_HTTP1_TIMEOUTS: Required<Omit<Http1Timeouts, "maxConnection
  * answered (the handler refuses new work with 503) rather than reset; once nothing is in flight
  * they are closed. What is left after `graceMs` is cut.
  *
- * Every request is answered by `handler`, read by one of two paths: this listener is the one place
- * that chooses. With `lean`, connections start on the lean path (`http1-lean.ts`), which reads the
- * plainest heads itself and serves those `lean` chooses; at a connection's first other request it
- * hands the connection to Node's server (`http1-node.ts`) for good.
+ * Every request is answered by `service.handle`, read by one of two paths: this listener is the one
+ * place that chooses. With `service.lean`, connections start on the lean path (`http1-lean.ts`),
+ * which reads the plainest heads itself and serves those `lean` chooses; at a connection's first
+ * other request it hands the connection to Node's server (`http1-node.ts`) for good.
  */
 export async function listenHttp1(
-  handler: HttpHandler,
+  service: HttpService,
   host: string,
   port: number,
   timeouts: Http1Timeouts = {},
-  lean?: LeanChoice,
 ): Promise<Listener> {
+  const { handle: handler, lean } = service;
+  const serviceClosing = service.closing;
   const { headerTimeoutMs, idleTimeoutMs, keepAliveTimeoutMs } = { ...DEFAULT_HTTP1_TIMEOUTS, ...timeouts };
   let draining = false;
   let active = 0;
@@ -78,7 +79,8 @@ export async function listenHttp1(
     Http1Server.prototype.closeIdleConnections.call(server);
     leanConnections?.closeIdle();
   };
-  const serveNode = nodeRequestListener(handler, () => draining);
+  const closing = serviceClosing ? () => draining || serviceClosing() : () => draining;
+  const serveNode = nodeRequestListener(handler, closing);
   const server = createHttp1Server(
     {
       // No limit on the whole request: a large upload may take long, as in Triton.
@@ -111,7 +113,7 @@ export async function listenHttp1(
   const clientErrors = answerClientErrors(server);
   if (lean) {
     const work = {
-      accepting: () => !draining,
+      accepting: () => !closing(),
       started: () => {
         active++;
       },
