@@ -119,6 +119,18 @@ describe("/metrics", () => {
     }
   });
 
+  it("exports every failure reason at 0 as soon as a model loads, before any request (Triton's order)", async () => {
+    const { metricsUrl } = await startServer({ metrics: true, controlMode: "explicit", loadModels: ["simple"] });
+    const s = await scrape(metricsUrl);
+    const failures = s.samples.filter((x) => x.name === "nv_inference_request_failure" && x.labels.model === "simple");
+    expect(failures.map((x) => [x.labels.reason, x.value])).toEqual([
+      ["REJECTED", 0],
+      ["CANCELED", 0],
+      ["BACKEND", 0],
+      ["OTHER", 0],
+    ]);
+  });
+
   it("reports the same numbers as the statistics extension", async () => {
     const { client, metricsUrl } = await startServer({
       metrics: true,
