@@ -742,7 +742,7 @@ describe("model repository", () => {
       const row = (await client.repositoryIndex({})).models.find((m) => m.name === "custom_simple");
       expect([row?.version, row?.state]).toEqual(["1", "READY"]);
 
-      for (const escaping of ["file:../x", "file:1/../../x", "file:/tmp/x"]) {
+      for (const escaping of ["file:../x", "file:1/../../x", "file:/../x"]) {
         await expectGrpcError(
           client.repositoryModelLoad({
             modelName: "escaping",

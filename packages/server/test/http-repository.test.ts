@@ -129,7 +129,7 @@ describe("REST model repository extension (explicit control)", () => {
     expect((r.json() as { outputs: Output[] }).outputs[0]?.data).toEqual(SIXTEEN.map((v) => 2 * v));
     expect(await index({ ready: true })).toContainEqual({ name: "copy", version: "1", state: "READY" });
 
-    for (const path of ["file:../evil.onnx", "file:1/../../evil.onnx", "file:/etc/evil"]) {
+    for (const path of ["file:../evil.onnx", "file:1/../../evil.onnx", "file:/../etc/evil"]) {
       const escaping = await post("/v2/repository/models/evil/load", { parameters: { config, [path]: model } });
       expect(escaping.status, path).toBe(400);
       expect((escaping.json() as { error: string }).error).toMatch(

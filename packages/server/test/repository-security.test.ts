@@ -137,7 +137,7 @@ describe("model names and file: overrides", () => {
 
   it("keeps every file: path inside the model folder, with Triton's text, and leaves nothing behind", async () => {
     const { s } = await explicitServer();
-    for (const key of ["file:../evil.onnx", "file:1/../../evil.onnx", "file:/etc/evil", "file:1/../../../x"]) {
+    for (const key of ["file:../evil.onnx", "file:1/../../evil.onnx", "file:/../etc/evil", "file:1/../../../x"]) {
       const r = await postRaw(httpPort(s), "/v2/repository/models/evil/load", loadBody({ [key]: MODEL }));
       expect(r.status, key).toBe(400);
       expect(JSON.parse(r.text).error, key).toMatch(
@@ -163,6 +163,27 @@ describe("model names and file: overrides", () => {
       `{"error":"Load parameter 'config' must be specified for model file override"}`,
     ]);
     expect(overrideFolders()).toEqual([]);
+  });
+
+  it("takes a leading slash in a file: key as the model folder's root, as Triton's JoinPath (issue 48, item 13)", async () => {
+    const { s } = await explicitServer();
+    const port = httpPort(s);
+    const load = await postRaw(
+      port,
+      "/v2/repository/models/rooted/load",
+      loadBody({ "file:/1/model.onnx": MODEL, "file://notes/readme.txt": Buffer.from("kept inside") }),
+    );
+    expect([load.status, load.text]).toEqual([200, ""]);
+    const [folder] = overrideFolders();
+    expect(readFileSync(join(privateTmp, folder ?? "", "rooted", "notes", "readme.txt"), "utf8")).toBe("kept inside");
+    const infer = await postRaw(port, "/v2/models/rooted/infer", {
+      inputs: [
+        { name: "INPUT0", shape: [1, 16], datatype: "INT32", data: SIXTEEN },
+        { name: "INPUT1", shape: [1, 16], datatype: "INT32", data: SIXTEEN },
+      ],
+    });
+    expect(infer.status).toBe(200);
+    expect(JSON.parse(infer.text).outputs[0].data).toEqual(SIXTEEN.map((v) => 2 * v));
   });
 
   it("removes the folder of a failed override load, of an unload, of a replaced override, and at shutdown", async () => {

@@ -8,7 +8,8 @@ const PREFIX = "galley-model-";
 
 /**
  * Write a load request's `file:<version>/<path>` overrides into a private temporary model
- * folder (mode 0700), `<tmp>/galley-model-XXXXXX/<model>`. Every path is resolved and must stay
+ * folder (mode 0700), `<tmp>/galley-model-XXXXXX/<model>`. Every path is joined to that folder
+ * (a leading slash included, as Triton's `JoinPath`), resolved, and must stay
  * inside that folder (Triton's rule and text); nothing is written until all of them are checked,
  * and a failure removes what was made. Returns the model folder; remove it with
  * {@link removeFileOverrides}.
@@ -23,7 +24,9 @@ export async function writeFileOverrides(model: string, files: ReadonlyMap<strin
     const targets: [string, string, Uint8Array][] = [];
     for (const [name, data] of files) {
       const relative = name.slice("file:".length);
-      const path = resolve(folder, relative);
+      // Joined as Triton's JoinPath joins it: a leading slash is the model folder's root, not
+      // the file system's (`file:/1/model.py` is `1/model.py`); `..` is resolved, then checked.
+      const path = resolve(`${folder}/${relative}`);
       if (relative.includes("\0") || !path.startsWith(folder + sep)) {
         throw new InferenceError("FILE_OVERRIDE_ESCAPES", { name: name.replaceAll("\0", "\\0"), path });
       }
