@@ -242,6 +242,7 @@ export const ERRORS = {
     "cannot register shared memory region '{name}' with key '{key}' as the key contains the reserved prefix '{prefix}'",
   ],
   SHM_OPEN_FAILED: ["INTERNAL", "Unable to open shared memory region: '{key}'"],
+  SHM_EMPTY_KEY: ["INVALID_ARG", "cannot register shared memory region '{name}' - invalid shm key '{key}'"],
   SHM_INVALID_KEY: ["INVALID_ARG", "invalid shm key '{key}': a key is one name, optionally after '/'"],
   SHM_PARAMETER_TYPE: [
     "INVALID_ARG",

@@ -209,12 +209,14 @@ export class SharedMemoryManager {
     if (name === "") throw new InferenceError("SHM_REGION_NAME_REQUIRED", { kind: "system" });
     // shm_open skips every leading slash, so Triton looks for the prefix after them too.
     const object = key.replace(/^\/+/, "");
+    // Triton refuses a key of slashes only (or none) first, naming the region.
+    if (object === "") throw new InferenceError("SHM_EMPTY_KEY", { name, key });
     if (object.startsWith(RESERVED_PREFIX)) {
       throw new InferenceError("SHM_RESERVED_KEY", { name, key, prefix: RESERVED_PREFIX });
     }
     if (this.#regions.has(name)) throw new InferenceError("SHM_EXISTS", { name });
     // One name, as shm_open takes it (it fails on anything else): nothing may escape /dev/shm.
-    if (object === "" || object.includes("/") || object.includes("\0") || object === "." || object === "..") {
+    if (object.includes("/") || object.includes("\0") || object === "." || object === "..") {
       throw new InferenceError("SHM_INVALID_KEY", { key: key.replaceAll("\0", "\\0") });
     }
     let handle: FileHandle;
