@@ -1,9 +1,18 @@
 // System shared memory over gRPC (PROTOCOL.md §1.7, §2.1): registration, inputs read from and
 // outputs written into real /dev/shm objects, and Triton's errors.
 import { randomBytes } from "node:crypto";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { cleanup, expectGrpcError, int32Bytes, readInt32, startServer } from "./support/harness.js";
+import {
+  cleanup,
+  expectGrpcError,
+  int32Bytes,
+  readInt32,
+  startServer,
+  tempRepository,
+  waitFor,
+} from "./support/harness.js";
 
 const made: string[] = [];
 afterEach(async () => {
@@ -99,7 +108,12 @@ describe("system shared memory", () => {
       "failed to register shared memory region 'big': invalid args",
     );
     // A key of slashes only (or none), as Triton words it (ValidateSharedMemoryKey), even for a taken name.
-    for (const [name, key] of [["escape", "/"], ["escape", "//"], ["escape", ""], ["r", "/"]]) {
+    for (const [name, key] of [
+      ["escape", "/"],
+      ["escape", "//"],
+      ["escape", ""],
+      ["r", "/"],
+    ]) {
       await expectGrpcError(
         client.systemSharedMemoryRegister({ name, key, byteSize: 1n }),
         3,
@@ -135,5 +149,58 @@ describe("system shared memory", () => {
       13,
       "shared memory size specified with the request for output 'OUTPUT0' (32 bytes) should be at least 64 bytes to hold the results",
     );
+  });
+
+  it("keeps a region unregistered during an inference that uses it listed until the inference ends (Triton)", async () => {
+    // A model that says it started, then answers OUT = IN + 1 once the test lets it go.
+    const repo = tempRepository();
+    const started = join(repo, "started");
+    const go = join(repo, "go");
+    mkdirSync(join(repo, "gate", "1"), { recursive: true });
+    writeFileSync(
+      join(repo, "gate", "config.pbtxt"),
+      `name: "gate" backend: "js" max_batch_size: 0
+       input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }`,
+    );
+    writeFileSync(
+      join(repo, "gate", "1", "model.mjs"),
+      `import { existsSync, writeFileSync } from "node:fs";
+       export default class Gate {
+         async execute(requests) {
+           writeFileSync(${JSON.stringify(started)}, "");
+           while (!existsSync(${JSON.stringify(go)})) await new Promise((resolve) => setTimeout(resolve, 10));
+           return requests.map((r) => ({ outputs: [{ name: "OUT", datatype: "INT32", shape: [1], data: Int32Array.of(r.input("IN").typed()[0] + 1) }] }));
+         }
+       }`,
+    );
+    const { client } = await startServer({ modelRepositories: [repo], allowClientShm: true });
+    const region = shmObject(8);
+    writeFileSync(region.path, int32Bytes([41, 0]));
+    await client.systemSharedMemoryRegister({ name: "io", key: region.key, byteSize: 8n });
+    const at = (offset: number) => ({
+      shared_memory_region: str("io"),
+      shared_memory_offset: int64(offset),
+      shared_memory_byte_size: int64(4),
+    });
+    const inference = client.modelInfer({
+      modelName: "gate",
+      inputs: [{ name: "IN", datatype: "INT32", shape: [1n], parameters: at(0) }],
+      outputs: [{ name: "OUT", parameters: at(4) }],
+    });
+    await waitFor(() => existsSync(started), { what: "the model to start" });
+    await client.systemSharedMemoryUnregister({ name: "io" });
+    // Still listed (and registered: the output is written into it) while the inference runs.
+    expect(Object.keys((await client.systemSharedMemoryStatus({})).regions)).toEqual(["io"]);
+    await expectGrpcError(
+      client.systemSharedMemoryRegister({ name: "io", key: region.key, byteSize: 8n }),
+      6,
+      "shared memory region 'io' already in manager",
+    );
+    writeFileSync(go, "");
+    await inference;
+    expect(readInt32(new Uint8Array(readFileSync(region.path)).subarray(4, 8))).toEqual([42]);
+    expect((await client.systemSharedMemoryStatus({})).regions).toEqual({});
+    await client.systemSharedMemoryRegister({ name: "io", key: region.key, byteSize: 8n });
+    expect(Object.keys((await client.systemSharedMemoryStatus({})).regions)).toEqual(["io"]);
   });
 });

@@ -61,14 +61,20 @@ export class RequestPipeline {
    */
   async infer(model: LoadedModel, request: InferenceRequest, start: bigint): Promise<InferenceResponse> {
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
-    request.adapt?.(model.config);
-    const cache = model.config.responseCache?.enable ? this.cache : undefined;
-    const placed = this.#placeTensors(request, model, cache !== undefined);
-    const holds = placed instanceof Promise ? await placed : placed;
+    // The regions it names stay registered until it ends, as Triton's requests hold theirs.
+    const regions = this.sharedMemory.holdFor(request);
     try {
-      return await this.#infer(request, model, cache, start);
+      request.adapt?.(model.config);
+      const cache = model.config.responseCache?.enable ? this.cache : undefined;
+      const placed = this.#placeTensors(request, model, cache !== undefined);
+      const holds = placed instanceof Promise ? await placed : placed;
+      try {
+        return await this.#infer(request, model, cache, start);
+      } finally {
+        for (const release of holds) release();
+      }
     } finally {
-      for (const release of holds) release();
+      regions();
     }
   }
 
@@ -123,6 +129,15 @@ export class RequestPipeline {
    * marked `final`, possibly `empty`); leaving the loop early cancels the request.
    */
   async *stream(model: LoadedModel, request: InferenceRequest): AsyncGenerator<StreamedResponse> {
+    const regions = this.sharedMemory.holdFor(request);
+    try {
+      yield* this.#stream(model, request);
+    } finally {
+      regions();
+    }
+  }
+
+  async *#stream(model: LoadedModel, request: InferenceRequest): AsyncGenerator<StreamedResponse> {
     const start = now();
     request.trace?.start(model.name, model.version, request.id, start);
     request.adapt?.(model.config);

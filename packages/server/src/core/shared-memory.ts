@@ -3,6 +3,7 @@ import { type FileHandle, open } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceError } from "../base/errors.js";
 import { hostTransfers } from "../base/host-transfers.js";
+import type { InferenceRequest } from "../base/inference-request.js";
 import type { Logger } from "../base/log.js";
 import type { SharedMemoryRef } from "../base/tensor.js";
 
@@ -66,9 +67,13 @@ interface Region {
   readonly kind: SharedMemoryKind;
   readonly name: string;
   readonly byteSize: number;
-  /** Requests reading or writing it right now: unregistering waits for them. */
+  /**
+   * Requests using it right now (an inference that names it, from its start to its response; a
+   * read or write; a device tensor held in place): an unregister leaves it listed until they end.
+   */
   users: number;
-  idle?: () => void;
+  /** Unregistered while in use: closed and forgotten when its last user ends. */
+  unregistered?: boolean;
   read(position: number, length: number): Promise<Uint8Array>;
   write(position: number, data: Uint8Array): Promise<void>;
   close(): Promise<void>;
@@ -78,7 +83,7 @@ interface Region {
 class SystemRegion implements Region {
   readonly kind = "system";
   users = 0;
-  idle?: () => void;
+  unregistered?: boolean;
 
   constructor(
     readonly name: string,
@@ -108,7 +113,7 @@ class SystemRegion implements Region {
 class CudaRegion implements Region {
   readonly kind = "cuda";
   users = 0;
-  idle?: () => void;
+  unregistered?: boolean;
 
   constructor(
     readonly name: string,
@@ -162,6 +167,9 @@ function checkRange(ref: SharedMemoryRef, regionSize: number): void {
   }
   if (offset + byteSize > BigInt(regionSize)) throw new InferenceError("SHM_BAD_RANGE", { name: ref.region });
 }
+
+/** What {@link SharedMemoryManager.hold} returns when a request names no registered region. */
+const NOTHING_HELD = () => {};
 
 /**
  * Triton's system and CUDA shared-memory extensions: regions clients register by name (one
@@ -297,11 +305,66 @@ export class SharedMemoryManager {
         const region = this.#regions.get(n);
         // Triton succeeds on an unknown name.
         if (!region || region.kind !== kind) return;
+        if (region.users > 0) {
+          // As Triton: the region stays registered (and listed) until the requests using it end.
+          region.unregistered = true;
+          this.#cuda?.log?.verbose(
+            1,
+            `Shared memory region '${n}' will be unregistered after in-flight requests complete.`,
+          );
+          return;
+        }
         this.#regions.delete(n);
-        if (region.users > 0) await new Promise<void>((resolve) => (region.idle = resolve));
         await region.close();
       }),
     );
+  }
+
+  /**
+   * Hold the regions a request names (its inputs' and outputs' `shared_memory_region`) from its
+   * start until the returned function is called, as Triton's requests hold theirs: unregistering
+   * one meanwhile leaves it listed and usable until then. Names not registered are skipped (the
+   * request fails on them when it reads or writes).
+   */
+  hold(names: Iterable<string>): () => void {
+    const held: Region[] = [];
+    for (const name of new Set(names)) {
+      const region = this.#regions.get(name);
+      if (!region) continue;
+      region.users++;
+      held.push(region);
+    }
+    if (held.length === 0) return NOTHING_HELD;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      for (const region of held) this.#release(region);
+    };
+  }
+
+  /** {@link hold} the regions a request's inputs and outputs name (nothing to do for most requests). */
+  holdFor(request: InferenceRequest): () => void {
+    if (this.#regions.size === 0) return NOTHING_HELD;
+    const names: string[] = [];
+    for (const input of request.inputs) {
+      if (input.sharedMemory) names.push(input.sharedMemory.region);
+    }
+    for (const output of request.outputs) {
+      const region = output.parameters.shared_memory_region;
+      if (typeof region === "string") names.push(region);
+    }
+    return names.length > 0 ? this.hold(names) : NOTHING_HELD;
+  }
+
+  /** One user of `region` ended: an unregistered region goes with its last. */
+  #release(region: Region): void {
+    region.users--;
+    if (region.users > 0 || !region.unregistered) return;
+    if (this.#regions.get(region.name) === region) this.#regions.delete(region.name);
+    region.close().catch((error: unknown) => {
+      this.#cuda?.log?.error(`failed to close shared memory region '${region.name}': ${(error as Error).message}`);
+    });
   }
 
   #named(name: string, kind: SharedMemoryKind): Region[] {
@@ -361,8 +424,7 @@ export class SharedMemoryManager {
       release: () => {
         if (!held) return;
         held = false;
-        region.users--;
-        if (region.users === 0) region.idle?.();
+        this.#release(region);
       },
     };
   }
@@ -381,8 +443,7 @@ export class SharedMemoryManager {
     try {
       return await work(region, ref.offset);
     } finally {
-      region.users--;
-      if (region.users === 0) region.idle?.();
+      this.#release(region);
     }
   }
 
