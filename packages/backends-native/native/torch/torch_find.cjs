@@ -16,7 +16,29 @@ const { tmpdir } = require("node:os");
 function candidate(root, include, lib, abi, source) {
   const headers = include.find((dir) => existsSync(join(dir, "torch", "script.h")));
   if (!headers || !existsSync(join(lib, "libtorch_cpu.so"))) return undefined;
-  return { include, lib, abi, cuda: existsSync(join(lib, "libtorch_cuda.so")), source: `${source} (${root})` };
+  const version = headerVersion(include);
+  return {
+    include,
+    lib,
+    abi,
+    cuda: existsSync(join(lib, "libtorch_cuda.so")),
+    source: `${source}${version ? `, libtorch ${version}` : ""} (${root})`,
+  };
+}
+
+/**
+ * The libtorch version its headers declare (torch/version.h), so that `where` (the native build's
+ * cache key) changes when a folder's libtorch does, even at the same path.
+ */
+function headerVersion(include) {
+  for (const dir of include) {
+    try {
+      const text = readFileSync(join(dir, "torch", "version.h"), "utf8");
+      const match = /#define TORCH_VERSION\s*\\?\s*"([^"]+)"/.exec(text);
+      if (match) return match[1];
+    } catch {}
+  }
+  return undefined;
 }
 
 function fromFolder(root, abi, source) {
