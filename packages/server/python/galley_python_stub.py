@@ -15,10 +15,12 @@ import inspect
 import json
 import os
 import collections
+import contextvars
 import select
 import sys
 import threading
 import traceback
+import weakref
 
 try:
     from galley_stub_ipc import Channel, SharedMemory
@@ -42,6 +44,9 @@ def _die_with_parent():
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The keys of the batch whose execute (or a task it started) runs: a BLS call's parents.
+PARENTS = contextvars.ContextVar("galley_batch_keys", default=[])
 
 
 def describe(error):
@@ -105,8 +110,12 @@ class Runtime:
         self.calls = {}
         self.next_call = 1
         self.lock = threading.Lock()
-        self.batch = threading.local()
         self.loop = None
+        # Senders the model let go before the final flag (see `watch`), and the courier that fails them.
+        self.abandoned = collections.deque()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        threading.Thread(target=self._courier, name="courier", daemon=True).start()
 
         self.read_lock = threading.Lock()
         self.arrived = threading.Condition()
@@ -225,36 +234,93 @@ class Runtime:
     def bls(self, request, decoupled):
         wire = request._to_wire()
         call = self._call()
-        parents = getattr(self.batch, "keys", None) or []
+        parents = PARENTS.get()
         self.channel.send({"kind": "bls", "call": call.number, "request": wire, "stream": bool(decoupled), "parents": parents})
         return call
 
-    def send_response(self, request, response, final):
-        if not self.decoupled:
-            # Triton lets a non-decoupled model answer through the sender too: one response, final,
-            # during execute; it becomes that request's answer.
-            if not final or getattr(request, "_answered", False):
-                raise pb_utils.TritonModelException(
-                    "Non-decoupled models must send exactly one response per request, with the final flag"
-                )
-            request._answered = True
-            request._answer = response
-            return
-        wire = None
-        if response is not None:
-            wire = self._response_wire(request, response)
-        if final:
-            self.cancels.pop(request._key, None)
-        message = {"kind": "response", "key": request._key, "final": final}
-        if wire is not None:
-            message["response"] = wire
-        self.channel.send(message)
+    def send_response(self, sender, response, final):
+        """A model's `send`, with Triton's rules and words for each transaction policy."""
+        state = sender._state
+        with state.lock:
+            if not self.decoupled:
+                if response is not None and state.sent > 0:
+                    raise pb_utils.TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send more than one response."
+                    )
+                if response is None and final and state.sent == 0:
+                    raise pb_utils.TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send complete final before sending a response."
+                    )
+            if state.closed:
+                raise pb_utils.TritonModelException("Unable to send response. Response sender has been closed.")
+            if final:
+                state.closed = True
+            state.sent += 1
+            if not self.decoupled:
+                if response is not None:
+                    state.answer = response
+                # During execute the answer goes with the batch's; after it, alone once final.
+                if not final or not state.deferred:
+                    return
+                response = state.answer
+                state.answer = None
+            if final:
+                self.cancels.pop(state.key, None)
+            message = {"kind": "response", "key": state.key, "final": final}
+            if response is not None:
+                try:
+                    message["response"] = self._response_wire(sender._requested, response)
+                except Exception as error:  # noqa: BLE001 - the request fails, and the model hears why
+                    if final or not self.decoupled:
+                        message["response"] = self._failed(describe(error))
+                        message["final"] = True
+                        state.closed = True
+                        self.channel.send(message)
+                    raise
+            self.channel.send(message)
 
-    def _response_wire(self, request, response):
+    def _response_wire(self, requested, response):
         if not isinstance(response, pb_utils.InferenceResponse):
-            raise pb_utils.TritonModelException("the response must be a pb_utils.InferenceResponse")
-        requested = set(request.requested_output_names() or self.outputs)
-        return response._to_wire(requested)
+            raise pb_utils.TritonModelException(
+                "Expected an 'InferenceResponse' object in the execute function return list, found type '%s'."
+                % type(response)
+            )
+        return response._to_wire(set(requested or self.outputs))
+
+    def _failed(self, text):
+        return {"outputs": [], "error": {"message": self.failure(text), "code": "INTERNAL"}}
+
+    # ---- requests the model let go ----
+
+    def watch(self, sender):
+        """Fail the request if its sender is dropped before the final flag: nothing can send it then."""
+        weakref.finalize(sender, self._abandon, sender._state)
+
+    def _abandon(self, state):
+        # Runs in whichever thread let the sender go, maybe inside the garbage collector: only
+        # queue it and wake the courier thread, which sends.
+        if not state.closed:
+            self.abandoned.append(state)
+            try:
+                os.write(self.wake_w, b"x")
+            except BlockingIOError:  # the courier has wake-ups pending already
+                pass
+
+    def _courier(self):
+        while True:
+            os.read(self.wake_r, 4096)
+            while self.abandoned:
+                state = self.abandoned.popleft()
+                with state.lock:
+                    if state.closed:
+                        continue
+                    state.closed = True
+                    self.cancels.pop(state.key, None)
+                    text = (
+                        "the response sender of the request was dropped before it sent the final flag "
+                        "(TRITONSERVER_RESPONSE_COMPLETE_FINAL)"
+                    )
+                    self.channel.send({"kind": "response", "key": state.key, "final": True, "response": self._failed(text)})
 
     # ---- main thread ----
 
@@ -298,19 +364,53 @@ class Runtime:
             self.model = cls()
             initialize = getattr(self.model, "initialize", None)
             if initialize is not None:
-                self.run_maybe_async(initialize(init["args"]))
+                self.await_here(initialize(init["args"]))
         except BaseException as error:  # noqa: BLE001 - reported as the load's failure
             self.channel.send({"kind": "start-failed", "message": describe(error)})
             return
         self.channel.send({"kind": "started", "info": {"pid": os.getpid()}})
 
-    def run_maybe_async(self, value):
-        if inspect.iscoroutine(value):
+    # ---- coroutines ----
+
+    def event_loop(self):
+        """Triton's: one asyncio loop for the instance, running in a thread of its own from the
+        first coroutine on, between calls too (tasks a coroutine starts go on after it returns)."""
+        with self.lock:
             if self.loop is None:
                 self.loop = asyncio.new_event_loop()
                 asyncio.set_event_loop(self.loop)
-            return self.loop.run_until_complete(value)
+                threading.Thread(target=self.loop.run_forever, name="asyncio", daemon=True).start()
+        return self.loop
+
+    def await_here(self, value):
+        """A coroutine's result, run on the loop (the caller waits); anything else as it is."""
+        if inspect.iscoroutine(value):
+            return asyncio.run_coroutine_threadsafe(value, self.event_loop()).result()
         return value
+
+    def in_background(self, coroutine, senders):
+        """A decoupled model's `async def execute`, run on the loop without waiting, as Triton does:
+        executions overlap. Should it raise, its requests not yet ended fail with what it raised."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.event_loop())
+
+        def done(future):
+            error = None if future.cancelled() else future.exception()
+            if error is None:
+                return
+            text = describe(error)
+            self.log("error", self.failure(text))
+            for sender in senders:
+                state = sender._state
+                with state.lock:
+                    if state.closed:
+                        continue
+                    state.closed = True
+                    self.cancels.pop(state.key, None)
+                    self.channel.send({"kind": "response", "key": state.key, "final": True, "response": self._failed(text)})
+
+        future.add_done_callback(done)
+
+    # ---- execute ----
 
     def execute(self, batch, payload):
         self.shm.release(payload["release"])
@@ -320,11 +420,19 @@ class Runtime:
             flag = Flag(bool(wire.get("cancelled")))
             self.cancels[wire["key"]] = flag
             requests.append(pb_utils.InferenceRequest._from_wire(wire, flag))
-        self.batch.keys = [wire["key"] for wire in payload]
+        senders = [r.get_response_sender() for r in requests]
+        # BLS calls made for this batch (from its coroutine's tasks too) name its requests.
+        token = PARENTS.set([wire["key"] for wire in payload])
         result = {}
         returned = None
         try:
-            returned = self.run_maybe_async(self.model.execute(requests))
+            returned = self.model.execute(requests)
+            if inspect.iscoroutine(returned):
+                if self.decoupled:
+                    self.in_background(returned, senders)
+                    returned = None
+                else:
+                    returned = self.await_here(returned)
             if self.decoupled:
                 if returned is not None:
                     raise pb_utils.TritonModelException(
@@ -332,42 +440,74 @@ class Runtime:
                         % self.name()
                     )
             else:
-                result["responses"] = self.responses(requests, returned)
+                result = self.answers(senders, returned)
         except BaseException as error:  # noqa: BLE001 - the batch's requests get the message
             result = {"error": {"message": self.failure(describe(error)), "code": "INTERNAL"}}
+            # As Triton: the senders close, so that nothing more is sent for these requests.
+            for sender in senders:
+                with sender._state.lock:
+                    sender._state.closed = True
         finally:
-            self.batch.keys = None
-        if not self.decoupled or "error" in result:
-            for wire in payload:
-                self.cancels.pop(wire["key"], None)
+            PARENTS.reset(token)
+        deferred = set(result.get("deferred", ()))
+        for i, sender in enumerate(senders):
+            state = sender._state
+            if self.decoupled and "error" not in result:
+                self.watch(sender)
+            elif i in deferred:
+                self.watch(sender)
+            else:
+                self.cancels.pop(state.key, None)
+            state.mark_returned()
         # Dropping the inputs' arrays releases their blocks (sent ahead of the answer).
-        requests = returned = None
+        requests = returned = senders = sender = None
         self.channel.send({"kind": "executed", "batch": batch, "result": result})
 
-    def responses(self, requests, returned):
-        if returned is None:
-            # Responses sent through each request's sender (Triton allows one, final, per request).
-            if not all(getattr(r, "_answered", False) for r in requests):
+    def answers(self, senders, returned):
+        """A non-decoupled batch's answers: returned, or sent through the senders (then final, or
+        `deferred`: the final flag comes after execute returned, and the answer goes alone)."""
+        if returned is not None:
+            if not isinstance(returned, list):
                 raise pb_utils.TritonModelException(
-                    "execute returned None without sending a final response for every request"
+                    "Expected a list in the execute return, found type '%s'." % type(returned)
                 )
-            returned = [r._answer for r in requests]
-        returned = list(returned)
-        if len(returned) != len(requests):
-            raise pb_utils.TritonModelException(
-                "Number of InferenceResponse objects do not match with number of InferenceRequest objects. "
-                "InferenceRequest(s) size is:%d, and InferenceResponse(s) size is:%d\n" % (len(requests), len(returned))
-            )
+            if len(returned) != len(senders):
+                raise pb_utils.TritonModelException(
+                    "Number of InferenceResponse objects do not match with number of InferenceRequest objects. "
+                    "InferenceRequest(s) size is:%d, and InferenceResponse(s) size is:%d\n" % (len(senders), len(returned))
+                )
         out = []
-        for request, response in zip(requests, returned):
-            if response is None:
-                out.append(None)
-                continue
+        deferred = []
+        for i, sender in enumerate(senders):
+            state = sender._state
+            response = returned[i] if returned is not None else None
+            with state.lock:
+                if response is not None:
+                    # A returned response counts as one sent with the final flag (Triton's checks).
+                    if state.sent > 0:
+                        raise pb_utils.TritonModelException(
+                            "Unable to send response. Non-decoupled model cannot send more than one response."
+                        )
+                    if state.closed:
+                        raise pb_utils.TritonModelException("Unable to send response. Response sender has been closed.")
+                    state.closed = True
+                    state.sent += 1
+                elif state.closed:
+                    response = state.answer
+                    state.answer = None
+                else:
+                    state.deferred = True
+                    deferred.append(i)
+                    out.append(None)
+                    continue
             try:
-                out.append(self._response_wire(request, response))
+                out.append(self._response_wire(sender._requested, response))
             except Exception as error:  # noqa: BLE001 - that request fails alone
-                out.append({"outputs": [], "error": {"message": self.failure(describe(error)), "code": "INTERNAL"}})
-        return out
+                out.append(self._failed(describe(error)))
+        result = {"responses": out}
+        if deferred:
+            result["deferred"] = deferred
+        return result
 
     def name(self):
         return self.instance_name or "model"
@@ -381,7 +521,7 @@ class Runtime:
         try:
             finalize = getattr(self.model, "finalize", None) if self.model is not None else None
             if finalize is not None:
-                self.run_maybe_async(finalize())
+                self.await_here(finalize())
         except BaseException as error:  # noqa: BLE001 - logged; the instance stops anyway
             self.log("error", "finalize failed: " + describe(error))
         self.channel.send({"kind": "stopped"})

@@ -493,27 +493,67 @@ class InferenceResponse:
         return response
 
 
+class _SendState:
+    """What a response sender has sent; outlives the sender (see the stub's `watch`)."""
+
+    __slots__ = ("key", "lock", "closed", "sent", "answer", "deferred", "_returned", "_waiter")
+
+    def __init__(self, key):
+        self.key = key
+        self.lock = threading.Lock()
+        self.closed = False
+        self.sent = 0
+        # Non-decoupled: the response sent, kept until the final flag comes with or after it.
+        self.answer = None
+        # Non-decoupled: set once execute returned before the final flag (the answer then goes alone).
+        self.deferred = False
+        self._returned = False
+        self._waiter = None
+
+    def mark_returned(self):
+        """The execute that got the request has returned."""
+        with self.lock:
+            self._returned = True
+            waiter = self._waiter
+        if waiter is not None:
+            waiter.set()
+
+    def wait_returned(self, timeout=None):
+        """Wait until the execute that got the request has returned (for tests that act after it)."""
+        with self.lock:
+            if self._returned:
+                return True
+            if self._waiter is None:
+                self._waiter = threading.Event()
+            waiter = self._waiter
+        return waiter.wait(timeout)
+
+
 class InferenceResponseSender:
-    """Sends a request's responses (decoupled models; one final response otherwise)."""
+    """Sends a request's responses: any number then the final flag (decoupled), or one response
+    and the final flag, together or apart, during execute or after it returned (non-decoupled).
+    It refers to its request by key only: dropped without the final flag, the request fails."""
 
     def __init__(self, request):
-        self._request = request
-        self._closed = False
-        self._lock = threading.Lock()
+        self._requested = request._requested
+        self._cancelled = request._cancelled
+        self._state = _SendState(request._key)
 
     def send(self, response=None, flags=0):
-        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        with self._lock:
-            if self._closed:
-                raise TritonModelException("Unable to send response. Response sender has been closed.")
-            if response is None and not final:
-                raise TritonModelException("Inference Response object must be provided when the response flags is set to zero.")
-            if final:
-                self._closed = True
-        _rt().send_response(self._request, response, final)
+        if flags != TRITONSERVER_RESPONSE_COMPLETE_FINAL and flags != 0:
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
+        if flags == 0 and response is None:
+            raise TritonModelException("Inference Response object must be provided when the response flags is set to zero.")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException("the response must be a pb_utils.InferenceResponse")
+        _rt().send_response(self, response, flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def is_cancelled(self):
-        return self._request.is_cancelled()
+        if self._cancelled is None:
+            return False
+        if not self._cancelled.is_set():
+            _rt().poll()
+        return self._cancelled.is_set()
 
 
 class InferenceTrace:
@@ -641,7 +681,7 @@ class InferenceRequest:
         return call.result()
 
     def async_exec(self, decoupled=False):
-        loop = asyncio.get_event_loop()
+        loop = asyncio.get_running_loop()
         future = loop.create_future()
 
         def run():

@@ -86,4 +86,43 @@ describe("Triton's pb_utils API", () => {
       shared: "shared",
     });
   });
+
+  describe("a non-decoupled model's response sender", () => {
+    const send = (client: Awaited<ReturnType<typeof startServer>>["client"], n: number) =>
+      client.modelInfer({
+        modelName: "sender_late",
+        inputs: [{ name: "IN", datatype: "INT32", shape: [1n] }],
+        rawInputContents: [new Uint8Array(Int32Array.of(n).buffer)],
+      });
+    const value = (reply: Awaited<ReturnType<typeof send>>) =>
+      new Int32Array((reply.rawOutputContents[0] as Uint8Array).slice().buffer)[0];
+
+    it("answers with the response once the final flag comes, with it or apart, during execute or after", async () => {
+      const repo = tempRepository();
+      copyPythonModels(repo, ["sender_late"]);
+      const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+      for (const n of [1, 2, 3, 10]) {
+        const reply = await send(client, n);
+        expect(value(reply), `IN=${n}`).toBe(n * 10);
+        expect(reply.parameters.how?.parameterChoice.value, `IN=${n}`).toBe(BigInt(n));
+      }
+    });
+
+    it("refuses misuse with Triton's words; a sender dropped before the final flag fails its request", async () => {
+      const repo = tempRepository();
+      copyPythonModels(repo, ["sender_late"]);
+      const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+      const refusals: [number, string][] = [
+        [4, "Unable to send response. Non-decoupled model cannot send complete final before sending a response."],
+        [5, "Unable to send response. Non-decoupled model cannot send more than one response."],
+        [6, "Unable to send response. Non-decoupled model cannot send more than one response."],
+        [7, "Unable to send response. Response sender has been closed."],
+        [8, "Unable to send response. Unsupported flag provided."],
+        [9, "the response sender of the request was dropped before it sent the final flag"],
+      ];
+      for (const [n, words] of refusals) await expect(send(client, n), `IN=${n}`).rejects.toThrow(words);
+      // The instance goes on serving.
+      expect(value(await send(client, 1))).toBe(10);
+    });
+  });
 });

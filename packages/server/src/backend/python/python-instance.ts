@@ -47,6 +47,14 @@ export interface PythonInstanceOptions {
   log: Logger;
 }
 
+/** A non-decoupled request's answer sent after execute returned (see `PyResult.deferred`). */
+interface LateAnswer {
+  outcome?: Tensor[] | Error;
+  parameters?: Parameters;
+  /** Wakes the batch waiting for it. */
+  settle?: () => void;
+}
+
 /** The segment fields of a tensor with no bytes here (a held device tensor). */
 const NO_SHM = { s: -1, z: 0, o: 0, n: 0 } as const;
 
@@ -83,6 +91,8 @@ export class PythonInstance implements BackendInstance {
   #releasedMeanwhile: [number, number][] = [];
   /** Device tensors the model dropped while a batch was executing: let go once its answer is read. */
   #droppedMeanwhile: number[] = [];
+  /** Non-decoupled answers whose final flag came (or will come) after execute returned, by key. */
+  readonly #late = new Map<number, LateAnswer>();
 
   private constructor(options: PythonInstanceOptions) {
     this.name = options.name;
@@ -176,6 +186,7 @@ export class PythonInstance implements BackendInstance {
       return failAll(requests, toInferenceError(error), start);
     }
     const keys: number[] = [];
+    const decoupled = this.#options.init.decoupled;
     let wires: PyRequest[];
     try {
       const pool = this.#shm();
@@ -183,8 +194,9 @@ export class PythonInstance implements BackendInstance {
         const key = this.#host.open({
           signal: request.signal,
           trace: request.trace,
-          respond: (response, final) => this.#respond(key, request, response, final),
-          fail: (error) => request.responder?.(error, true),
+          respond: (response, final) =>
+            decoupled ? this.#respond(key, request, response, final) : this.#answerLate(key, request, response),
+          fail: (error) => (decoupled ? request.responder?.(error, true) : this.#settleLate(key, error)),
         });
         keys.push(key);
         return toPyRequest(key, request, pool, this.#options.init.outputs);
@@ -202,15 +214,63 @@ export class PythonInstance implements BackendInstance {
       result = await this.#host.execute({ requests: wires, release });
     } catch (error) {
       this.#doneExecuting();
+      for (const key of keys) this.#late.delete(key);
       const failure = toInferenceError(error);
       for (const [i, key] of keys.entries()) if (this.#host.end(key)) requests[i]?.responder?.(failure, true);
       return failAll(requests, failure, start);
     }
     try {
-      return this.#executed(requests, keys, result, start, inputNs);
+      // Answers whose final flag the model sends after execute returned (Triton allows it): the
+      // batch ends with the last of them.
+      const late = new Map<number, LateAnswer>();
+      if (!decoupled && result.deferred && !result.error) {
+        const answers = await Promise.all(result.deferred.map((i) => this.#awaitLate(keys[i] as number)));
+        for (const [n, i] of result.deferred.entries()) late.set(i, answers[n] as LateAnswer);
+      }
+      return this.#executed(requests, keys, result, start, inputNs, late);
     } finally {
       this.#doneExecuting();
+      if (!decoupled) for (const key of keys) this.#late.delete(key);
     }
+  }
+
+  /** A non-decoupled request's answer sent after execute returned: its one final `response`. */
+  #answerLate(key: number, request: InferenceRequest, response: PyResponse | undefined): void {
+    if (!response) {
+      this.#settleLate(key, new InferenceError("BACKEND_FAILED", { message: "the model returned no response" }));
+      return;
+    }
+    // Taken at once: the stub's blocks it names are released by the frames that follow it.
+    this.#settleLate(key, this.#outputs(request, response), response.parameters);
+  }
+
+  #settleLate(key: number, outcome: Tensor[] | Error, parameters?: Parameters): void {
+    let entry = this.#late.get(key);
+    if (!entry) {
+      entry = {};
+      this.#late.set(key, entry);
+    }
+    if (entry.outcome) return;
+    entry.outcome = outcome;
+    if (parameters) entry.parameters = parameters;
+    entry.settle?.();
+  }
+
+  #awaitLate(key: number): Promise<LateAnswer> {
+    let entry = this.#late.get(key);
+    if (!entry) {
+      entry = {};
+      this.#late.set(key, entry);
+    }
+    const known = entry;
+    return new Promise<LateAnswer>((resolve) => {
+      const done = () => {
+        this.#late.delete(key);
+        resolve(known);
+      };
+      if (known.outcome) done();
+      else known.settle = done;
+    });
   }
 
   #doneExecuting(): void {
@@ -380,6 +440,7 @@ export class PythonInstance implements BackendInstance {
     result: PyResult,
     start: bigint,
     inputNs: bigint,
+    late: ReadonlyMap<number, LateAnswer>,
   ): ExecuteResult {
     const inferNs = now() - start - inputNs;
     const outputStart = now();
@@ -388,6 +449,8 @@ export class PythonInstance implements BackendInstance {
     const outcome: (Tensor[] | Error)[] = requests.map((request, i) => {
       if (error) return modelError(error.message, error.code);
       if (decoupled) return [];
+      const answer = late.get(i);
+      if (answer?.outcome) return answer.outcome;
       const response = responses?.[i];
       if (!response) return new InferenceError("BACKEND_FAILED", { message: "the model returned no response" });
       return this.#outputs(request, response);
@@ -397,9 +460,10 @@ export class PythonInstance implements BackendInstance {
       if (!decoupled) this.#host.end(key);
       else if (failure instanceof Error && this.#host.end(key)) requests[i]?.responder?.(failure, true);
     }
+    const parameterOf = (i: number) => late.get(i)?.parameters ?? responses?.[i]?.parameters;
     const parameters =
-      !error && !decoupled && responses?.some((r) => r?.parameters && Object.keys(r.parameters).length > 0)
-        ? requests.map((_, i) => responses[i]?.parameters)
+      !error && !decoupled && requests.some((_, i) => Object.keys(parameterOf(i) ?? {}).length > 0)
+        ? requests.map((_, i) => parameterOf(i))
         : undefined;
     return {
       responses: outcome,

@@ -81,6 +81,11 @@ export interface PyInit {
 /** What a stub answers to a batch: a response per request (none when decoupled), or what `execute` raised. */
 export interface PyResult {
   responses?: (PyResponse | null)[];
+  /**
+   * Non-decoupled requests (indexes) whose final flag comes after `execute` returned: each is
+   * answered by one final `response` message (its response, or an error).
+   */
+  deferred?: number[];
   error?: PyError;
 }
 
