@@ -110,6 +110,34 @@ describe("galley serve (process)", () => {
     expect(run.output()).toMatch(/failed to stat model repository path '\/no\/such\/repository'/);
   });
 
+  it("starts with Triton's Python backend settings, logging them as unused; a value Triton refuses is a usage error", async () => {
+    const repo = mkdtempSync(join(tmpdir(), "galley-repo-"));
+    const run = start([
+      "serve",
+      "--model-repository",
+      repo,
+      "--http-address=127.0.0.1",
+      "--http-port=0",
+      "--grpc-address=127.0.0.1",
+      "--grpc-port=0",
+      "--metrics-port=0",
+      "--backend-config=python,shm-default-byte-size=16777216",
+      "--backend-config=python,shm-growth-byte-size=1048576",
+      "--backend-config=python,stub-timeout-seconds=120",
+      "--backend-config=python,shm-message-queue-size=2000",
+    ]);
+    await run.waitFor(/Started HTTPService at (\S+)/);
+    expect(run.output()).toMatch(
+      /--backend-config python,stub-timeout-seconds=120: accepted, but Galley's Python backend does not use it/,
+    );
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    rmSync(repo, { recursive: true, force: true });
+    const bad = start(["serve", "--model-repository=/tmp", "--backend-config=python,stub-timeout-seconds=0"]);
+    expect(await bad.exited).toBe(1);
+    expect(bad.output()).toMatch(/stub-timeout-seconds can't be smaller than or equal to zero\./);
+  });
+
   it("exits 1 with usage on an unknown flag or command", async () => {
     const flag = start(["serve", "--model-repository=/tmp", "--bogus"]);
     expect(await flag.exited).toBe(1);

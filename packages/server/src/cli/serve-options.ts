@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
-import type { JsIsolation } from "../backend/js/js-backend.js";
 import type { ControlMode } from "../repository/model-manager.js";
 import type { ServerOptions } from "../server.js";
+import { parseBackendConfig } from "./backend-config.js";
 import { parseTraceConfig } from "./trace-options.js";
 
 /** `galley serve` options, named and defaulted as tritonserver's flags (PROTOCOL.md §6). */
@@ -41,6 +41,8 @@ Models
   --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
   --backend-config python,python-executable=<path>         (default: python3 on PATH)
   --backend-config js,default-isolation=<thread|shared>    (default: thread)
+  --backend-config <backend>,<setting>=<value>   others (Triton's Python backend's shm-default-byte-size,
+                                 stub-timeout-seconds, ...): accepted, checked as Triton does, logged as unused
   --cache-config local,size=<bytes>   response cache for models with response_cache { enable: true }
   --response-cache-byte-size <bytes>  deprecated form of --cache-config local,size=<bytes>
   --rate-limit <off|execution_count>  (default: off)
@@ -184,24 +186,13 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     allowGpuMetrics: bool("--allow-gpu-metrics", v["allow-gpu-metrics"], true),
     intervalMs: int("--metrics-interval-ms", v["metrics-interval-ms"], 2000, 1, MAX_TIMEOUT_SECS * 1000),
   };
-  let onnxDefaultMaxBatchSize: number | undefined;
-  let pythonExecutable: string | undefined;
-  let jsDefaultIsolation: JsIsolation | undefined;
-  for (const setting of v["backend-config"] ?? []) {
-    const js = /^js,default-isolation=(thread|shared)$/.exec(setting);
-    if (js) {
-      jsDefaultIsolation = js[1] as JsIsolation;
-      continue;
-    }
-    const python = /^python,python-executable=(.+)$/.exec(setting);
-    if (python) {
-      pythonExecutable = python[1];
-      continue;
-    }
-    const match = /^onnxruntime,default-max-batch-size=(\d+)$/.exec(setting);
-    if (!match) throw new UsageError(`unsupported --backend-config '${setting}'`);
-    onnxDefaultMaxBatchSize = Number(match[1]);
+  let backendConfig: ReturnType<typeof parseBackendConfig>;
+  try {
+    backendConfig = parseBackendConfig(v["backend-config"] ?? []);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
+  const { onnxDefaultMaxBatchSize, pythonExecutable, jsDefaultIsolation } = backendConfig;
   let responseCacheBytes: number | undefined;
   if (v["response-cache-byte-size"] !== undefined) {
     responseCacheBytes = int("--response-cache-byte-size", v["response-cache-byte-size"], 0, 0);
@@ -270,7 +261,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     logInfo: bool("--log-info", v["log-info"], true),
     logWarning: bool("--log-warning", v["log-warning"], true),
     logError: bool("--log-error", v["log-error"], true),
-    warnings: trace.warnings,
+    warnings: [...trace.warnings, ...backendConfig.warnings],
   };
 }
 
