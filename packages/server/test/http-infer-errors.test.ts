@@ -9,6 +9,7 @@ import {
   SIXTEEN,
   send,
   simpleInputs,
+  splitBinary,
   startHttp,
 } from "./http-fixture.js";
 
@@ -213,26 +214,88 @@ describe("REST inference: errors", () => {
     ]);
   });
 
-  it("refuses bodies over --http-max-input-size, compressed ones by their decompressed size", async () => {
+  it("applies --http-max-input-size as Triton does: the JSON, JSON and raw input data, decompressed bodies; not binary data", async () => {
     const small = await startHttp({ http: { maxInputSize: 2048 } });
+    const limited = (text: string) => `${text} Use --http-max-input-size to increase the limit.`;
     try {
-      const message = JSON.stringify({
-        error: new InferenceError("INPUT_SIZE_EXCEEDED", { size: 8192, limit: 2048 }).message,
-      });
       const big = await send(small.port, "POST", "/v2/models/simple/infer", Buffer.alloc(8192, 0x20));
-      expect([big.status, big.text]).toEqual([400, message]);
+      expect([big.status, big.json()]).toEqual([
+        400,
+        { error: limited("request JSON size of 8192 bytes exceeds the maximum allowed input size of 2048 bytes.") },
+      ]);
       const bomb = gzipSync(Buffer.alloc(1 << 20, 0x20));
       expect(bomb.length).toBeLessThan(2048);
       const zipped = await send(small.port, "POST", "/v2/models/simple/infer", bomb, { "Content-Encoding": "gzip" });
-      // Refused at the first decompressed chunk past the limit, whose size zlib decides.
-      expect(zipped.status).toBe(400);
-      expect(zipped.json()).toEqual({
-        error: expect.stringMatching(
-          /^Request JSON size of \d+ bytes exceeds the maximum allowed value of 2048 bytes\. Use --http-max-input-size to increase the limit\.$/,
-        ),
+      expect([zipped.status, zipped.json()]).toEqual([
+        400,
+        { error: limited("Decompressed data size exceeds the maximum allowed value of 2048 bytes.") },
+      ]);
+      // Sized from the shape before the data is read.
+      const json = await send(
+        small.port,
+        "POST",
+        "/v2/models/simple/infer",
+        JSON.stringify({ inputs: [{ name: "INPUT0", shape: [1, 1000], datatype: "INT32", data: [0] }] }),
+      );
+      expect([json.status, json.json()]).toEqual([
+        400,
+        {
+          error: limited(
+            "JSON input 'INPUT0' has a byte_size (4000 bytes) that exceeds the maximum allowed value of 2048 bytes.",
+          ),
+        },
+      ]);
+      const raw = await send(small.port, "POST", "/v2/models/mlp_classifier/infer", Buffer.alloc(4096), {
+        "Inference-Header-Content-Length": "0",
       });
+      expect([raw.status, raw.json()]).toEqual([
+        400,
+        {
+          error: limited(
+            "Raw input has a byte_size (4096 bytes) that exceeds the maximum allowed value of 2048 bytes.",
+          ),
+        },
+      ]);
+      // 64 KiB of binary tensor data after a small JSON header reaches the model, as in Triton.
+      const element = Buffer.alloc(65536, 0x61);
+      const length = Buffer.alloc(4);
+      length.writeUInt32LE(element.length);
+      const binary = await postBinary(
+        small.port,
+        "/v2/models/simple_identity/infer",
+        {
+          inputs: [{ name: "INPUT0", shape: [1, 1], datatype: "BYTES", parameters: { binary_data_size: 65540 } }],
+          outputs: [{ name: "OUTPUT0", parameters: { binary_data: true } }],
+        },
+        [length, element],
+      );
+      expect(binary.status).toBe(200);
+      expect(splitBinary(binary).rest.subarray(4).equals(element)).toBe(true);
       const ok = await send(small.port, "POST", "/v2/models/simple/infer", JSON.stringify({ inputs: simpleInputs() }));
       expect(ok.status).toBe(200);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it("bounds an inference body as received by --http-max-body-size (Galley's own)", async () => {
+    const small = await startHttp({ http: { maxInputSize: 1024, maxBodySize: 4096 } });
+    try {
+      const header = {
+        inputs: [{ name: "INPUT0", shape: [1, 1], datatype: "BYTES", parameters: { binary_data_size: 8196 } }],
+      };
+      const length = Buffer.alloc(4);
+      length.writeUInt32LE(8192);
+      const over = await postBinary(small.port, "/v2/models/simple_identity/infer", header, [
+        length,
+        Buffer.alloc(8192),
+      ]);
+      expect(over.status).toBe(400);
+      expect(over.json()).toEqual({
+        error: expect.stringMatching(
+          /^request body of \d+ bytes exceeds the maximum body size of 4096 bytes\. Use --http-max-body-size to increase the limit\.$/,
+        ),
+      });
     } finally {
       await small.close();
     }

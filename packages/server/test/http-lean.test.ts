@@ -185,7 +185,7 @@ describe("the lean HTTP/1 path", () => {
     const [refused] = await large.responses(1);
     expect(refused?.status).toBe("HTTP/1.1 400 Bad Request");
     expect(JSON.parse(refused?.body.toString() ?? "")).toEqual({
-      error: `Request JSON size of ${JSON_BODY.length} bytes exceeds the maximum allowed value of 100 bytes. Use --http-max-input-size to increase the limit.`,
+      error: `request JSON size of ${JSON_BODY.length} bytes exceeds the maximum allowed input size of 100 bytes. Use --http-max-input-size to increase the limit.`,
     });
     large.socket.destroy();
 

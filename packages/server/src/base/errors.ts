@@ -146,7 +146,19 @@ export const ERRORS = {
   LOAD_PARAMETER_HTTP: ["INTERNAL", "unexpected error on creating Triton parameter"],
   INPUT_SIZE_EXCEEDED: [
     "INVALID_ARG",
-    "Request JSON size of {size} bytes exceeds the maximum allowed value of {limit} bytes. Use --http-max-input-size to increase the limit.",
+    "request JSON size of {size} bytes exceeds the maximum allowed input size of {limit} bytes. Use --http-max-input-size to increase the limit.",
+  ],
+  JSON_INPUT_TOO_LARGE: [
+    "INVALID_ARG",
+    "JSON input '{input}' has a byte_size ({size} bytes) that exceeds the maximum allowed value of {limit} bytes. Use --http-max-input-size to increase the limit.",
+  ],
+  RAW_INPUT_TOO_LARGE: [
+    "INVALID_ARG",
+    "Raw input has a byte_size ({size} bytes) that exceeds the maximum allowed value of {limit} bytes. Use --http-max-input-size to increase the limit.",
+  ],
+  DECOMPRESSED_TOO_LARGE: [
+    "INVALID_ARG",
+    "Decompressed data size exceeds the maximum allowed value of {limit} bytes. Use --http-max-input-size to increase the limit.",
   ],
   JSON_TOO_DEEP: ["INVALID_ARG", "JSON nesting depth exceeds maximum allowed limit ({limit})"],
   ELEMENT_COUNT_OVERFLOW: [
@@ -159,7 +171,7 @@ export const ERRORS = {
   ],
   BODY_TOO_LARGE: [
     "INVALID_ARG",
-    "request body exceeds the maximum input size of {limit} bytes (--http-max-input-size)",
+    "request body of {size} bytes exceeds the maximum body size of {limit} bytes. Use --http-max-body-size to increase the limit.",
   ],
   DECOUPLED_HTTP: ["UNSUPPORTED", "HTTP end point doesn't support models with decoupled transaction policy"],
   DECOUPLED_INFER: [

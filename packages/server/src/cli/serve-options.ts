@@ -56,7 +56,10 @@ HTTP
   --allow-http <bool>            (default: true)
   --http-address <host>          (default: 0.0.0.0)
   --http-port <port>             (default: 8000; 0 picks a free port)
-  --http-max-input-size <bytes>  largest request body, decompressed (default: 67108864)
+  --http-max-input-size <bytes>  largest JSON document, JSON or raw input, decompressed body, as
+                                 Triton (not binary tensor data) (default: 67108864)
+  --http-max-body-size <bytes>   largest inference request body as received, binary data included
+                                 (Galley's own bound; default: 4294967296)
   --http-restricted-api <apis>:<key>=<value>   repeatable
   --http-header-timeout-secs <n>     request line and headers must arrive within n s (default: 60; 0: no limit)
   --http-idle-timeout-secs <n>       close a connection that sends nothing for n s while a request
@@ -140,6 +143,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     host: httpHost,
     port: port("--http-port", v["http-port"], 8000),
     maxInputSize: int("--http-max-input-size", v["http-max-input-size"], 64 * 1024 * 1024, 1),
+    maxBodySize: int("--http-max-body-size", v["http-max-body-size"], 2 ** 32, 1),
     restricted: (v["http-restricted-api"] ?? []).map((spec) => {
       const rule = restriction("--http-restricted-api", spec);
       return { apis: rule.names, key: rule.key, value: rule.value };
@@ -296,6 +300,7 @@ function parse(args: string[]) {
       "http-address": text,
       "http-port": text,
       "http-max-input-size": text,
+      "http-max-body-size": text,
       "http-restricted-api": many,
       "http-header-timeout-secs": text,
       "http-idle-timeout-secs": text,

@@ -8,8 +8,10 @@ import { jsonBytes } from "./json-write.js";
 export interface Context {
   server: InferenceServer;
   request: HttpRequest;
-  /** `--http-max-input-size`. */
+  /** `--http-max-input-size`: JSON documents, JSON and raw input data, decompressed bodies. */
   limit: number;
+  /** `--http-max-body-size`: an inference request's body as received (binary data included). */
+  bodyLimit: number;
 }
 
 const JSON_TYPE = { "Content-Type": "application/json" };

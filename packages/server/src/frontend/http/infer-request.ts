@@ -56,13 +56,21 @@ export function decodeInfer(
   model: ModelView,
   modelName: string,
   modelVersion: string,
+  maxInputSize = Number.POSITIVE_INFINITY,
 ): DecodedInfer {
   const size = body.bytes.byteLength;
   const headerLength = headerValue === undefined ? size : atoi(headerValue);
   if (headerLength < 0 || headerLength > size) {
     throw new InferenceError("HEADER_LENGTH_RANGE", { size, got: headerValue ?? "" });
   }
-  if (headerLength === 0) return decodeRaw(body, model, modelName, modelVersion);
+  // --http-max-input-size, as Triton applies it: the raw input, the JSON header (not the binary data after it).
+  if (headerLength === 0) {
+    if (size > maxInputSize) throw new InferenceError("RAW_INPUT_TOO_LARGE", { size, limit: maxInputSize });
+    return decodeRaw(body, model, modelName, modelVersion);
+  }
+  if (headerLength > maxInputSize) {
+    throw new InferenceError("INPUT_SIZE_EXCEEDED", { size: headerLength, limit: maxInputSize });
+  }
 
   const json = parseBody(body.bytes.subarray(0, headerLength));
   const idJson = member(json, "id");
@@ -107,6 +115,12 @@ export function decodeInfer(
     } else {
       // A zero dimension means no elements, however large the others (their product may overflow).
       const count = shape.includes(0) ? 0 : jsonElementCount(name, type, dims);
+      // Triton sizes JSON data before reading it (a BYTES tensor's from its strings) and
+      // refuses it past --http-max-input-size.
+      const elementSize = type === "BYTES" ? 0 : (datatype(type)?.byteSize ?? 0);
+      const tooLarge = (bytes: number) =>
+        new InferenceError("JSON_INPUT_TOO_LARGE", { input: name, size: bytes, limit: maxInputSize });
+      if (count * elementSize > maxInputSize) throw tooLarge(count * elementSize);
       data =
         count === 0
           ? new Uint8Array(0)
@@ -117,6 +131,7 @@ export function decodeInfer(
               field("data", () => asDataArray(required(input, "data"))),
               id,
             );
+      if (data.byteLength > maxInputSize) throw tooLarge(data.byteLength);
     }
     inputs.push({ name, datatype: type as ProtocolDataType, shape, data, parameters: {}, movable: true });
   }

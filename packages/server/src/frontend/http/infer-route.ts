@@ -25,8 +25,16 @@ export function handleInfer(ctx: Context, modelName: string, modelVersion: strin
     const encoding = requestEncoding(request.header("content-encoding"));
     const replyEncoding = responseEncoding(request.header("accept-encoding"));
     const lengthHeader = request.header("inference-header-content-length");
-    const body = request.body({ limit: ctx.limit, encoding, offset: bodyOffset(lengthHeader, model) });
-    const steps = { model, modelName, modelVersion, lengthHeader, replyEncoding };
+    // Triton limits the JSON header, JSON and raw input data and the decompressed body, not the
+    // binary data; the body as a whole is bounded by --http-max-body-size.
+    const body = request.body({
+      limit: ctx.bodyLimit,
+      limitError: "BODY_TOO_LARGE",
+      decompressedLimit: ctx.limit,
+      encoding,
+      offset: bodyOffset(lengthHeader, model),
+    });
+    const steps = { model, modelName, modelVersion, lengthHeader, replyEncoding, maxInputSize: ctx.limit };
     const answer = infer(server, body, steps, request.signal, trace);
     return trace ? answer.catch((error: unknown) => endTrace(trace, error)) : answer;
   } catch (error) {
@@ -63,6 +71,7 @@ interface InferSteps {
   modelVersion: string;
   lengthHeader: string | undefined;
   replyEncoding: Encoding;
+  maxInputSize: number;
 }
 
 /** Once the body has arrived: decode it, run it and encode the reply, compressed as asked. */
@@ -75,7 +84,14 @@ async function infer(
 ): Promise<HttpAnswer> {
   const body = await received;
   trace?.capture("HTTP_RECV_END");
-  const { request, plan } = decodeInfer(body, steps.lengthHeader, steps.model, steps.modelName, steps.modelVersion);
+  const { request, plan } = decodeInfer(
+    body,
+    steps.lengthHeader,
+    steps.model,
+    steps.modelName,
+    steps.modelVersion,
+    steps.maxInputSize,
+  );
   const call: InferenceRequest = { ...request, signal };
   if (trace) call.trace = trace;
   const encoded = encodeInferResponse(await server.infer(call), plan);

@@ -23,10 +23,22 @@ import { handleHealth, handleLogging, handleServerMetadata, handleSharedMemory, 
 /** The default `--http-max-input-size`: 64 MiB. */
 export const DEFAULT_MAX_INPUT_SIZE = 1 << 26;
 
+/** The default `--http-max-body-size`: 4 GiB (as much as one Node Buffer holds on every supported Node). */
+export const DEFAULT_MAX_BODY_SIZE = 2 ** 32;
+
 /** REST frontend options (tritonserver's `--http-*` flags, and Galley's connection time limits). */
 export interface HttpFrontendOptions extends Http1Timeouts {
-  /** `--http-max-input-size`: the largest request body, decompressed (default 64 MiB). */
+  /**
+   * `--http-max-input-size` (default 64 MiB), as Triton applies it: the largest JSON document (an
+   * inference request's JSON header, any other request's body), JSON input data (its byte size),
+   * raw input and decompressed body. Binary tensor data after the JSON header is not limited by it.
+   */
   maxInputSize?: number;
+  /**
+   * `--http-max-body-size` (Galley's own; default 4 GiB): the largest inference request body as
+   * received, binary data included, a bound on the memory one request takes. Triton has none.
+   */
+  maxBodySize?: number;
   /** `--http-restricted-api=<apis>:<key>=<value>`: the header `<key>` must carry `<value>`. */
   restricted?: readonly { apis: readonly string[]; key: string; value: string }[];
 }
@@ -44,6 +56,7 @@ const STARTS_WORK: ReadonlySet<Route["kind"]> = new Set(["infer", "generate", "g
  */
 export function createRestFrontend(server: InferenceServer, options: HttpFrontendOptions = {}): HttpService {
   const limit = options.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE;
+  const bodyLimit = Math.max(limit, options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE);
   const handle: HttpHandler = (request) => {
     try {
       const route = matchRoute(request.target);
@@ -55,14 +68,16 @@ export function createRestFrontend(server: InferenceServer, options: HttpFronten
       if (!methodsOf(route).includes(request.method)) throw new InferenceError("METHOD_NOT_ALLOWED");
       // Draining: a request that arrives on a kept-alive connection is answered, but starts no work.
       if (!server.accepting && STARTS_WORK.has(route.kind)) throw new InferenceError("SERVER_NOT_READY");
-      return dispatch({ server, request, limit }, route).catch((error: unknown) => failure(server, request, error));
+      return dispatch({ server, request, limit, bodyLimit }, route).catch((error: unknown) =>
+        failure(server, request, error),
+      );
     } catch (error) {
       return Promise.resolve(failure(server, request, error));
     }
   };
   // Inference within the body limit; none when an `--http-restricted-api` rule covers inference
   // (its header is for Node's server to read).
-  const lean: LeanChoice = (head) => head.contentLength <= limit && matchRoute(head.target)?.kind === "infer";
+  const lean: LeanChoice = (head) => head.contentLength <= bodyLimit && matchRoute(head.target)?.kind === "infer";
   const restricted = options.restricted?.some((rule) => rule.apis.includes("inference"));
   // Once shutdown has begun every answer closes its connection, so that kept-alive ones drain.
   const closing = () => !server.accepting;

@@ -12,8 +12,12 @@ export type BodyEncoding = "identity" | "gzip" | "deflate";
 
 /** How a request body is received. */
 export interface BodyOptions {
-  /** The largest body accepted, after decompression (and before it). */
+  /** The largest body accepted, as received (and, unless `decompressedLimit` says otherwise, decompressed). */
   limit: number;
+  /** What a body past `limit` fails with (default INPUT_SIZE_EXCEEDED: the body is one JSON document). */
+  limitError?: "INPUT_SIZE_EXCEEDED" | "BODY_TOO_LARGE";
+  /** The largest decompressed body, when it differs from `limit`: past it, DECOMPRESSED_TOO_LARGE. */
+  decompressedLimit?: number;
   encoding: BodyEncoding;
   /**
    * Free bytes to leave before the body in its buffer, so the caller can place it: the binary
@@ -34,7 +38,7 @@ export interface HttpRequest {
    * Receive the body, once. A handler that knows where the body goes asks before its first
    * `await`: the lean path then reads it straight into place.
    *
-   * @throws the receiving path's failure: INPUT_SIZE_EXCEEDED and NOTHING_TO_DECOMPRESS as
+   * @throws the receiving path's failure: the limits' errors and NOTHING_TO_DECOMPRESS as
    * `InferenceError`s, {@link ClientGone} when the client went away first.
    */
   body(options: BodyOptions): Promise<Body>;

@@ -12,13 +12,19 @@ function ignore(): void {}
  * {@link BodyReceiver}; otherwise they are collected (decompressed on the way) and copied once at
  * the end.
  *
- * @throws {@link InferenceError} INPUT_SIZE_EXCEEDED (400), or INVALID_ARG for an empty compressed
+ * @throws {@link InferenceError} past a limit (400: `limitError`, or DECOMPRESSED_TOO_LARGE), or INVALID_ARG for an empty compressed
  * body; {@link ClientGone} when the connection closes first.
  */
 export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Body> {
   const offset = options.offset ?? 0;
   // A body of unknown length is refused at the first byte past the limit: `size` is that count.
-  const tooLarge = (size: number) => new InferenceError("INPUT_SIZE_EXCEEDED", { size, limit: options.limit });
+  const tooLarge = (size: number) =>
+    new InferenceError(options.limitError ?? "INPUT_SIZE_EXCEEDED", { size, limit: options.limit });
+  const decompressedLimit = options.decompressedLimit ?? options.limit;
+  const tooLargeDecompressed = (size: number) =>
+    options.decompressedLimit === undefined
+      ? tooLarge(size)
+      : new InferenceError("DECOMPRESSED_TOO_LARGE", { limit: options.decompressedLimit });
   const declared = req.headers["content-length"];
   if (declared !== undefined && Number(declared) > options.limit) return Promise.reject(tooLarge(Number(declared)));
 
@@ -43,6 +49,10 @@ export function readBody(req: IncomingMessage, options: BodyOptions): Promise<Bo
     const chunks: Uint8Array[] = [];
     let size = 0;
     const accept = (chunk: Uint8Array): boolean => {
+      if (unzip && size + chunk.length > decompressedLimit) {
+        finish(tooLargeDecompressed(size + chunk.length));
+        return false;
+      }
       if (size + chunk.length > options.limit || (direct && size + chunk.length > direct.length)) {
         finish(tooLarge(size + chunk.length));
         return false;
