@@ -7,6 +7,10 @@
 # idle, is the reader, so an execute starts without a thread hand-off; `is_cancelled()` reads
 # whatever has arrived without waiting. The process exits when the socket closes, and asks the
 # kernel to kill it when the server dies, so it never outlives the server.
+#
+# Coroutines (`async def execute`) run as in Triton's stub: on one asyncio loop in a thread of its
+# own, started with the first and running between calls. A request's response sender that the
+# model drops before its final flag is failed by the courier thread (see `watch`).
 
 import asyncio
 import ctypes
@@ -44,6 +48,8 @@ def _die_with_parent():
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# Where the frames a model's traceback leaves out live: the stub, and the loop that runs coroutines.
+_OURS = {_HERE, os.path.dirname(asyncio.__file__), os.path.dirname(importlib.import_module("concurrent.futures").__file__)}
 
 # The keys of the batch whose execute (or a task it started) runs: a BLS call's parents.
 PARENTS = contextvars.ContextVar("galley_batch_keys", default=[])
@@ -52,7 +58,11 @@ PARENTS = contextvars.ContextVar("galley_batch_keys", default=[])
 def describe(error):
     """An exception as Triton's stub words it: `Type: message`, then where it was raised."""
     text = "%s: %s" % (type(error).__name__, error)
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.dirname(f.filename) != _HERE]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if os.path.dirname(f.filename) not in _OURS and not f.filename.startswith("<frozen ")
+    ]
     if frames:
         text += "\n\nAt:\n" + "\n".join("  %s(%d): %s" % (f.filename, f.lineno, f.name) for f in reversed(frames))
     return text
