@@ -1,7 +1,7 @@
 // Triton's pb_utils as Triton's own models use it (issue 48): model control from a model, the
 // initialize args, BLS requests built from bytes, response parameters' rules, relative imports,
 // and a non-decoupled model answering through its response sender.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { copyPythonModels, PYTHON_FIXTURES, pythonWithNumpy } from "./python-harness.js";
@@ -68,6 +68,23 @@ describe("Triton's pb_utils API", () => {
     const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
     const [loaded] = await control(client, [["load", "model_control"]]);
     expect(loaded).toBe("error: explicit model load / unload is not allowed if polling is enabled");
+  });
+
+  it("gives initialize the instance's kind as Triton's Python backend words it (MODEL, not KIND_MODEL)", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["inspect"]);
+    const config = join(repo, "inspect", "config.pbtxt");
+    writeFileSync(config, readFileSync(config, "utf8").replace("count: 2 kind: KIND_CPU", "count: 1 kind: KIND_MODEL"));
+    const { client, failedModels } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+    expect(failedModels).toEqual([]);
+    const reply = await client.modelInfer({
+      modelName: "inspect",
+      inputs: [{ name: "IN", datatype: "FP32", shape: [2n, 2n] }],
+      outputs: [{ name: "INFO" }],
+      rawInputContents: [new Uint8Array(new Float32Array(4).buffer)],
+    });
+    const info = JSON.parse(readBytesTensor(reply.rawOutputContents[0])[0] ?? "");
+    expect(info.args.model_instance_kind).toBe("MODEL");
   });
 
   it("imports model.py as Triton does (`1.model`), so relative imports find its version folder", async () => {
