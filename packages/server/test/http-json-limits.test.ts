@@ -71,3 +71,25 @@ describe("data nested deeper than 100 levels", () => {
     expect(shallow.status).toBe(200);
   });
 });
+
+describe("JSON nested deeper than 100 levels outside tensor data", () => {
+  it("is read, and refused only where a value of another type is: a 250,000-deep 'ready' (Triton's text)", async () => {
+    const deep = 250_000;
+    const ready = `{"ready":${"[".repeat(deep)}true${"]".repeat(deep)}}`;
+    const index = await send(server.port, "POST", "/v2/repository/index", ready);
+    expect([index.status, index.json()]).toEqual([400, { error: "Invalid value for 'ready': expected a boolean" }]);
+    // A deep member nobody reads is no error, as in Triton.
+    const ignored = await send(
+      server.port,
+      "POST",
+      "/v2/repository/index",
+      `{"other":${"[".repeat(deep)}${"]".repeat(deep)}}`,
+    );
+    expect(ignored.status).toBe(200);
+    const broken = await send(server.port, "POST", "/v2/repository/index", `{"ready":${"[".repeat(deep)}}`);
+    expect([broken.status, broken.json()]).toEqual([
+      500,
+      { error: `failed to parse the request JSON buffer: Invalid value. at ${deep + 9}` },
+    ]);
+  });
+});

@@ -1,12 +1,10 @@
 import { InferenceError } from "../../base/errors.js";
 import {
   isDecimalArray,
-  JsonDepthError,
   JsonFloat,
   type JsonObject,
   JsonSyntaxError,
   type JsonValue,
-  MAX_DEPTH,
   parseJson,
 } from "./json-parse.js";
 
@@ -21,14 +19,13 @@ const INT64_MAX = (1n << 63n) - 1n;
 
 /**
  * Parse a request body as JSON. @throws {@link InferenceError} BAD_JSON (500):
- * `failed to parse the request JSON buffer: <rapidjson message> at <offset>`, or JSON_TOO_DEEP
- * (400) past {@link MAX_DEPTH} levels of objects and arrays.
+ * `failed to parse the request JSON buffer: <rapidjson message> at <offset>`. Objects and arrays
+ * nested past `MAX_DEPTH` are read but not kept (see `JsonTooDeep`).
  */
 export function parseBody(bytes: Uint8Array): JsonValue {
   try {
     return parseJson(bytes);
   } catch (error) {
-    if (error instanceof JsonDepthError) throw new InferenceError("JSON_TOO_DEEP", { limit: MAX_DEPTH });
     if (error instanceof JsonSyntaxError) throw new InferenceError("BAD_JSON", { detail: error.message });
     throw error;
   }

@@ -36,7 +36,7 @@ export type JsonObject = Map<string, JsonValue>;
  * A parsed JSON value. Integer literals are `number` when exactly representable and `bigint`
  * otherwise (always within int64/uint64); every other number is a {@link JsonFloat}.
  */
-export type JsonValue = null | boolean | string | number | bigint | JsonFloat | JsonValue[] | JsonObject;
+export type JsonValue = null | boolean | string | number | bigint | JsonFloat | JsonValue[] | JsonObject | JsonTooDeep;
 
 /** A parse failure: rapidjson's message and the byte offset where it was found. */
 export class JsonSyntaxError extends Error {
@@ -48,16 +48,19 @@ export class JsonSyntaxError extends Error {
   }
 }
 
-/** Objects and arrays nested deeper than the parser reads (rapidjson's handler stops it). */
-export class JsonDepthError extends JsonSyntaxError {
-  constructor(offset: number) {
-    super("Terminate parsing due to Handler error.", offset);
-  }
-}
+/**
+ * An object or array nested past {@link MAX_DEPTH}: checked as JSON (to any depth, without
+ * recursion) but not kept. It is a value of no JSON type, so a reader expecting a boolean, a
+ * string, ... gets its usual type error (Triton's `Invalid value for 'ready': expected a boolean`
+ * for a 250,000-deep `ready`), and tensor data refuses it as nested too deep.
+ */
+export class JsonTooDeep {}
+
+const TOO_DEEP = new JsonTooDeep();
 
 // The parser.
 
-/** How deeply objects and arrays may nest (Triton reads tensor data to a depth of 100). */
+/** How deeply objects and arrays are kept (Triton reads tensor data to a depth of 100); deeper ones are {@link JsonTooDeep}. */
 export const MAX_DEPTH = 100;
 
 const UINT64_MAX = (1n << 64n) - 1n;
@@ -114,9 +117,9 @@ class Parser {
   #value(): JsonValue {
     switch (this.s[this.#at]) {
       case 0x7b:
-        return this.#object();
+        return this.#depth >= MAX_DEPTH ? this.#deep() : this.#object();
       case 0x5b:
-        return this.#array();
+        return this.#depth >= MAX_DEPTH ? this.#deep() : this.#array();
       case 0x22:
         return this.#string();
       case 0x6e:
@@ -140,7 +143,7 @@ class Parser {
 
   /** Open a container: past its bracket and any space; true when it closes at once. */
   #open(closer: number): boolean {
-    if (++this.#depth > MAX_DEPTH) throw new JsonDepthError(this.#at);
+    this.#depth++;
     this.#at++;
     this.#space();
     if (this.s[this.#at] !== closer) return false;
@@ -160,6 +163,64 @@ class Parser {
     if (c !== closer) throw new JsonSyntaxError(message, this.#at - 1);
     this.#depth--;
     return false;
+  }
+
+  /**
+   * The object or array at the cursor, nested past {@link MAX_DEPTH}: read with a stack of the
+   * brackets still open instead of recursion (a body may nest hundreds of thousands deep), with
+   * the errors the recursive reader gives.
+   */
+  #deep(): JsonTooDeep {
+    const s = this.s;
+    const open: number[] = [];
+    for (;;) {
+      const c = s[this.#at];
+      if (c === 0x7b || c === 0x5b) {
+        const closer = c === 0x7b ? 0x7d : 0x5d;
+        this.#at++;
+        this.#space();
+        if (s[this.#at] !== closer) {
+          open.push(closer);
+          if (closer === 0x7d) this.#memberName();
+          continue;
+        }
+        this.#at++;
+      } else {
+        this.#value();
+      }
+      // After a value: close what ends here, or go on to the next element or member.
+      for (;;) {
+        const closer = open.at(-1);
+        if (closer === undefined) return TOO_DEEP;
+        const object = closer === 0x7d;
+        this.#space();
+        const d = s[this.#at++];
+        if (d === 0x2c) {
+          this.#space();
+          if (object) this.#memberName();
+          break;
+        }
+        if (d !== closer) {
+          const message = object
+            ? "Missing a comma or '}' after an object member."
+            : "Missing a comma or ']' after an array element.";
+          throw new JsonSyntaxError(message, this.#at - 1);
+        }
+        open.pop();
+      }
+    }
+  }
+
+  /** An object member's name and colon, up to its value. */
+  #memberName(): void {
+    if (this.s[this.#at] !== 0x22) throw new JsonSyntaxError("Missing a name for object member.", this.#at);
+    this.#string();
+    this.#space();
+    if (this.s[this.#at] !== 0x3a) {
+      throw new JsonSyntaxError("Missing a colon after a name of object member.", this.#at);
+    }
+    this.#at++;
+    this.#space();
   }
 
   #object(): JsonObject {

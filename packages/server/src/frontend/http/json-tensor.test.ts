@@ -4,7 +4,7 @@ import type { Tensor } from "../../base/tensor.js";
 import { requestEncoding, responseEncoding } from "./compression.js";
 import { httpStatus } from "./http-status.js";
 import { asArray } from "./json-access.js";
-import { JsonFloat, type JsonValue, parseJson } from "./json-parse.js";
+import { JsonFloat, JsonTooDeep, type JsonValue, parseJson } from "./json-parse.js";
 import { tensorFromJson, writeTensorJson } from "./json-tensor.js";
 import { formatDouble, JsonWriter, jsonBytes } from "./json-write.js";
 
@@ -265,10 +265,26 @@ describe("JSON parsing (rapidjson's behaviour)", () => {
       ['"a\nb"', "Invalid encoding in string. at 2"],
       ["1e999", "Number too big to be stored in double. at 0"],
       ["{} x", "The document root must not be followed by other values. at 3"],
-      ["[".repeat(101), "Terminate parsing due to Handler error. at 100"],
+      // Past 100 levels the reader keeps no values but gives the same errors, at any depth.
+      ["[".repeat(101), "Invalid value. at 101"],
+      [`${"[".repeat(150)}1 2${"]".repeat(150)}`, "Missing a comma or ']' after an array element. at 152"],
+      [`${"[".repeat(150)}{"a" 1}${"]".repeat(150)}`, "Missing a colon after a name of object member. at 155"],
+      [`${"[".repeat(150)}{1}${"]".repeat(150)}`, "Missing a name for object member. at 151"],
+      [`${"[".repeat(150)}]`, "Missing a comma or ']' after an array element. at 151"],
     ];
     for (const [source, message] of cases) expect(() => json(source), source).toThrow(message);
     expect(() => json(`${"[".repeat(100)}${"]".repeat(100)}`)).not.toThrow();
+    const deep = 250_000;
+    const tooDeep = json(`{"ready":${"[".repeat(deep)}{"x":[1,"s",{}]}${"]".repeat(deep)},"b":true}`) as Map<
+      string,
+      unknown
+    >;
+    // The root object is level 1: `ready` keeps 99 levels of arrays, the rest is one JsonTooDeep.
+    let value = tooDeep.get("ready");
+    let levels = 0;
+    for (; Array.isArray(value); levels++) value = value[0];
+    expect([levels, value]).toEqual([99, expect.any(JsonTooDeep)]);
+    expect(tooDeep.get("b")).toBe(true);
   });
 });
 

@@ -3,7 +3,7 @@ import { datatype } from "../../base/datatype.js";
 import { InferenceError, requestId } from "../../base/errors.js";
 import type { Tensor } from "../../base/tensor.js";
 import { asBool, asDouble, asInt, asString, asUint, internal } from "./json-access.js";
-import { isDecimalArray, JsonFloat, type JsonValue } from "./json-parse.js";
+import { isDecimalArray, JsonFloat, JsonTooDeep, type JsonValue, MAX_DEPTH } from "./json-parse.js";
 import { formatDouble, formatDoubles, type JsonWriter } from "./json-write.js";
 
 const encoder = new TextEncoder();
@@ -67,6 +67,7 @@ export function tensorFromJson(name: string, type: string, count: number, data: 
         : undefined
     : undefined;
   const visit = (value: JsonValue): void => {
+    if (value instanceof JsonTooDeep) throw tooDeep();
     if (isDecimalArray(value)) {
       if (floats && index + value.length <= count) {
         floats.set(value, index);
@@ -134,6 +135,7 @@ function flatIntegers(type: string, count: number, data: JsonValue[]): Uint8Arra
 function bytesFromJson(data: JsonValue[]): Uint8Array {
   const elements: Uint8Array[] = [];
   const visit = (value: JsonValue): void => {
+    if (value instanceof JsonTooDeep) throw tooDeep();
     if (isDecimalArray(value)) {
       for (const element of value) visit(new JsonFloat(element));
       return;
@@ -147,6 +149,11 @@ function bytesFromJson(data: JsonValue[]): Uint8Array {
   };
   visit(data);
   return encodeBytesElements(elements);
+}
+
+/** Tensor data nested past the parser's depth, as Triton refuses it. */
+function tooDeep(): InferenceError {
+  return new InferenceError("JSON_TOO_DEEP", { limit: MAX_DEPTH });
 }
 
 function countLeaves(data: JsonValue[], cap: number): number {
