@@ -37,12 +37,12 @@ start=$(date +%s)
 for std in ${GALLEY_CXX_STD:-c++17 c++20}; do
   echo "compiling with -std=$std" >>"$out/build.log"
   pids=()
-  for src in $(cd native && ls torch_*.cc | sed 's/\.cc$//'); do
+  for src in $(cd native/torch && ls *.cc | sed 's/\.cc$//'); do
     # shellcheck disable=SC2046
     g++ -O2 -std="$std" -fPIC -fexceptions -frtti -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
       -DNODE_GYP_MODULE_NAME=galley_torch -DBUILDING_NODE_EXTENSION $cuda_define \
       -I"$carry/node-include" -I"$carry/node-addon-api" $(node $find cflags) \
-      -c "native/$src.cc" -o "build/gpu-obj/$src.o" >>"$out/build.log" 2>&1 &
+      -c "native/torch/$src.cc" -o "build/gpu-obj/$src.o" >>"$out/build.log" 2>&1 &
     pids+=($!)
   done
   ok=1
@@ -57,7 +57,7 @@ echo "build: $([ $ok = 1 ] && echo ok || echo FAILED) in $(($(date +%s) - start)
 g++ -O2 -std=c++17 -fPIC -fexceptions -Wall -DNAPI_VERSION=8 -DNAPI_CPP_EXCEPTIONS \
   -DNODE_GYP_MODULE_NAME=galley_native -DBUILDING_NODE_EXTENSION \
   -I"$carry/node-include" -I"$carry/node-addon-api" -shared -o build/Release/galley_native.node \
-  $(ls native/*.cc | grep -v '/torch_') -ldl >>"$out/build.log" 2>&1 &&
+  native/memory/*.cc -ldl >>"$out/build.log" 2>&1 &&
   echo "galley_native: ok" | tee -a "$out/build.log" || echo "galley_native: FAILED" | tee -a "$out/build.log"
 fi
 
