@@ -289,7 +289,7 @@ describe("isolation: shared", () => {
     expect(options !== "help" && options.server.jsDefaultIsolation).toBe("shared");
     expect(() =>
       parseServeArgs(["--model-repository", "/m", "--backend-config", "js,default-isolation=process"]),
-    ).toThrow("unsupported --backend-config 'js,default-isolation=process'");
+    ).toThrow("--backend-config 'js,default-isolation=process': default-isolation must be thread or shared");
     const repo = tempRepository();
     model(repo, "one", "");
     model(repo, "two", "");
