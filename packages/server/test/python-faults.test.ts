@@ -338,7 +338,10 @@ describe("galley serve with Python models", () => {
     return { cli, pid, stubs };
   }
 
-  it("unloads a model whose execute never returns, loads it again, and exits 0 at SIGTERM", async () => {
+  // The unload alone waits --exit-timeout-secs (2 s) and then the stub's SIGKILL grace (2 s).
+  it("unloads a model whose execute never returns, loads it again, and exits 0 at SIGTERM", {
+    timeout: 30_000,
+  }, async () => {
     const repo = tempRepository();
     copyPythonModels(repo, ["fragile"]);
     const cli = spawnCli(

@@ -1,11 +1,12 @@
 import { type ModelSource, parseModelConfig, versionsToLoad } from "@galley/config";
 import { InferenceError } from "../base/errors.js";
+import type { LoadOverrides } from "../base/load-overrides.js";
 import type { Logger } from "../base/log.js";
 import { removeFileOverrides } from "./file-overrides.js";
 import type { LoadChecks } from "./load-checks.js";
 import type { LoadedModel } from "./loaded-model.js";
 import type { ModelEntry } from "./model-entry.js";
-import { type LoadOverrides, modelSource, type SourceOptions } from "./model-source.js";
+import { modelSource, type SourceOptions } from "./model-source.js";
 import { fingerprintOf } from "./repository-scan.js";
 import type { VersionLoader } from "./version-loader.js";
 

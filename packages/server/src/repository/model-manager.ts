@@ -1,5 +1,6 @@
 import type { BackendRegistry } from "../backend/registry.js";
 import { InferenceError } from "../base/errors.js";
+import type { LoadOverrides } from "../base/load-overrides.js";
 import type { Logger } from "../base/log.js";
 import type { ComposingInfer } from "../scheduler/ensemble-scheduler.js";
 import type { RateLimiter } from "../scheduler/rate-limiter.js";
@@ -9,13 +10,12 @@ import { LoadPipeline } from "./load-pipeline.js";
 import type { LoadedModel } from "./loaded-model.js";
 import { type ModelEntry, modelEntry } from "./model-entry.js";
 import { validateModelName } from "./model-name.js";
-import type { LoadOverrides } from "./model-source.js";
 import type { IndexEntry, VersionStatus } from "./model-versions.js";
 import { scanRepositories } from "./repository-scan.js";
 import { VersionLoader } from "./version-loader.js";
 
+export type { LoadOverrides } from "../base/load-overrides.js";
 export type { ControlMode } from "./control-mode.js";
-export type { LoadOverrides } from "./model-source.js";
 export type { IndexEntry, ModelState, VersionStatus } from "./model-versions.js";
 
 /** Options for {@link ModelManager}; defaults are tritonserver's. */

@@ -1,16 +1,9 @@
 import { fromModelConfigJson, type ModelSource, readModelSource } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import { InferenceError } from "../base/errors.js";
+import type { LoadOverrides } from "../base/load-overrides.js";
 import { configOverrideProblem } from "./config-override-problem.js";
 import { writeFileOverrides } from "./file-overrides.js";
-
-/** A load request's overrides (Triton's `config` and `file:<version>/<path>` parameters). */
-export interface LoadOverrides {
-  /** `config`: the model's config as JSON, replacing config.pbtxt. */
-  config?: string;
-  /** `file:<version>/<path>` contents, by parameter name. */
-  files?: ReadonlyMap<string, Uint8Array>;
-}
 
 /** Where {@link modelSource} looks for a model on disk. */
 export interface SourceOptions {

@@ -1,8 +1,8 @@
 import { InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../base/inference-request.js";
+import type { LoadOverrides } from "../../base/load-overrides.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../base/tensor.js";
 import type { Trace } from "../../base/trace.js";
-import type { LoadOverrides } from "../../repository/model-source.js";
 import type { DirectRecord, DirectRoute } from "../backend.js";
 import {
   type BlsReply,
