@@ -3,12 +3,11 @@
 // that changes it and exit 1: no stack trace, no minute of loading first. Where another process
 // takes the port while the models load, listen() rejects with the same error and closes what it
 // had bound.
-import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer as createNetServer, type Server } from "node:net";
-import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EndpointError } from "../src/endpoint-error.js";
 import { createServer, type GalleyServer } from "../src/index.js";
+import { gatedModel } from "./support/gated-model.js";
 import { quietLog, tempRepository, waitFor } from "./support/harness.js";
 import { killChildren, serveArgs, spawnCli } from "./support/process.js";
 
@@ -78,29 +77,7 @@ describe("galley serve on a port in use", () => {
 describe("listen() when the port is taken while the models load", () => {
   it("rejects with the EndpointError and leaves nothing listening", async () => {
     const repo = tempRepository(["simple"]);
-    mkdirSync(join(repo, "slow", "1"), { recursive: true });
-    writeFileSync(
-      join(repo, "slow", "config.pbtxt"),
-      `name: "slow"
-backend: "js"
-max_batch_size: 0
-input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-`,
-    );
-    // initialize waits for a file the test writes: the load lasts until the port is taken.
-    const gate = join(repo, "gate");
-    writeFileSync(
-      join(repo, "slow", "1", "model.mjs"),
-      `import { existsSync } from "node:fs";
-export default class {
-  async initialize() {
-    while (!existsSync(${JSON.stringify(gate)})) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  execute(requests) { return []; }
-}
-`,
-    );
+    const slow = gatedModel(repo);
     const before = listening();
     const port = await takenPort();
     await new Promise((resolve) => occupied.pop()?.close(resolve));
@@ -120,7 +97,7 @@ export default class {
     const thief = createNetServer();
     occupied.push(thief);
     await new Promise<void>((resolve) => thief.listen(port, "127.0.0.1", resolve));
-    writeFileSync(gate, "");
+    slow.open();
     const error = await started.then(
       () => undefined,
       (e: unknown) => e,

@@ -4,6 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createServer, type GalleyServer } from "../src/index.js";
+import { gatedModel } from "./support/gated-model.js";
 import { quietLog, tempRepository, waitFor } from "./support/harness.js";
 import { killChildren, spawnCli } from "./support/process.js";
 
@@ -19,29 +20,7 @@ const listening = () => process.getActiveResourcesInfo().filter((r) => r === "TC
 describe("startup", () => {
   it("opens no port while the startup models load, then all of them with every model READY", async () => {
     const repo = tempRepository(["simple"]);
-    mkdirSync(join(repo, "slow", "1"), { recursive: true });
-    writeFileSync(
-      join(repo, "slow", "config.pbtxt"),
-      `name: "slow"
-backend: "js"
-max_batch_size: 0
-input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-`,
-    );
-    // initialize waits for a file the test writes: the load lasts exactly as long as the test wants.
-    const gate = join(repo, "gate");
-    writeFileSync(
-      join(repo, "slow", "1", "model.mjs"),
-      `import { existsSync } from "node:fs";
-export default class {
-  async initialize() {
-    while (!existsSync(${JSON.stringify(gate)})) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  execute(requests) { return requests.map((r) => ({ outputs: [{ name: "OUT", datatype: "INT32", shape: [1], data: r.input("IN").typed() }] })); }
-}
-`,
-    );
+    const slow = gatedModel(repo);
     const before = listening();
     server = createServer({
       modelRepositories: [repo],
@@ -57,7 +36,7 @@ export default class {
       what: "slow to be loading",
     });
     expect(listening()).toBe(before);
-    writeFileSync(gate, "");
+    slow.open();
     const { http, failedModels } = await started;
     expect(failedModels).toEqual([]);
     expect(listening()).toBe(before + 3);
