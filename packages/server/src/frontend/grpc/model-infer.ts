@@ -156,6 +156,16 @@ export async function* streamInfer(
       trace.responded();
       traced.set(message, { trace, last });
     };
+    /** A default-mode response waits in its request's slot; a decoupled one is ready at once. */
+    const deliver = (message: ModelStreamInferResponse) => {
+      if (slot) {
+        slot.message = message;
+        flushSlots();
+      } else {
+        ready.push(message);
+        notify();
+      }
+    };
     try {
       if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
       model = server.model(req.modelName, req.modelVersion);
@@ -183,13 +193,7 @@ export async function* streamInfer(
           inferResponse: response,
         };
         follow(message, item.final);
-        if (slot) {
-          slot.message = message;
-          flushSlots();
-        } else {
-          ready.push(message);
-          notify();
-        }
+        deliver(message);
       }
     } catch (error) {
       if (closeOnError) {
@@ -210,13 +214,7 @@ export async function* streamInfer(
         },
       });
       follow(message, true);
-      if (slot) {
-        slot.message = message;
-        flushSlots();
-      } else {
-        ready.push(message);
-        notify();
-      }
+      deliver(message);
     } finally {
       // Ends here when no message of it is left to write (else when its last one is written).
       if (trace && ![...traced.values()].some((t) => t.trace === trace)) finish(trace);
