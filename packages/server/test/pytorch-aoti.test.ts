@@ -208,9 +208,9 @@ describe("PyTorch backend: torch_aoti", () => {
       ).toMatch("unable to load model 'broken', configuration expects 3 inputs, model provides 2 (ARGS[0], ARGS[1])");
       expect(
         await loadError((repo) =>
-          aotiModel(repo, "broken", pt2("add_sub"), addSubConfig(["INPUT__0", "INPUT__1"], ["OUTPUT__0", "RESULT[2]"])),
+          aotiModel(repo, "broken", pt2("add_sub"), addSubConfig(["INPUT__0", "INPUT__1"], ["OUTPUT__0", "OUTPUT__2"])),
         ),
-      ).toMatch("The output RESULT[2] in the model configuration refers to an output index which doesn't exist");
+      ).toMatch("The output OUTPUT__2 in the model configuration refers to an output index which doesn't exist");
     });
 
     it("a missing model.pt2, naming the file", async () => {
