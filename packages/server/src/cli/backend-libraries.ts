@@ -29,7 +29,8 @@ export function backendLibraries(
   const found = new Map<string, Promise<string | undefined>>();
   return {
     missingLibrary(backend: string, config: ModelConfig) {
-      const key = backend === "pytorch" && config.platform === TORCH_AOTI_PLATFORM ? `pytorch:${TORCH_AOTI_PLATFORM}` : backend;
+      const key =
+        backend === "pytorch" && config.platform === TORCH_AOTI_PLATFORM ? `pytorch:${TORCH_AOTI_PLATFORM}` : backend;
       const check = checks[key] ?? checks[backend];
       if (!check || (backend === "python" && config.parameters.EXECUTION_ENV_PATH?.stringValue?.trim())) {
         return undefined;

@@ -15,7 +15,10 @@ const TYPES = [
   spec(node("builtins.tuple", [node("builtins.tuple", [leaf, leaf]), node("builtins.dict", [leaf], ["n"])])),
   spec(node("builtins.dict", [leaf, node("builtins.tuple", [leaf, leaf]), leaf], ["sum", "pair", "count"])),
 ];
-const SINGLE = [spec(node("builtins.tuple", [node("builtins.tuple", [leaf]), node("builtins.dict", [], [])])), spec(leaf)];
+const SINGLE = [
+  spec(node("builtins.tuple", [node("builtins.tuple", [leaf]), node("builtins.dict", [], [])])),
+  spec(leaf),
+];
 
 function config(inputs: string[], outputs: string[]) {
   const tensor = (name: string) => ({ name, dataType: DataType.TYPE_FP32, dims: [4n] });
@@ -32,12 +35,17 @@ describe("aotiSignature", () => {
   });
 
   it("refuses structures other than tensors, tuples, lists and dicts, and malformed specs", () => {
-    const custom = [spec(node("builtins.tuple", [node("builtins.tuple", [node("my.Point", [leaf])]), node("builtins.dict", [], [])])), spec(leaf)];
+    const custom = [
+      spec(node("builtins.tuple", [node("builtins.tuple", [node("my.Point", [leaf])]), node("builtins.dict", [], [])])),
+      spec(leaf),
+    ];
     expect(() => aotiSignature(custom)).toThrow(
       "the package's input at [0][0] is a 'my.Point': only tensors, tuples, lists and dicts of tensors are supported",
     );
     expect(() => aotiSignature(["{", spec(leaf)])).toThrow(/failed to parse the package's input call spec/);
-    expect(() => aotiSignature([spec(leaf)])).toThrow("the package's call spec has 1 part(s), expected 2 (inputs and outputs)");
+    expect(() => aotiSignature([spec(leaf)])).toThrow(
+      "the package's call spec has 1 part(s), expected 2 (inputs and outputs)",
+    );
   });
 });
 

@@ -31,7 +31,8 @@ export function parseCallSpec(text: string, what: string): SpecNode {
     throw new Error(`failed to parse the package's ${what} call spec: expected [1, spec], got ${text.slice(0, 200)}`);
   }
   const node = (value: unknown, at: string): SpecNode => {
-    if (typeof value !== "object" || value === null) throw new Error(`failed to parse the package's ${what} call spec at ${at}`);
+    if (typeof value !== "object" || value === null)
+      throw new Error(`failed to parse the package's ${what} call spec at ${at}`);
     const { type, context, children_spec: children } = value as Record<string, unknown>;
     const list = Array.isArray(children) ? children : [];
     if (type === null || type === undefined) return { kind: "leaf", keys: [], children: [] };
@@ -41,9 +42,15 @@ export function parseCallSpec(text: string, what: string): SpecNode {
     if (typeof type === "string" && DICTS.has(type)) {
       const keys: unknown = typeof context === "string" ? JSON.parse(context) : context;
       if (!Array.isArray(keys) || keys.length !== list.length) {
-        throw new Error(`failed to parse the package's ${what} call spec at ${at}: a dict's keys do not match its values`);
+        throw new Error(
+          `failed to parse the package's ${what} call spec at ${at}: a dict's keys do not match its values`,
+        );
       }
-      return { kind: "dict", keys: keys.map(String), children: list.map((c, i) => node(c, `${at}[${String(keys[i])}]`)) };
+      return {
+        kind: "dict",
+        keys: keys.map(String),
+        children: list.map((c, i) => node(c, `${at}[${String(keys[i])}]`)),
+      };
     }
     throw new Error(
       `the package's ${what} at ${at === "" ? "the top" : at} is a '${String(type)}': only tensors, tuples, lists and dicts of tensors are supported`,
@@ -76,7 +83,12 @@ export function aotiSignature(callSpec: readonly string[]): AotiSignature {
   }
   const input = parseCallSpec(inputText, "input");
   const [args, kwargs] = input.children;
-  if (input.kind !== "sequence" || input.children.length !== 2 || args?.kind !== "sequence" || kwargs?.kind !== "dict") {
+  if (
+    input.kind !== "sequence" ||
+    input.children.length !== 2 ||
+    args?.kind !== "sequence" ||
+    kwargs?.kind !== "dict"
+  ) {
     throw new Error("the package's input call spec is not (args, kwargs)");
   }
   const output = parseCallSpec(outputText, "output");
@@ -110,7 +122,8 @@ export function mapAotiIO(config: ModelConfig, callSpec: readonly string[], warn
 
   const place = (names: readonly string[], spec: readonly string[], kind: "input" | "output"): Map<string, number> => {
     const placed = new Map<string, number>();
-    const resolve = (n: string) => (spec.includes(n) ? spec.indexOf(n) : NAMED_INDEX.test(n) ? namedIndex(n) : undefined);
+    const resolve = (n: string) =>
+      spec.includes(n) ? spec.indexOf(n) : NAMED_INDEX.test(n) ? namedIndex(n) : undefined;
     const stray = names.find((n) => resolve(n) === undefined);
     if (stray === undefined) {
       for (const n of names) placed.set(n, resolve(n) as number);
@@ -138,7 +151,9 @@ export function mapAotiIO(config: ModelConfig, callSpec: readonly string[], warn
     }
     const other = taken.get(index);
     if (other !== undefined) {
-      throw new Error(`inputs '${other}' and '${name}' both refer to the package's input ${index} (${signature.inputs[index]})`);
+      throw new Error(
+        `inputs '${other}' and '${name}' both refer to the package's input ${index} (${signature.inputs[index]})`,
+      );
     }
     taken.set(index, name);
   }

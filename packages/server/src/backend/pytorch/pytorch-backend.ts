@@ -4,9 +4,9 @@ import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
 import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { cudaGraphPlan } from "./cuda-graphs.js";
+import { mapAotiIO } from "./pytorch-aoti-io.js";
 import { torchDirectTarget } from "./pytorch-direct.js";
 import { PyTorchInstance, type TorchAddon } from "./pytorch-instance.js";
-import { mapAotiIO } from "./pytorch-aoti-io.js";
 import { type ForwardSignature, mapTorchIO } from "./pytorch-io.js";
 import type { TorchInstanceSettings } from "./pytorch-messages.js";
 
