@@ -59,10 +59,22 @@ export interface RawTorchResult {
   cudaGraphError?: string;
 }
 
-/** One TorchScript module on its own native thread (`native/torch/torch_instance.cc`). */
+/** What {@link RawTorchInstance.load} found. */
+export interface RawTorchLoaded {
+  format: "torchscript" | "aoti";
+  /** TorchScript: forward's arguments (without self) and return type (empty for a package). */
+  arguments: { name: string; type: string }[];
+  returns: string;
+  /** AOTInductor: the package's call spec, `[inputs, outputs]` as PyTorch's pytree JSON. */
+  callSpec?: string[];
+  /** AOTInductor: the package's metadata (`AOTI_DEVICE_KEY`, `AOTI_CPU_ISA`, ...). */
+  metadata?: Record<string, string>;
+}
+
+/** One TorchScript module or AOTInductor package on its own native thread (`native/torch/torch_instance.cc`). */
 export interface RawTorchInstance {
-  /** Load the module on the instance's thread; rejects with libtorch's message. */
-  load(path: string): Promise<{ arguments: { name: string; type: string }[]; returns: string }>;
+  /** Load the model on the instance's thread; rejects with libtorch's message. */
+  load(path: string): Promise<RawTorchLoaded>;
   /**
    * Run forward on the instance's thread with the inputs as positional arguments. The inputs'
    * bytes are used in place (copied only when misaligned) and must stay attached until it settles.
@@ -90,6 +102,8 @@ export interface RawTorchDirect {
 
 /** Settings of a {@link RawTorchInstance}. */
 export interface RawTorchSettings {
+  /** `aoti`: the file is an AOTInductor package (`model.pt2`); default a TorchScript file. */
+  format?: "torchscript" | "aoti";
   device?: "cpu" | "cuda";
   deviceId?: number;
   inferenceMode?: boolean;
@@ -106,6 +120,8 @@ export interface TorchBinding {
   abiVersion: number;
   /** The libtorch it was built against (`1.13.0`). */
   torchVersion: string;
+  /** Whether it can load AOTInductor packages (built against libtorch 2.x). */
+  aotiCompiled: boolean;
   /** Whether it was built against a libtorch with CUDA (libtorch_cuda). */
   cudaCompiled: boolean;
   /** GPUs libtorch can use (0 without CUDA). */
@@ -115,7 +131,7 @@ export interface TorchBinding {
 }
 
 /** The ABI these wrappers were written against. */
-export const TORCH_BINDING_ABI_VERSION = 4;
+export const TORCH_BINDING_ABI_VERSION = 5;
 
 /** Where the torch addon may be: an explicit override first, then node-gyp's build folders. */
 export function torchBindingCandidates(): string[] {

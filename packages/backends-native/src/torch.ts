@@ -3,6 +3,7 @@ import {
   type RawDeviceTensor,
   type RawTorchInput,
   type RawTorchInstance,
+  type RawTorchLoaded,
   type RawTorchResult,
 } from "./torch-binding.js";
 
@@ -26,6 +27,11 @@ export type TorchResult = RawTorchResult;
 
 /** Where and how a {@link TorchModel} runs (Triton's PyTorch backend parameters). */
 export interface TorchModelOptions {
+  /**
+   * `torchscript` (default): a file saved by `torch.jit.save`. `aoti`: an AOTInductor package
+   * (`torch._inductor.aoti_compile_and_package`), compiled for this device kind and this torch.
+   */
+  format?: "torchscript" | "aoti";
   /** `cpu` (default) or `cuda`, on GPU `deviceId` (default 0). */
   device?: "cpu" | "cuda";
   deviceId?: number;
@@ -65,12 +71,21 @@ export interface TorchArgument {
   type: string;
 }
 
-/** A loaded TorchScript module on its own native thread. */
+/** A loaded TorchScript module or AOTInductor package on its own native thread. */
 export interface TorchModel {
-  /** forward's arguments, in order (without `self`). */
+  readonly format: "torchscript" | "aoti";
+  /** TorchScript: forward's arguments, in order (without `self`); empty for a package. */
   readonly arguments: readonly TorchArgument[];
-  /** forward's return type as TorchScript writes it (`Tensor`, `(Tensor, Tensor)`, `Tensor[]`). */
+  /** TorchScript: forward's return type as TorchScript writes it (`Tensor`, `(Tensor, Tensor)`, `Tensor[]`). */
   readonly returns: string;
+  /**
+   * AOTInductor: the package's call spec, `[inputs, outputs]`, each PyTorch's pytree spec as JSON
+   * (`[1, {"type": "builtins.tuple", "context": ..., "children_spec": [...]}]`): the inputs are
+   * the tuple `(args, kwargs)`. A package takes and returns its tensors flattened in this order.
+   */
+  readonly callSpec?: readonly string[];
+  /** AOTInductor: the package's metadata (`AOTI_DEVICE_KEY`: `cpu` or `cuda`, `AOTI_CPU_ISA`, ...). */
+  readonly metadata?: Readonly<Record<string, string>>;
   /**
    * Run forward with `inputs` as its positional arguments, on the model's thread; outputs are the
    * returned tensor, or the tuple's / list's tensors in order. Each output's bytes belong to it
@@ -133,6 +148,8 @@ export interface TorchSupport {
   version?: string;
   /** Built against a libtorch with CUDA. */
   cudaCompiled?: boolean;
+  /** Can load AOTInductor packages (`model.pt2`): built against libtorch 2.x. */
+  aoti?: boolean;
   /** GPUs libtorch can use. */
   cudaDevices?: number;
 }
@@ -151,6 +168,7 @@ export function torchSupport(): TorchSupport {
       available: true,
       version: binding.torchVersion,
       cudaCompiled: binding.cudaCompiled,
+      aoti: binding.aotiCompiled,
       cudaDevices: binding.cudaCompiled ? binding.cudaDeviceCount() : 0,
     };
   } catch (error) {
@@ -159,9 +177,10 @@ export function torchSupport(): TorchSupport {
 }
 
 /**
- * Load a TorchScript file (`torch.jit.save`) on a native thread of its own. Throws the addon's
- * install message when libtorch is missing; rejects with libtorch's message when the file does
- * not load.
+ * Load a TorchScript file (`torch.jit.save`), or with `format: "aoti"` an AOTInductor package
+ * (`model.pt2`), on a native thread of its own. Throws the addon's install message when libtorch
+ * is missing; rejects with libtorch's message when the file does not load, and with a clear one
+ * for a package made for another device kind or processor, or where libtorch has no AOTInductor.
  *
  * @example
  * const model = await loadTorchModel("model.pt", { device: "cpu" });
@@ -172,7 +191,7 @@ export function torchSupport(): TorchSupport {
 export async function loadTorchModel(path: string, options: TorchModelOptions = {}): Promise<TorchModel> {
   const binding = loadTorchBinding();
   const instance: RawTorchInstance = new binding.TorchInstance(options);
-  let info: Awaited<ReturnType<RawTorchInstance["load"]>>;
+  let info: RawTorchLoaded;
   try {
     info = await instance.load(path);
   } catch (error) {
@@ -180,8 +199,11 @@ export async function loadTorchModel(path: string, options: TorchModelOptions = 
     throw error;
   }
   return {
+    format: info.format,
     arguments: info.arguments,
     returns: info.returns,
+    ...(info.callSpec ? { callSpec: info.callSpec } : {}),
+    ...(info.metadata ? { metadata: info.metadata } : {}),
     execute: (inputs, options) =>
       instance.execute(
         [...inputs],

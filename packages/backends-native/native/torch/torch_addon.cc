@@ -5,9 +5,12 @@
 #include <torch/script.h>
 #include <torch/version.h>
 
+#include <cstdlib>
+
 #include "torch_device_tensor.h"
 #include "torch_direct.h"
 #include "torch_instance.h"
+#include "torch_runner.h"
 
 namespace {
 
@@ -22,7 +25,12 @@ Napi::Value CudaDeviceCount(const Napi::CallbackInfo& info) {
 }  // namespace
 
 static Napi::Object InitGalleyTorch(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 4));
+  exports.Set("abiVersion", Napi::Number::New(env, 5));
+  // AOTInductor packages check each input's datatype, sizes (within the export's dynamic ranges)
+  // and strides only when this is set, read once per package at its first run: without it a
+  // request of a shape the export does not allow reads past its tensors. "0" turns it off.
+  setenv("AOTI_RUNTIME_CHECK_INPUTS", "1", /*overwrite=*/0);
+  exports.Set("aotiCompiled", Napi::Boolean::New(env, galley::AotiCompiled()));
   exports.Set("torchVersion", Napi::String::New(env, TORCH_VERSION));
 #ifdef GALLEY_TORCH_CUDA
   exports.Set("cudaCompiled", Napi::Boolean::New(env, true));

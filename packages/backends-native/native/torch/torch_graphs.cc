@@ -38,7 +38,7 @@ void AbandonCapture(cudaStream_t stream) {
 
 }  // namespace
 
-bool TorchGraphs::Run(torch::jit::Module& module, c10::cuda::CUDAStream& stream,
+bool TorchGraphs::Run(TorchRunner& runner, c10::cuda::CUDAStream& stream,
                       const std::vector<c10::IValue>& arguments, std::vector<torch::Tensor>& outputs,
                       GraphOutcome& outcome) {
   for (const c10::IValue& argument : arguments) {
@@ -60,7 +60,7 @@ bool TorchGraphs::Run(torch::jit::Module& module, c10::cuda::CUDAStream& stream,
     return true;
   }
   if (entry.failures >= kAttempts || captured_ >= limit_ || ++entry.seen <= kWarmups) return false;
-  if (!Capture(module, stream, arguments, entry, outcome)) return false;
+  if (!Capture(runner, stream, arguments, entry, outcome)) return false;
   // A capture runs nothing: the batch's results come from the first replay.
   entry.graph->replay();
   outputs = entry.outputs;
@@ -68,7 +68,7 @@ bool TorchGraphs::Run(torch::jit::Module& module, c10::cuda::CUDAStream& stream,
   return true;
 }
 
-bool TorchGraphs::Capture(torch::jit::Module& module, c10::cuda::CUDAStream& stream,
+bool TorchGraphs::Capture(TorchRunner& runner, c10::cuda::CUDAStream& stream,
                           const std::vector<c10::IValue>& arguments, Entry& entry, GraphOutcome& outcome) {
   // The graph reads its inputs from, and writes its outputs to, tensors of its own; a replay
   // copies a batch's inputs into them first.
@@ -86,7 +86,7 @@ bool TorchGraphs::Capture(torch::jit::Module& module, c10::cuda::CUDAStream& str
     // Thread-local: other instances' threads keep using the GPU while this one captures.
     graph->capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
     try {
-      outputs = Flatten(module.forward(captured_arguments));
+      outputs = runner.Forward(captured_arguments, stream.stream());
     } catch (...) {
       try {
         graph->capture_end();

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "torch_runner.h"
+
 namespace galley {
 
 /** What a batch did with the graphs, for the caller's log and statistics. */
@@ -42,7 +44,7 @@ class TorchGraphs {
    * (overwritten by the next replay: the caller copies them out). Returns false when the batch
    * must run eagerly; `arguments` are then untouched.
    */
-  bool Run(torch::jit::Module& module, c10::cuda::CUDAStream& stream, const std::vector<c10::IValue>& arguments,
+  bool Run(TorchRunner& runner, c10::cuda::CUDAStream& stream, const std::vector<c10::IValue>& arguments,
            std::vector<torch::Tensor>& outputs, GraphOutcome& outcome);
 
  private:
@@ -55,7 +57,7 @@ class TorchGraphs {
   };
 
   /** Captures the entry's graph from these arguments; false (the error in `outcome`) when it fails. */
-  bool Capture(torch::jit::Module& module, c10::cuda::CUDAStream& stream, const std::vector<c10::IValue>& arguments,
+  bool Capture(TorchRunner& runner, c10::cuda::CUDAStream& stream, const std::vector<c10::IValue>& arguments,
                Entry& entry, GraphOutcome& outcome);
 
   size_t limit_;

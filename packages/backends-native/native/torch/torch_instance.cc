@@ -119,6 +119,8 @@ TorchInstance::TorchInstance(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
   Napi::Object options = info[0].IsObject() ? info[0].As<Napi::Object>() : Napi::Object::New(env);
   Napi::Value device = options.Get("device");
   settings_.cuda = device.IsString() && device.As<Napi::String>().Utf8Value() == "cuda";
+  Napi::Value format = options.Get("format");
+  settings_.aoti = format.IsString() && format.As<Napi::String>().Utf8Value() == "aoti";
   Napi::Value id = options.Get("deviceId");
   settings_.device_id = id.IsNumber() ? id.As<Napi::Number>().Int32Value() : 0;
   settings_.inference_mode = Flag(options, "inferenceMode", true);
@@ -417,16 +419,26 @@ void TorchInstance::Settle(Napi::Env env, TorchJob& job) {
   if (!job.error.empty()) {
     deferred.Reject(Napi::Error::New(env, job.error).Value());
   } else if (job.kind == JobKind::kLoad) {
+    const RunnerInfo& loaded = job.loaded;
     Napi::Object out = Napi::Object::New(env);
-    Napi::Array arguments = Napi::Array::New(env, job.arguments.size());
-    for (size_t i = 0; i < job.arguments.size(); i++) {
+    out.Set("format", loaded.format);
+    Napi::Array arguments = Napi::Array::New(env, loaded.arguments.size());
+    for (size_t i = 0; i < loaded.arguments.size(); i++) {
       Napi::Object argument = Napi::Object::New(env);
-      argument.Set("name", job.arguments[i].name);
-      argument.Set("type", job.arguments[i].type);
+      argument.Set("name", loaded.arguments[i].first);
+      argument.Set("type", loaded.arguments[i].second);
       arguments.Set(i, argument);
     }
     out.Set("arguments", arguments);
-    out.Set("returns", job.returns);
+    out.Set("returns", loaded.returns);
+    if (loaded.format == "aoti") {
+      Napi::Array spec = Napi::Array::New(env, loaded.call_spec.size());
+      for (size_t i = 0; i < loaded.call_spec.size(); i++) spec.Set(i, loaded.call_spec[i]);
+      out.Set("callSpec", spec);
+      Napi::Object metadata = Napi::Object::New(env);
+      for (const auto& [name, value] : loaded.metadata) metadata.Set(name, value);
+      out.Set("metadata", metadata);
+    }
     deferred.Resolve(out);
   } else if (job.kind == JobKind::kExecute) {
     deferred.Resolve(ExecutionResult(env, job));
@@ -498,33 +510,29 @@ void TorchInstance::RunLoad(TorchJob& job) {
     std::optional<c10::cuda::CUDAStreamGuard> on_stream;
     if (stream_) on_stream.emplace(*stream_);
 #endif
-    auto module = std::make_unique<torch::jit::Module>(torch::jit::load(job.path, device_));
-    module->eval();
-    const c10::FunctionSchema& schema = module->get_method("forward").function().getSchema();
-    const auto& arguments = schema.arguments();
-    size_t first = !arguments.empty() && arguments[0].type()->kind() == c10::TypeKind::ClassType ? 1 : 0;
-    for (size_t i = first; i < arguments.size(); i++) {
-      job.arguments.push_back({arguments[i].name(), arguments[i].type()->str()});
-    }
-    job.returns = schema.returns().empty() ? "None" : schema.returns()[0].type()->str();
-    module_ = std::move(module);
+    runner_ = settings_.aoti ? LoadAotiPackage(job.path, device_, job.loaded)
+                             : LoadTorchScript(job.path, device_, job.loaded);
   } catch (const std::exception& error) {
     job.error = Describe(error);
   } catch (...) {
-    job.error = "unknown error while loading the TorchScript module";
+    job.error = settings_.aoti ? "unknown error while loading the AOTInductor package"
+                               : "unknown error while loading the TorchScript module";
   }
 }
 
 void TorchInstance::RunExecute(TorchJob& job) {
   try {
-    if (!module_) throw std::runtime_error("the model is not loaded");
-    torch::jit::setGraphExecutorOptimize(settings_.optimized_execution);
+    if (!runner_) throw std::runtime_error("the model is not loaded");
+    if (!settings_.aoti) torch::jit::setGraphExecutorOptimize(settings_.optimized_execution);
     at::globalContext().setUserEnabledCuDNN(settings_.cudnn);
     c10::InferenceMode inference_mode(settings_.inference_mode);
     torch::NoGradGuard no_grad;
 #ifdef GALLEY_TORCH_CUDA
     std::optional<c10::cuda::CUDAStreamGuard> on_stream;
     if (stream_) on_stream.emplace(*stream_);
+    void* stream = stream_ ? static_cast<void*>(stream_->stream()) : nullptr;
+#else
+    void* stream = nullptr;
 #endif
     // The inputs, held until the outputs are checked for sharing their bytes.
     std::vector<torch::Tensor> held;
@@ -541,12 +549,12 @@ void TorchInstance::RunExecute(TorchJob& job) {
 #ifdef GALLEY_TORCH_CUDA
     if (job.graph && graphs_ && stream_) {
       GraphOutcome outcome;
-      graphed = graphs_->Run(*module_, *stream_, arguments, outputs, outcome);
+      graphed = graphs_->Run(*runner_, *stream_, arguments, outputs, outcome);
       job.graph_state = std::move(outcome.state);
       job.graph_error = std::move(outcome.error);
     }
 #endif
-    if (!graphed) outputs = Flatten(module_->forward(std::move(arguments)));
+    if (!graphed) outputs = runner_->Forward(std::move(arguments), stream);
     for (size_t i = 0; i < outputs.size() && i < job.resident.size(); i++) {
       torch::Tensor& output = outputs[i];
       if (!job.resident[i] || !output.defined()) continue;
@@ -591,7 +599,8 @@ void TorchInstance::RunExecute(TorchJob& job) {
     Quiesce();
   } catch (...) {
     job.outputs.clear();
-    job.error = "unknown error while running the TorchScript module";
+    job.error = settings_.aoti ? "unknown error while running the AOTInductor package"
+                               : "unknown error while running the TorchScript module";
     Quiesce();
   }
   stage_in_.Trim();
@@ -716,7 +725,7 @@ void TorchInstance::RunStop() {
       graphs_.reset();
     }
 #endif
-    module_.reset();
+    runner_.reset();
     stage_in_.Release();
     stage_out_.Release();
 #ifdef GALLEY_TORCH_CUDA

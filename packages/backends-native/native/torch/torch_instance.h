@@ -1,4 +1,4 @@
-// One libtorch model instance: a TorchScript module on its own native thread. Jobs (load, execute,
+// One libtorch model instance: a TorchScript module or an AOTInductor package on its own native thread. Jobs (load, execute,
 // stop) are queued from the main thread; the thread runs them one at a time and answers through a
 // thread-safe function, so the event loop never waits and no C++ exception leaves the thread.
 #pragma once
@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "torch_runner.h"
 #include "torch_tensors.h"
 
 #ifdef GALLEY_TORCH_CUDA
@@ -29,6 +30,8 @@ namespace galley {
 
 /** How an instance runs its module (Triton's PyTorch backend parameters). */
 struct TorchSettings {
+  /** An AOTInductor package (`model.pt2`) instead of a TorchScript file. */
+  bool aoti = false;
   bool cuda = false;
   int device_id = 0;
   bool inference_mode = true;
@@ -62,12 +65,6 @@ class PinnedStage {
  private:
   torch::Tensor buffer_;
   size_t used_ = 0;
-};
-
-/** One argument of the module's forward (without self). */
-struct TorchArgument {
-  std::string name;
-  std::string type;
 };
 
 struct TorchJob;
@@ -131,7 +128,8 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
 
   TorchSettings settings_;
   torch::Device device_{torch::kCPU};
-  std::unique_ptr<torch::jit::Module> module_;
+  /** The TorchScript module or AOTInductor package, once loaded. */
+  std::unique_ptr<TorchRunner> runner_;
 #ifdef GALLEY_TORCH_CUDA
   std::optional<c10::cuda::CUDAStream> stream_;
   std::unique_ptr<TorchGraphs> graphs_;

@@ -32,8 +32,8 @@ struct TorchJob {
   std::vector<Napi::Reference<Napi::Uint8Array>> keep;
   // Out.
   std::string error;
-  std::vector<TorchArgument> arguments;
-  std::string returns;
+  /** What a load found: the format, forward's signature or the package's call spec and metadata. */
+  RunnerInfo loaded;
   std::vector<torch::Tensor> outputs;
   int64_t infer_ns = 0;
   /** Outputs (by position) to keep where the model made them, as TorchDeviceTensor handles. */

@@ -104,7 +104,9 @@ export function autofillBackendFields(
     }
   }
   if (config.backend === Backend.pytorch) {
-    if (config.platform === "") {
+    if (config.platform === "" && config.defaultModelFilename === "model.pt2") {
+      config.platform = Platform.torchAoti;
+    } else if (config.platform === "") {
       config.platform = Platform.pytorchLibtorch;
       if (config.defaultModelFilename === "") config.defaultModelFilename = "model.pt";
     } else if (config.platform === Platform.torchAoti && config.defaultModelFilename === "") {

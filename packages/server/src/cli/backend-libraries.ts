@@ -5,7 +5,7 @@ import type { ValidateContext } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import { onnxRuntimeMissing } from "../backend/onnxruntime/onnxruntime-backend.js";
 import { pythonMissing } from "../backend/python/python-backend.js";
-import { torchMissing } from "../backend/pytorch/pytorch-backend.js";
+import { TORCH_AOTI_PLATFORM, torchMissing } from "../backend/pytorch/pytorch-backend.js";
 
 /**
  * Each backend that needs a library (`GALLEY_BACKENDS` entries with `needs`), and its check: why
@@ -15,6 +15,8 @@ export const BACKEND_LIBRARY_CHECKS: Readonly<Record<string, () => Promise<strin
   onnxruntime: async () => onnxRuntimeMissing(),
   python: () => pythonMissing(),
   pytorch: () => torchMissing(),
+  /** `platform: "torch_aoti"`: libtorch with AOTInductor as well. */
+  "pytorch:torch_aoti": () => torchMissing(undefined, TORCH_AOTI_PLATFORM),
 };
 
 /**
@@ -27,14 +29,16 @@ export function backendLibraries(
   const found = new Map<string, Promise<string | undefined>>();
   return {
     missingLibrary(backend: string, config: ModelConfig) {
-      const check = checks[backend];
+      const key =
+        backend === "pytorch" && config.platform === TORCH_AOTI_PLATFORM ? `pytorch:${TORCH_AOTI_PLATFORM}` : backend;
+      const check = checks[key] ?? checks[backend];
       if (!check || (backend === "python" && config.parameters.EXECUTION_ENV_PATH?.stringValue?.trim())) {
         return undefined;
       }
-      let answer = found.get(backend);
+      let answer = found.get(key);
       if (!answer) {
         answer = check();
-        found.set(backend, answer);
+        found.set(key, answer);
       }
       return answer;
     },

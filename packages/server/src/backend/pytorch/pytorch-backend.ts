@@ -4,10 +4,14 @@ import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
 import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { cudaGraphPlan } from "./cuda-graphs.js";
+import { mapAotiIO } from "./pytorch-aoti-io.js";
 import { torchDirectTarget } from "./pytorch-direct.js";
 import { PyTorchInstance, type TorchAddon } from "./pytorch-instance.js";
-import { mapTorchIO } from "./pytorch-io.js";
+import { type ForwardSignature, mapTorchIO } from "./pytorch-io.js";
 import type { TorchInstanceSettings } from "./pytorch-messages.js";
+
+/** Triton's platform for AOTInductor packages (`model.pt2`), served by the PyTorch backend. */
+export const TORCH_AOTI_PLATFORM = "torch_aoti";
 
 /** Options for {@link createPyTorchBackend}. */
 export interface PyTorchBackendOptions {
@@ -18,7 +22,14 @@ export interface PyTorchBackendOptions {
 
 /** What the backend needs to know about the addon: whether it loads, its GPUs, and its loader. */
 export interface TorchSupport extends TorchAddon {
-  torchSupport(): { available: boolean; reason?: string; cudaCompiled?: boolean; cudaDevices?: number };
+  torchSupport(): {
+    available: boolean;
+    reason?: string;
+    version?: string;
+    cudaCompiled?: boolean;
+    cudaDevices?: number;
+    aoti?: boolean;
+  };
 }
 
 /** The addon, imported on first use; rejects saying what to install. */
@@ -38,14 +49,24 @@ function torchUnavailable(support: ReturnType<TorchSupport["torchSupport"]>): st
   return support.reason ?? "libtorch is not available";
 }
 
+/** Why torch_aoti packages cannot load with this addon (built against libtorch without AOTInductor). */
+function aotiUnavailable(support: ReturnType<TorchSupport["torchSupport"]>): string | undefined {
+  if (support.aoti !== false) return undefined;
+  return `platform torch_aoti needs a libtorch with AOTInductor (2.x); the torch addon was built against libtorch ${support.version ?? "(unknown)"}: pip install torch (or set LIBTORCH to a libtorch 2.x folder) and rebuild @galley/backends-native`;
+}
+
 /**
  * Why the PyTorch backend cannot load models here (no addon package, or no libtorch behind it),
  * in the words a load would fail with; undefined when it can. `galley config validate` asks.
  */
-export async function torchMissing(torch: () => Promise<TorchSupport> = importTorchAddon): Promise<string | undefined> {
+export async function torchMissing(
+  torch: () => Promise<TorchSupport> = importTorchAddon,
+  platform = "",
+): Promise<string | undefined> {
   try {
     const support = (await torch()).torchSupport();
-    return support.available ? undefined : torchUnavailable(support);
+    if (!support.available) return torchUnavailable(support);
+    return platform === TORCH_AOTI_PLATFORM ? aotiUnavailable(support) : undefined;
   } catch (error) {
     return (error as Error).message;
   }
@@ -53,7 +74,8 @@ export async function torchMissing(torch: () => Promise<TorchSupport> = importTo
 
 /**
  * Triton's PyTorch backend on libtorch: `platform: "pytorch_libtorch"` / `backend: "pytorch"`, a
- * TorchScript file (`model.pt` or `default_model_filename`) per version. Each instance is the
+ * TorchScript file (`model.pt` or `default_model_filename`) per version; with `platform:
+ * "torch_aoti"`, an AOTInductor package (`model.pt2`). Each instance is the
  * module on a native thread of its own (`@galley/backends-native`'s galley_torch addon), so
  * instances run in parallel without a worker thread in between. The addon is imported only when
  * a model needs it: without it, the server runs and such loads fail saying what to install.
@@ -77,11 +99,15 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
       }
       const support = torch.torchSupport();
       if (!support.available) throw fail(torchUnavailable(support));
-      const path = await modelFile(context.modelPath, context.versionPath, config).catch((error: Error) => {
+      const aoti = config.platform === TORCH_AOTI_PLATFORM;
+      const noAoti = aoti ? aotiUnavailable(support) : undefined;
+      if (noAoti) throw fail(noAoti);
+      const path = await modelFile(context.modelPath, context.versionPath, config, aoti).catch((error: Error) => {
         throw fail(error.message);
       });
-      const parameters = torchParameters(config);
-      if (typeof parameters === "string") throw fail(parameters);
+      const parsed = torchParameters(config);
+      if (typeof parsed === "string") throw fail(parsed);
+      const parameters = aoti ? { ...parsed, format: "aoti" as const } : parsed;
       const gpus = support.cudaDevices ?? 0;
       const graphs = cudaGraphPlan(config);
       for (const note of graphs?.notes ?? []) log.warn(`${config.name}: optimization.cuda: ${note}`);
@@ -155,7 +181,7 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
               signal: context.signal,
               ...(graphs && p.settings.device === "cuda" ? { graphs } : {}),
             },
-            (forward) => mapTorchIO(config, forward, (m) => log.warn(m)),
+            (forward) => mapIO(config, forward, (m) => log.warn(m)),
           ),
         ),
       );
@@ -194,12 +220,18 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
   };
 }
 
+/** How the config meets what the model reports: forward's signature, or a package's call spec. */
+function mapIO(config: ModelConfig, loaded: ForwardSignature, warn: (message: string) => void) {
+  if (loaded.format !== "aoti") return mapTorchIO(config, loaded, warn);
+  return mapAotiIO(config, loaded.callSpec ?? [], warn);
+}
+
 /**
- * The version's TorchScript file: `default_model_filename` or `model.pt`, which must stay inside
- * the model's folder (after following links).
+ * The version's model file: `default_model_filename`, else `model.pt` (`model.pt2` for
+ * torch_aoti), which must stay inside the model's folder (after following links).
  */
-async function modelFile(modelPath: string, versionPath: string, config: ModelConfig): Promise<string> {
-  const name = config.defaultModelFilename || "model.pt";
+async function modelFile(modelPath: string, versionPath: string, config: ModelConfig, aoti: boolean): Promise<string> {
+  const name = config.defaultModelFilename || (aoti ? "model.pt2" : "model.pt");
   const path = resolve(versionPath, name);
   const inside = (root: string, p: string) => {
     const r = relative(root, p);
@@ -214,7 +246,9 @@ async function modelFile(modelPath: string, versionPath: string, config: ModelCo
   if (!inside(await realpath(modelPath), real)) {
     throw new Error(`'${join(String(name))}' leads outside the model's folder`);
   }
-  if (!(await stat(real)).isFile()) throw new Error(`'${path}' is not a TorchScript file`);
+  if (!(await stat(real)).isFile()) {
+    throw new Error(`'${path}' is not ${aoti ? "an AOTInductor package" : "a TorchScript file"}`);
+  }
   return real;
 }
 

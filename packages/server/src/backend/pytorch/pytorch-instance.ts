@@ -16,8 +16,11 @@ export interface TorchAddon {
     path: string,
     options: TorchInstanceSettings,
   ): Promise<{
+    format?: "torchscript" | "aoti";
     arguments: readonly { name: string; type: string }[];
     returns: string;
+    callSpec?: readonly string[];
+    metadata?: Readonly<Record<string, string>>;
     execute(
       inputs: readonly TorchWireInput[],
       options?: { resident?: readonly number[]; graph?: boolean },
@@ -44,7 +47,7 @@ export interface PyTorchInstanceOptions {
   graphs?: CudaGraphPlan | undefined;
 }
 
-/** One TorchScript module on its own native thread, as a `NativeInstance` for the host. */
+/** One TorchScript module or AOTInductor package on its own native thread, as a `NativeInstance` for the host. */
 interface TorchNative extends NativeInstance<TorchProtocol> {
   /** The loaded module's number in the addon's registry; undefined until loaded and once closed. */
   readonly id: number | undefined;
@@ -64,7 +67,13 @@ function torchNative(torch: TorchAddon): TorchNative {
         throw new Error("was closed while loading");
       }
       model = loaded;
-      return { arguments: loaded.arguments, returns: loaded.returns };
+      return {
+        arguments: loaded.arguments,
+        returns: loaded.returns,
+        ...(loaded.format ? { format: loaded.format } : {}),
+        ...(loaded.callSpec ? { callSpec: loaded.callSpec } : {}),
+        ...(loaded.metadata ? { metadata: loaded.metadata } : {}),
+      };
     },
     async execute(batch) {
       if (!model) return { error: "the model is not loaded" };

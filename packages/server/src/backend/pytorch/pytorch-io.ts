@@ -3,10 +3,16 @@
 import { dataTypeToProtocol } from "@galley/config";
 import type { DataType, ModelConfig } from "@galley/proto";
 
-/** forward's arguments (without self) and return type, as the loaded module reports them. */
+/** What the loaded model reports: forward's arguments (without self) and return type, or a package's call spec. */
 export interface ForwardSignature {
+  /** `aoti` for an AOTInductor package (see `mapAotiIO`); TorchScript when absent. */
+  format?: "torchscript" | "aoti";
   arguments: readonly { name: string; type: string }[];
   returns: string;
+  /** AOTInductor: `[inputs, outputs]` call spec, PyTorch's pytree JSON. */
+  callSpec?: readonly string[];
+  /** AOTInductor: the package's metadata. */
+  metadata?: Readonly<Record<string, string>>;
 }
 
 /** How a config's tensors meet forward (see `mapTorchIO`). */
@@ -35,7 +41,7 @@ export const TORCH_PROTOCOL_TYPES: ReadonlySet<string> = new Set([
   "FP64",
 ]);
 
-const NAMED_INDEX = /__(\d+)$/;
+export const NAMED_INDEX = /__(\d+)$/;
 
 /**
  * Map the config's inputs to forward's arguments and its outputs to the returned tensors, with
@@ -127,11 +133,11 @@ export function outputIndexMessage(output: string, count: number): string {
   return `The output ${output} in the model configuration refers to an output index which doesn't exist. This model has ${count} outputs`;
 }
 
-function namedIndex(name: string): number {
+export function namedIndex(name: string): number {
   return Number(NAMED_INDEX.exec(name)?.[1]);
 }
 
-function checkType(type: DataType, what: string, model: string): void {
+export function checkType(type: DataType, what: string, model: string): void {
   const protocol = dataTypeToProtocol(type);
   if (!TORCH_PROTOCOL_TYPES.has(protocol)) {
     throw new Error(

@@ -52,6 +52,8 @@ export interface TorchExecution {
 
 /** Where and how an instance runs its module (the config's parameters and instance group). */
 export interface TorchInstanceSettings {
+  /** `aoti` for an AOTInductor package (`platform: "torch_aoti"`); a TorchScript file when absent. */
+  format?: "torchscript" | "aoti";
   device: "cpu" | "cuda";
   deviceId: number;
   inferenceMode: boolean;
