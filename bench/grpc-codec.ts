@@ -26,9 +26,9 @@ import {
   decodeModelInfer,
   leanRequestFromGrpc,
   requestFromGrpc,
+  responsePieces,
   responseToGrpc,
 } from "../packages/server/src/frontend/grpc/grpc-codec.js";
-import { responsePieces } from "../packages/server/src/frontend/grpc/lean-wire.js";
 import { option } from "./lib/setup.js";
 import { formatSpread, spread, table } from "./lib/stats.js";
 
