@@ -47,6 +47,7 @@ export {
 } from "./core/inference-server.js";
 export type { LogSettingValue } from "./core/log-settings.js";
 export type { TraceConfig, TraceSettings, TraceSettingsReport, TraceUpdate } from "./core/trace-settings.js";
+export { type Endpoint, EndpointError } from "./endpoint-error.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
