@@ -28,6 +28,11 @@ node_modules/.bin/esbuild packages/backends-native/test/gpu/cuda-shm-gpu.mjs --b
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
   --outfile="$carry/cuda-shm-gpu.mjs"
+# The torch_aoti check and benchmark (issue 49 item 4), likewise (its load processes are itself).
+node_modules/.bin/esbuild packages/backends-native/test/gpu/aoti-gpu.mjs --bundle --platform=node --format=esm \
+  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
+  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
+  --outfile="$carry/aoti-gpu.mjs"
 # The device-tensor check and benchmark (CUDA shm in place, the GPU ensemble, 256 MiB), likewise.
 node_modules/.bin/esbuild packages/backends-native/test/gpu/device-tensors-gpu.mjs --bundle --platform=node --format=esm \
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
