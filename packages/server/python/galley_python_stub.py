@@ -453,12 +453,21 @@ class Runtime:
                 result = self.answers(senders, returned)
         except BaseException as error:  # noqa: BLE001 - the batch's requests get the message
             result = {"error": {"message": self.failure(describe(error)), "code": "INTERNAL"}}
+            if not self.decoupled:
+                sent = self.sent_before(senders)
+                if sent is not None:
+                    result["sent"] = sent
             # As Triton: the senders close, so that nothing more is sent for these requests.
             for sender in senders:
                 with sender._state.lock:
                     sender._state.closed = True
         finally:
             PARENTS.reset(token)
+            if not self.decoupled:
+                for sender in senders:
+                    state = sender._state
+                    if not state.deferred:
+                        state.answer = None
         deferred = set(result.get("deferred", ()))
         for i, sender in enumerate(senders):
             state = sender._state
@@ -472,6 +481,22 @@ class Runtime:
         # Dropping the inputs' arrays releases their blocks (sent ahead of the answer).
         requests = returned = senders = sender = None
         self.channel.send({"kind": "executed", "batch": batch, "result": result})
+
+    def sent_before(self, senders):
+        """A failed non-decoupled batch: the response each request's sender had sent before execute
+        raised (Triton had passed it on), and whether the final flag had closed it; None if none had."""
+        sent = []
+        for sender in senders:
+            state = sender._state
+            entry = None
+            with state.lock:
+                if state.answer is not None:
+                    try:
+                        entry = {"response": self._response_wire(sender._requested, state.answer), "final": state.closed}
+                    except Exception:  # noqa: BLE001 - not one Triton could have sent: the error stands
+                        entry = None
+            sent.append(entry)
+        return sent if any(entry is not None for entry in sent) else None
 
     def answers(self, senders, returned):
         """A non-decoupled batch's answers: returned, or sent through the senders (then final, or
@@ -503,8 +528,9 @@ class Runtime:
                     state.closed = True
                     state.sent += 1
                 elif state.closed:
+                    # Kept until execute has succeeded: should a later request fail the batch,
+                    # this one keeps what it sent (see `sent_before`).
                     response = state.answer
-                    state.answer = None
                 else:
                     state.deferred = True
                     deferred.append(i)

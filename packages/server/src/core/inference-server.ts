@@ -373,6 +373,7 @@ export class InferenceServer {
   async *stream(request: InferenceRequest, resolved?: ModelView): AsyncGenerator<StreamedResponse> {
     const model = this.#loaded(request, resolved);
     if (!model.decoupled) {
+      request.streamed = true;
       yield { response: await this.infer(request, model), final: true, empty: false };
       return;
     }

@@ -14,6 +14,7 @@ import type { WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
 import type {
   ModelControlOp,
+  PyError,
   PyInit,
   PyProtocol,
   PyRequest,
@@ -447,7 +448,7 @@ export class PythonInstance implements BackendInstance {
     const decoupled = this.#options.init.decoupled;
     const { responses, error } = result;
     const outcome: (Tensor[] | Error)[] = requests.map((request, i) => {
-      if (error) return modelError(error.message, error.code);
+      if (error) return this.#failed(request, error, result.sent?.[i]);
       if (decoupled) return [];
       const answer = late.get(i);
       if (answer?.outcome) return answer.outcome;
@@ -460,9 +461,11 @@ export class PythonInstance implements BackendInstance {
       if (!decoupled) this.#host.end(key);
       else if (failure instanceof Error && this.#host.end(key)) requests[i]?.responder?.(failure, true);
     }
-    const parameterOf = (i: number) => late.get(i)?.parameters ?? responses?.[i]?.parameters;
+    const parameterOf = (i: number) =>
+      late.get(i)?.parameters ?? (error ? result.sent?.[i]?.response : responses?.[i])?.parameters;
     const parameters =
-      !error && !decoupled && requests.some((_, i) => Object.keys(parameterOf(i) ?? {}).length > 0)
+      !decoupled &&
+      requests.some((_, i) => !(outcome[i] instanceof Error) && Object.keys(parameterOf(i) ?? {}).length > 0)
         ? requests.map((_, i) => parameterOf(i))
         : undefined;
     return {
@@ -472,6 +475,31 @@ export class PythonInstance implements BackendInstance {
       computeInferNs: inferNs,
       computeOutputNs: now() - outputStart,
     };
+  }
+
+  /**
+   * A non-decoupled request of a batch whose `execute` raised. Nothing sent: the error. A response
+   * sent with its final flag: that response, as in Triton, where the request had ended with it
+   * (the error is logged). A response sent without it: Triton's frontends then get the response and
+   * the error after it, two responses for a one-response request; a stream
+   * (`InferenceRequest.streamed`) writes the first and drops the rest, HTTP and gRPC's ModelInfer
+   * answer "expected a single response, got 2".
+   */
+  #failed(
+    request: InferenceRequest,
+    error: PyError,
+    sent: { response: PyResponse; final: boolean } | null | undefined,
+  ): Tensor[] | Error {
+    const failure = modelError(error.message, error.code);
+    if (!sent) return failure;
+    // Taken either way: the stub's blocks it names are given back once read.
+    const outputs = this.#outputs(request, sent.response);
+    if (sent.final || request.streamed) {
+      this.#options.log.error(`${this.name}: ${error.message}`);
+      return outputs;
+    }
+    if (!(outputs instanceof Error)) for (const o of outputs) o.device?.release();
+    return new InferenceError("BACKEND_FAILED", { message: "expected a single response, got 2" });
   }
 
   /** One response of a decoupled request (the host has already forgotten a final one). */

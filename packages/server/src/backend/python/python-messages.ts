@@ -87,6 +87,12 @@ export interface PyResult {
    */
   deferred?: number[];
   error?: PyError;
+  /**
+   * With `error`, of a non-decoupled batch: the response the model had sent for a request before
+   * `execute` raised (parallel; null where none), and whether its final flag had come too (then the
+   * request had ended with it, and keeps it).
+   */
+  sent?: ({ response: PyResponse; final: boolean } | null)[];
 }
 
 /** A custom metric operation (pb_utils.MetricFamily / Metric). */
