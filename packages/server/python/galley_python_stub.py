@@ -175,6 +175,9 @@ class Runtime:
         elif kind == "release":
             if self.shm is not None:
                 self.shm.release(message["blocks"])
+        elif kind == "is-ready":
+            # Beside whatever runs (an execute may be under way), as Triton's stub does.
+            threading.Thread(target=self.is_ready, args=(message["probe"],), name="is_ready", daemon=True).start()
         else:
             self.work.append(message)
 
@@ -378,7 +381,19 @@ class Runtime:
         except BaseException as error:  # noqa: BLE001 - reported as the load's failure
             self.channel.send({"kind": "start-failed", "message": describe(error)})
             return
-        self.channel.send({"kind": "started", "info": {"pid": os.getpid()}})
+        self.channel.send({"kind": "started", "info": {"pid": os.getpid(), "isReady": hasattr(self.model, "is_ready")}})
+
+    def is_ready(self, probe):
+        """The model's `is_ready()` (a coroutine is run on the loop), with Triton's rules."""
+        answer = {"kind": "ready", "probe": probe}
+        try:
+            ready = self.await_here(self.model.is_ready())
+            if not isinstance(ready, bool):
+                raise pb_utils.TritonModelException("is_ready() must return a boolean value")
+            answer["ready"] = ready
+        except BaseException as error:  # noqa: BLE001 - not ready, and why
+            answer["error"] = describe(error)
+        self.channel.send(answer)
 
     # ---- coroutines ----
 

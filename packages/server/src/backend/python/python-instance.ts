@@ -62,6 +62,9 @@ const NO_SHM = { s: -1, z: 0, o: 0, n: 0 } as const;
 /** How long the stub's read blocks wait to be given back when no batch carries them. */
 const RELEASE_DELAY_MS = 2;
 
+/** How long a readiness check waits for the model's `is_ready()` (Triton's `kUserModelReadinessTimeoutMs`). */
+const READINESS_TIMEOUT_MS = 5000;
+
 /** Parameters Triton keeps out of a Python request's `parameters()`. */
 const RESERVED_PARAMETERS = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
 
@@ -94,6 +97,10 @@ export class PythonInstance implements BackendInstance {
   #droppedMeanwhile: number[] = [];
   /** Non-decoupled answers whose final flag came (or will come) after execute returned, by key. */
   readonly #late = new Map<number, LateAnswer>();
+  /** The model's `is_ready()` in flight: checks that come meanwhile wait for it, as Triton's do. */
+  #readiness: Promise<true | string> | undefined;
+  readonly #probes = new Map<number, (answer: true | string) => void>();
+  #nextProbe = 1;
 
   private constructor(options: PythonInstanceOptions) {
     this.name = options.name;
@@ -118,6 +125,9 @@ export class PythonInstance implements BackendInstance {
       onEnded: (key) => this.#bls.ended(key),
       onDown: () => {
         this.#bls.cancelAll();
+        for (const answer of this.#probes.values())
+          answer("Stub process is not healthy while waiting for user-defined is_ready() response");
+        this.#probes.clear();
         // The stub is gone: its segments and ours start over with the next one.
         this.#pool?.close();
         this.#pool = undefined;
@@ -172,6 +182,38 @@ export class PythonInstance implements BackendInstance {
 
   get healthy(): boolean {
     return this.#host.health === "up";
+  }
+
+  /**
+   * Triton's readiness check of the instance: the stub is up, and the model's `is_ready()`, where
+   * it has one, answered true within 5 s. One call at a time reaches the model: a check that comes
+   * while one is in flight waits (5 s at most) for its answer. A string: not ready, and why.
+   */
+  isReady(): Promise<true | string> {
+    if (this.#host.health !== "up") return Promise.resolve(`Stub process '${this.name}' is not healthy.`);
+    if (!this.#host.info?.isReady) return Promise.resolve(true);
+    let waited = "Timed out waiting for in-flight is_ready() response";
+    if (!this.#readiness) {
+      waited = "Timed out waiting for user-defined is_ready() response";
+      const probe = this.#nextProbe++;
+      const asked = new Promise<true | string>((resolve) => {
+        this.#probes.set(probe, resolve);
+        this.#host.post({ kind: "is-ready", probe });
+      });
+      this.#readiness = asked;
+      void asked.then(() => {
+        if (this.#readiness === asked) this.#readiness = undefined;
+      });
+    }
+    const inFlight = this.#readiness;
+    return new Promise<true | string>((resolve) => {
+      const timer = setTimeout(() => resolve(waited), READINESS_TIMEOUT_MS);
+      timer.unref();
+      void inFlight.then((answer) => {
+        clearTimeout(timer);
+        resolve(answer);
+      });
+    });
   }
 
   /** The stub's process id (while up). */
@@ -358,6 +400,15 @@ export class PythonInstance implements BackendInstance {
       case "model-control":
         void this.#modelControl(message.call, message.request);
         return;
+      case "ready": {
+        const answer = this.#probes.get(message.probe);
+        this.#probes.delete(message.probe);
+        answer?.(
+          message.error ??
+            (message.ready === true ? true : `Model '${this.name}' is not ready (user-defined check failed).`),
+        );
+        return;
+      }
       case "log":
         if (message.level === "verbose") this.#options.log.verbose(1, `${this.name}: ${message.message}`);
         else this.#options.log[message.level](`${this.name}: ${message.message}`);
