@@ -175,6 +175,9 @@ class Runtime:
         elif kind == "release":
             if self.shm is not None:
                 self.shm.release(message["blocks"])
+        elif kind == "is-ready":
+            # Beside whatever runs (an execute may be under way), as Triton's stub does.
+            threading.Thread(target=self.is_ready, args=(message["probe"],), name="is_ready", daemon=True).start()
         else:
             self.work.append(message)
 
@@ -378,7 +381,19 @@ class Runtime:
         except BaseException as error:  # noqa: BLE001 - reported as the load's failure
             self.channel.send({"kind": "start-failed", "message": describe(error)})
             return
-        self.channel.send({"kind": "started", "info": {"pid": os.getpid()}})
+        self.channel.send({"kind": "started", "info": {"pid": os.getpid(), "isReady": hasattr(self.model, "is_ready")}})
+
+    def is_ready(self, probe):
+        """The model's `is_ready()` (a coroutine is run on the loop), with Triton's rules."""
+        answer = {"kind": "ready", "probe": probe}
+        try:
+            ready = self.await_here(self.model.is_ready())
+            if not isinstance(ready, bool):
+                raise pb_utils.TritonModelException("is_ready() must return a boolean value")
+            answer["ready"] = ready
+        except BaseException as error:  # noqa: BLE001 - not ready, and why
+            answer["error"] = describe(error)
+        self.channel.send(answer)
 
     # ---- coroutines ----
 
@@ -453,12 +468,21 @@ class Runtime:
                 result = self.answers(senders, returned)
         except BaseException as error:  # noqa: BLE001 - the batch's requests get the message
             result = {"error": {"message": self.failure(describe(error)), "code": "INTERNAL"}}
+            if not self.decoupled:
+                sent = self.sent_before(senders)
+                if sent is not None:
+                    result["sent"] = sent
             # As Triton: the senders close, so that nothing more is sent for these requests.
             for sender in senders:
                 with sender._state.lock:
                     sender._state.closed = True
         finally:
             PARENTS.reset(token)
+            if not self.decoupled:
+                for sender in senders:
+                    state = sender._state
+                    if not state.deferred:
+                        state.answer = None
         deferred = set(result.get("deferred", ()))
         for i, sender in enumerate(senders):
             state = sender._state
@@ -472,6 +496,22 @@ class Runtime:
         # Dropping the inputs' arrays releases their blocks (sent ahead of the answer).
         requests = returned = senders = sender = None
         self.channel.send({"kind": "executed", "batch": batch, "result": result})
+
+    def sent_before(self, senders):
+        """A failed non-decoupled batch: the response each request's sender had sent before execute
+        raised (Triton had passed it on), and whether the final flag had closed it; None if none had."""
+        sent = []
+        for sender in senders:
+            state = sender._state
+            entry = None
+            with state.lock:
+                if state.answer is not None:
+                    try:
+                        entry = {"response": self._response_wire(sender._requested, state.answer), "final": state.closed}
+                    except Exception:  # noqa: BLE001 - not one Triton could have sent: the error stands
+                        entry = None
+            sent.append(entry)
+        return sent if any(entry is not None for entry in sent) else None
 
     def answers(self, senders, returned):
         """A non-decoupled batch's answers: returned, or sent through the senders (then final, or
@@ -503,8 +543,9 @@ class Runtime:
                     state.closed = True
                     state.sent += 1
                 elif state.closed:
+                    # Kept until execute has succeeded: should a later request fail the batch,
+                    # this one keeps what it sent (see `sent_before`).
                     response = state.answer
-                    state.answer = None
                 else:
                     state.deferred = True
                     deferred.append(i)

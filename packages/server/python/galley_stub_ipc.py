@@ -214,6 +214,11 @@ class SharedMemory:
         ref.update(s=s, z=len(segment), o=o, n=length)
         return ref
 
+    def free_memory(self):
+        """Bytes free in our segments (Triton's `SharedMemoryManager::FreeMemory`)."""
+        with self._lock:
+            return sum(size for _, arena in self._own for _, size in arena.free)
+
     def release(self, blocks):
         with self._lock:
             for s, o in blocks:

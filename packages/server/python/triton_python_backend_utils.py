@@ -675,25 +675,18 @@ class InferenceRequest:
 
     # BLS.
     def exec(self, decoupled=False):
+        """The response; with `decoupled`, an iterator over the responses, returned (as Triton's)
+        once the first has come."""
         call = _rt().bls(self, decoupled)
         if decoupled:
             return _ResponseIterator(call)
         return call.result()
 
     def async_exec(self, decoupled=False):
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-
-        def run():
-            try:
-                value = self.exec(decoupled)
-            except BaseException as error:  # noqa: BLE001 - handed to the awaiting coroutine
-                loop.call_soon_threadsafe(future.set_exception, error)
-            else:
-                loop.call_soon_threadsafe(future.set_result, value)
-
-        threading.Thread(target=run, daemon=True).start()
-        return future
+        """`exec` run in the loop's default executor, as Triton's: the awaited future resolves with
+        the response, or with the iterator once the first response has come, so iterating a call
+        that answers at once does not block the loop."""
+        return asyncio.get_running_loop().run_in_executor(None, self.exec, decoupled)
 
     def _to_wire(self):
         parameters = dict(self._parameters)
@@ -725,16 +718,20 @@ class InferenceRequest:
 
 
 class _ResponseIterator:
-    """The responses of a decoupled BLS call, the last one carrying the final flag (possibly empty)."""
+    """The responses of a decoupled BLS call, the last one carrying the final flag (possibly empty).
+    Made once the first response has come (Triton's `exec` waits for it), which it holds."""
 
     def __init__(self, call):
         self._call = call
-        self._done = False
+        first, self._done = call.next()
+        self._held = [first]
 
     def __iter__(self):
         return self
 
     def __next__(self):
+        if self._held:
+            return self._held.pop()
         if self._done:
             raise StopIteration
         response, final = self._call.next()

@@ -129,6 +129,10 @@ describe("/metrics", () => {
       ["BACKEND", 0],
       ["OTHER", 0],
     ]);
+    // Labels sorted by name, as prometheus-cpp writes them: Triton's QA matches this very text.
+    const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+    expect(text).toContain('nv_inference_request_failure{model="simple",reason="BACKEND",version="1"} 0\n');
+    expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 0\n');
   });
 
   it("reports the same numbers as the statistics extension", async () => {

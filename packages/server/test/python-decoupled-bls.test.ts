@@ -193,6 +193,55 @@ describe("BLS from a Python model", () => {
     });
   });
 
+  it("after cancel(), a callee that ignores it answers on to its final response, as in Triton (sync and async_exec)", async () => {
+    const { client } = await pythonServer(["bls_cancel", "until_cancelled"]);
+    const run = async (ignoreCancel: boolean, useAsync: boolean) => {
+      const reply = await client.modelInfer({
+        modelName: "bls_cancel",
+        inputs: [
+          { name: "IGNORE_CANCEL", datatype: "BOOL", shape: [1n] },
+          { name: "ASYNC", datatype: "BOOL", shape: [1n] },
+        ],
+        rawInputContents: [Uint8Array.of(ignoreCancel ? 1 : 0), Uint8Array.of(useAsync ? 1 : 0)],
+      });
+      return { sum: readInt32(reply.rawOutputContents[0])[0] ?? 0, cancelled: reply.rawOutputContents[1]?.[0] === 1 };
+    };
+    for (const useAsync of [false, true]) {
+      // Heeded: the callee ends with CANCELLED once it sees it (a response or so may cross the
+      // cancel); ignored: all ten come, the last with the final flag.
+      const heeded = await run(false, useAsync);
+      expect(heeded.cancelled, `async=${useAsync}`).toBe(true);
+      expect(heeded.sum).toBeGreaterThanOrEqual(3);
+      expect(heeded.sum).toBeLessThan(10);
+      expect(await run(true, useAsync), `async=${useAsync}`).toEqual({ sum: 10, cancelled: false });
+    }
+  });
+
+  it("await async_exec(decoupled=True) resolves once the first response has come: iterating it does not block the loop", async () => {
+    const { client } = await pythonServer(["bls_async_wait", "until_cancelled"]);
+    const wait = (ms: number, id: string): Init => ({
+      modelName: "bls_async_wait",
+      id,
+      inputs: [{ name: "WAIT", datatype: "INT32", shape: [1n] }],
+      rawInputContents: [new Uint8Array(Int32Array.of(ms).buffer)],
+    });
+    const started = performance.now();
+    // Four requests to one instance whose coroutines overlap: together about one wait, not four.
+    const responses = await streamAll(
+      client,
+      ["a", "b", "c", "d"].map((id) => wait(1500, id)),
+    );
+    const elapsed = performance.now() - started;
+    expect(responses.map((r) => r.errorMessage).filter(Boolean)).toEqual([]);
+    expect(
+      responses
+        .filter((r) => r.inferResponse?.outputs.length)
+        .map((r) => r.inferResponse?.id)
+        .sort(),
+    ).toEqual(["a", "b", "c", "d"]);
+    expect(elapsed).toBeLessThan(4000);
+  });
+
   it("returns a failed call as a response with has_error() and error().message()", async () => {
     const { client } = await blsServer();
     const r = await bls(client, "missing");

@@ -1,11 +1,20 @@
 // Triton's pb_utils as Triton's own models use it (issue 48): model control from a model, the
 // initialize args, BLS requests built from bytes, response parameters' rules, relative imports,
-// and a non-decoupled model answering through its response sender.
+// and a non-decoupled model answering through its response sender (what a client gets when that
+// model then fails, as Triton's frontends do).
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { copyPythonModels, PYTHON_FIXTURES, pythonWithNumpy } from "./python-harness.js";
-import { bytesTensor, cleanup, readBytesTensor, startServer, tempRepository } from "./support/harness.js";
+import {
+  bytesTensor,
+  cleanup,
+  pushable,
+  readBytesTensor,
+  recordingLog,
+  startServer,
+  tempRepository,
+} from "./support/harness.js";
 
 const python = pythonWithNumpy();
 
@@ -131,13 +140,74 @@ describe("Triton's pb_utils API", () => {
       const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
       const refusals: [number, string][] = [
         [4, "Unable to send response. Non-decoupled model cannot send complete final before sending a response."],
-        [5, "Unable to send response. Non-decoupled model cannot send more than one response."],
-        [6, "Unable to send response. Non-decoupled model cannot send more than one response."],
-        [7, "Unable to send response. Response sender has been closed."],
         [8, "Unable to send response. Unsupported flag provided."],
         [9, "the response sender of the request was dropped before it sent the final flag"],
       ];
       for (const [n, words] of refusals) await expect(send(client, n), `IN=${n}`).rejects.toThrow(words);
+      // The instance goes on serving.
+      expect(value(await send(client, 1))).toBe(10);
+    });
+
+    // Triton passes a sent response on at once; what the model does wrong after it comes second.
+    it("keeps a response its final flag ended when execute then raises (Triton logs the error)", async () => {
+      const repo = tempRepository();
+      copyPythonModels(repo, ["sender_late"]);
+      const { log, lines } = recordingLog();
+      const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: python, log });
+      // 6: sent with the final flag, then returned too; 7: the final flag sent twice.
+      for (const n of [6, 7]) expect(value(await send(client, n)), `IN=${n}`).toBe(n * 10);
+      const logged = lines.join("\n");
+      expect(logged).toContain("Non-decoupled model cannot send more than one response.");
+      expect(logged).toContain("Unable to send response. Response sender has been closed.");
+    });
+
+    it("a response sent, then a failure: ModelInfer and REST answer Triton's 'expected a single response, got 2', a stream writes the response", async () => {
+      const repo = tempRepository();
+      copyPythonModels(repo, ["sender_late"]);
+      const { log, lines } = recordingLog();
+      const { client, httpUrl } = await startServer({
+        modelRepositories: [repo],
+        pythonExecutable: python,
+        log,
+        http: true,
+      });
+      // 5: a second response raises; 11: execute raises after sending one.
+      for (const n of [5, 11]) {
+        await expect(send(client, n), `IN=${n}`).rejects.toThrow("expected a single response, got 2");
+        const rest = await fetch(`${httpUrl}/v2/models/sender_late/infer`, {
+          method: "POST",
+          body: JSON.stringify({ inputs: [{ name: "IN", datatype: "INT32", shape: [1], data: [n] }] }),
+        });
+        expect(rest.status, `IN=${n}`).toBe(500);
+        expect(await rest.json()).toEqual({ error: "expected a single response, got 2" });
+      }
+      // Triton's ModelStreamInfer writes a one-response request's first response and drops the rest.
+      const input = pushable<Parameters<typeof client.modelInfer>[0]>();
+      for (const n of [5, 11]) {
+        input.push({
+          modelName: "sender_late",
+          id: String(n),
+          inputs: [{ name: "IN", datatype: "INT32", shape: [1n] }],
+          rawInputContents: [new Uint8Array(Int32Array.of(n).buffer)],
+        });
+      }
+      input.end();
+      const streamed: [string, number | undefined, string][] = [];
+      for await (const r of client.modelStreamInfer(input)) {
+        const raw = r.inferResponse?.rawOutputContents[0];
+        streamed.push([
+          r.inferResponse?.id ?? "",
+          raw ? new Int32Array(raw.slice().buffer)[0] : undefined,
+          r.errorMessage,
+        ]);
+      }
+      expect(streamed.sort()).toEqual([
+        ["11", 110, ""],
+        ["5", 50, ""],
+      ]);
+      const logged = lines.join("\n");
+      expect(logged).toContain("Non-decoupled model cannot send more than one response.");
+      expect(logged).toContain("ValueError: failed after sending");
       // The instance goes on serving.
       expect(value(await send(client, 1))).toBe(10);
     });

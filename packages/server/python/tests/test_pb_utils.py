@@ -219,5 +219,40 @@ class Arena(unittest.TestCase):
         self.assertEqual(arena.free, [[0, 1024]])
 
 
+class CBindings(unittest.TestCase):
+    """`c_python_backend_utils`, the module name of Triton's bindings, which some models import."""
+
+    def test_same_names_as_pb_utils(self):
+        import c_python_backend_utils as c_utils
+
+        for name in ("Tensor", "InferenceRequest", "InferenceResponse", "TritonError", "TritonModelException", "Logger"):
+            self.assertIs(getattr(c_utils, name), getattr(pb_utils, name))
+        self.assertFalse(hasattr(c_utils, "np"))  # pb_utils' own names, not its imports
+
+    def test_free_memory_of_the_stub_segments(self):
+        import c_python_backend_utils as c_utils
+        from galley_stub_ipc import SharedMemory
+
+        self.assertEqual(c_utils.shared_memory.free_memory(), 0)  # no stub runtime: nothing mapped
+        shm = SharedMemory("triton_python_backend_shm_region_test_%d_" % os.getpid())
+
+        class Runtime:
+            pass
+
+        runtime = Runtime()
+        runtime.shm = shm
+        pb_utils._runtime = runtime
+        try:
+            self.assertEqual(c_utils.shared_memory.free_memory(), 0)
+            ref = shm.put("T", "UINT8", [100], bytes(100))
+            os.unlink("/dev/shm/%sp0" % shm.prefix)
+            size = ref["z"]
+            self.assertEqual(c_utils.shared_memory.free_memory(), size - 128)
+            shm.release([(ref["s"], ref["o"])])
+            self.assertEqual(c_utils.shared_memory.free_memory(), size)
+        finally:
+            pb_utils._runtime = None
+
+
 if __name__ == "__main__":
     unittest.main()

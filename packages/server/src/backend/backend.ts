@@ -143,13 +143,18 @@ export interface BackendModel {
    * (`InferenceRequest.deviceOutputs`). Absent: the model gets host bytes only.
    */
   readonly deviceTensors?: DevicePlacement;
-  /** The model's own readiness (a scripted model's `isReady()`); ready when absent. */
-  isReady?(): Promise<boolean>;
+  /**
+   * The model's own readiness (a scripted model's `isReady()`); ready when absent. A string: not
+   * ready, and why (the core logs it at verbose level 1, as Triton's does).
+   */
+  isReady?(): Promise<boolean | string>;
   /**
    * False while an instance is down (a scripted model's worker restarting after a failure): the
    * model then reports not ready, and so does the server under strict readiness. Healthy when absent.
    */
   healthy?(): boolean;
+  /** Why the model is not {@link healthy}, in Triton's words where it has some (logged with a readiness check). */
+  unhealthy?(): string | undefined;
   /**
    * Set by backends whose instances run where they can be stopped mid-execute (a Python stub, a
    * worker thread): an unload waits this long for the requests in flight, then calls

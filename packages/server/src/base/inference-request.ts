@@ -31,6 +31,14 @@ export interface InferenceRequest {
    */
   responder?: Responder;
   /**
+   * Set by the core on a default-mode model's request that came on a stream (gRPC
+   * ModelStreamInfer, see `InferenceServer.stream`). Triton's stream writes such a request's first
+   * response and drops any after it, where its HTTP and ModelInfer fail the request ("expected a
+   * single response, got 2"): a backend whose model sent a response and then failed answers with
+   * that response when this is set.
+   */
+  streamed?: boolean;
+  /**
    * Called by the core with the config of the model version the request resolved to, before the
    * request is checked against it; it may rewrite `inputs`. The ensemble scheduler adds or removes
    * a step's batch dimension here, as Triton's does between batching and non-batching models.

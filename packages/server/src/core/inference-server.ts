@@ -183,8 +183,15 @@ export class InferenceServer {
   async modelReady(name: string, version: string): Promise<boolean> {
     try {
       const model = this.models.resolve(name, version);
-      if (!model.healthy) return false;
-      return (await model.backend.isReady?.()) ?? true;
+      const answer = model.healthy
+        ? ((await model.backend.isReady?.()) ?? true)
+        : (model.backend.unhealthy?.() ?? false);
+      if (answer === true) return true;
+      // As Triton's core: why, at verbose level 1.
+      if (typeof answer === "string") {
+        this.log.verbose(1, `Model '${model.name}' version ${model.version} is not ready: ${answer}`);
+      }
+      return false;
     } catch (error) {
       if (error instanceof InferenceError && error.id === "MODEL_NOT_FOUND") throw error;
       if (error instanceof InferenceError && error.id === "BAD_VERSION") throw error;
@@ -373,6 +380,7 @@ export class InferenceServer {
   async *stream(request: InferenceRequest, resolved?: ModelView): AsyncGenerator<StreamedResponse> {
     const model = this.#loaded(request, resolved);
     if (!model.decoupled) {
+      request.streamed = true;
       yield { response: await this.infer(request, model), final: true, empty: false };
       return;
     }

@@ -92,7 +92,9 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
           PythonInstance.start({
             name: spec.name,
             command: python.command,
-            args: [PYTHON_STUB],
+            // Named as Triton's stub process is, so that what finds Triton's stubs (`pgrep -f
+            // triton_python_backend_stub`) finds these, with the instance's name.
+            args: [PYTHON_STUB, "triton_python_backend_stub", spec.name],
             env: python.env,
             init: {
               file,
@@ -122,6 +124,18 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
       return {
         instances: opened.filter((_, i) => !specs[i]?.passive),
         healthy: () => opened.every((i) => i.healthy),
+        unhealthy: () => {
+          const down = opened.find((i) => !i.healthy);
+          return down && `Stub process '${down.name}' is not healthy.`;
+        },
+        // Triton asks each instance in turn; the first that is not ready answers for the model.
+        async isReady() {
+          for (const instance of opened) {
+            const answer = await instance.isReady();
+            if (answer !== true) return answer;
+          }
+          return true;
+        },
         ...(options.unloadTimeoutMs !== undefined ? { unloadTimeoutMs: options.unloadTimeoutMs } : {}),
         async unload() {
           await Promise.all(opened.map((i) => i.close()));

@@ -14,6 +14,7 @@ import type { WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
 import type {
   ModelControlOp,
+  PyError,
   PyInit,
   PyProtocol,
   PyRequest,
@@ -61,6 +62,9 @@ const NO_SHM = { s: -1, z: 0, o: 0, n: 0 } as const;
 /** How long the stub's read blocks wait to be given back when no batch carries them. */
 const RELEASE_DELAY_MS = 2;
 
+/** How long a readiness check waits for the model's `is_ready()` (Triton's `kUserModelReadinessTimeoutMs`). */
+const READINESS_TIMEOUT_MS = 5000;
+
 /** Parameters Triton keeps out of a Python request's `parameters()`. */
 const RESERVED_PARAMETERS = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
 
@@ -93,6 +97,10 @@ export class PythonInstance implements BackendInstance {
   #droppedMeanwhile: number[] = [];
   /** Non-decoupled answers whose final flag came (or will come) after execute returned, by key. */
   readonly #late = new Map<number, LateAnswer>();
+  /** The model's `is_ready()` in flight: checks that come meanwhile wait for it, as Triton's do. */
+  #readiness: Promise<true | string> | undefined;
+  readonly #probes = new Map<number, (answer: true | string) => void>();
+  #nextProbe = 1;
 
   private constructor(options: PythonInstanceOptions) {
     this.name = options.name;
@@ -117,6 +125,9 @@ export class PythonInstance implements BackendInstance {
       onEnded: (key) => this.#bls.ended(key),
       onDown: () => {
         this.#bls.cancelAll();
+        for (const answer of this.#probes.values())
+          answer("Stub process is not healthy while waiting for user-defined is_ready() response");
+        this.#probes.clear();
         // The stub is gone: its segments and ours start over with the next one.
         this.#pool?.close();
         this.#pool = undefined;
@@ -171,6 +182,38 @@ export class PythonInstance implements BackendInstance {
 
   get healthy(): boolean {
     return this.#host.health === "up";
+  }
+
+  /**
+   * Triton's readiness check of the instance: the stub is up, and the model's `is_ready()`, where
+   * it has one, answered true within 5 s. One call at a time reaches the model: a check that comes
+   * while one is in flight waits (5 s at most) for its answer. A string: not ready, and why.
+   */
+  isReady(): Promise<true | string> {
+    if (this.#host.health !== "up") return Promise.resolve(`Stub process '${this.name}' is not healthy.`);
+    if (!this.#host.info?.isReady) return Promise.resolve(true);
+    let waited = "Timed out waiting for in-flight is_ready() response";
+    if (!this.#readiness) {
+      waited = "Timed out waiting for user-defined is_ready() response";
+      const probe = this.#nextProbe++;
+      const asked = new Promise<true | string>((resolve) => {
+        this.#probes.set(probe, resolve);
+        this.#host.post({ kind: "is-ready", probe });
+      });
+      this.#readiness = asked;
+      void asked.then(() => {
+        if (this.#readiness === asked) this.#readiness = undefined;
+      });
+    }
+    const inFlight = this.#readiness;
+    return new Promise<true | string>((resolve) => {
+      const timer = setTimeout(() => resolve(waited), READINESS_TIMEOUT_MS);
+      timer.unref();
+      void inFlight.then((answer) => {
+        clearTimeout(timer);
+        resolve(answer);
+      });
+    });
   }
 
   /** The stub's process id (while up). */
@@ -357,6 +400,15 @@ export class PythonInstance implements BackendInstance {
       case "model-control":
         void this.#modelControl(message.call, message.request);
         return;
+      case "ready": {
+        const answer = this.#probes.get(message.probe);
+        this.#probes.delete(message.probe);
+        answer?.(
+          message.error ??
+            (message.ready === true ? true : `Model '${this.name}' is not ready (user-defined check failed).`),
+        );
+        return;
+      }
       case "log":
         if (message.level === "verbose") this.#options.log.verbose(1, `${this.name}: ${message.message}`);
         else this.#options.log[message.level](`${this.name}: ${message.message}`);
@@ -447,7 +499,7 @@ export class PythonInstance implements BackendInstance {
     const decoupled = this.#options.init.decoupled;
     const { responses, error } = result;
     const outcome: (Tensor[] | Error)[] = requests.map((request, i) => {
-      if (error) return modelError(error.message, error.code);
+      if (error) return this.#failed(request, error, result.sent?.[i]);
       if (decoupled) return [];
       const answer = late.get(i);
       if (answer?.outcome) return answer.outcome;
@@ -460,9 +512,11 @@ export class PythonInstance implements BackendInstance {
       if (!decoupled) this.#host.end(key);
       else if (failure instanceof Error && this.#host.end(key)) requests[i]?.responder?.(failure, true);
     }
-    const parameterOf = (i: number) => late.get(i)?.parameters ?? responses?.[i]?.parameters;
+    const parameterOf = (i: number) =>
+      late.get(i)?.parameters ?? (error ? result.sent?.[i]?.response : responses?.[i])?.parameters;
     const parameters =
-      !error && !decoupled && requests.some((_, i) => Object.keys(parameterOf(i) ?? {}).length > 0)
+      !decoupled &&
+      requests.some((_, i) => !(outcome[i] instanceof Error) && Object.keys(parameterOf(i) ?? {}).length > 0)
         ? requests.map((_, i) => parameterOf(i))
         : undefined;
     return {
@@ -472,6 +526,31 @@ export class PythonInstance implements BackendInstance {
       computeInferNs: inferNs,
       computeOutputNs: now() - outputStart,
     };
+  }
+
+  /**
+   * A non-decoupled request of a batch whose `execute` raised. Nothing sent: the error. A response
+   * sent with its final flag: that response, as in Triton, where the request had ended with it
+   * (the error is logged). A response sent without it: Triton's frontends then get the response and
+   * the error after it, two responses for a one-response request; a stream
+   * (`InferenceRequest.streamed`) writes the first and drops the rest, HTTP and gRPC's ModelInfer
+   * answer "expected a single response, got 2".
+   */
+  #failed(
+    request: InferenceRequest,
+    error: PyError,
+    sent: { response: PyResponse; final: boolean } | null | undefined,
+  ): Tensor[] | Error {
+    const failure = modelError(error.message, error.code);
+    if (!sent) return failure;
+    // Taken either way: the stub's blocks it names are given back once read.
+    const outputs = this.#outputs(request, sent.response);
+    if (sent.final || request.streamed) {
+      this.#options.log.error(`${this.name}: ${error.message}`);
+      return outputs;
+    }
+    if (!(outputs instanceof Error)) for (const o of outputs) o.device?.release();
+    return new InferenceError("BACKEND_FAILED", { message: "expected a single response, got 2" });
   }
 
   /** One response of a decoupled request (the host has already forgotten a final one). */

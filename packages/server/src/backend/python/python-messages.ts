@@ -87,6 +87,12 @@ export interface PyResult {
    */
   deferred?: number[];
   error?: PyError;
+  /**
+   * With `error`, of a non-decoupled batch: the response the model had sent for a request before
+   * `execute` raised (parallel; null where none), and whether its final flag had come too (then the
+   * request had ended with it, and keeps it).
+   */
+  sent?: ({ response: PyResponse; final: boolean } | null)[];
 }
 
 /** A custom metric operation (pb_utils.MetricFamily / Metric). */
@@ -109,7 +115,8 @@ export type ModelControlOp =
 /** The Python backend's messages on top of the instance host's (see `InstanceProtocol`). */
 export interface PyProtocol {
   init: PyInit;
-  info: { pid: number };
+  /** `isReady`: the model defines `is_ready()` (without it, a readiness check asks nothing). */
+  info: { pid: number; isReady?: boolean };
   /** A batch's requests, and the stub's blocks the server has read since the last message that said so. */
   batch: { requests: PyRequest[]; release: [number, number][] };
   result: PyResult;
@@ -119,6 +126,8 @@ export interface PyProtocol {
     /** The stub's blocks the server has read: `[segment, offset]` pairs. */
     | { kind: "release"; blocks: [number, number][] }
     | { kind: "reply"; call: number; value?: number | boolean; error?: string }
+    /** Run the model's `is_ready()`; answered by `ready` with the same probe. */
+    | { kind: "is-ready"; probe: number }
     /** Sent alone to a throw-away stub, outside any host. */
     | { kind: "auto-complete"; file: string; config: string };
   fromInstance:
@@ -131,6 +140,8 @@ export interface PyProtocol {
     | { kind: "metric"; call: number; request: MetricOp }
     | { kind: "model-control"; call: number; request: ModelControlOp }
     | { kind: "auto-completed"; config?: string; error?: string }
+    /** What `is_ready()` answered, or what it raised (then not ready). */
+    | { kind: "ready"; probe: number; ready?: boolean; error?: string }
     | { kind: "log"; level: "info" | "warn" | "error" | "verbose"; message: string };
 }
 

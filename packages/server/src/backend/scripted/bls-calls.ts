@@ -153,7 +153,9 @@ export class BlsCalls {
       } else {
         let ended = false;
         for await (const item of path.stream(request)) {
-          if (controller.signal.aborted) break;
+          // Cancelling tells the model called (`is_cancelled()`); one that goes on answers on, as
+          // in Triton, until its final flag. The instance gone (its calls forgotten): nobody listens.
+          if (this.#calls.get(call) !== controller) break;
           reply(item.empty ? undefined : item.response, item.final);
           ended = item.final;
         }
