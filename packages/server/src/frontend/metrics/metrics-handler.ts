@@ -124,11 +124,12 @@ async function render(
   // Labels: model, version, and one `_<tag>` per metric_tags entry of any model.
   const tagNames = [...new Set(models.flatMap((m) => Object.keys(m.config.metricTags).map((t) => `_${t}`)))];
   const labelNames = ["model", "version", ...tagNames];
-  const labels = (m: ModelView) => ({
-    model: m.name,
-    version: String(m.version),
-    ...Object.fromEntries(Object.entries(m.config.metricTags).map(([k, v]) => [`_${k}`, v])),
-  });
+  const labels = (m: ModelView) =>
+    tritonOrder({
+      model: m.name,
+      version: String(m.version),
+      ...Object.fromEntries(Object.entries(m.config.metricTags).map(([k, v]) => [`_${k}`, v])),
+    });
   const registry = new Registry();
   for (const [name, help, value] of MODEL_COUNTERS) {
     const counter = new Counter({ name, help, labelNames, registers: [registry] });
@@ -141,7 +142,8 @@ async function render(
     registers: [registry],
   });
   for (const m of models) {
-    for (const [reason, count] of Object.entries(m.stats.failures)) failure.inc({ ...labels(m), reason }, count);
+    for (const [reason, count] of Object.entries(m.stats.failures))
+      failure.inc(tritonOrder({ ...labels(m), reason }), count);
   }
   if (options.counterLatencies ?? true) {
     for (const [name, help, value] of LATENCY_COUNTERS) {
@@ -209,10 +211,19 @@ async function render(
   const counted = hostTransfers.snapshot().models;
   for (const m of models) {
     const counts = counted[m.name];
-    for (const [path, key] of TRANSFER_PATHS) transfers.inc({ ...labels(m), path }, counts?.[key] ?? 0);
+    for (const [path, key] of TRANSFER_PATHS) transfers.inc(tritonOrder({ ...labels(m), path }), counts?.[key] ?? 0);
   }
   const text = await registry.metrics();
   return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + (options.extra?.() ?? "");
+}
+
+/**
+ * Labels in the order Triton exports them: by name (prometheus-cpp keeps a metric's labels in a
+ * `std::map`), so `_<tag>` labels come first and `reason` before `version`. The exporter writes an
+ * object's labels in its key order.
+ */
+export function tritonOrder(labels: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /**
