@@ -40,8 +40,8 @@ export interface CheckOptions {
   autoComplete?: boolean;
   /** GPU ids the server can use; none by default. */
   gpus?: readonly number[];
-  /** Backends the server has; undefined accepts any backend name. */
-  backends?: ReadonlySet<string>;
+  /** Backends the server has (a set of names, or anything that answers `has`); undefined accepts any backend name. */
+  backends?: Pick<ReadonlySet<string>, "has">;
   /**
    * Why the backend a model names cannot load models here, its optional library being absent
    * (`onnxruntime-node`, libtorch, python3 with numpy); undefined when it can. Not asked for a

@@ -116,6 +116,7 @@ class Runtime:
         self.outputs = []
         self.work = collections.deque()
         self.dropped = collections.deque()  # device tensor refs the model let go, not yet sent
+        self.metric_drops = collections.deque()  # deletes of custom metrics the model let go, not yet sent
         self.cancels = {}  # key -> threading.Event, for requests not yet finished
         self.calls = {}
         self.next_call = 1
@@ -204,7 +205,23 @@ class Runtime:
                 break
         if refs:
             extra.append({"kind": "bls-drop", "refs": refs})
+        drops = self._take_metric_drops()
+        if drops:
+            extra.append({"kind": "metric-drop", "requests": drops})
         return extra or None
+
+    def _take_metric_drops(self):
+        drops = []
+        while True:
+            try:
+                drops.append(self.metric_drops.popleft())
+            except IndexError:
+                return drops
+
+    def drop_metric(self, request):
+        """A custom metric or family the model let go: deleted in the server before the next
+        metric call (so a family of the same name can be declared again), or after the next frame."""
+        self.metric_drops.append(request)
 
     def drop(self, ref):
         """The model no longer refers to device tensor `ref` (sent after the next frame)."""
@@ -224,6 +241,9 @@ class Runtime:
         return call
 
     def metric(self, request):
+        drops = self._take_metric_drops()
+        if drops:
+            self.channel.send({"kind": "metric-drop", "requests": drops})
         call = self._call()
         self.channel.send({"kind": "metric", "call": call.number, "request": request})
         self.pump(lambda: call.replies)
@@ -351,17 +371,23 @@ class Runtime:
             elif kind == "auto-complete":
                 self.auto_complete(message)
 
-    def load_class(self, path):
+    def load_class(self, path, model_dir=None, backend_folder=None):
         """Import the model file as Triton does: its version folder and the model's folder on
-        sys.path, the file imported as `<version>.<file>`, so `from . import helper` finds 1/helper.py."""
+        sys.path, the file imported as `<version>.<file>`, so `from . import helper` finds 1/helper.py.
+        A Python-based backend's `model.py` is imported as `model`, its folder on sys.path."""
+        pb_utils._model_dir = model_dir if model_dir is not None else os.path.dirname(path)
         version_folder = os.path.dirname(path)
-        for folder in (version_folder, os.path.dirname(version_folder)):
+        folders = (backend_folder,) if backend_folder else (version_folder, os.path.dirname(version_folder))
+        for folder in folders:
             if folder not in sys.path:
                 sys.path.append(folder)
         file_name = os.path.basename(path)
         if not file_name.endswith(".py"):
             raise pb_utils.TritonModelException('Model name must end with \'.py\'. Model name is "%s".' % file_name)
-        module = importlib.import_module("%s.%s" % (os.path.basename(version_folder), file_name[:-3]))
+        if backend_folder:
+            module = importlib.import_module(file_name[:-3])
+        else:
+            module = importlib.import_module("%s.%s" % (os.path.basename(version_folder), file_name[:-3]))
         cls = getattr(module, "TritonPythonModel", None)
         if cls is None:
             raise AttributeError("module '%s' has no attribute 'TritonPythonModel'" % module.__name__)
@@ -373,7 +399,7 @@ class Runtime:
             self.shm = SharedMemory(init["shm"])
             self.decoupled = bool(init["decoupled"])
             self.outputs = init["outputs"]
-            cls = self.load_class(init["file"])
+            cls = self.load_class(init["file"], init.get("modelDir"), init.get("backendFolder"))
             self.model = cls()
             initialize = getattr(self.model, "initialize", None)
             if initialize is not None:
@@ -579,7 +605,7 @@ class Runtime:
 
     def auto_complete(self, message):
         try:
-            cls = self.load_class(message["file"])
+            cls = self.load_class(message["file"], message.get("modelDir"), message.get("backendFolder"))
             config = pb_utils.ModelConfig(message["config"])
             hook = getattr(cls, "auto_complete_config", None)
             if hook is not None:

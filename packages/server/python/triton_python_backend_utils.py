@@ -20,8 +20,23 @@ TRITONSERVER_MEMORY_CPU = 0
 TRITONSERVER_MEMORY_CPU_PINNED = 1
 TRITONSERVER_MEMORY_GPU = 2
 
+# A keyword argument left out (Triton's default), told apart from one given as None.
+_DEFAULT = object()
+
 # The stub sets this to its runtime (the pipe, shared memory, BLS calls); see galley_python_stub.
 _runtime = None
+
+
+# The model's version folder (the folder of `model.py`; for a Python-based backend, the model's own),
+# set by the stub before the model file is imported.
+_model_dir = None
+
+
+def get_model_dir():
+    """The model's version folder (`<repository>/<model>/<version>`), as Triton's stub answers it."""
+    if _model_dir is None:
+        raise TritonModelException("get_model_dir() is only available in a model run by Galley's Python backend stub")
+    return _model_dir
 
 
 def _rt():
@@ -264,13 +279,62 @@ def _text(value, what):
     raise TypeError("%s must be str or bytes, not %s" % (what, type(value).__name__))
 
 
+# ---- argument checks as Triton's pybind11 bindings make them ------------------------------------
+#
+# An argument pybind11 cannot convert (None where the binding says `.none(false)`, an int for an
+# enum, a list holding something other than a Tensor) is a TypeError naming the signature; what the
+# C++ constructors then refuse (a None tensor in a list, an empty output name) is a
+# TritonModelException in Triton's words.
+
+
+class _Incompatible(Exception):
+    """One argument pybind11 would not convert (turned into the call's TypeError)."""
+
+
+def _incompatible(function, signature, args, kwargs, constructor=False):
+    invoked = ", ".join([repr(a) for a in args] + (["kwargs: " + ", ".join("%s=%r" % kv for kv in kwargs.items())] if kwargs else []))
+    what = "constructor arguments" if constructor else "function arguments"
+    return TypeError(
+        "%s(): incompatible %s. The following argument types are supported:\n    1. %s\n\nInvoked with: %s"
+        % (function, what, signature, invoked)
+    )
+
+
+def _is_text(value):
+    return isinstance(value, (str, bytes, bytearray, np.bytes_))
+
+
+def _is_int(value, unsigned=False):
+    """An integer pybind11 converts (Python's or numpy's; never a float, None or, unsigned, a negative one)."""
+    if isinstance(value, (float, np.floating)) or value is None:
+        return False
+    try:
+        number = value.__index__()
+    except (AttributeError, TypeError):
+        return False
+    return not (unsigned and number < 0)
+
+
+def _sequence(value):
+    """A list argument as pybind11's list caster takes it: any sequence but a string; else None."""
+    if value is None or _is_text(value) or isinstance(value, (dict, set, frozenset)):
+        return None
+    try:
+        return list(value)
+    except TypeError:
+        return None
+
+
 class Tensor:
     """A named tensor over a numpy array (a view over shared memory for the server's tensors)."""
 
+    _SIGNATURE = "triton_python_backend_utils.Tensor(arg0: str, arg1: numpy.ndarray)"
+
     def __init__(self, name, data, dtype=None):
+        # Triton's binding takes a str and a numpy array, nothing else (TypeError, as pybind11's).
+        if not _is_text(name) or not isinstance(data, np.ndarray):
+            raise _incompatible("__init__", Tensor._SIGNATURE, (name, data), {}, constructor=True)
         name = _text(name, "name")
-        if not isinstance(data, np.ndarray):
-            raise TritonModelException("Tensor '%s': data must be a numpy array" % name)
         datatype = dtype or _datatype_of(data)
         if datatype is None:
             raise TritonModelException("Tensor '%s': numpy dtype %s has no Triton datatype" % (name, data.dtype))
@@ -356,9 +420,25 @@ class Tensor:
 
     @staticmethod
     def from_dlpack(name, capsule):
+        if not _is_text(name):
+            raise _incompatible(
+                "from_dlpack", "(arg0: str, arg1: object) -> triton_python_backend_utils.Tensor", (name, capsule), {}
+            )
+        name = _text(name, "name")
+        # Triton's checks and words (pb_tensor.cc, FromDLPack).
+        if name == "":
+            raise TritonModelException("Tensor name cannot be an empty string.")
         if isinstance(capsule, _Held):
             return Tensor._on_device(name, capsule.datatype, capsule.shape, capsule)
-        array = np.from_dlpack(capsule) if hasattr(capsule, "__dlpack__") else _from_capsule(capsule)
+        if type(capsule).__name__ == "PyCapsule":
+            array = _from_capsule(capsule)
+        elif hasattr(capsule, "__dlpack__") and hasattr(capsule, "__dlpack_device__"):
+            array = np.from_dlpack(capsule)
+        else:
+            raise TritonModelException(
+                "Provided tensor is not supported. Tensor must be a DLPack capsule "
+                "or have `__dlpack__` and `__dlpack_device__` attributes"
+            )
         return Tensor(name, array)
 
     def _to_shm(self):
@@ -446,12 +526,30 @@ def _checked_parameters(parameters):
 
 
 class InferenceResponse:
-    def __init__(self, output_tensors=None, error=None, parameters=None):
-        self._outputs = list(output_tensors or [])
+    _SIGNATURE = (
+        "triton_python_backend_utils.InferenceResponse(output_tensors: List[triton_python_backend_utils.Tensor] = [], "
+        "error: triton_python_backend_utils.TritonError = None, parameters: object = None)"
+    )
+
+    def __init__(self, output_tensors=(), error=None, parameters=None):
+        outputs = _sequence(output_tensors)
+        if outputs is None or any(t is not None and not isinstance(t, Tensor) for t in outputs):
+            raise _incompatible(
+                "__init__",
+                InferenceResponse._SIGNATURE,
+                (),
+                {"output_tensors": output_tensors, "error": error, "parameters": parameters},
+                constructor=True,
+            )
+        parameters = _checked_parameters(parameters)
+        # Triton's check and words (infer_response.cc).
+        if any(t is None for t in outputs):
+            raise TritonModelException("Output tensor for inference response should not be empty.")
+        self._outputs = outputs
         if error is not None and not isinstance(error, TritonError):
             error = TritonError(str(error))
         self._error = error
-        self._parameters = _checked_parameters(parameters)
+        self._parameters = parameters
 
     def output_tensors(self):
         return self._outputs
@@ -569,47 +667,100 @@ class InferenceTrace:
 class InferenceRequest:
     """A request given to `execute`, or a BLS request built by the model (`exec`, `async_exec`)."""
 
+    _SIGNATURE = (
+        "triton_python_backend_utils.InferenceRequest(request_id: str = '', correlation_id: object = 0, "
+        "inputs: List[triton_python_backend_utils.Tensor], requested_output_names: List[str], model_name: str, "
+        "model_version: int = -1, flags: int = 0, timeout: int = 0, "
+        "preferred_memory: triton_python_backend_utils.PreferredMemory = <PreferredMemory>, "
+        "trace: triton_python_backend_utils.InferenceTrace = <InferenceTrace>, parameters: object = None)"
+    )
+
     def __init__(
         self,
         model_name="",
-        inputs=None,
-        requested_output_names=None,
+        inputs=(),
+        requested_output_names=(),
         request_id="",
         correlation_id=0,
         model_version=-1,
         flags=0,
         timeout=0,
-        preferred_memory=None,
-        trace=None,
+        preferred_memory=_DEFAULT,
+        trace=_DEFAULT,
         parameters=None,
     ):
+        # What pybind11 converts before Triton's constructor runs: a TypeError for the call.
+        given = {
+            "model_name": model_name,
+            "inputs": inputs,
+            "requested_output_names": requested_output_names,
+            "request_id": request_id,
+            "correlation_id": correlation_id,
+            "model_version": model_version,
+            "flags": flags,
+            "timeout": timeout,
+            "parameters": parameters,
+        }
+        tensors = _sequence(inputs)
+        names = _sequence(requested_output_names)
+        if (
+            not _is_text(model_name)
+            or not _is_text(request_id)
+            or correlation_id is None
+            or tensors is None
+            or any(t is not None and not isinstance(t, Tensor) for t in tensors)
+            or names is None
+            or not all(_is_text(n) for n in names)
+            or not _is_int(model_version)
+            or not _is_int(flags, unsigned=True)
+            or not _is_int(timeout, unsigned=True)
+            or (preferred_memory is not _DEFAULT and not isinstance(preferred_memory, PreferredMemory))
+            or (trace is not _DEFAULT and not isinstance(trace, InferenceTrace))
+        ):
+            raise _incompatible("__init__", InferenceRequest._SIGNATURE, (), given, constructor=True)
+        # Then the constructor's own checks, in Triton's order and words (pb_stub.cc, infer_request.cc).
+        self._parameters = _checked_parameters(parameters)
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
         # Triton takes bytes wherever it takes a string (a name read from a BYTES tensor).
         self._model_name = _text(model_name, "model_name")
-        self._inputs = list(inputs or [])
-        self._requested = [_text(n, "requested_output_names") for n in (requested_output_names or [])]
         self._id = _text(request_id, "request_id")
+        if any(t is None for t in tensors):
+            raise TritonModelException(
+                "Input tensor for request with id '%s' and model name '%s' should not be empty." % (self._id, self._model_name)
+            )
+        self._requested = [_text(n, "requested_output_names") for n in names]
+        if any(n == "" for n in self._requested):
+            raise TritonModelException(
+                "Requested output name for request with id '%s' and model name '%s' should not be empty."
+                % (self._id, self._model_name)
+            )
+        self._inputs = tensors
         self._correlation_id = correlation_id
-        self._model_version = model_version
-        self._flags = flags
-        self._timeout = timeout
-        self._parameters = _checked_parameters(parameters)
-        self._preferred_memory = preferred_memory
-        self._trace = trace
+        self._model_version = int(model_version)
+        self._flags = int(flags)
+        self._timeout = int(timeout)
+        self._preferred_memory = None if preferred_memory is _DEFAULT else preferred_memory
+        self._trace = None if trace is _DEFAULT else trace
         self._key = None
         self._cancelled = None
         self._sender = None
 
     @classmethod
     def _from_wire(cls, wire, cancelled):
-        request = cls(
-            request_id=wire["id"],
-            correlation_id=wire["correlationId"],
-            flags=wire["flags"],
-            timeout=wire["timeout"],
-            requested_output_names=wire["outputs"],
-        )
+        # The server's request, checked by the server: its fields as they came.
+        request = cls.__new__(cls)
+        request._model_name = ""
+        request._model_version = -1
+        request._id = wire["id"]
+        request._correlation_id = wire["correlationId"]
+        request._flags = wire["flags"]
+        request._timeout = wire["timeout"]
+        request._requested = list(wire["outputs"])
+        request._parameters = {}
+        request._preferred_memory = None
+        request._trace = None
+        request._sender = None
         request._inputs = [Tensor._from_shm(ref) for ref in wire["inputs"]]
         request._parameters_json = wire["parameters"]
         request._key = wire["key"]
@@ -764,28 +915,38 @@ class Logger:
 
     @staticmethod
     def log(message, level=LogLevel.INFO):
-        try:
-            level = Logger.LogLevel(level)
-        except ValueError:
-            raise TypeError("log(): incompatible function arguments: level must be a pb_utils.Logger.LogLevel") from None
+        # Triton's binding takes a str and a Logger.LogLevel only (None or an int: TypeError).
+        if not _is_text(message) or not isinstance(level, Logger.LogLevel):
+            raise _incompatible(
+                "log",
+                "(message: str, level: triton_python_backend_utils.Logger.LogLevel = <LogLevel.INFO: 0>) -> None",
+                (message, level),
+                {},
+            )
         name = {0: "info", 1: "warn", 2: "error", 3: "verbose"}[int(level)]
-        _rt().log(name, str(message))
+        _rt().log(name, _text(message, "message"))
+
+    @staticmethod
+    def _one(function, message, level):
+        if not _is_text(message):
+            raise _incompatible(function, "(message: str) -> None", (message,), {})
+        Logger.log(message, level)
 
     @staticmethod
     def log_info(message):
-        Logger.log(message, Logger.INFO)
+        Logger._one("log_info", message, Logger.INFO)
 
     @staticmethod
     def log_warn(message):
-        Logger.log(message, Logger.WARNING)
+        Logger._one("log_warn", message, Logger.WARNING)
 
     @staticmethod
     def log_error(message):
-        Logger.log(message, Logger.ERROR)
+        Logger._one("log_error", message, Logger.ERROR)
 
     @staticmethod
     def log_verbose(message):
-        Logger.log(message, Logger.VERBOSE)
+        Logger._one("log_verbose", message, Logger.VERBOSE)
 
 
 # Galley's earlier name for the levels.
@@ -796,7 +957,9 @@ LogLevel = Logger.LogLevel
 
 
 class MetricFamily:
-    """A custom metric family, exported with Galley's metrics (`/metrics`)."""
+    """A custom metric family, exported with Galley's metrics (`/metrics`). Deleting it (the last
+    reference going) deletes its metrics too, as Triton's: a `Metric` kept longer then refuses
+    every operation."""
 
     COUNTER = 0
     GAUGE = 1
@@ -806,15 +969,26 @@ class MetricFamily:
 
     def __init__(self, name, description, kind):
         if name is None or description is None or kind is None:
-            raise TypeError("MetricFamily(): name, description and kind must not be None")
+            raise _incompatible(
+                "__init__",
+                "triton_python_backend_utils.MetricFamily(name: str, description: str, "
+                "kind: triton_python_backend_utils.MetricKind)",
+                (),
+                {"name": name, "description": description, "kind": kind},
+                constructor=True,
+            )
         if kind not in MetricFamily._KINDS:
             raise TritonModelException("Error when creating MetricFamily: Unknown metric kind")
         self._name = name
         self._kind = kind
+        self._metrics = []
         try:
             _rt().metric({"op": "family", "family": name, "description": description, "kind": MetricFamily._KINDS[kind]})
         except TritonModelException as error:
             raise TritonModelException("Error when creating MetricFamily: %s" % error) from None
+        # Triton's ~MetricFamily: its metrics are cleared, then the family is deleted in the server
+        # (queued: the garbage collector may run this anywhere, even inside another call's send).
+        weakref.finalize(self, _delete_family, name, self._metrics).atexit = False
 
     def Metric(self, labels=None, buckets=None):  # noqa: N802 - Triton's name
         if labels is not None and not isinstance(labels, dict):
@@ -826,14 +1000,26 @@ class MetricFamily:
                 raise TritonModelException("Failed to create metric. Unexpected buckets found.")
         elif self._kind == MetricFamily.HISTOGRAM:
             raise TritonModelException("Failed to create metric. Missing required buckets.")
-        return Metric(self, labels, buckets)
+        metric = Metric(self, labels, buckets)
+        self._metrics.append(metric)
+        return metric
+
+
+def _delete_family(name, metrics):
+    for metric in metrics:
+        metric._clear()
+    runtime = _runtime
+    if runtime is not None:
+        runtime.drop_metric({"op": "family-delete", "family": name})
 
 
 class Metric:
     def __init__(self, family, labels=None, buckets=None):
-        self._family = family
+        # The family's name and kind only: a metric does not keep its family alive (Triton's).
+        self._family_name = family._name
         self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
-        request = {"op": "metric", "family": family._name, "labels": self._labels}
+        self._cleared = False
+        request = {"op": "metric", "family": self._family_name, "labels": self._labels}
         if buckets is not None:
             request["buckets"] = [float(b) for b in buckets]
         try:
@@ -841,11 +1027,24 @@ class Metric:
         except TritonModelException as error:
             raise TritonModelException("Error when creating Metric: %s" % error) from None
 
+    def _clear(self):
+        if self._cleared:
+            return
+        self._cleared = True
+        runtime = _runtime
+        if runtime is not None:
+            runtime.drop_metric({"op": "metric-delete", "family": self._family_name, "labels": self._labels})
+
     def _op(self, op, what, value=None):
-        request = {"op": op, "family": self._family._name, "labels": self._labels}
-        if value is not None:
-            request["value"] = float(value)
         try:
+            if self._cleared:
+                raise TritonModelException(
+                    "Invalid metric operation as the corresponding 'MetricFamily' has been deleted. The "
+                    "'MetricFamily' object should be deleted AFTER its corresponding 'Metric' objects have been deleted."
+                )
+            request = {"op": op, "family": self._family_name, "labels": self._labels}
+            if value is not None:
+                request["value"] = float(value)
             return _rt().metric(request)
         except TritonModelException as error:
             raise TritonModelException("Failed to %s metric value: %s" % (what, error)) from None

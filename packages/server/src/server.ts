@@ -3,7 +3,11 @@ import { openCudaIpcHandle } from "@galley/backends-native";
 import { createJsBackend, type JsIsolation } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
 import { CustomMetrics } from "./backend/python/custom-metrics.js";
-import { createPythonBackend } from "./backend/python/python-backend.js";
+import {
+  createPythonBackend,
+  type PythonBackendOptions,
+  pythonBasedBackends,
+} from "./backend/python/python-backend.js";
 import { createPyTorchBackend } from "./backend/pytorch/pytorch-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
 import { shrinkHeap } from "./base/heap.js";
@@ -61,6 +65,12 @@ export interface ServerOptions {
   onnxDefaultMaxBatchSize?: number;
   /** `--backend-config=python,python-executable=<path>` (default `python3` on PATH). */
   pythonExecutable?: string;
+  /**
+   * `--backend-directory`: where Triton's Python-based backends are found. A config whose
+   * `backend` names none of Galley's own backends runs `<backendDirectory>/<backend>/model.py`
+   * with the Python backend when that file exists. Default: none.
+   */
+  backendDirectory?: string;
   /** `--backend-config=js,default-isolation=thread|shared`: `isolation` for scripted models that set none (default `thread`). */
   jsDefaultIsolation?: JsIsolation;
   /** `--model-load-thread-count` (default 4). */
@@ -142,26 +152,30 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
   /** This server's models' own metric families (`pb_utils.MetricFamily`), after Galley's on /metrics. */
   const customMetrics = new CustomMetrics();
   const graceMs = (options.exitTimeoutSecs ?? 30) * 1000;
-  const backends = new BackendRegistry([
-    createJsBackend({
-      log,
-      inference: () => core,
-      unloadTimeoutMs: graceMs,
-      ...(options.jsDefaultIsolation ? { defaultIsolation: options.jsDefaultIsolation } : {}),
-    }),
-    createOnnxRuntimeBackend({
-      log,
-      ...(options.onnxDefaultMaxBatchSize ? { defaultMaxBatchSize: options.onnxDefaultMaxBatchSize } : {}),
-    }),
-    createPythonBackend({
-      log,
-      inference: () => core,
-      metrics: customMetrics,
-      unloadTimeoutMs: graceMs,
-      ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
-    }),
-    createPyTorchBackend({ log }),
-  ]);
+  const pythonOptions: PythonBackendOptions = {
+    log,
+    inference: () => core,
+    metrics: customMetrics,
+    unloadTimeoutMs: graceMs,
+    ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
+  };
+  const backends = new BackendRegistry(
+    [
+      createJsBackend({
+        log,
+        inference: () => core,
+        unloadTimeoutMs: graceMs,
+        ...(options.jsDefaultIsolation ? { defaultIsolation: options.jsDefaultIsolation } : {}),
+      }),
+      createOnnxRuntimeBackend({
+        log,
+        ...(options.onnxDefaultMaxBatchSize ? { defaultMaxBatchSize: options.onnxDefaultMaxBatchSize } : {}),
+      }),
+      createPythonBackend(pythonOptions),
+      createPyTorchBackend({ log }),
+    ],
+    options.backendDirectory ? pythonBasedBackends(options.backendDirectory, pythonOptions) : undefined,
+  );
   const models: ModelManager = new ModelManager({
     repositories: options.modelRepositories ?? [],
     backends,

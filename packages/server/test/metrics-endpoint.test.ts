@@ -1,6 +1,6 @@
 // Prometheus metrics on the metrics port (PROTOCOL.md §7): Triton's metric names, labels and
 // types after real inferences, the same numbers as the statistics extension (§8), metric_tags as
-// `_<tag>` labels, counter_latencies=false, and the port's other paths.
+// `_<tag>` labels, labels in Triton's order, counter_latencies=false, and the port's other paths.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
@@ -196,6 +196,13 @@ metric_tags { key: "tier" value: "gold" }
     const tagged = find(s, "nv_inference_request_success", SIMPLE);
     expect(tagged.map((x) => x.labels)).toEqual([{ model: "simple", version: "1", _team: "vision", _tier: "gold" }]);
     expect(tagged[0]?.value).toBe(4);
+    // Labels in Triton's order (prometheus-cpp's, by name): the `_<tag>` ones first, `reason` before `version`.
+    const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+    expect(text).toContain('nv_inference_request_success{_team="vision",_tier="gold",model="simple",version="1"} 4\n');
+    expect(text).toContain(
+      'nv_inference_request_failure{_team="vision",_tier="gold",model="simple",reason="OTHER",version="1"} 1\n',
+    );
+    expect(text).toContain('nv_inference_request_failure{model="simple_int8",reason="REJECTED",version="1"} 0\n');
     for (const sample of s.samples.filter((x) => x.labels.model === "simple")) {
       expect(sample.labels).toMatchObject({ _team: "vision", _tier: "gold" });
     }

@@ -1,7 +1,8 @@
 // Triton's pb_utils as Triton's own models use it (issue 48): model control from a model, the
-// initialize args, BLS requests built from bytes, response parameters' rules, relative imports,
-// and a non-decoupled model answering through its response sender (what a client gets when that
-// model then fails, as Triton's frontends do).
+// initialize args, arguments refused as Triton's bindings refuse them, custom metrics' rules, BLS
+// requests built from bytes, response parameters' rules, relative imports, and a non-decoupled
+// model answering through its response sender (what a client gets when that model then fails, as
+// Triton's frontends do).
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -111,6 +112,33 @@ describe("Triton's pb_utils API", () => {
       value: 201,
       shared: "shared",
     });
+  });
+
+  it("passes a unittest model of Triton's kind: argument checks, histogram buckets, a metric outliving its family", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["pb_unittest"]);
+    const { client, failedModels, metricsUrl } = await startServer({
+      modelRepositories: [repo],
+      pythonExecutable: python,
+      metrics: true,
+    });
+    expect(failedModels).toEqual([]);
+    const reply = await client.modelInfer({
+      modelName: "pb_unittest",
+      inputs: [{ name: "INPUT0", datatype: "FP16", shape: [1n] }],
+      rawInputContents: [new Uint8Array(2)],
+    });
+    const report = readBytesTensor(reply.rawOutputContents[1])[0] ?? "";
+    // OUTPUT0 is wasSuccessful() as FP16: 1.0 is 0x3c00.
+    expect([Buffer.from(reply.rawOutputContents[0] ?? []).readUInt16LE(0), report]).toEqual([
+      0x3c00,
+      expect.stringMatching(/\nOK\n$/),
+    ]);
+    const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
+    // A family deleted with its metrics is gone; a kept one shows its labels as Triton orders them.
+    expect(metrics).not.toContain("pb_unittest_gone_gauge");
+    expect(metrics).toContain('pb_unittest_kept{a="1",b="2"} 7\n');
+    expect(metrics).toContain("# TYPE pb_unittest_gone_counter gauge\n");
   });
 
   describe("a non-decoupled model's response sender", () => {

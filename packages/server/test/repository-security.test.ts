@@ -99,7 +99,9 @@ describe("model names and file: overrides", () => {
 
   it("refuses names with separators, '..', NUL, a leading dot or only spaces over HTTP and gRPC", async () => {
     const { s } = await explicitServer();
-    const names = ["../../x", "a/b", "a\\b", "a..b", ".hidden", "x\0y", "   "];
+    // `\\` separates paths on Windows only (elsewhere it is an ordinary character, as in Triton).
+    const backslash = process.platform === "win32" ? ["a\\b"] : [];
+    const names = ["../../x", "a/b", ...backslash, "a..b", ".hidden", "x\0y", "   "];
     const expected = (name: string) =>
       name.trim() === ""
         ? "model name must not contain only whitespace characters"
@@ -118,7 +120,7 @@ describe("model names and file: overrides", () => {
       );
     }
     // Triton's REST frontend does not decode the model name in the path: what arrives is the name.
-    for (const name of ["..", "a..b", ".hidden", "a\\b", "..%2F..%2Fx"]) {
+    for (const name of ["..", "a..b", ".hidden", ...backslash, "..%2F..%2Fx"]) {
       const http = await postRaw(
         httpPort(s),
         `/v2/repository/models/${name}/load`,

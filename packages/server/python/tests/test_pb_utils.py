@@ -34,7 +34,8 @@ class BytesTensors(unittest.TestCase):
         self.assertEqual(pb_utils.Tensor("x", np.zeros(2, np.bool_)).as_numpy().dtype, np.bool_)
         with self.assertRaises(pb_utils.TritonModelException):
             pb_utils.Tensor("x", np.zeros(2, np.complex64))
-        with self.assertRaises(pb_utils.TritonModelException):
+        # Triton's binding takes a numpy array only: anything else is pybind11's TypeError.
+        with self.assertRaises(TypeError):
             pb_utils.Tensor("x", [1, 2])
         self.assertEqual(pb_utils.numpy_to_triton_type(np.int64), 9)
         self.assertIs(pb_utils.triton_to_numpy_type(11), np.float32)
@@ -102,7 +103,7 @@ TRITON_NAMES = [
     "TRITONSERVER_REQUEST_RELEASE_ALL", "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE", "TritonError",
     "TritonModelException", "Tensor", "InferenceRequest", "InferenceResponse", "Logger", "PreferredMemory",
     "TRITONSERVER_MEMORY_GPU", "TRITONSERVER_MEMORY_CPU", "MetricFamily", "load_model", "unload_model",
-    "is_model_ready",
+    "is_model_ready", "get_model_dir",
 ]
 TRITON_MEMBERS = {
     "Tensor": ["name", "as_numpy", "triton_dtype", "to_dlpack", "is_cpu", "shape", "from_dlpack", "__dlpack__", "__dlpack_device__"],
@@ -156,6 +157,65 @@ class TritonSurface(unittest.TestCase):
         with self.assertRaises(pb_utils.TritonModelException):
             request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
 
+    def test_arguments_as_triton_binds_them(self):
+        # L0_backend_python/argument_validation's cases: pybind11 refuses None (TypeError); Triton's
+        # constructors refuse a None tensor or an empty output name (TritonModelException, its words).
+        tensor = pb_utils.Tensor("INPUT0", np.asarray([1, 2], dtype=np.int32))
+        ok = {"inputs": [tensor], "model_name": "my_model", "requested_output_names": ["out"]}
+        with self.assertRaisesRegex(
+            pb_utils.TritonModelException, "^Input tensor for request with id '' and model name 'my_model' should not be empty.$"
+        ):
+            pb_utils.InferenceRequest(**{**ok, "inputs": [None]})
+        with self.assertRaisesRegex(
+            pb_utils.TritonModelException,
+            "^Requested output name for request with id 'r' and model name 'my_model' should not be empty.$",
+        ):
+            pb_utils.InferenceRequest(**{**ok, "requested_output_names": [""], "request_id": "r"})
+        for key in ("inputs", "model_name", "requested_output_names", "correlation_id", "request_id", "model_version", "flags", "timeout", "preferred_memory", "trace"):
+            with self.assertRaisesRegex(TypeError, "^__init__\\(\\): incompatible constructor arguments", msg=key):
+                pb_utils.InferenceRequest(**{**ok, key: None})
+        for bad in ({"requested_output_names": [None]}, {"inputs": ["x"]}, {"inputs": "x"}, {"flags": -1}, {"model_version": 1.5}):
+            with self.assertRaises(TypeError, msg=bad):
+                pb_utils.InferenceRequest(**{**ok, **bad})
+        self.assertEqual(pb_utils.InferenceRequest(**{**ok, "correlation_id": 5}).correlation_id(), 5)
+        self.assertEqual(pb_utils.InferenceRequest(**{**ok, "correlation_id": "s-5"}).correlation_id(), "s-5")
+        self.assertEqual(pb_utils.InferenceRequest(**ok).correlation_id(), 0)
+        pb_utils.InferenceRequest(inputs=[], requested_output_names=[], model_name="m")
+
+        with self.assertRaisesRegex(pb_utils.TritonModelException, "^Output tensor for inference response should not be empty.$"):
+            pb_utils.InferenceResponse(output_tensors=[None])
+        for bad in (None, [1], "x"):
+            with self.assertRaises(TypeError, msg=bad):
+                pb_utils.InferenceResponse(output_tensors=bad)
+        self.assertEqual(pb_utils.InferenceResponse([tensor]).output_tensors(), [tensor])
+        self.assertEqual(pb_utils.InferenceResponse(output_tensors=[]).output_tensors(), [])
+
+        for name, data in ((None, np.zeros(1)), ("OUTPUT0", None), ("", None)):
+            with self.assertRaises(TypeError):
+                pb_utils.Tensor(name, data)
+        with self.assertRaisesRegex(pb_utils.TritonModelException, "^Provided tensor is not supported. Tensor must be a DLPack capsule"):
+            pb_utils.Tensor.from_dlpack("OUTPUT0", None)
+        with self.assertRaisesRegex(pb_utils.TritonModelException, "^Tensor name cannot be an empty string.$"):
+            pb_utils.Tensor.from_dlpack("", None)
+
+    def test_logger_arguments(self):
+        lines = []
+        previous = pb_utils._runtime
+        pb_utils._runtime = type("R", (), {"log": lambda self, level, message: lines.append((level, message))})()
+        try:
+            Logger = pb_utils.Logger
+            for level in (None, 1):
+                with self.assertRaisesRegex(TypeError, "^log\\(\\): incompatible function arguments"):
+                    Logger.log("Invalid Level", level)
+            for log in (Logger.log_info, Logger.log_warn, Logger.log_error, Logger.log_verbose):
+                with self.assertRaises(TypeError):
+                    log(None)
+            Logger.log("Level unspecified")
+            Logger.log_warn(b"bytes too")
+            self.assertEqual(lines, [("info", "Level unspecified"), ("warn", "bytes too")])
+        finally:
+            pb_utils._runtime = previous
+
     def test_parameters_rules(self):
         for make in (lambda p: pb_utils.InferenceResponse(parameters=p), lambda p: pb_utils.InferenceRequest(model_name="m", parameters=p)):
             self.assertEqual(json.loads(make({"a": 1, "b": True, "c": "x"}).parameters()), {"a": 1, "b": True, "c": "x"})
@@ -181,6 +241,57 @@ class TritonSurface(unittest.TestCase):
         t = pb_utils.Tensor("x", np.arange(4, dtype=np.float32))
         self.assertEqual(t.__dlpack_device__(), (1, 0))
         self.assertEqual(np.from_dlpack(t).tolist(), [0, 1, 2, 3])
+
+
+class CustomMetrics(unittest.TestCase):
+    """The stub's side of custom metrics: what it asks the server, and Triton's lifetime rule."""
+
+    def setUp(self):
+        self.sent = []
+        self.drops = []
+        test = self
+
+        class Runtime:
+            def metric(self, request):
+                test.sent.append(request)
+                return 0.0
+
+            def drop_metric(self, request):
+                test.drops.append(request)
+
+        self.previous = pb_utils._runtime
+        pb_utils._runtime = Runtime()
+
+    def tearDown(self):
+        pb_utils._runtime = self.previous
+
+    def test_deleting_the_family_deletes_its_metrics(self):
+        family = pb_utils.MetricFamily(name="lifetime", description="d", kind=pb_utils.MetricFamily.GAUGE)
+        metric = family.Metric(labels={"b": "2", "a": "1"})
+        metric.set(3)
+        self.assertEqual([r["op"] for r in self.sent], ["family", "metric", "set"])
+        del family
+        self.assertEqual(
+            self.drops,
+            [
+                {"op": "metric-delete", "family": "lifetime", "labels": {"b": "2", "a": "1"}},
+                {"op": "family-delete", "family": "lifetime"},
+            ],
+        )
+        words = "Invalid metric operation as the corresponding 'MetricFamily' has been deleted."
+        for call, what in ((lambda: metric.set(1), "set"), (lambda: metric.increment(1), "increment"), (metric.value, "get")):
+            with self.assertRaises(pb_utils.TritonModelException) as raised:
+                call()
+            self.assertTrue(str(raised.exception).startswith("Failed to %s metric value: %s" % (what, words)))
+        self.assertEqual(len(self.sent), 3)
+
+    def test_histogram_arguments(self):
+        family = pb_utils.MetricFamily(name="h", description="d", kind=pb_utils.MetricFamily.HISTOGRAM)
+        for buckets in (None, (1.0,)):
+            with self.assertRaises(pb_utils.TritonModelException):
+                family.Metric(labels={}, buckets=buckets)
+        family.Metric(labels={}, buckets=[])
+        self.assertEqual(self.sent[-1], {"op": "metric", "family": "h", "labels": {}, "buckets": []})
 
 
 class AutoCompleteAsTriton(unittest.TestCase):

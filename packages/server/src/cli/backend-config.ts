@@ -3,7 +3,20 @@
 // that mean something here, checks and accepts the Python backend's others as Triton's Python
 // backend does (so command lines written for tritonserver start), and says which it does not use.
 
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { GALLEY_BACKEND_NAMES } from "@galley/config";
 import type { JsIsolation } from "../backend/js/js-backend.js";
+
+/** Whether `<directory>/<name>/model.py` is a file: a Python-based backend, as Triton finds one. */
+function pythonBased(directory: string | undefined, name: string): boolean {
+  if (!directory || /[/\\\0]/.test(name) || name === "..") return false;
+  try {
+    return statSync(join(directory, name, "model.py")).isFile();
+  } catch {
+    return false;
+  }
+}
 
 /** What the `--backend-config` settings of a command line set. */
 export interface BackendConfig {
@@ -58,7 +71,10 @@ const PYTHON_SETTINGS: Record<string, ((value: string) => string | undefined) | 
  * (the message is the usage error's). Any other well-formed setting is accepted, as tritonserver
  * accepts it, with a warning that Galley does not use it.
  */
-export function parseBackendConfig(settings: readonly string[]): BackendConfig {
+export function parseBackendConfig(
+  settings: readonly string[],
+  where: { backendDirectory?: string | undefined } = {},
+): BackendConfig {
   const config: BackendConfig = { warnings: [] };
   for (const setting of settings) {
     const match = /^(?:([^,=]+),)?([^=]+)=(.*)$/.exec(setting);
@@ -85,6 +101,11 @@ export function parseBackendConfig(settings: readonly string[]): BackendConfig {
       const problem = PYTHON_SETTINGS[key]?.(value);
       if (problem) throw new Error(`--backend-config '${setting}': ${problem}`);
       unused("but Galley's Python backend does not use it (it has no such setting)");
+    } else if (backend !== "" && !GALLEY_BACKEND_NAMES.has(backend) && pythonBased(where.backendDirectory, backend)) {
+      // Triton too gives a Python-based backend the python backend's settings, not those named for it.
+      unused(
+        `but not used: '${backend}' is a Python-based backend (${join(where.backendDirectory as string, backend, "model.py")}), which takes the python backend's settings, as in Triton`,
+      );
     } else {
       unused(`but Galley does not use it${backend === "" ? "" : ` (the ${backend} backend here has no such setting)`}`);
     }

@@ -43,6 +43,8 @@ Models
   --backend-config js,default-isolation=<thread|shared>    (default: thread)
   --backend-config <backend>,<setting>=<value>   others (Triton's Python backend's shm-default-byte-size,
                                  stub-timeout-seconds, ...): accepted, checked as Triton does, logged as unused
+  --backend-directory <path>     where Triton's Python-based backends are: a model whose backend is none
+                                 of Galley's runs <path>/<backend>/model.py with the Python backend
   --cache-config local,size=<bytes>   response cache for models with response_cache { enable: true }
   --response-cache-byte-size <bytes>  deprecated form of --cache-config local,size=<bytes>
   --rate-limit <off|execution_count>  (default: off)
@@ -192,7 +194,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   };
   let backendConfig: ReturnType<typeof parseBackendConfig>;
   try {
-    backendConfig = parseBackendConfig(v["backend-config"] ?? []);
+    backendConfig = parseBackendConfig(v["backend-config"] ?? [], { backendDirectory: v["backend-directory"] });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -250,6 +252,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     allowClientShm: bool("--allow-client-shm", v["allow-client-shm"], false),
     ...(onnxDefaultMaxBatchSize !== undefined ? { onnxDefaultMaxBatchSize } : {}),
     ...(pythonExecutable ? { pythonExecutable } : {}),
+    ...(v["backend-directory"] ? { backendDirectory: v["backend-directory"] } : {}),
     ...(jsDefaultIsolation ? { jsDefaultIsolation } : {}),
     ...(responseCacheBytes ? { responseCacheBytes } : {}),
     rateLimit,
@@ -289,6 +292,7 @@ function parse(args: string[]) {
       "model-config-name": text,
       "model-load-thread-count": text,
       "backend-config": many,
+      "backend-directory": text,
       "cache-config": many,
       "rate-limit": text,
       "rate-limit-resource": many,

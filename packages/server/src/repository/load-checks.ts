@@ -52,7 +52,7 @@ export class LoadChecks {
     const backends = this.#options.backends;
     const options: CheckOptions = {
       autoComplete: this.#options.autoComplete ?? true,
-      backends: backends.names(),
+      backends,
       gpus: (await this.#options.gpus?.()) ?? [],
       backendAutoComplete: (s, config, version) =>
         backends.get(config.backend)?.autoComplete?.(config, s.path ?? "", version),

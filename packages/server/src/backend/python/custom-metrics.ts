@@ -10,6 +10,8 @@ interface Metric {
   counts?: number[];
   sum?: number;
   count?: number;
+  /** The stubs' `Metric` objects over it (Triton counts a prometheus metric's references): it goes at 0. */
+  refs: number;
 }
 
 interface Family {
@@ -17,8 +19,8 @@ interface Family {
   kind: Kind;
   /** Values by their labels' key (sorted JSON). */
   metrics: Map<string, Metric>;
-  /** The instances that declared it; the family goes when the last one does. */
-  owners: Set<string>;
+  /** The instances that declared it, each with its live `MetricFamily` objects; the family goes when the last one does. */
+  owners: Map<string, number>;
 }
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -47,16 +49,19 @@ export class CustomMetrics {
         description: request.description,
         kind: request.kind,
         metrics: new Map(),
-        owners: new Set<string>(),
+        owners: new Map<string, number>(),
       };
-      family.owners.add(owner);
+      family.owners.set(owner, (family.owners.get(owner) ?? 0) + 1);
       this.#families.set(request.family, family);
       return undefined;
     }
     const family = this.#families.get(request.family);
     if (!family) throw new Error(`metric family '${request.family}' does not exist`);
     if (request.op === "family-delete") {
-      family.owners.delete(owner);
+      // One `MetricFamily` object of this instance went away (its metrics were deleted first).
+      const left = (family.owners.get(owner) ?? 1) - 1;
+      if (left > 0) family.owners.set(owner, left);
+      else family.owners.delete(owner);
       if (family.owners.size === 0) this.#families.delete(request.family);
       return undefined;
     }
@@ -64,21 +69,34 @@ export class CustomMetrics {
       if (!LABEL.test(name)) throw new Error(`invalid metric label name '${name}'`);
       if (family.kind === "histogram" && name === "le") throw new Error("a histogram's label cannot be named 'le'");
     }
-    const key = JSON.stringify(Object.entries(request.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    // Labels in Triton's order (a std::map's: by name), which is also how it exports them.
+    const labels = Object.fromEntries(
+      Object.entries(request.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    ) as Record<string, string>;
+    const key = JSON.stringify(Object.entries(labels));
     let metric = family.metrics.get(key);
+    if (request.op === "metric-delete") {
+      // One `Metric` object went away (its family was deleted): the metric goes with its last one.
+      if (metric && --metric.refs <= 0) family.metrics.delete(key);
+      return undefined;
+    }
     if (!metric) {
-      metric = { labels: request.labels, value: 0 };
+      metric = { labels, value: 0, refs: 0 };
       if (family.kind === "histogram") {
         const buckets = request.op === "metric" ? request.buckets : undefined;
         if (!buckets) throw new Error("Missing required buckets.");
-        const sorted = [...buckets].sort((a, b) => a - b);
-        Object.assign(metric, { buckets: sorted, counts: sorted.map(() => 0), sum: 0, count: 0 });
+        // prometheus-cpp's check (Triton's histograms), in its words: strictly ascending bounds.
+        if (buckets.some((bound, i) => i > 0 && bound <= (buckets[i - 1] as number))) {
+          throw new Error("Bucket Boundaries must be strictly sorted");
+        }
+        Object.assign(metric, { buckets: [...buckets], counts: buckets.map(() => 0), sum: 0, count: 0 });
       }
       family.metrics.set(key, metric);
     }
     switch (request.op) {
       case "metric":
         if (request.buckets && family.kind !== "histogram") throw new Error("Unexpected buckets found.");
+        metric.refs += 1;
         return undefined;
       case "increment":
         if (family.kind === "histogram") throw new Error("a histogram can only be observed");
@@ -111,7 +129,7 @@ export class CustomMetrics {
     }
   }
 
-  /** The families in Prometheus' text format ('' when there are none). */
+  /** The families in Prometheus' text format ('' when there are none); labels by name, `le` last, as Triton. */
   render(): string {
     const lines: string[] = [];
     const escapeLabel = (v: string) => v.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");

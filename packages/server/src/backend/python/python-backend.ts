@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
+import { statSync } from "node:fs";
 import { access, constants, realpath, stat } from "node:fs/promises";
-import { delimiter, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { delimiter, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
@@ -40,28 +41,68 @@ export interface PythonBackendOptions {
 }
 
 /**
+ * What the Python backend refuses in a stub's name (the model's name for the auto-complete stub,
+ * the instance's for the others), as Triton's (`INVALID_CHARS`, pb_utils.h): the shell's
+ * metacharacters, checked before the stub starts and before `model.py` is read.
+ */
+const STUB_NAME_INVALID = /[;|&$`<>()[\]{}\\"'*?~#!]/;
+
+/** Triton's refusal of a stub's name (stub_launcher.cc), or undefined for a valid one. */
+export function stubNameProblem(name: string): string | undefined {
+  return name === "" || STUB_NAME_INVALID.test(name) ? "Invalid stub name: contains invalid characters" : undefined;
+}
+
+/** The model file of a Python-based backend: `<backend-directory>/<name>/model.py`. */
+export interface PythonBasedBackend {
+  /** The backend's name (a config's `backend`). */
+  name: string;
+  /** `<backend-directory>/<name>`, which holds its `model.py`. */
+  folder: string;
+}
+
+/**
  * The `python` backend: Triton Python models (`model.py` with `TritonPythonModel`), one stub
  * process per instance, tensors through shared memory. Parameters: `EXECUTION_ENV_PATH` (a
  * folder holding `bin/python3`; `$$TRITON_MODEL_DIRECTORY` is the model's folder),
  * `execute_timeout_ms` and `initialize_timeout_ms` (none by default, as in Triton).
+ *
+ * With `based`, a Python-based backend (Triton's): the backend named so, whose models all run its
+ * folder's `model.py` (imported as `model`, its folder on `sys.path`) instead of one of their own;
+ * `pb_utils.get_model_dir()` is still the model's version folder, and the settings are the
+ * `python` backend's.
  */
-export function createPythonBackend(options: PythonBackendOptions): Backend {
+export function createPythonBackend(options: PythonBackendOptions, based?: PythonBasedBackend): Backend {
   const metrics = options.metrics ?? new CustomMetrics();
+  const modelFile = async (modelPath: string, version: number, config: ModelConfig) =>
+    based ? join(based.folder, PYTHON_MODEL_FILE) : findModelFile(modelPath, version, config);
+  /** Where the stub imports the model from, and what `get_model_dir()` answers. */
+  const placement = (file: string, modelPath: string, version: number) => ({
+    modelDir: based ? join(modelPath, String(version)) : dirname(file),
+    ...(based ? { backendFolder: based.folder } : {}),
+  });
   return {
-    name: "python",
+    name: based?.name ?? "python",
 
     async autoComplete(config, modelPath, version) {
+      // Triton refuses the name before the auto-complete stub starts, so before model.py runs.
+      const refused = stubNameProblem(config.name);
+      if (refused) return { config, diagnostics: [{ path: "", message: refused }], notes: [] };
       let file: string | undefined;
       let python: Interpreter;
       try {
-        file = await findModelFile(modelPath, version, config);
+        file = await modelFile(modelPath, version, config);
         python = await interpreter(config, modelPath, options.pythonExecutable);
       } catch (error) {
         // A config that points outside its model, or at a packed environment: the load fails with why.
         return { config, diagnostics: [{ path: "parameters", message: (error as Error).message }], notes: [] };
       }
       if (!file) return undefined;
-      const completed = await runAutoComplete(python, file, config, options.log);
+      const completed = await runAutoComplete(
+        python,
+        { file, ...placement(file, modelPath, version) },
+        config,
+        options.log,
+      );
       if (typeof completed === "string") {
         return {
           config,
@@ -74,7 +115,12 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
 
     async load(context): Promise<BackendModel> {
       const { config } = context;
-      const file = await findModelFile(context.modelPath, context.version, config);
+      const specs = instanceSpecs(config);
+      for (const spec of specs) {
+        const refused = stubNameProblem(spec.name);
+        if (refused) throw new Error(refused);
+      }
+      const file = await modelFile(context.modelPath, context.version, config);
       if (!file) {
         const name = config.defaultModelFilename || PYTHON_MODEL_FILE;
         throw new Error(`unable to find '${join(context.versionPath, name)}' for model '${config.name}'`);
@@ -86,7 +132,6 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
       const mapper = await segmentMapper(options.log);
       const rules = outputRules(config);
       const modelConfig = JSON.stringify(toModelConfigJson(config));
-      const specs = instanceSpecs(config);
       const started = await Promise.allSettled(
         specs.map((spec) =>
           PythonInstance.start({
@@ -98,6 +143,7 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
             env: python.env,
             init: {
               file,
+              ...placement(file, context.modelPath, context.version),
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
               outputs: config.output.map((o) => o.name),
               // Triton's Python backend names the kind without its prefix: CPU, GPU or MODEL.
@@ -142,6 +188,33 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
         },
       };
     },
+  };
+}
+
+/**
+ * Triton's Python-based backends for `--backend-directory`: the backend `<name>` when
+ * `<directory>/<name>/model.py` is a file (undefined otherwise), run by the Python backend with
+ * `options`. Asked only for names the server's own backends do not have.
+ */
+export function pythonBasedBackends(
+  directory: string,
+  options: PythonBackendOptions,
+): (name: string) => Backend | undefined {
+  const found = new Map<string, Backend>();
+  return (name) => {
+    const known = found.get(name);
+    if (known) return known;
+    // A backend's name is one folder of the directory, never a path out of it.
+    if (name === "" || name === "." || name === ".." || /[/\\\0]/.test(name)) return undefined;
+    const folder = join(resolve(directory), name);
+    try {
+      if (!statSync(join(folder, PYTHON_MODEL_FILE)).isFile()) return undefined;
+    } catch {
+      return undefined;
+    }
+    const backend = createPythonBackend(options, { name, folder });
+    found.set(name, backend);
+    return backend;
   };
 }
 
@@ -259,7 +332,7 @@ async function interpreter(config: ModelConfig, modelPath: string, executable = 
 /** Call the model's static `auto_complete_config` in a throw-away stub, as Triton does. */
 function runAutoComplete(
   python: Interpreter,
-  file: string,
+  where: { file: string; modelDir: string; backendFolder?: string },
   config: ModelConfig,
   log: Logger,
 ): Promise<ModelConfig | string> {
@@ -287,6 +360,6 @@ function runAutoComplete(
       },
       ended: (reason) => resolveConfig(explain(`the auto-complete stub ${reason}`, python)),
     });
-    transport.send({ kind: "auto-complete", file, config: JSON.stringify(toModelConfigJson(config)) });
+    transport.send({ kind: "auto-complete", ...where, config: JSON.stringify(toModelConfigJson(config)) });
   }).finally(() => void transport?.kill());
 }

@@ -397,6 +397,16 @@ export class PythonInstance implements BackendInstance {
         this.#host.post({ kind: "reply", call: message.call, ...reply });
         return;
       }
+      case "metric-drop":
+        for (const request of message.requests) {
+          try {
+            this.#options.metrics.apply(this.#prefix, request);
+          } catch (error) {
+            // As Triton's stub, a failed delete is only reported.
+            this.#options.log.warn(`${this.name}: deleting a custom metric: ${(error as Error).message}`);
+          }
+        }
+        return;
       case "model-control":
         void this.#modelControl(message.call, message.request);
         return;

@@ -69,6 +69,10 @@ export interface PyBlsRequest {
 export interface PyInit {
   /** The model file (`model.py`). */
   file: string;
+  /** What `pb_utils.get_model_dir()` answers: the model's version folder. */
+  modelDir: string;
+  /** A Python-based backend's folder: `file` is imported from there as its own module, not as `<version>.model`. */
+  backendFolder?: string;
   /** `initialize`'s args: Triton's seven keys. */
   args: Record<string, string>;
   decoupled: boolean;
@@ -104,7 +108,9 @@ export type MetricOp =
   | { op: "observe"; family: string; labels: Record<string, string>; value: number }
   | { op: "increment"; family: string; labels: Record<string, string>; value: number }
   | { op: "set"; family: string; labels: Record<string, string>; value: number }
-  | { op: "value"; family: string; labels: Record<string, string> };
+  | { op: "value"; family: string; labels: Record<string, string> }
+  /** A `Metric` object of a deleted `MetricFamily` (sent without waiting for an answer). */
+  | { op: "metric-delete"; family: string; labels: Record<string, string> };
 
 /** `pb_utils.load_model` / `unload_model` / `is_model_ready`. */
 export type ModelControlOp =
@@ -129,7 +135,7 @@ export interface PyProtocol {
     /** Run the model's `is_ready()`; answered by `ready` with the same probe. */
     | { kind: "is-ready"; probe: number }
     /** Sent alone to a throw-away stub, outside any host. */
-    | { kind: "auto-complete"; file: string; config: string };
+    | { kind: "auto-complete"; file: string; modelDir: string; backendFolder?: string; config: string };
   fromInstance:
     | { kind: "bls"; call: number; request: PyBlsRequest; stream: boolean; parents: number[] }
     | { kind: "bls-cancel"; call: number }
@@ -138,6 +144,8 @@ export interface PyProtocol {
     /** The server's blocks the stub no longer uses. */
     | { kind: "release"; blocks: [number, number][] }
     | { kind: "metric"; call: number; request: MetricOp }
+    /** Deletes of metrics and families the model let go (no answer: they come from the garbage collector). */
+    | { kind: "metric-drop"; requests: MetricOp[] }
     | { kind: "model-control"; call: number; request: ModelControlOp }
     | { kind: "auto-completed"; config?: string; error?: string }
     /** What `is_ready()` answered, or what it raised (then not ready). */

@@ -125,7 +125,7 @@ async function render(
   const tagNames = [...new Set(models.flatMap((m) => Object.keys(m.config.metricTags).map((t) => `_${t}`)))];
   const labelNames = ["model", "version", ...tagNames];
   const labels = (m: ModelView) =>
-    sorted({
+    tritonOrder({
       model: m.name,
       version: String(m.version),
       ...Object.fromEntries(Object.entries(m.config.metricTags).map(([k, v]) => [`_${k}`, v])),
@@ -143,7 +143,7 @@ async function render(
   });
   for (const m of models) {
     for (const [reason, count] of Object.entries(m.stats.failures))
-      failure.inc(sorted({ ...labels(m), reason }), count);
+      failure.inc(tritonOrder({ ...labels(m), reason }), count);
   }
   if (options.counterLatencies ?? true) {
     for (const [name, help, value] of LATENCY_COUNTERS) {
@@ -211,18 +211,18 @@ async function render(
   const counted = hostTransfers.snapshot().models;
   for (const m of models) {
     const counts = counted[m.name];
-    for (const [path, key] of TRANSFER_PATHS) transfers.inc(sorted({ ...labels(m), path }), counts?.[key] ?? 0);
+    for (const [path, key] of TRANSFER_PATHS) transfers.inc(tritonOrder({ ...labels(m), path }), counts?.[key] ?? 0);
   }
   const text = await registry.metrics();
   return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + (options.extra?.() ?? "");
 }
 
 /**
- * Labels in Triton's order: prometheus-cpp keeps a series' labels sorted by name, so a failure
- * reads `{model="m",reason="BACKEND",version="1"}` (clients that match the text, as Triton's QA
- * does, depend on it). prom-client writes them in the order given.
+ * Labels in the order Triton exports them: by name (prometheus-cpp keeps a metric's labels in a
+ * `std::map`), so `_<tag>` labels come first and `reason` before `version`. The exporter writes an
+ * object's labels in its key order.
  */
-function sorted(labels: Record<string, string>): Record<string, string> {
+export function tritonOrder(labels: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
