@@ -15,6 +15,7 @@
 import asyncio
 import ctypes
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -348,9 +349,20 @@ class Runtime:
             elif kind == "auto-complete":
                 self.auto_complete(message)
 
-    def load_class(self, path):
+    def load_class(self, path, runtime=False):
         """Import the model file as Triton does: its version folder and the model's folder on
-        sys.path, the file imported as `<version>.<file>`, so `from . import helper` finds 1/helper.py."""
+        sys.path, the file imported as `<version>.<file>`, so `from . import helper` finds 1/helper.py.
+        A Python-based backend's runtime (`runtime`: its `model.py`) is imported as `model`, its
+        folder on sys.path."""
+        if runtime:
+            folder = os.path.dirname(path)
+            if folder not in sys.path:
+                sys.path.append(folder)
+            spec = importlib.util.spec_from_file_location("model", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["model"] = module
+            spec.loader.exec_module(module)
+            return module.TritonPythonModel
         version_folder = os.path.dirname(path)
         for folder in (version_folder, os.path.dirname(version_folder)):
             if folder not in sys.path:
@@ -370,7 +382,8 @@ class Runtime:
             self.shm = SharedMemory(init["shm"])
             self.decoupled = bool(init["decoupled"])
             self.outputs = init["outputs"]
-            cls = self.load_class(init["file"])
+            pb_utils._model_dir = init.get("modelDir") or os.path.dirname(init["file"])
+            cls = self.load_class(init["file"], bool(init.get("runtime")))
             self.model = cls()
             initialize = getattr(self.model, "initialize", None)
             if initialize is not None:

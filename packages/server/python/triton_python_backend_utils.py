@@ -396,6 +396,15 @@ def _from_capsule(capsule):
     return np.from_dlpack(_Holder())
 
 
+# The model's version folder; the stub sets it when it starts the model.
+_model_dir = ""
+
+
+def get_model_dir():
+    """The model's version folder (`<repository>/<model>/<version>`), where its files are."""
+    return _model_dir
+
+
 def get_input_tensor_by_name(inference_request, name):
     for tensor in inference_request.inputs():
         if tensor.name() == name:

@@ -3,7 +3,11 @@ import { openCudaIpcHandle } from "@galley/backends-native";
 import { createJsBackend, type JsIsolation } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
 import { CustomMetrics } from "./backend/python/custom-metrics.js";
-import { createPythonBackend } from "./backend/python/python-backend.js";
+import {
+  createPythonBackend,
+  createPythonBasedBackends,
+  type PythonBackendOptions,
+} from "./backend/python/python-backend.js";
 import { createPyTorchBackend } from "./backend/pytorch/pytorch-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
 import { shrinkHeap } from "./base/heap.js";
@@ -142,26 +146,31 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
   /** This server's models' own metric families (`pb_utils.MetricFamily`), after Galley's on /metrics. */
   const customMetrics = new CustomMetrics();
   const graceMs = (options.exitTimeoutSecs ?? 30) * 1000;
-  const backends = new BackendRegistry([
-    createJsBackend({
-      log,
-      inference: () => core,
-      unloadTimeoutMs: graceMs,
-      ...(options.jsDefaultIsolation ? { defaultIsolation: options.jsDefaultIsolation } : {}),
-    }),
-    createOnnxRuntimeBackend({
-      log,
-      ...(options.onnxDefaultMaxBatchSize ? { defaultMaxBatchSize: options.onnxDefaultMaxBatchSize } : {}),
-    }),
-    createPythonBackend({
-      log,
-      inference: () => core,
-      metrics: customMetrics,
-      unloadTimeoutMs: graceMs,
-      ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
-    }),
-    createPyTorchBackend({ log }),
-  ]);
+  const pythonOptions: PythonBackendOptions = {
+    log,
+    inference: () => core,
+    metrics: customMetrics,
+    unloadTimeoutMs: graceMs,
+    ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
+  };
+  const backends = new BackendRegistry(
+    [
+      createJsBackend({
+        log,
+        inference: () => core,
+        unloadTimeoutMs: graceMs,
+        ...(options.jsDefaultIsolation ? { defaultIsolation: options.jsDefaultIsolation } : {}),
+      }),
+      createOnnxRuntimeBackend({
+        log,
+        ...(options.onnxDefaultMaxBatchSize ? { defaultMaxBatchSize: options.onnxDefaultMaxBatchSize } : {}),
+      }),
+      createPythonBackend(pythonOptions),
+      createPyTorchBackend({ log }),
+    ],
+    // `runtime: "model.py"`: `pytorch` serves PyTorch-2 model.py models through the Python backend.
+    createPythonBasedBackends(pythonOptions),
+  );
   const models: ModelManager = new ModelManager({
     repositories: options.modelRepositories ?? [],
     backends,

@@ -53,9 +53,10 @@ export class LoadChecks {
     const options: CheckOptions = {
       autoComplete: this.#options.autoComplete ?? true,
       backends: backends.names(),
+      pythonBasedBackends: backends.pythonBasedNames(),
       gpus: (await this.#options.gpus?.()) ?? [],
       backendAutoComplete: (s, config, version) =>
-        backends.get(config.backend)?.autoComplete?.(config, s.path ?? "", version),
+        backends.get(config.backend, config.runtime)?.autoComplete?.(config, s.path ?? "", version),
     };
     // A model that is not an ensemble has nothing more to check (its backend's auto-complete ran
     // once: for a scripted model that is a worker started and stopped, so it must not run twice).

@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
 import { access, constants, realpath, stat } from "node:fs/promises";
 import { delimiter, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,6 +8,7 @@ import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../batch-io.js";
+import { PYTHON_BASED_RUNTIME } from "../registry.js";
 import { processTransport } from "../host/process-transport.js";
 import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import type { InferencePath } from "../scripted/bls-calls.js";
@@ -22,6 +24,13 @@ export const PYTHON_STUB = join(PYTHON_STUB_DIR, "galley_python_stub.py");
 
 /** The model file when `default_model_filename` names none. */
 export const PYTHON_MODEL_FILE = "model.py";
+
+/**
+ * Galley's Python-based backends (Triton's `backends/<name>/model.py`): a folder per backend
+ * name holding its runtime `model.py`, which serves the models whose config names that backend
+ * with `runtime: "model.py"` (`pytorch`: PyTorch-2 `model.py` models).
+ */
+export const PYTHON_BASED_BACKENDS_DIR = join(PYTHON_STUB_DIR, "backends");
 
 /** Options for {@link createPythonBackend}. */
 export interface PythonBackendOptions {
@@ -46,11 +55,45 @@ export interface PythonBackendOptions {
  * `execute_timeout_ms` and `initialize_timeout_ms` (none by default, as in Triton).
  */
 export function createPythonBackend(options: PythonBackendOptions): Backend {
+  return pythonBackend({ ...options, metrics: options.metrics ?? new CustomMetrics() });
+}
+
+/**
+ * The Python-based backends of {@link PYTHON_BASED_BACKENDS_DIR}, each a backend of its folder's
+ * name run by the Python backend's stubs: the stub imports the folder's `model.py` (as `model`)
+ * instead of a model file of the version folder, and `pb_utils.get_model_dir()` gives the model's
+ * version folder, where the runtime finds the user's files. Their configs are not auto-completed
+ * (the runtimes have no `auto_complete_config`).
+ */
+export function createPythonBasedBackends(options: PythonBackendOptions): Backend[] {
   const metrics = options.metrics ?? new CustomMetrics();
+  let names: string[];
+  try {
+    names = readdirSync(PYTHON_BASED_BACKENDS_DIR, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && existsSync(join(PYTHON_BASED_BACKENDS_DIR, e.name, PYTHON_BASED_RUNTIME)))
+      .map((e) => e.name)
+      .sort();
+  } catch {
+    names = [];
+  }
+  return names.map((name) =>
+    pythonBackend({ ...options, metrics }, { name, file: join(PYTHON_BASED_BACKENDS_DIR, name, PYTHON_BASED_RUNTIME) }),
+  );
+}
+
+/** A Python-based backend's runtime: the backend's name and its `model.py`. */
+interface PythonRuntime {
+  name: string;
+  file: string;
+}
+
+function pythonBackend(options: PythonBackendOptions & { metrics: CustomMetrics }, runtime?: PythonRuntime): Backend {
+  const metrics = options.metrics;
   return {
-    name: "python",
+    name: runtime?.name ?? "python",
 
     async autoComplete(config, modelPath, version) {
+      if (runtime) return undefined;
       let file: string | undefined;
       let python: Interpreter;
       try {
@@ -74,7 +117,8 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
 
     async load(context): Promise<BackendModel> {
       const { config } = context;
-      const file = await findModelFile(context.modelPath, context.version, config);
+      // A runtime finds the model's own files itself (and says so when they are not there).
+      const file = runtime ? runtime.file : await findModelFile(context.modelPath, context.version, config);
       if (!file) {
         const name = config.defaultModelFilename || PYTHON_MODEL_FILE;
         throw new Error(`unable to find '${join(context.versionPath, name)}' for model '${config.name}'`);
@@ -96,6 +140,7 @@ export function createPythonBackend(options: PythonBackendOptions): Backend {
             env: python.env,
             init: {
               file,
+              ...(runtime ? { runtime: true, modelDir: context.versionPath } : {}),
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
               outputs: config.output.map((o) => o.name),
               // Triton's Python backend names the kind without its prefix: CPU, GPU or MODEL.
@@ -146,15 +191,18 @@ function pythonHint(command: string): string {
  * here: it does not start, or cannot import numpy; undefined when it can. `galley config
  * validate` asks (a model's own `EXECUTION_ENV_PATH` interpreter is checked when it loads).
  */
-export function pythonMissing(executable = "python3"): Promise<string | undefined> {
+export function pythonMissing(executable = "python3", module = "numpy"): Promise<string | undefined> {
+  const hint =
+    module === "numpy"
+      ? pythonHint(executable)
+      : `the Python backend runs '${executable}': install ${module} there (pip install ${module}), or pass --backend-config python,python-executable=<path> or set EXECUTION_ENV_PATH`;
   return new Promise((answer) => {
-    execFile(executable, ["-c", "import numpy"], { timeout: 30_000 }, (error, _stdout, stderr) => {
+    execFile(executable, ["-c", `import numpy, ${module}`], { timeout: 60_000 }, (error, _stdout, stderr) => {
       if (!error) answer(undefined);
-      else if ((error as NodeJS.ErrnoException).code === "ENOENT")
-        answer(`'${executable}' is not found (${pythonHint(executable)})`);
+      else if ((error as NodeJS.ErrnoException).code === "ENOENT") answer(`'${executable}' is not found (${hint})`);
       else {
         const last = stderr.trim().split("\n").at(-1) || error.message.trim().split("\n")[0];
-        answer(`'${executable}' cannot import numpy: ${last} (${pythonHint(executable)})`);
+        answer(`'${executable}' cannot import ${module}: ${last} (${hint})`);
       }
     });
   });

@@ -67,8 +67,12 @@ export interface PyBlsRequest {
 
 /** What a stub is started with. */
 export interface PyInit {
-  /** The model file (`model.py`). */
+  /** The model file (`model.py`), or a Python-based backend's runtime (`runtime`). */
   file: string;
+  /** `file` is a Python-based backend's runtime, imported as `model`. */
+  runtime?: boolean;
+  /** `pb_utils.get_model_dir()`: the version folder (default: `file`'s folder). */
+  modelDir?: string;
   /** `initialize`'s args: Triton's seven keys. */
   args: Record<string, string>;
   decoupled: boolean;
