@@ -4,19 +4,30 @@
 // through the same runtime, and models and requests refused with clear errors while the others
 // keep serving. Needs python3 with numpy and torch 2.x (`node scripts/test-env.mjs`) and a C++
 // compiler (torch.compile's inductor on CPU).
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { GALLEY_PYTHON_BASED_BACKENDS } from "@galley/config";
+import { ModelConfigSchema } from "@galley/proto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createPythonBasedBackends } from "../src/backend/python/python-backend.js";
 import { createLogger } from "../src/base/log.js";
+import { backendLibraries } from "../src/cli/backend-libraries.js";
 import { pythonWithNumpy } from "./python-harness.js";
 import { f32, readF32, tensors } from "./pytorch-support.js";
-import { cleanup, expectGrpcError, quietLog, recordingLog, startServer, tempRepository } from "./support/harness.js";
+import {
+  CLI,
+  cleanup,
+  expectGrpcError,
+  quietLog,
+  recordingLog,
+  startServer,
+  tempRepository,
+} from "./support/harness.js";
 
 const FIXTURES = fileURLToPath(new URL("./fixtures/pytorch2/", import.meta.url));
 
@@ -76,6 +87,27 @@ describe('PyTorch-2 model.py (runtime: "model.py")', () => {
     );
     expect(names).toEqual([...GALLEY_PYTHON_BASED_BACKENDS]);
   });
+
+  it("is judged by galley config validate as galley serve loads it (python3 with torch checked)", () => {
+    const repo = tempRepository();
+    model(repo, "addsub", addSubConfig(NO_COMPILE), { "model.py": "add_sub" });
+    model(
+      repo,
+      "elsewhere",
+      `backend: "onnxruntime"\nruntime: "model.py"\n${tensors("input", "X:FP32:4")}${tensors("output", "Y:FP32:4")}`,
+    );
+    const run = spawnSync(process.execPath, [CLI, "config", "validate", repo], { encoding: "utf8" });
+    expect(run.stdout).toMatch(/\| addsub +\| 1 +\| READY/);
+    expect(run.stdout).toContain(
+      "UNAVAILABLE: unable to find Python backend based backend library 'model.py' for model 'elsewhere', searched: 'onnxruntime/model.py'",
+    );
+    const { missingLibrary } = backendLibraries({
+      "pytorch:model.py": async () => "no torch",
+      pytorch: async () => "no libtorch",
+    });
+    const config = create(ModelConfigSchema, { name: "m", backend: "pytorch", runtime: "model.py" });
+    return expect(missingLibrary("pytorch", config)).resolves.toBe("no torch");
+  }, 60_000);
 
   it("serves a module without weights (torch.compile disabled) and one with its model.pt state dict (compiled), with torch's outputs", async () => {
     const repo = tempRepository();

@@ -74,7 +74,8 @@ export async function validateCommand(args: string[], io: CommandIO, context: Va
           if (named.has(backend)) return undefined;
           const missing = await probe(backend, config);
           // The lines under the table are about the backends' own libraries, not a Python-based runtime's.
-          if (config.runtime === "" && (!libraries.has(backend) || missing !== undefined)) libraries.set(backend, missing);
+          if (config.runtime === "" && (!libraries.has(backend) || missing !== undefined))
+            libraries.set(backend, missing);
           return missing;
         }
       : undefined;
