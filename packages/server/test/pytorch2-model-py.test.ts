@@ -177,6 +177,48 @@ describe('PyTorch-2 model.py (runtime: "model.py")', () => {
     expect(lines.join("\n")).toContain("Loading 'scripted' as TorchScript");
   }, 120_000);
 
+  it("takes and returns BF16 and FP16 tensors", async () => {
+    const repo = tempRepository();
+    model(
+      repo,
+      "bf16",
+      `${RUNTIME}max_batch_size: 4\n${tensors("input", "INPUT0:BF16:2", "INPUT1:BF16:2")}${tensors("output", "OUTPUT0:BF16:2", "OUTPUT1:BF16:2")}${CPU}${NO_COMPILE}`,
+      { "model.py": "add_sub" },
+    );
+    model(
+      repo,
+      "fp16",
+      `${RUNTIME}${tensors("input", "INPUT0:FP16:2", "INPUT1:FP16:2")}${tensors("output", "OUTPUT0:FP16:2", "OUTPUT1:FP16:2")}${CPU}${NO_COMPILE}`,
+      { "model.py": "add_sub" },
+    );
+    const { client } = await startServer({ modelRepositories: [repo] });
+    // 1, 2 and 2, 0.5 as 16-bit words (BF16: 0x3F80 0x4000, 0x4000 0x3F00; FP16: 0x3C00 0x4000, 0x4000 0x3800).
+    const words = (...values: number[]) => new Uint8Array(new Uint16Array(values).buffer);
+    const read = (bytes: Uint8Array | undefined) => [...new Uint16Array(new Uint8Array(bytes ?? []).buffer)];
+    const bf16 = await client.modelInfer({
+      modelName: "bf16",
+      inputs: [
+        { name: "INPUT0", datatype: "BF16", shape: [1n, 2n] },
+        { name: "INPUT1", datatype: "BF16", shape: [1n, 2n] },
+      ],
+      rawInputContents: [words(0x3f80, 0x4000), words(0x4000, 0x3f00)],
+    });
+    expect(bf16.outputs.map((o) => o.datatype)).toEqual(["BF16", "BF16"]);
+    expect(read(bf16.rawOutputContents[0])).toEqual([0x4040, 0x4020]); // 3, 2.5
+    expect(read(bf16.rawOutputContents[1])).toEqual([0xbf80, 0x3fc0]); // -1, 1.5
+    const fp16 = await client.modelInfer({
+      modelName: "fp16",
+      inputs: [
+        { name: "INPUT0", datatype: "FP16", shape: [2n] },
+        { name: "INPUT1", datatype: "FP16", shape: [2n] },
+      ],
+      rawInputContents: [words(0x3c00, 0x4000), words(0x4000, 0x3800)],
+    });
+    expect(fp16.outputs.map((o) => o.datatype)).toEqual(["FP16", "FP16"]);
+    expect(read(fp16.rawOutputContents[0])).toEqual([0x4200, 0x4100]); // 3, 2.5
+    expect(read(fp16.rawOutputContents[1])).toEqual([0xbc00, 0x3e00]); // -1, 1.5
+  }, 120_000);
+
   it("refuses bad models at load and bad requests at run, with clear errors, while the other models keep serving", async () => {
     const repo = tempRepository();
     model(repo, "good", linearConfig(NO_COMPILE), { "model.py": "linear", "model.pt": "linear.pt" });
@@ -215,8 +257,18 @@ describe('PyTorch-2 model.py (runtime: "model.py")', () => {
       `${RUNTIME}max_batch_size: 8\n${tensors("input", "X:FP32:4")}${tensors("output", "Y:FP32:4", "Z:FP32:4")}${CPU}${NO_COMPILE}`,
       { "model.py": "one_output" },
     );
+    model(repo, "no_outputs", `${RUNTIME}${tensors("input", "X:FP32:4")}${CPU}${NO_COMPILE}`, {
+      "model.py": "one_output",
+    });
     const { client, failedModels } = await startServer({ modelRepositories: [repo] });
-    expect([...failedModels].sort()).toEqual(["bad_compile", "no_file", "no_module", "no_runtime", "wrong_weights"]);
+    expect([...failedModels].sort()).toEqual([
+      "bad_compile",
+      "no_file",
+      "no_module",
+      "no_outputs",
+      "no_runtime",
+      "wrong_weights",
+    ]);
     const index = await client.repositoryIndex({});
     const reason = (name: string) => index.models.find((m) => m.name === name)?.reason ?? "";
     expect(reason("no_file")).toContain(`No model found in ${join(repo, "no_file", "1")}/['model.py', 'model.pt']`);
@@ -224,6 +276,7 @@ describe('PyTorch-2 model.py (runtime: "model.py")', () => {
     expect(reason("wrong_weights")).toMatch(
       /model\.pt does not hold a state dict for Net: Error\(s\) in loading state_dict for Net:[\s\S]*size mismatch for linear\.weight/,
     );
+    expect(reason("no_outputs")).toContain("model 'no_outputs' lists no outputs");
     expect(reason("bad_compile")).toContain("'model' is not an optional parameter for 'torch.compile'");
     expect(reason("no_runtime")).toBe(
       "unable to find Python backend based backend library 'model.py' for model 'no_runtime', searched: 'onnxruntime/model.py'",

@@ -158,6 +158,12 @@ class TritonPythonModel:
         self.batching = config.get("max_batch_size", 0) > 0
         self.inputs = [(io["name"], io.get("data_type", "")) for io in config.get("input", [])]
         self.outputs = [io["name"] for io in config.get("output", [])]
+        if not self.outputs:
+            # Nothing to derive them from: a module does not declare what forward returns.
+            raise pb_utils.TritonModelException(
+                "model '%s' lists no outputs: a PyTorch-2 model.py's inputs and outputs are not read from the module; "
+                "list them in config.pbtxt, in forward's argument order and its return order" % self.name
+            )
         self.inference_mode = flag(config, "INFERENCE_MODE", True)
         log.log_verbose("Torch parallelism settings " + for_model + ": " + set_parallelism(config, log))
         params = compile_parameters(config)
