@@ -15,6 +15,7 @@ import { GALLEY_PYTHON_BASED_BACKENDS } from "@galley/config";
 import { ModelConfigSchema } from "@galley/proto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createPythonBasedBackends } from "../src/backend/python/python-backend.js";
+import { createPyTorchBackend } from "../src/backend/pytorch/pytorch-backend.js";
 import { createLogger } from "../src/base/log.js";
 import { backendLibraries } from "../src/cli/backend-libraries.js";
 import { pythonWithNumpy } from "./python-harness.js";
@@ -108,6 +109,25 @@ describe('PyTorch-2 model.py (runtime: "model.py")', () => {
     const config = create(ModelConfigSchema, { name: "m", backend: "pytorch", runtime: "model.py" });
     return expect(missingLibrary("pytorch", config)).resolves.toBe("no torch");
   }, 60_000);
+
+  it("is not libtorch's: without runtime model.py, backend pytorch looks for a TorchScript model.pt and says what to set", async () => {
+    const repo = tempRepository();
+    const folder = model(repo, "py", linearConfig().replace('runtime: "model.py"\n', ""), { "model.py": "linear" });
+    // The addon as far as the load needs it before the file: libtorch is there.
+    const backend = createPyTorchBackend({
+      log: quietLog(),
+      torch: async () => ({
+        torchSupport: () => ({ available: true, version: "2.13.0" }),
+        loadTorchModel: () => Promise.reject(new Error("unreachable")),
+      }),
+    });
+    const config = create(ModelConfigSchema, { name: "py", platform: "pytorch_libtorch", backend: "pytorch" });
+    await expect(
+      backend.load({ config, version: 1, modelPath: folder, versionPath: join(folder, "1"), log: quietLog() }),
+    ).rejects.toThrow(
+      `unable to load model 'py', unable to find '${join(folder, "1", "model.pt")}' for model instance 'py' (the version folder holds a model.py: set runtime: "model.py" to serve it as a PyTorch-2 model)`,
+    );
+  });
 
   it("serves a module without weights (torch.compile disabled) and one with its model.pt state dict (compiled), with torch's outputs", async () => {
     const repo = tempRepository();
