@@ -172,6 +172,9 @@ describe('PyTorch-2 model.py (runtime: "model.py")', () => {
       row += rows;
     }
     expect(row).toBe(6);
+    const [stats] = (await client.modelStatistics({ name: "linear" })).modelStats;
+    expect(stats?.inferenceCount).toBe(6n);
+    expect(stats?.executionCount).toBeLessThan(3n);
 
     // Triton's log lines, and no default_model_filename filled for this runtime (Triton's guard).
     const text = lines.join("\n");

@@ -46,8 +46,13 @@ _TORCH_DTYPES = {
 _DATATYPES = {dtype: name for name, dtype in _TORCH_DTYPES.items()}
 
 
-def find_model_file(config, model_dir):
-    """The file to load: `default_model_filename`, else `model.py`, else `model.pt`."""
+# The module-level names Triton's runtime has (`_get_model_path`, `_gather_torch_tensors`,
+# `_scatter_torch_tensors`) are kept, so that tests written against it run against this one.
+
+
+def _get_model_path(config):
+    """The file to load from the version folder: `default_model_filename`, else `model.py`, else `model.pt`."""
+    model_dir = pb_utils.get_model_dir()
     names = list(MODEL_FILES)
     if config.get("default_model_filename"):
         names.insert(0, config["default_model_filename"])
@@ -56,6 +61,21 @@ def find_model_file(config, model_dir):
         if os.path.isfile(path):
             return path
     raise pb_utils.TritonModelException("No model found in " + model_dir + "/" + str(names))
+
+
+def _gather_torch_tensors(per_request):
+    """The requests' tensors (a list of argument lists) joined along the first dimension: the
+    joined arguments, and each request's batch size (its first argument's first dimension)."""
+    sections = [int(args[0].shape[0]) for args in per_request]
+    count = max((len(args) for args in per_request), default=0)
+    joined = [torch.cat([args[j] for args in per_request if j < len(args)]) for j in range(count)]
+    return joined, sections
+
+
+def _scatter_torch_tensors(joined, sections):
+    """The inverse of `_gather_torch_tensors`: each request's slices of the joined tensors."""
+    parts = [torch.split(tensor, sections) for tensor in joined]
+    return [[part[i] for part in parts] for i in range(len(sections))]
 
 
 def find_state_dict(model_path):
@@ -171,7 +191,7 @@ class TritonPythonModel:
 
         kind = args["model_instance_kind"]
         device_id = args["model_instance_device_id"]
-        path = find_model_file(config, pb_utils.get_model_dir())
+        path = _get_model_path(config)
         with self.grad_mode():
             if not path.endswith(".py"):
                 log.log_info("Loading '" + self.name + "' as TorchScript")
@@ -228,11 +248,9 @@ class TritonPythonModel:
                 args.append(value.to(self.device))
             per_request.append(args)
 
-        if self.batching and len(per_request) > 1:
-            sizes = [args[0].shape[0] if args else 0 for args in per_request]
-            joined = [torch.cat([args[i] for args in per_request]) for i in range(len(self.inputs))]
-            results = self.outputs_of(self.model(*joined))
-            answers = [list(parts) for parts in zip(*[torch.split(r, sizes) for r in results])]
+        if self.batching and len(per_request) > 1 and self.inputs:
+            joined, sections = _gather_torch_tensors(per_request)
+            answers = _scatter_torch_tensors(self.outputs_of(self.model(*joined)), sections)
         else:
             answers = [self.outputs_of(self.model(*args)) for args in per_request]
 
