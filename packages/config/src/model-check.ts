@@ -40,8 +40,8 @@ export interface CheckOptions {
   autoComplete?: boolean;
   /** GPU ids the server can use; none by default. */
   gpus?: readonly number[];
-  /** Backends the server has; undefined accepts any backend name. */
-  backends?: ReadonlySet<string>;
+  /** Backends the server has (a set of names, or anything that answers `has`); undefined accepts any backend name. */
+  backends?: Pick<ReadonlySet<string>, "has">;
   /**
    * Why the backend a model names cannot load models here, its optional library being absent
    * (`onnxruntime-node`, libtorch, python3 with numpy); undefined when it can. Not asked for a
@@ -52,7 +52,7 @@ export interface CheckOptions {
    * The backends that have a Python-based runtime (Triton's `backends/<name>/model.py`), which
    * `runtime: "model.py"` picks; undefined: any backend the server has (see `backends`).
    */
-  pythonBasedBackends?: ReadonlySet<string>;
+  pythonBasedBackends?: Pick<ReadonlySet<string>, "has">;
   /** Whether a `runtime` library named by a config exists for the model; default: it does not. */
   runtimeExists?: (source: ModelSource, runtime: string) => boolean;
   /**

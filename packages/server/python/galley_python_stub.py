@@ -15,7 +15,6 @@
 import asyncio
 import ctypes
 import importlib
-import importlib.util
 import inspect
 import json
 import os
@@ -353,28 +352,23 @@ class Runtime:
             elif kind == "auto-complete":
                 self.auto_complete(message)
 
-    def load_class(self, path, runtime=False):
+    def load_class(self, path, model_dir=None, backend_folder=None):
         """Import the model file as Triton does: its version folder and the model's folder on
         sys.path, the file imported as `<version>.<file>`, so `from . import helper` finds 1/helper.py.
-        A Python-based backend's runtime (`runtime`: its `model.py`) is imported as `model`, its
-        folder on sys.path."""
-        if runtime:
-            folder = os.path.dirname(path)
-            if folder not in sys.path:
-                sys.path.append(folder)
-            spec = importlib.util.spec_from_file_location("model", path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["model"] = module
-            spec.loader.exec_module(module)
-            return module.TritonPythonModel
+        A Python-based backend's `model.py` is imported as `model`, its folder on sys.path."""
+        pb_utils._model_dir = model_dir if model_dir is not None else os.path.dirname(path)
         version_folder = os.path.dirname(path)
-        for folder in (version_folder, os.path.dirname(version_folder)):
+        folders = (backend_folder,) if backend_folder else (version_folder, os.path.dirname(version_folder))
+        for folder in folders:
             if folder not in sys.path:
                 sys.path.append(folder)
         file_name = os.path.basename(path)
         if not file_name.endswith(".py"):
             raise pb_utils.TritonModelException('Model name must end with \'.py\'. Model name is "%s".' % file_name)
-        module = importlib.import_module("%s.%s" % (os.path.basename(version_folder), file_name[:-3]))
+        if backend_folder:
+            module = importlib.import_module(file_name[:-3])
+        else:
+            module = importlib.import_module("%s.%s" % (os.path.basename(version_folder), file_name[:-3]))
         cls = getattr(module, "TritonPythonModel", None)
         if cls is None:
             raise AttributeError("module '%s' has no attribute 'TritonPythonModel'" % module.__name__)
@@ -386,8 +380,7 @@ class Runtime:
             self.shm = SharedMemory(init["shm"])
             self.decoupled = bool(init["decoupled"])
             self.outputs = init["outputs"]
-            pb_utils._model_dir = init.get("modelDir") or os.path.dirname(init["file"])
-            cls = self.load_class(init["file"], bool(init.get("runtime")))
+            cls = self.load_class(init["file"], init.get("modelDir"), init.get("backendFolder"))
             self.model = cls()
             initialize = getattr(self.model, "initialize", None)
             if initialize is not None:
@@ -555,7 +548,7 @@ class Runtime:
 
     def auto_complete(self, message):
         try:
-            cls = self.load_class(message["file"])
+            cls = self.load_class(message["file"], message.get("modelDir"), message.get("backendFolder"))
             config = pb_utils.ModelConfig(message["config"])
             hook = getattr(cls, "auto_complete_config", None)
             if hook is not None:

@@ -24,6 +24,18 @@ TRITONSERVER_MEMORY_GPU = 2
 _runtime = None
 
 
+# The model's version folder (the folder of `model.py`; for a Python-based backend, the model's own),
+# set by the stub before the model file is imported.
+_model_dir = None
+
+
+def get_model_dir():
+    """The model's version folder (`<repository>/<model>/<version>`), as Triton's stub answers it."""
+    if _model_dir is None:
+        raise TritonModelException("get_model_dir() is only available in a model run by Galley's Python backend stub")
+    return _model_dir
+
+
 def _rt():
     if _runtime is None:
         raise TritonModelException("triton_python_backend_utils is used outside a Galley Python backend stub")
@@ -394,15 +406,6 @@ def _from_capsule(capsule):
             return (1, 0)
 
     return np.from_dlpack(_Holder())
-
-
-# The model's version folder; the stub sets it when it starts the model.
-_model_dir = ""
-
-
-def get_model_dir():
-    """The model's version folder (`<repository>/<model>/<version>`), where its files are."""
-    return _model_dir
 
 
 def get_input_tensor_by_name(inference_request, name):

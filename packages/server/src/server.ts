@@ -5,8 +5,9 @@ import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-back
 import { CustomMetrics } from "./backend/python/custom-metrics.js";
 import {
   createPythonBackend,
-  createPythonBasedBackends,
+  PYTHON_BASED_BACKENDS_DIR,
   type PythonBackendOptions,
+  pythonBasedBackends,
 } from "./backend/python/python-backend.js";
 import { createPyTorchBackend } from "./backend/pytorch/pytorch-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
@@ -168,8 +169,9 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       createPythonBackend(pythonOptions),
       createPyTorchBackend({ log }),
     ],
-    // `runtime: "model.py"`: `pytorch` serves PyTorch-2 model.py models through the Python backend.
-    createPythonBasedBackends(pythonOptions),
+    // Galley's own Python-based backends: `pytorch` with `runtime: "model.py"` serves PyTorch-2
+    // model.py models through the Python backend.
+    pythonBasedBackends(PYTHON_BASED_BACKENDS_DIR, pythonOptions),
   );
   const models: ModelManager = new ModelManager({
     repositories: options.modelRepositories ?? [],

@@ -5,7 +5,16 @@
 // keep serving. Needs python3 with numpy and torch 2.x (`node scripts/test-env.mjs`) and a C++
 // compiler (torch.compile's inductor on CPU).
 import { execFileSync, spawnSync } from "node:child_process";
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,7 +23,7 @@ import { Code } from "@connectrpc/connect";
 import { GALLEY_PYTHON_BASED_BACKENDS } from "@galley/config";
 import { ModelConfigSchema } from "@galley/proto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createPythonBasedBackends } from "../src/backend/python/python-backend.js";
+import { PYTHON_BASED_BACKENDS_DIR, pythonBasedBackends } from "../src/backend/python/python-backend.js";
 import { createPyTorchBackend } from "../src/backend/pytorch/pytorch-backend.js";
 import { createLogger } from "../src/base/log.js";
 import { backendLibraries } from "../src/cli/backend-libraries.js";
@@ -83,10 +92,16 @@ const rowsRequest = (modelName: string, from: number, count: number) => ({
 
 describe('PyTorch-2 model.py (runtime: "model.py")', () => {
   it("is the pytorch backend's Python-based runtime, as @galley/config lists", () => {
-    const names = createPythonBasedBackends({ log: quietLog(), inference: () => undefined as never }).map(
-      (b) => b.name,
+    const shipped = readdirSync(PYTHON_BASED_BACKENDS_DIR).filter((name) =>
+      existsSync(join(PYTHON_BASED_BACKENDS_DIR, name, "model.py")),
     );
-    expect(names).toEqual([...GALLEY_PYTHON_BASED_BACKENDS]);
+    expect(shipped).toEqual([...GALLEY_PYTHON_BASED_BACKENDS]);
+    const find = pythonBasedBackends(PYTHON_BASED_BACKENDS_DIR, {
+      log: quietLog(),
+      inference: () => undefined as never,
+    });
+    expect(find("pytorch")?.name).toBe("pytorch");
+    expect(find("../python")).toBeUndefined();
   });
 
   it("is judged by galley config validate as galley serve loads it (python3 with torch checked)", () => {

@@ -9,9 +9,12 @@ const backend = (name: string, tag: string): Backend & { tag: string } => ({
 });
 
 describe("BackendRegistry", () => {
-  const registry = new BackendRegistry(
-    [backend("pytorch", "native"), backend("python", "python")],
-    [backend("pytorch", "runtime"), backend("custom", "runtime")],
+  const based = new Map([
+    ["pytorch", backend("pytorch", "runtime")],
+    ["custom", backend("custom", "runtime")],
+  ]);
+  const registry = new BackendRegistry([backend("pytorch", "native"), backend("python", "python")], (name) =>
+    based.get(name),
   );
   const tag = (name: string, runtime?: string) => (registry.get(name, runtime) as { tag: string } | undefined)?.tag;
 
@@ -24,7 +27,8 @@ describe("BackendRegistry", () => {
   it("falls back to the Python-based runtime for a name with no backend of its own, as Triton does", () => {
     expect(tag("custom")).toBe("runtime");
     expect(tag("custom", "libtriton_custom.so")).toBeUndefined();
-    expect([...registry.names()].sort()).toEqual(["custom", "python", "pytorch"]);
-    expect([...registry.pythonBasedNames()].sort()).toEqual(["custom", "pytorch"]);
+    expect(registry.has("custom")).toBe(true);
+    expect(registry.has("other")).toBe(false);
+    expect([...registry.names()].sort()).toEqual(["python", "pytorch"]);
   });
 });

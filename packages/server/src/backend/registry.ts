@@ -4,38 +4,41 @@ import type { Backend } from "./backend.js";
 export const PYTHON_BASED_RUNTIME = "model.py";
 
 /**
- * The backends a server has, by name, and which one serves a config: the one owner of that
- * choice. A name may also have a Python-based runtime (Triton's `backends/<name>/model.py`, run
- * by the Python backend): `runtime: "model.py"` picks it (`backend: "pytorch"` then serves a
- * PyTorch-2 `model.py` instead of a TorchScript file), and a name with no backend of its own falls
- * back to it, as Triton falls back when the backend's shared library is absent.
+ * The backends a server has, by name: its own, then those `resolve` finds for other names
+ * (Triton's Python-based backends, `<backend directory>/<name>/model.py`, run by the Python
+ * backend), asked each time a name is looked up. The one owner of which backend serves a config:
+ * `runtime: "model.py"` asks for the name's Python-based backend even where the server has a
+ * backend of that name (`backend: "pytorch"` then serves a PyTorch-2 `model.py`, not TorchScript),
+ * as in Triton.
  */
 export class BackendRegistry {
   readonly #backends = new Map<string, Backend>();
-  readonly #pythonBased = new Map<string, Backend>();
+  readonly #resolve: ((name: string) => Backend | undefined) | undefined;
 
-  constructor(backends: readonly Backend[] = [], pythonBased: readonly Backend[] = []) {
+  constructor(backends: readonly Backend[] = [], resolve?: (name: string) => Backend | undefined) {
     for (const backend of backends) this.register(backend);
-    for (const backend of pythonBased) this.#pythonBased.set(backend.name, backend);
+    this.#resolve = resolve;
   }
 
   register(backend: Backend): void {
     this.#backends.set(backend.name, backend);
   }
 
-  /** The backend for a config's `backend` and `runtime` (empty: the backend's own). */
+  /**
+   * The backend for a config's `backend` and `runtime`: with no runtime, the server's own, else a
+   * Python-based one; with `runtime: "model.py"`, the Python-based one only.
+   */
   get(name: string, runtime = ""): Backend | undefined {
-    if (runtime === PYTHON_BASED_RUNTIME) return this.#pythonBased.get(name);
-    return this.#backends.get(name) ?? (runtime === "" ? this.#pythonBased.get(name) : undefined);
+    if (runtime === PYTHON_BASED_RUNTIME) return this.#resolve?.(name);
+    return this.#backends.get(name) ?? (runtime === "" ? this.#resolve?.(name) : undefined);
   }
 
-  /** The backend names a config may name (with a runtime of their own or Python-based). */
+  has(name: string): boolean {
+    return this.get(name) !== undefined;
+  }
+
+  /** The server's own backends (not those found by `resolve`). */
   names(): Set<string> {
-    return new Set([...this.#backends.keys(), ...this.#pythonBased.keys()]);
-  }
-
-  /** The names that have a Python-based runtime. */
-  pythonBasedNames(): Set<string> {
-    return new Set(this.#pythonBased.keys());
+    return new Set(this.#backends.keys());
   }
 }

@@ -7,7 +7,7 @@ import {
   Platform,
 } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import type { BackendRegistry } from "../backend/registry.js";
+import { type BackendRegistry, PYTHON_BASED_RUNTIME } from "../backend/registry.js";
 import type { LoadedModel } from "./loaded-model.js";
 import { checkConfigFiles } from "./model-file.js";
 
@@ -52,8 +52,8 @@ export class LoadChecks {
     const backends = this.#options.backends;
     const options: CheckOptions = {
       autoComplete: this.#options.autoComplete ?? true,
-      backends: backends.names(),
-      pythonBasedBackends: backends.pythonBasedNames(),
+      backends,
+      pythonBasedBackends: { has: (name) => backends.get(name, PYTHON_BASED_RUNTIME) !== undefined },
       gpus: (await this.#options.gpus?.()) ?? [],
       backendAutoComplete: (s, config, version) =>
         backends.get(config.backend, config.runtime)?.autoComplete?.(config, s.path ?? "", version),

@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { statSync } from "node:fs";
 import { access, constants, realpath, stat } from "node:fs/promises";
-import { delimiter, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { delimiter, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
@@ -10,7 +10,6 @@ import type { Backend, BackendModel } from "../backend.js";
 import { outputRules } from "../batch-io.js";
 import { processTransport } from "../host/process-transport.js";
 import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
-import { PYTHON_BASED_RUNTIME } from "../registry.js";
 import type { InferencePath } from "../scripted/bls-calls.js";
 import { CustomMetrics } from "./custom-metrics.js";
 import { PythonInstance } from "./python-instance.js";
@@ -26,9 +25,9 @@ export const PYTHON_STUB = join(PYTHON_STUB_DIR, "galley_python_stub.py");
 export const PYTHON_MODEL_FILE = "model.py";
 
 /**
- * Galley's Python-based backends (Triton's `backends/<name>/model.py`): a folder per backend
- * name holding its runtime `model.py`, which serves the models whose config names that backend
- * with `runtime: "model.py"` (`pytorch`: PyTorch-2 `model.py` models).
+ * Galley's own Python-based backends (Triton's `backends/<name>/model.py`), shipped with the
+ * server: a folder per backend name holding its runtime `model.py` (`pytorch`: PyTorch-2
+ * `model.py` models, for configs with `runtime: "model.py"`). See {@link pythonBasedBackends}.
  */
 export const PYTHON_BASED_BACKENDS_DIR = join(PYTHON_STUB_DIR, "backends");
 
@@ -48,63 +47,54 @@ export interface PythonBackendOptions {
   unloadTimeoutMs?: number;
 }
 
+/** The model file of a Python-based backend: `<backend-directory>/<name>/model.py`. */
+export interface PythonBasedBackend {
+  /** The backend's name (a config's `backend`). */
+  name: string;
+  /** `<backend-directory>/<name>`, which holds its `model.py`. */
+  folder: string;
+}
+
 /**
  * The `python` backend: Triton Python models (`model.py` with `TritonPythonModel`), one stub
  * process per instance, tensors through shared memory. Parameters: `EXECUTION_ENV_PATH` (a
  * folder holding `bin/python3`; `$$TRITON_MODEL_DIRECTORY` is the model's folder),
  * `execute_timeout_ms` and `initialize_timeout_ms` (none by default, as in Triton).
+ *
+ * With `based`, a Python-based backend (Triton's): the backend named so, whose models all run its
+ * folder's `model.py` (imported as `model`, its folder on `sys.path`) instead of one of their own;
+ * `pb_utils.get_model_dir()` is still the model's version folder, and the settings are the
+ * `python` backend's.
  */
-export function createPythonBackend(options: PythonBackendOptions): Backend {
-  return pythonBackend({ ...options, metrics: options.metrics ?? new CustomMetrics() });
-}
-
-/**
- * The Python-based backends of {@link PYTHON_BASED_BACKENDS_DIR}, each a backend of its folder's
- * name run by the Python backend's stubs: the stub imports the folder's `model.py` (as `model`)
- * instead of a model file of the version folder, and `pb_utils.get_model_dir()` gives the model's
- * version folder, where the runtime finds the user's files. Their configs are not auto-completed
- * (the runtimes have no `auto_complete_config`).
- */
-export function createPythonBasedBackends(options: PythonBackendOptions): Backend[] {
+export function createPythonBackend(options: PythonBackendOptions, based?: PythonBasedBackend): Backend {
   const metrics = options.metrics ?? new CustomMetrics();
-  let names: string[];
-  try {
-    names = readdirSync(PYTHON_BASED_BACKENDS_DIR, { withFileTypes: true })
-      .filter((e) => e.isDirectory() && existsSync(join(PYTHON_BASED_BACKENDS_DIR, e.name, PYTHON_BASED_RUNTIME)))
-      .map((e) => e.name)
-      .sort();
-  } catch {
-    names = [];
-  }
-  return names.map((name) =>
-    pythonBackend({ ...options, metrics }, { name, file: join(PYTHON_BASED_BACKENDS_DIR, name, PYTHON_BASED_RUNTIME) }),
-  );
-}
-
-/** A Python-based backend's runtime: the backend's name and its `model.py`. */
-interface PythonRuntime {
-  name: string;
-  file: string;
-}
-
-function pythonBackend(options: PythonBackendOptions & { metrics: CustomMetrics }, runtime?: PythonRuntime): Backend {
-  const metrics = options.metrics;
+  const modelFile = async (modelPath: string, version: number, config: ModelConfig) =>
+    based ? join(based.folder, PYTHON_MODEL_FILE) : findModelFile(modelPath, version, config);
+  /** Where the stub imports the model from, and what `get_model_dir()` answers. */
+  const placement = (file: string, modelPath: string, version: number) => ({
+    modelDir: based ? join(modelPath, String(version)) : dirname(file),
+    ...(based ? { backendFolder: based.folder } : {}),
+  });
   return {
-    name: runtime?.name ?? "python",
+    name: based?.name ?? "python",
 
     async autoComplete(config, modelPath, version) {
-      if (runtime) return undefined;
       let file: string | undefined;
       let python: Interpreter;
       try {
-        file = await findModelFile(modelPath, version, config);
+        file = await modelFile(modelPath, version, config);
         python = await interpreter(config, modelPath, options.pythonExecutable);
       } catch (error) {
         // A config that points outside its model, or at a packed environment: the load fails with why.
         return { config, diagnostics: [{ path: "parameters", message: (error as Error).message }], notes: [] };
       }
       if (!file) return undefined;
-      const completed = await runAutoComplete(python, file, config, options.log);
+      const completed = await runAutoComplete(
+        python,
+        { file, ...placement(file, modelPath, version) },
+        config,
+        options.log,
+      );
       if (typeof completed === "string") {
         return {
           config,
@@ -117,8 +107,7 @@ function pythonBackend(options: PythonBackendOptions & { metrics: CustomMetrics 
 
     async load(context): Promise<BackendModel> {
       const { config } = context;
-      // A runtime finds the model's own files itself (and says so when they are not there).
-      const file = runtime ? runtime.file : await findModelFile(context.modelPath, context.version, config);
+      const file = await modelFile(context.modelPath, context.version, config);
       if (!file) {
         const name = config.defaultModelFilename || PYTHON_MODEL_FILE;
         throw new Error(`unable to find '${join(context.versionPath, name)}' for model '${config.name}'`);
@@ -140,7 +129,7 @@ function pythonBackend(options: PythonBackendOptions & { metrics: CustomMetrics 
             env: python.env,
             init: {
               file,
-              ...(runtime ? { runtime: true, modelDir: context.versionPath } : {}),
+              ...placement(file, context.modelPath, context.version),
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
               outputs: config.output.map((o) => o.name),
               // Triton's Python backend names the kind without its prefix: CPU, GPU or MODEL.
@@ -176,6 +165,33 @@ function pythonBackend(options: PythonBackendOptions & { metrics: CustomMetrics 
   };
 }
 
+/**
+ * Triton's Python-based backends for `--backend-directory`: the backend `<name>` when
+ * `<directory>/<name>/model.py` is a file (undefined otherwise), run by the Python backend with
+ * `options`. Asked only for names the server's own backends do not have.
+ */
+export function pythonBasedBackends(
+  directory: string,
+  options: PythonBackendOptions,
+): (name: string) => Backend | undefined {
+  const found = new Map<string, Backend>();
+  return (name) => {
+    const known = found.get(name);
+    if (known) return known;
+    // A backend's name is one folder of the directory, never a path out of it.
+    if (name === "" || name === "." || name === ".." || /[/\\\0]/.test(name)) return undefined;
+    const folder = join(resolve(directory), name);
+    try {
+      if (!statSync(join(folder, PYTHON_MODEL_FILE)).isFile()) return undefined;
+    } catch {
+      return undefined;
+    }
+    const backend = createPythonBackend(options, { name, folder });
+    found.set(name, backend);
+    return backend;
+  };
+}
+
 /** A start failure, with what to do when the interpreter itself is the problem. */
 function explain(message: string, python: Interpreter): string {
   if (/could not be started: spawn .* ENOENT/.test(message)) return `${message} (${pythonHint(python.command)})`;
@@ -188,8 +204,9 @@ function pythonHint(command: string): string {
 
 /**
  * Why the server's interpreter (`python-executable`, default `python3`) cannot run Python models
- * here: it does not start, or cannot import numpy; undefined when it can. `galley config
- * validate` asks (a model's own `EXECUTION_ENV_PATH` interpreter is checked when it loads).
+ * here: it does not start, or cannot import numpy (and `module`: `torch` for the PyTorch-2
+ * runtime); undefined when it can. `galley config validate` asks (a model's own
+ * `EXECUTION_ENV_PATH` interpreter is checked when it loads).
  */
 export function pythonMissing(executable = "python3", module = "numpy"): Promise<string | undefined> {
   const hint =
@@ -293,7 +310,7 @@ async function interpreter(config: ModelConfig, modelPath: string, executable = 
 /** Call the model's static `auto_complete_config` in a throw-away stub, as Triton does. */
 function runAutoComplete(
   python: Interpreter,
-  file: string,
+  where: { file: string; modelDir: string; backendFolder?: string },
   config: ModelConfig,
   log: Logger,
 ): Promise<ModelConfig | string> {
@@ -321,6 +338,6 @@ function runAutoComplete(
       },
       ended: (reason) => resolveConfig(explain(`the auto-complete stub ${reason}`, python)),
     });
-    transport.send({ kind: "auto-complete", file, config: JSON.stringify(toModelConfigJson(config)) });
+    transport.send({ kind: "auto-complete", ...where, config: JSON.stringify(toModelConfigJson(config)) });
   }).finally(() => void transport?.kill());
 }

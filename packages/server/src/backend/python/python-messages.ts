@@ -67,12 +67,12 @@ export interface PyBlsRequest {
 
 /** What a stub is started with. */
 export interface PyInit {
-  /** The model file (`model.py`), or a Python-based backend's runtime (`runtime`). */
+  /** The model file (`model.py`). */
   file: string;
-  /** `file` is a Python-based backend's runtime, imported as `model`. */
-  runtime?: boolean;
-  /** `pb_utils.get_model_dir()`: the version folder (default: `file`'s folder). */
-  modelDir?: string;
+  /** What `pb_utils.get_model_dir()` answers: the model's version folder. */
+  modelDir: string;
+  /** A Python-based backend's folder: `file` is imported from there as its own module, not as `<version>.model`. */
+  backendFolder?: string;
   /** `initialize`'s args: Triton's seven keys. */
   args: Record<string, string>;
   decoupled: boolean;
@@ -124,7 +124,7 @@ export interface PyProtocol {
     | { kind: "release"; blocks: [number, number][] }
     | { kind: "reply"; call: number; value?: number | boolean; error?: string }
     /** Sent alone to a throw-away stub, outside any host. */
-    | { kind: "auto-complete"; file: string; config: string };
+    | { kind: "auto-complete"; file: string; modelDir: string; backendFolder?: string; config: string };
   fromInstance:
     | { kind: "bls"; call: number; request: PyBlsRequest; stream: boolean; parents: number[] }
     | { kind: "bls-cancel"; call: number }
