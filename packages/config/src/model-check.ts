@@ -45,7 +45,8 @@ export interface CheckOptions {
   /**
    * Why the backend a model names cannot load models here, its optional library being absent
    * (`onnxruntime-node`, libtorch, python3 with numpy); undefined when it can. Not asked for a
-   * model that names a `runtime` library. Default: every backend can.
+   * model that names a `runtime` library, other than a Python-based backend's `model.py` (asked
+   * with that config). Default: every backend can.
    */
   missingLibrary?: (backend: string, config: ModelConfig) => string | undefined | Promise<string | undefined>;
   /**

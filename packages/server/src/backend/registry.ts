@@ -1,7 +1,5 @@
+import { PYTHON_BASED_RUNTIME } from "@galley/config";
 import type { Backend } from "./backend.js";
-
-/** The `runtime` value that asks for a backend's Python-based runtime (Triton's `model.py`). */
-export const PYTHON_BASED_RUNTIME = "model.py";
 
 /**
  * The backends a server has, by name: its own, then those `resolve` finds for other names

@@ -5,9 +5,10 @@ import {
   type ModelCheck,
   type ModelSource,
   Platform,
+  PYTHON_BASED_RUNTIME,
 } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import { type BackendRegistry, PYTHON_BASED_RUNTIME } from "../backend/registry.js";
+import type { BackendRegistry } from "../backend/registry.js";
 import type { LoadedModel } from "./loaded-model.js";
 import { checkConfigFiles } from "./model-file.js";
 

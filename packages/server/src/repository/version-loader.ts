@@ -1,7 +1,7 @@
 import { join } from "node:path";
-import { Platform } from "@galley/config";
+import { Platform, PYTHON_BASED_RUNTIME } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
-import { type BackendRegistry, PYTHON_BASED_RUNTIME } from "../backend/registry.js";
+import type { BackendRegistry } from "../backend/registry.js";
 import type { Logger } from "../base/log.js";
 import { ModelStatistics } from "../base/statistics.js";
 import type { ComposingInfer } from "../scheduler/ensemble-scheduler.js";
