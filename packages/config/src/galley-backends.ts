@@ -7,6 +7,11 @@ export interface GalleyBackend {
    * Without it the server still starts, and loads of this backend's models fail saying so.
    */
   readonly needs?: string;
+  /**
+   * Set where the backend also has a Python-based runtime (Triton's `backends/<name>/model.py`,
+   * picked by `runtime: "model.py"`): what that runtime needs.
+   */
+  readonly pythonBased?: string;
 }
 
 /**
@@ -18,8 +23,17 @@ export const GALLEY_BACKENDS: readonly GalleyBackend[] = [
   { name: "js" },
   { name: "onnxruntime", needs: "onnxruntime-node" },
   { name: "python", needs: "python3 with numpy" },
-  { name: "pytorch", needs: "libtorch, through the torch addon of @galley/backends-native" },
+  {
+    name: "pytorch",
+    needs: "libtorch, through the torch addon of @galley/backends-native",
+    pythonBased: "python3 with numpy and torch 2.x",
+  },
 ];
 
 /** The names of {@link GALLEY_BACKENDS}. */
 export const GALLEY_BACKEND_NAMES: ReadonlySet<string> = new Set(GALLEY_BACKENDS.map((b) => b.name));
+
+/** The backends of {@link GALLEY_BACKENDS} with a Python-based runtime (`runtime: "model.py"`). */
+export const GALLEY_PYTHON_BASED_BACKENDS: ReadonlySet<string> = new Set(
+  GALLEY_BACKENDS.filter((b) => b.pythonBased !== undefined).map((b) => b.name),
+);

@@ -36,7 +36,12 @@ export type { ValidateContext } from "./cli/validate-command.js";
 // Loading as Triton does
 export type { Diagnostic } from "./diagnostic.js";
 // The backends a Galley server has
-export { GALLEY_BACKEND_NAMES, GALLEY_BACKENDS, type GalleyBackend } from "./galley-backends.js";
+export {
+  GALLEY_BACKEND_NAMES,
+  GALLEY_BACKENDS,
+  GALLEY_PYTHON_BASED_BACKENDS,
+  type GalleyBackend,
+} from "./galley-backends.js";
 export { ConfigJsonError, fromModelConfigJson, printModelConfigJson, toModelConfigJson } from "./json-form.js";
 export {
   type CheckOptions,
@@ -44,6 +49,7 @@ export {
   checkRepository,
   type ModelCheck,
   type ModelSource,
+  PYTHON_BASED_RUNTIME,
   versionsToLoad,
 } from "./model-check.js";
 export { type AutoCompleteResult, autoCompleteOnnx, type OnnxAutoCompleteOptions } from "./onnx-auto-complete.js";

@@ -73,6 +73,17 @@ describe("checkModel", () => {
     ).toBeUndefined();
   });
 
+  it("takes runtime model.py for a backend with a Python-based runtime, with Triton's message for one without", async () => {
+    const options = {
+      backends: new Set(["onnxruntime", "pytorch", "python"]),
+      pythonBasedBackends: new Set(["pytorch"]),
+    };
+    expect(await first(source("m", `backend: "pytorch" runtime: "model.py" ${io}`), options)).toBeUndefined();
+    expect(await first(source("m", `backend: "onnxruntime" runtime: "model.py" ${io}`), options)).toBe(
+      "unable to find Python backend based backend library 'model.py' for model 'm', searched: 'onnxruntime/model.py'",
+    );
+  });
+
   it("checks IO at load in strict mode, and after the backend's auto-complete otherwise", async () => {
     const bad =
       'max_batch_size: 8 input { name: "x" data_type: TYPE_FP32 dims: [ 0 ] } output { name: "y" data_type: TYPE_FP32 dims: [ 1 ] }';

@@ -45,9 +45,15 @@ export interface CheckOptions {
   /**
    * Why the backend a model names cannot load models here, its optional library being absent
    * (`onnxruntime-node`, libtorch, python3 with numpy); undefined when it can. Not asked for a
-   * model that names a `runtime` library. Default: every backend can.
+   * model that names a `runtime` library, other than a Python-based backend's `model.py` (asked
+   * with that config). Default: every backend can.
    */
   missingLibrary?: (backend: string, config: ModelConfig) => string | undefined | Promise<string | undefined>;
+  /**
+   * The backends that have a Python-based runtime (Triton's `backends/<name>/model.py`), which
+   * `runtime: "model.py"` picks; undefined: any backend the server has (see `backends`).
+   */
+  pythonBasedBackends?: Pick<ReadonlySet<string>, "has">;
   /** Whether a `runtime` library named by a config exists for the model; default: it does not. */
   runtimeExists?: (source: ModelSource, runtime: string) => boolean;
   /**
@@ -62,6 +68,9 @@ export interface CheckOptions {
   /** The backend's preferred instance groups (ONNX Runtime has none). */
   preferredGroups?: (backend: string) => readonly { kind: ModelInstanceGroup_Kind; count: number; gpus?: number[] }[];
 }
+
+/** The `runtime` that names a backend's Python-based runtime (Triton's `backends/<backend>/model.py`). */
+export const PYTHON_BASED_RUNTIME = "model.py";
 
 /** The verdict on one model: its final config, the versions that would load, and any problems. */
 export interface ModelCheck {
@@ -138,7 +147,10 @@ export async function checkModel(source: ModelSource, options: CheckOptions = {}
 
   const backend = checkBackend(source, config, options);
   if (backend.length > 0) return fail(backend, config);
-  const missing = config.runtime === "" ? await options.missingLibrary?.(config.backend, config) : undefined;
+  const missing =
+    config.runtime === "" || config.runtime === PYTHON_BASED_RUNTIME
+      ? await options.missingLibrary?.(config.backend, config)
+      : undefined;
   if (missing !== undefined) {
     // The server's own text when such a load fails (`unable to load model 'm', <why>`).
     return fail([{ path: "backend", message: `unable to load model '${config.name}', ${missing}` }], config);
@@ -294,6 +306,19 @@ export function versionsToLoad(config: ModelConfig, present: readonly number[]):
 function checkBackend(source: ModelSource, config: ModelConfig, options: CheckOptions): Diagnostic[] {
   const name = config.name;
   if (config.backend === "") return [{ path: "backend", message: `must specify 'backend' for '${name}'` }];
+  if (config.runtime === PYTHON_BASED_RUNTIME) {
+    // Triton: the Python backend runs `<backend directory>/<backend>/model.py`.
+    const based = options.pythonBasedBackends ?? options.backends;
+    if (based && !based.has(config.backend)) {
+      return [
+        {
+          path: "runtime",
+          message: `unable to find Python backend based backend library '${PYTHON_BASED_RUNTIME}' for model '${name}', searched: '${config.backend}/${PYTHON_BASED_RUNTIME}'`,
+        },
+      ];
+    }
+    return [];
+  }
   if (config.runtime !== "") {
     const runtime = config.runtime;
     const directory = source.path ?? source.name;

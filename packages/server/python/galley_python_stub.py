@@ -48,6 +48,8 @@ def _die_with_parent():
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# Galley's Python-based backends' runtimes (backends/<name>/model.py): their frames are ours too.
+_RUNTIMES = os.path.join(_HERE, "backends") + os.sep
 # Where the frames a model's traceback leaves out live: the stub, and the loop that runs coroutines.
 _OURS = {_HERE, os.path.dirname(asyncio.__file__), os.path.dirname(importlib.import_module("concurrent.futures").__file__)}
 
@@ -61,7 +63,9 @@ def describe(error):
     frames = [
         f
         for f in traceback.extract_tb(error.__traceback__)
-        if os.path.dirname(f.filename) not in _OURS and not f.filename.startswith("<frozen ")
+        if os.path.dirname(f.filename) not in _OURS
+        and not f.filename.startswith(_RUNTIMES)
+        and not f.filename.startswith("<frozen ")
     ]
     if frames:
         text += "\n\nAt:\n" + "\n".join("  %s(%d): %s" % (f.filename, f.lineno, f.name) for f in reversed(frames))

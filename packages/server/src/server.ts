@@ -5,6 +5,7 @@ import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-back
 import { CustomMetrics } from "./backend/python/custom-metrics.js";
 import {
   createPythonBackend,
+  PYTHON_BASED_BACKENDS_DIR,
   type PythonBackendOptions,
   pythonBasedBackends,
 } from "./backend/python/python-backend.js";
@@ -159,6 +160,10 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     unloadTimeoutMs: graceMs,
     ...(options.pythonExecutable ? { pythonExecutable: options.pythonExecutable } : {}),
   };
+  const userBackends = options.backendDirectory
+    ? pythonBasedBackends(options.backendDirectory, pythonOptions)
+    : undefined;
+  const ownBackends = pythonBasedBackends(PYTHON_BASED_BACKENDS_DIR, pythonOptions);
   const backends = new BackendRegistry(
     [
       createJsBackend({
@@ -174,7 +179,9 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       createPythonBackend(pythonOptions),
       createPyTorchBackend({ log }),
     ],
-    options.backendDirectory ? pythonBasedBackends(options.backendDirectory, pythonOptions) : undefined,
+    // A user's --backend-directory first, then Galley's own Python-based backends (`pytorch` with
+    // `runtime: "model.py"` serves PyTorch-2 model.py models through the Python backend).
+    (name) => userBackends?.(name) ?? ownBackends(name),
   );
   const models: ModelManager = new ModelManager({
     repositories: options.modelRepositories ?? [],

@@ -31,7 +31,7 @@ describe("the backends a server has", () => {
     const needing = GALLEY_BACKENDS.filter((b) => b.needs !== undefined).map((b) => b.name);
     const checked = Object.keys(BACKEND_LIBRARY_CHECKS);
     expect(checked.filter((key) => !key.includes(":")).sort()).toEqual(needing.sort());
-    expect(checked.filter((key) => key.includes(":"))).toEqual(["pytorch:torch_aoti"]);
+    expect(checked.filter((key) => key.includes(":"))).toEqual(["pytorch:torch_aoti", "pytorch:model.py"]);
   });
 
   it("are checked once each; a Python model with its own environment is left to its load", async () => {

@@ -1,6 +1,6 @@
 import { basename, dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { GALLEY_BACKEND_NAMES, GALLEY_BACKENDS } from "../galley-backends.js";
+import { GALLEY_BACKEND_NAMES, GALLEY_BACKENDS, GALLEY_PYTHON_BASED_BACKENDS } from "../galley-backends.js";
 import { type CheckOptions, checkRepository } from "../model-check.js";
 import { isModelFolder, readRepository } from "../repository-reader.js";
 import { type CommandIO, table, UsageError } from "./command-io.js";
@@ -73,14 +73,18 @@ export async function validateCommand(args: string[], io: CommandIO, context: Va
       ? async (backend, config) => {
           if (named.has(backend)) return undefined;
           const missing = await probe(backend, config);
-          if (!libraries.has(backend) || missing !== undefined) libraries.set(backend, missing);
+          // The lines under the table are about the backends' own libraries, not a Python-based runtime's.
+          if (config.runtime === "" && (!libraries.has(backend) || missing !== undefined))
+            libraries.set(backend, missing);
           return missing;
         }
       : undefined;
   const checks = await checkRepository(sources, {
     autoComplete: !strict,
     gpus,
-    ...(anyBackend ? {} : { backends: new Set([...GALLEY_BACKEND_NAMES, ...named]) }),
+    ...(anyBackend
+      ? {}
+      : { backends: new Set([...GALLEY_BACKEND_NAMES, ...named]), pythonBasedBackends: GALLEY_PYTHON_BASED_BACKENDS }),
     ...(missingLibrary ? { missingLibrary } : {}),
     backendAutoComplete: (source, config, version) =>
       onnxAutoCompleteFromDisk(source, config, version, defaultMaxBatchSize),

@@ -37,6 +37,9 @@ describe("autofillBackendFields (PROTOCOL.md §4.1)", () => {
     ["", [file("model.pt2")], "pytorch", "torch_aoti", "model.pt2"],
     ['default_model_filename: "model.pt2"', [], "pytorch", "torch_aoti", "model.pt2"],
     ['backend: "pytorch" default_model_filename: "model.pt2"', [], "pytorch", "torch_aoti", "model.pt2"],
+    ['backend: "pytorch"', [], "pytorch", "pytorch_libtorch", "model.pt"],
+    // The Python-based runtime: no model.pt filled in, or the runtime would load a model.py's weights as TorchScript.
+    ['backend: "pytorch" runtime: "model.py"', [file("model.py"), file("model.pt")], "pytorch", "pytorch_libtorch", ""],
     ["", [file("model.py")], "python", "", "model.py"],
     ["", [file("model.xml"), file("model.bin")], "openvino", "", "model.xml"],
     ['platform: "ensemble"', [], "", "ensemble", ""],

@@ -108,7 +108,9 @@ export function autofillBackendFields(
       config.platform = Platform.torchAoti;
     } else if (config.platform === "") {
       config.platform = Platform.pytorchLibtorch;
-      if (config.defaultModelFilename === "") config.defaultModelFilename = "model.pt";
+      // Not for the Python-based runtime: its model.py runtime looks for `model.py`, then
+      // `model.pt`, and a filled `model.pt` would load a model.py model's weights as TorchScript.
+      if (config.defaultModelFilename === "" && config.runtime !== "model.py") config.defaultModelFilename = "model.pt";
     } else if (config.platform === Platform.torchAoti && config.defaultModelFilename === "") {
       config.defaultModelFilename = "model.pt2";
     }

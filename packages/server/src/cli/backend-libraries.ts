@@ -17,6 +17,8 @@ export const BACKEND_LIBRARY_CHECKS: Readonly<Record<string, () => Promise<strin
   pytorch: () => torchMissing(),
   /** `platform: "torch_aoti"`: libtorch with AOTInductor as well. */
   "pytorch:torch_aoti": () => torchMissing(undefined, TORCH_AOTI_PLATFORM),
+  /** `runtime: "model.py"`: the PyTorch-2 runtime, python3 with torch. */
+  "pytorch:model.py": () => pythonMissing(undefined, "torch"),
 };
 
 /**
@@ -30,9 +32,14 @@ export function backendLibraries(
   return {
     missingLibrary(backend: string, config: ModelConfig) {
       const key =
-        backend === "pytorch" && config.platform === TORCH_AOTI_PLATFORM ? `pytorch:${TORCH_AOTI_PLATFORM}` : backend;
-      const check = checks[key] ?? checks[backend];
-      if (!check || (backend === "python" && config.parameters.EXECUTION_ENV_PATH?.stringValue?.trim())) {
+        config.runtime !== ""
+          ? `${backend}:${config.runtime}`
+          : backend === "pytorch" && config.platform === TORCH_AOTI_PLATFORM
+            ? `pytorch:${TORCH_AOTI_PLATFORM}`
+            : backend;
+      const check = config.runtime !== "" ? checks[key] : (checks[key] ?? checks[backend]);
+      const ownPython = backend === "python" || config.runtime !== "";
+      if (!check || (ownPython && config.parameters.EXECUTION_ENV_PATH?.stringValue?.trim())) {
         return undefined;
       }
       let answer = found.get(key);

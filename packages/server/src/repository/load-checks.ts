@@ -5,6 +5,7 @@ import {
   type ModelCheck,
   type ModelSource,
   Platform,
+  PYTHON_BASED_RUNTIME,
 } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { BackendRegistry } from "../backend/registry.js";
@@ -53,9 +54,10 @@ export class LoadChecks {
     const options: CheckOptions = {
       autoComplete: this.#options.autoComplete ?? true,
       backends,
+      pythonBasedBackends: { has: (name) => backends.get(name, PYTHON_BASED_RUNTIME) !== undefined },
       gpus: (await this.#options.gpus?.()) ?? [],
       backendAutoComplete: (s, config, version) =>
-        backends.get(config.backend)?.autoComplete?.(config, s.path ?? "", version),
+        backends.get(config.backend, config.runtime)?.autoComplete?.(config, s.path ?? "", version),
     };
     // A model that is not an ensemble has nothing more to check (its backend's auto-complete ran
     // once: for a scripted model that is a worker started and stopped, so it must not run twice).

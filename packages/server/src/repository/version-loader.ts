@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { Platform } from "@galley/config";
+import { Platform, PYTHON_BASED_RUNTIME } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { BackendRegistry } from "../backend/registry.js";
 import type { Logger } from "../base/log.js";
@@ -62,7 +62,12 @@ export class VersionLoader {
         const nothing = { instances: [], unload: async () => {} };
         return new LoadedModel(name, version, config, nothing, scheduler, new Map(), stats);
       }
-      const backend = this.#options.backends.get(config.backend);
+      const backend = this.#options.backends.get(config.backend, config.runtime);
+      if (!backend && config.runtime === PYTHON_BASED_RUNTIME) {
+        throw new Error(
+          `unable to find Python backend based backend library '${config.runtime}' for model '${config.name}', searched: '${config.backend}/${config.runtime}'`,
+        );
+      }
       if (!backend) {
         throw new Error(
           `unable to find backend library for backend '${config.backend}', try specifying runtime on the model configuration.`,

@@ -24,6 +24,13 @@ export const PYTHON_STUB = join(PYTHON_STUB_DIR, "galley_python_stub.py");
 /** The model file when `default_model_filename` names none. */
 export const PYTHON_MODEL_FILE = "model.py";
 
+/**
+ * Galley's own Python-based backends (Triton's `backends/<name>/model.py`), shipped with the
+ * server: a folder per backend name holding its runtime `model.py` (`pytorch`: PyTorch-2
+ * `model.py` models, for configs with `runtime: "model.py"`). See {@link pythonBasedBackends}.
+ */
+export const PYTHON_BASED_BACKENDS_DIR = join(PYTHON_STUB_DIR, "backends");
+
 /** Options for {@link createPythonBackend}. */
 export interface PythonBackendOptions {
   log: Logger;
@@ -40,6 +47,14 @@ export interface PythonBackendOptions {
   unloadTimeoutMs?: number;
 }
 
+/** The model file of a Python-based backend: `<backend-directory>/<name>/model.py`. */
+export interface PythonBasedBackend {
+  /** The backend's name (a config's `backend`). */
+  name: string;
+  /** `<backend-directory>/<name>`, which holds its `model.py`. */
+  folder: string;
+}
+
 /**
  * What the Python backend refuses in a stub's name (the model's name for the auto-complete stub,
  * the instance's for the others), as Triton's (`INVALID_CHARS`, pb_utils.h): the shell's
@@ -50,14 +65,6 @@ const STUB_NAME_INVALID = /[;|&$`<>()[\]{}\\"'*?~#!]/;
 /** Triton's refusal of a stub's name (stub_launcher.cc), or undefined for a valid one. */
 export function stubNameProblem(name: string): string | undefined {
   return name === "" || STUB_NAME_INVALID.test(name) ? "Invalid stub name: contains invalid characters" : undefined;
-}
-
-/** The model file of a Python-based backend: `<backend-directory>/<name>/model.py`. */
-export interface PythonBasedBackend {
-  /** The backend's name (a config's `backend`). */
-  name: string;
-  /** `<backend-directory>/<name>`, which holds its `model.py`. */
-  folder: string;
 }
 
 /**
@@ -230,18 +237,22 @@ function pythonHint(command: string): string {
 
 /**
  * Why the server's interpreter (`python-executable`, default `python3`) cannot run Python models
- * here: it does not start, or cannot import numpy; undefined when it can. `galley config
- * validate` asks (a model's own `EXECUTION_ENV_PATH` interpreter is checked when it loads).
+ * here: it does not start, or cannot import numpy (and `module`: `torch` for the PyTorch-2
+ * runtime); undefined when it can. `galley config validate` asks (a model's own
+ * `EXECUTION_ENV_PATH` interpreter is checked when it loads).
  */
-export function pythonMissing(executable = "python3"): Promise<string | undefined> {
+export function pythonMissing(executable = "python3", module = "numpy"): Promise<string | undefined> {
+  const hint =
+    module === "numpy"
+      ? pythonHint(executable)
+      : `the Python backend runs '${executable}': install ${module} there (pip install ${module}), or pass --backend-config python,python-executable=<path> or set EXECUTION_ENV_PATH`;
   return new Promise((answer) => {
-    execFile(executable, ["-c", "import numpy"], { timeout: 30_000 }, (error, _stdout, stderr) => {
+    execFile(executable, ["-c", `import numpy, ${module}`], { timeout: 60_000 }, (error, _stdout, stderr) => {
       if (!error) answer(undefined);
-      else if ((error as NodeJS.ErrnoException).code === "ENOENT")
-        answer(`'${executable}' is not found (${pythonHint(executable)})`);
+      else if ((error as NodeJS.ErrnoException).code === "ENOENT") answer(`'${executable}' is not found (${hint})`);
       else {
         const last = stderr.trim().split("\n").at(-1) || error.message.trim().split("\n")[0];
-        answer(`'${executable}' cannot import numpy: ${last} (${pythonHint(executable)})`);
+        answer(`'${executable}' cannot import ${module}: ${last} (${hint})`);
       }
     });
   });

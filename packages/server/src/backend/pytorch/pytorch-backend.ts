@@ -240,8 +240,13 @@ async function modelFile(modelPath: string, versionPath: string, config: ModelCo
   if (!inside(resolve(modelPath), path)) {
     throw new Error(`default_model_filename '${name}' is outside the model's folder`);
   }
-  const real = await realpath(path).catch(() => {
-    throw new Error(`unable to find '${path}' for model instance '${config.name}'`);
+  const real = await realpath(path).catch(async () => {
+    // A PyTorch-2 model.py is Triton's Python-based runtime's, which the config must ask for.
+    const py = !aoti && (await stat(join(versionPath, "model.py")).catch(() => undefined))?.isFile();
+    const hint = py
+      ? ` (the version folder holds a model.py: set runtime: "model.py" to serve it as a PyTorch-2 model)`
+      : "";
+    throw new Error(`unable to find '${path}' for model instance '${config.name}'${hint}`);
   });
   if (!inside(await realpath(modelPath), real)) {
     throw new Error(`'${join(String(name))}' leads outside the model's folder`);
