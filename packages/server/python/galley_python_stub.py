@@ -480,22 +480,36 @@ class Runtime:
         token = PARENTS.set([wire["key"] for wire in payload])
         result = {}
         returned = None
+        rescheduled = []
         try:
             returned = self.model.execute(requests)
             if inspect.iscoroutine(returned):
                 if self.decoupled:
+                    # It runs on in the background: its requests are released as it starts.
+                    for request in requests:
+                        request._released = True
                     self.in_background(returned, senders)
                     returned = None
                 else:
                     returned = self.await_here(returned)
+            # The release flags are read as execute returns; later calls raise.
+            for request in requests:
+                request._released = True
+            asked = [
+                i for i, r in enumerate(requests) if r.release_flags() == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+            ]
             if self.decoupled:
                 if returned is not None:
                     raise pb_utils.TritonModelException(
                         "Python model '%s' is using the decoupled mode and the execute function must return None."
                         % self.name()
                     )
+                rescheduled = self.reschedule(senders, asked)
             else:
-                result = self.answers(senders, returned)
+                rescheduled = self.reschedule(senders, asked)
+                result = self.answers(senders, returned, set(asked), set(rescheduled))
+            if rescheduled:
+                result["rescheduled"] = rescheduled
         except BaseException as error:  # noqa: BLE001 - the batch's requests get the message
             result = {"error": {"message": self.failure(describe(error)), "code": "INTERNAL"}}
             if not self.decoupled:
@@ -506,6 +520,7 @@ class Runtime:
             for sender in senders:
                 with sender._state.lock:
                     sender._state.closed = True
+            rescheduled = []
         finally:
             PARENTS.reset(token)
             if not self.decoupled:
@@ -513,10 +528,16 @@ class Runtime:
                     state = sender._state
                     if not state.deferred:
                         state.answer = None
+            for request in requests:
+                request._released = True
         deferred = set(result.get("deferred", ()))
+        again = set(rescheduled)
         for i, sender in enumerate(senders):
             state = sender._state
-            if self.decoupled and "error" not in result:
+            if i in again:
+                # Executed again under a new key; this execution's sender has closed.
+                self.cancels.pop(state.key, None)
+            elif self.decoupled and "error" not in result:
                 self.watch(sender)
             elif i in deferred:
                 self.watch(sender)
@@ -543,9 +564,25 @@ class Runtime:
             sent.append(entry)
         return sent if any(entry is not None for entry in sent) else None
 
-    def answers(self, senders, returned):
+    def reschedule(self, senders, asked):
+        """The requests (indexes) released with RESCHEDULE that are executed again: those whose
+        sender has not sent the final flag (a request that has its final response has ended).
+        Their senders close: the next execution of the request has a sender of its own."""
+        again = []
+        for i in asked:
+            state = senders[i]._state
+            with state.lock:
+                if state.closed:
+                    continue
+                state.closed = True
+                state.answer = None
+            again.append(i)
+        return again
+
+    def answers(self, senders, returned, asked=(), rescheduled=()):
         """A non-decoupled batch's answers: returned, or sent through the senders (then final, or
-        `deferred`: the final flag comes after execute returned, and the answer goes alone)."""
+        `deferred`: the final flag comes after execute returned, and the answer goes alone). A
+        rescheduled request's returned response must be None (Triton's check); it has no answer."""
         if returned is not None:
             if not isinstance(returned, list):
                 raise pb_utils.TritonModelException(
@@ -561,6 +598,15 @@ class Runtime:
         for i, sender in enumerate(senders):
             state = sender._state
             response = returned[i] if returned is not None else None
+            if response is not None and i in asked:
+                raise pb_utils.TritonModelException(
+                    "Expected a None object in the execute function return list for reschduled request, found type '%s'."
+                    % type(response)
+                )
+            if i in rescheduled:
+                # Executed again: no answer now.
+                out.append(None)
+                continue
             with state.lock:
                 if response is not None:
                     # A returned response counts as one sent with the final flag (Triton's checks).

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import enum
 import json
+import operator
 import threading
 import weakref
 
@@ -784,10 +785,22 @@ class InferenceRequest:
         self._flags = int(flags)
 
     def set_release_flags(self, flags):
-        """TRITONSERVER_REQUEST_RELEASE_ALL only: Galley does not reschedule requests."""
-        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
+        """How the request is released when `execute` returns: TRITONSERVER_REQUEST_RELEASE_ALL
+        (the default), or TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, which gives the request back to
+        the model's scheduler to be executed again (a model with `iterative_sequence: true`; its
+        response in execute's list must then be None). Read when execute returns: set it before."""
+        try:
+            flags = operator.index(flags)
+        except TypeError:
+            raise TypeError("set_release_flags(): incompatible function arguments: flags must be an int, got %s" % type(flags)) from None
+        if flags not in (TRITONSERVER_REQUEST_RELEASE_ALL, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE):
             raise TritonModelException(
-                "request rescheduling (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) is not supported by Galley's Python backend"
+                "release flags must be TRITONSERVER_REQUEST_RELEASE_ALL or TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, got %d"
+                % flags
+            )
+        if getattr(self, "_released", False):
+            raise TritonModelException(
+                "Unable to set the release flags: the request was released when the execute function that got it returned"
             )
         self._release_flags = flags
 

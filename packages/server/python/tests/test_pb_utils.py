@@ -154,8 +154,16 @@ class TritonSurface(unittest.TestCase):
         request.set_flags(pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START)
         self.assertEqual(request.flags(), 1)
         request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL)
-        with self.assertRaises(pb_utils.TritonModelException):
-            request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+        self.assertEqual(request.release_flags(), pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL)
+        request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+        self.assertEqual(request.release_flags(), pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+        with self.assertRaisesRegex(pb_utils.TritonModelException, "^release flags must be .* got 3$"):
+            request.set_release_flags(3)
+        with self.assertRaises(TypeError):
+            request.set_release_flags(None)
+        request._released = True
+        with self.assertRaisesRegex(pb_utils.TritonModelException, "the request was released"):
+            request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL)
 
     def test_arguments_as_triton_binds_them(self):
         # L0_backend_python/argument_validation's cases: pybind11 refuses None (TypeError); Triton's

@@ -23,6 +23,13 @@ export interface ExecuteResult {
   responses: (Tensor[] | Error)[];
   /** The responses' own parameters (Triton's `InferenceResponse(parameters=...)`), parallel; absent when none has any. */
   parameters?: (Parameters | undefined)[];
+  /**
+   * The requests (indexes) the model released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: not
+   * answered (their entry in `responses` is empty), to be executed again. Only a model whose
+   * config has `sequence_batching { iterative_sequence: true }` reschedules; its sequence batcher
+   * queues them again.
+   */
+  rescheduled?: readonly number[];
   /** Nanoseconds spent preparing inputs, running the model, and extracting outputs. */
   computeInputNs: bigint;
   computeInferNs: bigint;

@@ -200,6 +200,10 @@ export const ERRORS = {
     "inference request for sequence {id} to model '{model}' must specify the START flag on the first request of the sequence",
   ],
   SEQUENCE_ID_TYPE: ["INVALID_ARG", "sequence batching model '{model}' expects a {expected} correlation ID"],
+  RESCHEDULE_UNSUPPORTED: [
+    "INVALID_ARG",
+    "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to handle such a flag.",
+  ],
 
   // Ensembles (PROTOCOL.md §4.4); the code is the failing step's
   ENSEMBLE_STEP_FAILED: ["INTERNAL", "in ensemble '{ensemble}', step {step} (model '{model}') failed: {message}"],

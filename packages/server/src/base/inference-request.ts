@@ -59,6 +59,12 @@ export interface InferenceRequest {
    */
   outputsOnDevice?: number;
   /**
+   * The same object for every execution of a request its model may reschedule (set by the
+   * sequence batcher of an `iterative_sequence` model): what a backend keeps for the request from
+   * one execution to the next (the device tensors its BLS calls hold) hangs on it.
+   */
+  iteration?: object;
+  /**
    * The request's trace when the trace extension sampled it (or its parent's child, for an
    * ensemble step or a BLS call). Whoever made the trace ends it.
    */

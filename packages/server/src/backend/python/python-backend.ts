@@ -157,6 +157,8 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
               args: { ...initializeArgs(config, spec, modelConfig, context), model_instance_kind: spec.kind },
             },
             outputRules: rules,
+            reschedules:
+              config.schedulingChoice.case === "sequenceBatching" && config.schedulingChoice.value.iterativeSequence,
             mapper,
             metrics,
             ...(executeTimeoutMs ? { executeTimeoutMs } : {}),

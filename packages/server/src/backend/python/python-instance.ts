@@ -35,6 +35,12 @@ export interface PythonInstanceOptions {
   init: Omit<PyInit, "shm">;
   /** What the model's outputs must look like (its config). */
   outputRules: OutputRules;
+  /**
+   * The model may reschedule requests (`sequence_batching { iterative_sequence: true }`): those it
+   * releases with RESCHEDULE are reported in `ExecuteResult.rescheduled`. Otherwise they fail with
+   * Triton's RESCHEDULE_UNSUPPORTED.
+   */
+  reschedules?: boolean;
   mapper: SegmentMapper;
   metrics: CustomMetrics;
   /** `execute_timeout_ms`: an execute that takes longer restarts the instance; 0 or absent: none. */
@@ -101,6 +107,14 @@ export class PythonInstance implements BackendInstance {
   #readiness: Promise<true | string> | undefined;
   readonly #probes = new Map<number, (answer: true | string) => void>();
   #nextProbe = 1;
+  /**
+   * A rescheduled request's stand-in between two executions (`InferenceRequest.iteration` →
+   * a negative number no key takes): the BLS device tensors it holds wait there for its next
+   * execution, and go when the request is collected without one.
+   */
+  readonly #carried = new WeakMap<object, number>();
+  readonly #carriers = new FinalizationRegistry<number>((carrier) => this.#bls.ended(carrier));
+  #nextCarrier = -1;
 
   private constructor(options: PythonInstanceOptions) {
     this.name = options.name;
@@ -242,6 +256,9 @@ export class PythonInstance implements BackendInstance {
           fail: (error) => (decoupled ? request.responder?.(error, true) : this.#settleLate(key, error)),
         });
         keys.push(key);
+        // A rescheduled request: what it held for its last execution, it holds for this one.
+        const carrier = request.iteration ? this.#carried.get(request.iteration) : undefined;
+        if (carrier !== undefined) this.#bls.reparent(carrier, key);
         return toPyRequest(key, request, pool, this.#options.init.outputs);
       });
     } catch (error) {
@@ -508,8 +525,11 @@ export class PythonInstance implements BackendInstance {
     const outputStart = now();
     const decoupled = this.#options.init.decoupled;
     const { responses, error } = result;
+    const reschedules = this.#options.reschedules === true;
+    const rescheduled = new Set(error ? [] : result.rescheduled);
     const outcome: (Tensor[] | Error)[] = requests.map((request, i) => {
       if (error) return this.#failed(request, error, result.sent?.[i]);
+      if (rescheduled.has(i)) return reschedules ? [] : new InferenceError("RESCHEDULE_UNSUPPORTED");
       if (decoupled) return [];
       const answer = late.get(i);
       if (answer?.outcome) return answer.outcome;
@@ -519,7 +539,9 @@ export class PythonInstance implements BackendInstance {
     });
     for (const [i, key] of keys.entries()) {
       const failure = outcome[i];
-      if (!decoupled) this.#host.end(key);
+      // A rescheduled request's next execution opens it again, under a new key.
+      if (reschedules && rescheduled.has(i)) this.#carry(requests[i]?.iteration, key);
+      if (!decoupled || (reschedules && rescheduled.has(i))) this.#host.end(key);
       else if (failure instanceof Error && this.#host.end(key)) requests[i]?.responder?.(failure, true);
     }
     const parameterOf = (i: number) =>
@@ -532,6 +554,7 @@ export class PythonInstance implements BackendInstance {
     return {
       responses: outcome,
       ...(parameters ? { parameters } : {}),
+      ...(reschedules && rescheduled.size > 0 ? { rescheduled: [...rescheduled] } : {}),
       computeInputNs: inputNs,
       computeInferNs: inferNs,
       computeOutputNs: now() - outputStart,
@@ -561,6 +584,18 @@ export class PythonInstance implements BackendInstance {
     }
     if (!(outputs instanceof Error)) for (const o of outputs) o.device?.release();
     return new InferenceError("BACKEND_FAILED", { message: "expected a single response, got 2" });
+  }
+
+  /** What the rescheduled request `key` holds waits for its next execution. */
+  #carry(iteration: object | undefined, key: number): void {
+    if (!iteration) return;
+    let carrier = this.#carried.get(iteration);
+    if (carrier === undefined) {
+      carrier = this.#nextCarrier--;
+      this.#carried.set(iteration, carrier);
+      this.#carriers.register(iteration, carrier);
+    }
+    this.#bls.reparent(key, carrier);
   }
 
   /** One response of a decoupled request (the host has already forgotten a final one). */

@@ -90,6 +90,11 @@ export interface PyResult {
    * answered by one final `response` message (its response, or an error).
    */
   deferred?: number[];
+  /**
+   * Requests (indexes) the model released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, not
+   * answered and not to be: their response senders are closed (see `ExecuteResult.rescheduled`).
+   */
+  rescheduled?: number[];
   error?: PyError;
   /**
    * With `error`, of a non-decoupled batch: the response the model had sent for a request before

@@ -150,6 +150,22 @@ describe("BlsCalls' device tensors", () => {
     expect(a.device?.ref).toBe(1);
   });
 
+  it("keeps what a rescheduled request holds for its next execution (reparent), then lets it go when that one ends", async () => {
+    const open = new Set([1]);
+    const { calls, call, live } = setup(open);
+    outputOf(await call(1, bytes(1, 1), true, [1]));
+    expect(live.handles).toBe(1);
+    // Rescheduled: key 1 ends, its holds wait under a stand-in (-1), then go on under key 2.
+    calls.reparent(1, -1);
+    calls.ended(1);
+    expect(live.handles).toBe(1);
+    calls.reparent(-1, 2);
+    calls.ended(-1);
+    expect(live.handles).toBe(1);
+    calls.ended(2);
+    expect(live.handles).toBe(0);
+  });
+
   it("gives bytes without the GPU preference, and releases at once what is made for requests already ended", async () => {
     const open = new Set<number>();
     const { call, live } = setup(open);

@@ -202,6 +202,16 @@ export class BlsCalls {
     }
   }
 
+  /**
+   * What the instance's request `from` holds goes on for `to` instead (a request rescheduled:
+   * its next execution, or a stand-in between the two, see `PythonInstance`).
+   */
+  reparent(from: number, to: number): void {
+    for (const held of this.#held.values()) {
+      if (held.parents.delete(from)) held.parents.add(to);
+    }
+  }
+
   /** The model no longer holds these device tensors. */
   drop(refs: readonly number[]): void {
     for (const ref of refs) {

@@ -36,6 +36,13 @@ export interface SequenceBatcherOptions {
  * ends it. The batcher adds the configured control inputs (START, END, READY, CORRID) and carries
  * implicit state (`state`) from one request of a sequence to the next. A sequence idle for
  * `max_sequence_idle_microseconds` is released.
+ *
+ * With `iterative_sequence: true` (Triton's iterative sequencer) a request without a correlation
+ * id is a sequence of its own: the batcher gives it an id (1, 2, ... as Triton does; kept apart
+ * from clients' ids) and START. A model may release a request with
+ * TRITONSERVER_REQUEST_RELEASE_RESCHEDULE (`ExecuteResult.rescheduled`): it goes back to the end
+ * of its sequence's queue as it came (its inputs, its client, its responder), with neither START
+ * nor END, and runs again. A request released otherwise ends its sequence, as though it had END.
  */
 export class SequenceBatcher implements Scheduler {
   readonly #config: ModelConfig;
@@ -57,6 +64,10 @@ export class SequenceBatcher implements Scheduler {
   readonly #clock: Clock;
   readonly #stringIds: boolean;
   readonly #typedIds: boolean;
+  /** `iterative_sequence`: requests without an id get one; executions may reschedule requests. */
+  readonly #iterative: boolean;
+  /** The last id the batcher gave (iterative). */
+  #lastGiven = 0n;
   #running = 0;
   #draining = false;
   #drained?: () => void;
@@ -80,29 +91,40 @@ export class SequenceBatcher implements Scheduler {
     this.#ragged = new Set(options.config.input.filter((i) => i.allowRaggedBatch).map((i) => i.name));
     this.#stringIds = usesStringIds(this.#batching);
     this.#typedIds = hasCorrelationControl(this.#batching);
+    this.#iterative = this.#batching.iterativeSequence;
   }
 
   enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
     return new Promise((resolve, reject) => {
       const model = this.#config.name;
       const raw = request.parameters.sequence_id;
-      const id: CorrelationId | undefined =
+      let id: CorrelationId | undefined =
         typeof raw === "string" ? raw : raw === undefined || raw === false || raw === true ? undefined : BigInt(raw);
+      let start = request.parameters.sequence_start === true;
+      let key: string;
       if (id === undefined || id === 0n || id === "") {
-        reject(new InferenceError("SEQUENCE_ID_REQUIRED", { model }));
-        return;
-      }
-      if (this.#typedIds && (typeof id === "string") !== this.#stringIds) {
+        if (!this.#iterative) {
+          reject(new InferenceError("SEQUENCE_ID_REQUIRED", { model }));
+          return;
+        }
+        // Triton's iterative sequencer: the request is a sequence of its own, which it starts.
+        const given = ++this.#lastGiven;
+        id = this.#stringIds ? String(given) : given;
+        key = `iterative:${given}`;
+        start = true;
+      } else if (this.#typedIds && (typeof id === "string") !== this.#stringIds) {
         reject(new InferenceError("SEQUENCE_ID_TYPE", { model, expected: this.#stringIds ? "string" : "integer" }));
         return;
-      }
+      } else key = sequenceKey(id);
       if (batchSize !== 1) {
         reject(new InferenceError("SEQUENCE_BATCH_SIZE", { model }));
         return;
       }
-      const start = request.parameters.sequence_start === true;
       const end = request.parameters.sequence_end === true;
-      const key = sequenceKey(id);
+      if (request.signal?.aborted) {
+        reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
+        return;
+      }
       let sequence = this.#sequences.get(key);
       if (!sequence && !start) {
         reject(new InferenceError("SEQUENCE_START_REQUIRED", { id: String(id), model }));
@@ -110,7 +132,16 @@ export class SequenceBatcher implements Scheduler {
       }
       const now = this.#clock.now();
       if (!sequence) {
-        sequence = { id, instance: undefined, position: -1, queue: [], busy: false, lastNs: now, state: new Map() };
+        sequence = {
+          id,
+          key,
+          instance: undefined,
+          position: -1,
+          queue: [],
+          busy: false,
+          lastNs: now,
+          state: new Map(),
+        };
         const slot = this.#openSlot();
         if (slot) this.#bind(sequence, slot);
         else {
@@ -125,23 +156,45 @@ export class SequenceBatcher implements Scheduler {
         this.#log.verbose(1, `model '${model}': sequence ${String(id)} restarted by a new START`);
       }
       sequence.lastNs = now;
-      const pending: Pending = { request, start, end, enqueuedNs: now, resolve, reject };
-      const signal = request.signal;
-      if (signal?.aborted) {
-        reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
-        return;
-      }
-      if (signal) {
-        // Through a local: a function literal assigned to a property is made in the old
-        // generation and keeps the request from young collections (development.md).
-        const onAbort = () => this.#cancel(sequence as Sequence, pending);
-        pending.onAbort = onAbort;
-        signal.addEventListener("abort", onAbort, { once: true });
-      }
-      sequence.queue.push(pending);
-      this.#stats.pending++;
+      this.#queue(sequence, { request, start, end, enqueuedNs: now, waitedNs: 0n, resolve, reject });
       this.#schedule();
     });
+  }
+
+  /** Put a request at the end of its sequence's queue, cancelled with it when its client goes. */
+  #queue(sequence: Sequence, pending: Pending): void {
+    const signal = pending.request.signal;
+    if (signal) {
+      // Through a local: a function literal assigned to a property is made in the old
+      // generation and keeps the request from young collections (development.md).
+      const onAbort = () => this.#cancel(sequence, pending);
+      pending.onAbort = onAbort;
+      signal.addEventListener("abort", onAbort, { once: true });
+    }
+    sequence.queue.push(pending);
+    this.#stats.pending++;
+  }
+
+  /**
+   * A request its model released with RESCHEDULE (iterative): back to the end of its sequence's
+   * queue, with neither START nor END (Triton's flags 0). A request whose client has gone, or
+   * whose sequence was cancelled meanwhile, is cancelled instead; the caller then ends the sequence.
+   */
+  #reschedule(sequence: Sequence, pending: Pending, startedNs: bigint): boolean {
+    const { request } = pending;
+    if (request.signal?.aborted || sequence.cancelled || this.#sequences.get(sequence.key) !== sequence) {
+      pending.reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
+      return false;
+    }
+    this.#log.verbose(1, `model '${this.#config.name}': sequence ${String(sequence.id)} rescheduled`);
+    this.#queue(sequence, {
+      ...pending,
+      start: false,
+      end: false,
+      waitedNs: pending.waitedNs + (startedNs - pending.enqueuedNs),
+      enqueuedNs: this.#clock.now(),
+    });
+    return true;
   }
 
   drain(): Promise<void> {
@@ -179,7 +232,7 @@ export class SequenceBatcher implements Scheduler {
       pending.reject(new InferenceError("CANCELLED", { id: requestId(pending.request.id) }));
     }
     // Forgotten at once, so that the id can start again; the slot frees when its execution ends.
-    this.#sequences.delete(sequenceKey(sequence.id));
+    this.#sequences.delete(sequence.key);
     if (sequence.busy) sequence.cancelled = true;
     else this.#freeSlot(sequence);
     this.#schedule();
@@ -240,7 +293,18 @@ export class SequenceBatcher implements Scheduler {
       if (pending.onAbort) pending.request.signal?.removeEventListener("abort", pending.onAbort);
       if (pending.start) sequence.state = this.#state.initial(batched);
       const signals = { start: pending.start, end: pending.end, ready: true, correlationId: sequence.id };
-      return { sequence, pending, request: this.#state.request(pending.request, signals, sequence.state) };
+      const request = this.#state.request(pending.request, signals, sequence.state);
+      // The model sees the id and flags the batcher gave (a backend reads them from the parameters).
+      if (this.#iterative) {
+        request.parameters = {
+          ...request.parameters,
+          sequence_id: sequence.id,
+          sequence_start: pending.start,
+          sequence_end: pending.end,
+        };
+        request.iteration = pending.request;
+      }
+      return { sequence, pending, request, again: false };
     });
     const { requests, at } = this.#strategy.layout(items);
     this.#log.verbose(
@@ -257,7 +321,14 @@ export class SequenceBatcher implements Scheduler {
         result.computeInferNs,
         result.computeOutputNs,
       );
-      items.forEach(({ sequence, pending }, i) => {
+      const rescheduled = new Set(result.rescheduled);
+      items.forEach((item, i) => {
+        const { sequence, pending } = item;
+        if (rescheduled.has(at[i] ?? i)) {
+          if (this.#iterative) item.again = this.#reschedule(sequence, pending, started);
+          else pending.reject(new InferenceError("RESCHEDULE_UNSUPPORTED"));
+          return;
+        }
         const outcome = result.responses[at[i] ?? i];
         if (outcome === undefined || outcome instanceof Error) {
           pending.reject(outcome === undefined ? new InferenceError("BACKEND_NO_RESPONSE") : backendError(outcome));
@@ -267,7 +338,7 @@ export class SequenceBatcher implements Scheduler {
         const parameters = result.parameters?.[at[i] ?? i];
         pending.resolve({
           outputs: visible,
-          queueNs: started - pending.enqueuedNs,
+          queueNs: pending.waitedNs + (started - pending.enqueuedNs),
           ...(parameters ? { parameters } : {}),
         });
       });
@@ -275,11 +346,12 @@ export class SequenceBatcher implements Scheduler {
       const failure = backendError(error);
       for (const { pending } of items) pending.reject(failure);
     } finally {
-      for (const { sequence, pending } of items) {
+      for (const { sequence, pending, again } of items) {
         sequence.busy = false;
         sequence.lastNs = this.#clock.now();
         if (sequence.cancelled) this.#freeSlot(sequence);
-        else if (pending.end && sequence.queue.length === 0) this.#release(sequence);
+        // Iterative: a request released without RESCHEDULE ends its sequence (Triton's null END request).
+        else if ((pending.end || (this.#iterative && !again)) && sequence.queue.length === 0) this.#release(sequence);
       }
       this.#pool.give(slot.instance);
       this.#running--;
@@ -289,7 +361,7 @@ export class SequenceBatcher implements Scheduler {
 
   /** A sequence ended (END, idle expiry, cancellation): its slot goes to the oldest sequence in the backlog. */
   #release(sequence: Sequence): void {
-    const key = sequenceKey(sequence.id);
+    const key = sequence.key;
     if (this.#sequences.get(key) !== sequence) return;
     this.#sequences.delete(key);
     this.#freeSlot(sequence);

@@ -10,7 +10,10 @@ export interface Pending {
   request: InferenceRequest;
   start: boolean;
   end: boolean;
+  /** When it joined its sequence's queue (again, after a reschedule). */
   enqueuedNs: bigint;
+  /** Nanoseconds it waited in the queue before the executions that rescheduled it. */
+  waitedNs: bigint;
   resolve(result: ScheduledResult): void;
   reject(error: InferenceError): void;
   onAbort?: () => void;
@@ -19,6 +22,8 @@ export interface Pending {
 /** A sequence from its START to its END (or idle expiry, or cancellation). */
 export interface Sequence {
   id: CorrelationId;
+  /** Its key in the batcher's map: {@link sequenceKey} of a client's id, `iterative:<n>` for one the batcher gave. */
+  key: string;
   /** The instance the sequence is bound to; undefined while it waits in the backlog for a slot. */
   instance: Slot | undefined;
   /** Direct strategy: the sequence's position in its instance's batches, fixed from START to END. */
