@@ -687,6 +687,10 @@ def refuse(reason):
 
 def main():
     _die_with_parent()
+    # Triton's stub embeds Python with no arguments (sys.argv == [""]): models that run
+    # unittest.main() or argparse at import must not see the stub's own command line (which names
+    # the instance so that `pgrep -f triton_python_backend_stub` finds it).
+    sys.argv = [""]
     if _MISSING is not None:
         refuse(
             "the Python backend needs numpy in %s (%s): install it (apt-get install python3-numpy, or pip install numpy) "
