@@ -5,7 +5,7 @@
 # GPU check (npm run test:gpu's script) and the benchmark. Logs and results go to $OUT.
 #   bash packages/backends-native/test/gpu/device-run.sh
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
-# GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti t2v bench"); a later call on the
+# GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"); a later call on the
 # same warm machine can leave out "build" (the addons built by an earlier call are still there).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -15,7 +15,7 @@ out=${OUT:-/tmp/galley-gpu-out}
 device=${GALLEY_GPU_DEVICE:-cuda}
 small=${GALLEY_GPU_SMALL:+--small}
 python=${GALLEY_GPU_PYTHON:-python3}
-steps=" ${GALLEY_GPU_STEPS:-build test checks aoti t2v bench} "
+steps=" ${GALLEY_GPU_STEPS:-build test checks aoti pt2 t2v bench} "
 step() { case "$steps" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$out" /tmp/galley-node/bin
 xz -dc "$carry/node.xz" >/tmp/galley-node/bin/node && chmod +x /tmp/galley-node/bin/node
@@ -101,6 +101,14 @@ if step aoti && [ -f "$carry/aoti-gpu.mjs" ]; then
   [ -f "$aoti_out/server.log" ] && tail -c 200000 "$aoti_out/server.log" >"$out/aoti-server.log"
 fi
 
+# PyTorch-2 model.py (issue 49 item 2) on a KIND_GPU instance: served against eager Python, timed.
+pt2_status=0
+if step pt2 && [ -f "$carry/pytorch2-gpu.mjs" ]; then
+  timeout "${GALLEY_PT2_TIMEOUT:-300}" node "$carry/pytorch2-gpu.mjs" --device="$device" --python="$(command -v "$python")" \
+    --out="$out/pytorch2" 2>&1 | tee "$out/pytorch2-gpu.log"
+  pt2_status=${PIPESTATUS[0]}
+fi
+
 cd "$root"
 # The text-to-video example's GPU variant: its check (each TorchScript model on the GPU against a
 # reference, a video, 8 users) and its benchmark (pipeline vs step by step, 1/4/8 users).
@@ -118,7 +126,7 @@ if step t2v && [ -f "$carry/t2v-gpu-check.mjs" ]; then
   fi
 fi
 bench_status=0
-step bench || { echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, text-to-video $t2v_status"; exit $((test_status || check_status || aoti_status || t2v_status)); }
+step bench || { echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, pytorch2 $pt2_status, text-to-video $t2v_status"; exit $((test_status || check_status || aoti_status || pt2_status || t2v_status)); }
 timeout "${GALLEY_GPU_BENCH_TIMEOUT:-300}" node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench" \
   --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" ${GALLEY_BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
 bench_status=${PIPESTATUS[0]}
@@ -128,5 +136,5 @@ if [ -n "${GALLEY_BENCH_ARGS2:-}" ]; then
     --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" $GALLEY_BENCH_ARGS2 2>&1 | tee "$out/bench2.log"
 fi
 cp "$out/bench/pytorch-backend.json" "$out/test-gpu/torch-gpu.json" "$out/" 2>/dev/null
-echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, text-to-video $t2v_status, bench exit $bench_status"
-exit $((test_status || check_status || aoti_status || t2v_status || bench_status))
+echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, pytorch2 $pt2_status, text-to-video $t2v_status, bench exit $bench_status"
+exit $((test_status || check_status || aoti_status || pt2_status || t2v_status || bench_status))

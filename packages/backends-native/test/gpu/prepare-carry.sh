@@ -33,6 +33,11 @@ node_modules/.bin/esbuild packages/backends-native/test/gpu/aoti-gpu.mjs --bundl
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
   --outfile="$carry/aoti-gpu.mjs"
+# The PyTorch-2 model.py check (issue 49): the server's Python runtime on a KIND_GPU instance, likewise.
+node_modules/.bin/esbuild packages/backends-native/test/gpu/pytorch2-gpu.mjs --bundle --platform=node --format=esm \
+  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
+  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
+  --outfile="$carry/pytorch2-gpu.mjs"
 # The device-tensor check and benchmark (CUDA shm in place, the GPU ensemble, 256 MiB), likewise.
 node_modules/.bin/esbuild packages/backends-native/test/gpu/device-tensors-gpu.mjs --bundle --platform=node --format=esm \
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
