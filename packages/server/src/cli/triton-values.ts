@@ -49,7 +49,7 @@ export function tritonUint64(flag: string, text: string): bigint {
 /** `ParseOption<double>` (`std::stod`): a leading decimal number, `inf`/`infinity` or `nan`. */
 export function tritonDouble(flag: string, text: string): number {
   const match =
-    /^[ \t\n\v\f\r]*([+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|0[xX][0-9a-fA-F]+|inf(?:inity)?|nan))/i.exec(text);
+    /^[ \t\n\v\f\r]*([+-]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan))/i.exec(text);
   if (!match) throw invalid(flag, text);
   const literal = (match[1] as string).toLowerCase();
   const sign = literal.startsWith("-") ? -1 : 1;
