@@ -76,6 +76,8 @@ export interface ServerOptions {
   jsDefaultIsolation?: JsIsolation;
   /** `--model-load-thread-count` (default 4). */
   modelLoadThreads?: number;
+  /** `--model-load-retry-count` (default 0): how many more times a version that fails to load is tried. */
+  modelLoadRetries?: number;
   /** `--model-config-name`. */
   modelConfigName?: string;
   /** `--cache-config local,size=N` / `--response-cache-byte-size`: the response cache's capacity in bytes. */
@@ -192,6 +194,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     autoComplete: options.autoComplete ?? true,
     gpus,
     ...(options.modelLoadThreads ? { loadThreads: options.modelLoadThreads } : {}),
+    ...(options.modelLoadRetries ? { loadRetries: options.modelLoadRetries } : {}),
     ...(options.modelConfigName ? { configName: options.modelConfigName } : {}),
     ...(options.rateLimit === "execution_count"
       ? { rateLimiter: new RateLimiter(options.rateLimitResources ?? []) }

@@ -1,7 +1,7 @@
 // `galley serve` as a real process: it starts, logs where it listens, answers, and exits 0 on
 // SIGTERM after draining.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, watch, writeFileSync } from "node:fs";
 import module from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -51,6 +51,28 @@ function start(args: string[], env: NodeJS.ProcessEnv = process.env) {
       });
     });
   return { child, exited, waitFor, output: () => output };
+}
+
+/** Resolves with the first match of `pattern` in `file`, reading it again at each change of its folder. */
+function waitForFile(file: string, pattern: RegExp, exited: Promise<unknown>): Promise<RegExpMatchArray> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const match = existsSync(file) ? readFileSync(file, "utf8").match(pattern) : null;
+      if (match) {
+        watcher.close();
+        resolve(match);
+      }
+      return match;
+    };
+    const watcher = watch(join(file, ".."), () => check());
+    exited.then(() => {
+      if (!check()) {
+        watcher.close();
+        reject(new Error(`exited before ${pattern} was in ${file}`));
+      }
+    });
+    check();
+  });
 }
 
 describe("galley serve (process)", () => {
@@ -136,6 +158,103 @@ describe("galley serve (process)", () => {
     const bad = start(["serve", "--model-repository=/tmp", "--backend-config=python,stub-timeout-seconds=0"]);
     expect(await bad.exited).toBe(1);
     expect(bad.output()).toMatch(/stub-timeout-seconds can't be smaller than or equal to zero\./);
+  });
+
+  it("writes its log to --log-file (appending, as tritonserver), not to stderr, and reports it in /v2/logging", async () => {
+    const repo = mkdtempSync(join(tmpdir(), "galley-repo-"));
+    const logs = mkdtempSync(join(tmpdir(), "galley-logs-"));
+    const file = join(logs, "server.log");
+    writeFileSync(file, "an earlier run's line\n");
+    const run = start([
+      "serve",
+      "--model-repository",
+      repo,
+      "--http-address=127.0.0.1",
+      "--http-port=0",
+      "--grpc-address=127.0.0.1",
+      "--grpc-port=0",
+      "--metrics-port=0",
+      `--log-file=${file}`,
+      "--log-verbose=true",
+      "--cuda-memory-pool-byte-size=0:67108864",
+    ]);
+    const [, httpAddress] = await waitForFile(file, /Started HTTPService at (\S+)/, run.exited);
+    const logging = await (await fetch(`http://${httpAddress}/v2/logging`)).json();
+    expect(logging).toMatchObject({ log_file: file, log_verbose_level: 1 });
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    const text = readFileSync(file, "utf8");
+    expect(text.startsWith("an earlier run's line\n")).toBe(true);
+    expect(text).toMatch(
+      /^W\d{4} [\d:.]+ \d+ galley\] --cuda-memory-pool-byte-size=0:67108864: accepted, not used by Galley/m,
+    );
+    expect(text).toMatch(/Server stopped/);
+    // Nothing of the log reaches the console.
+    expect(run.output()).not.toMatch(/Started HTTPService|accepted, not used|Server stopped/);
+
+    const unwritable = start([
+      "serve",
+      "--model-repository",
+      repo,
+      `--log-file=${join(logs, "no", "such", "dir.log")}`,
+    ]);
+    expect(await unwritable.exited).toBe(1);
+    expect(unwritable.output()).toMatch(/error: failed to open log file '.*dir\.log': ENOENT/);
+    rmSync(repo, { recursive: true, force: true });
+    rmSync(logs, { recursive: true, force: true });
+  });
+
+  it("loads a model that failed to load again with --model-load-retry-count, and drops nv_cpu_* with --allow-cpu-metrics=false", async () => {
+    const repo = mkdtempSync(join(tmpdir(), "galley-repo-"));
+    mkdirSync(join(repo, "flaky", "1"), { recursive: true });
+    writeFileSync(
+      join(repo, "flaky", "config.pbtxt"),
+      'name: "flaky"\nbackend: "js"\ninput [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]\n' +
+        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n',
+    );
+    // Its first initialize fails (leaving a mark), the next one succeeds.
+    writeFileSync(
+      join(repo, "flaky", "1", "model.mjs"),
+      `import { existsSync, writeFileSync } from "node:fs";
+export default class Flaky {
+  initialize(args) {
+    const mark = args.model_repository + "/tried";
+    if (!existsSync(mark)) { writeFileSync(mark, ""); throw new Error("first load fails"); }
+  }
+  execute(requests) { return requests.map((r) => ({ outputs: [{ name: "OUT", datatype: "INT32", shape: [1], data: r.input("IN").typed() }] })); }
+}
+`,
+    );
+    const common = ["serve", "--model-repository", repo, "--http-address=127.0.0.1", "--http-port=0", "--grpc-port=0"];
+    const once = start([...common, "--metrics-port=0"]);
+    expect(await once.exited).toBe(1);
+    expect(once.output()).toMatch(/failed to load model\(s\): flaky/);
+    rmSync(join(repo, "flaky", "tried"));
+    const run = start([
+      ...common,
+      "--metrics-address=127.0.0.1",
+      "--metrics-port=0",
+      "--model-load-retry-count=1",
+      "--allow-cpu-metrics=false",
+    ]);
+    const [, metricsAddress] = await run.waitFor(/Started Metrics Service at (\S+)/);
+    const [, httpAddress] = await run.waitFor(/Started HTTPService at (\S+)/);
+    expect(run.output()).toMatch(
+      /failed to load 'flaky' version 1: .*first load fails.*; retrying \(1 of --model-load-retry-count 1\)/,
+    );
+    expect((await fetch(`http://${httpAddress}/v2/models/flaky/ready`)).status).toBe(200);
+    const metrics = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+    expect(metrics).toMatch(/^nv_inference_count\{/m);
+    expect(metrics).not.toMatch(/nv_cpu_/);
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    rmSync(repo, { recursive: true, force: true });
+  });
+
+  it("refuses --grpc-use-ssl rather than serving plaintext to a client that asked for TLS", async () => {
+    const run = start(["serve", "--model-repository=/tmp", "--grpc-use-ssl=true", "--grpc-server-cert=/c.pem"]);
+    expect(await run.exited).toBe(1);
+    expect(run.output()).toMatch(/error: --grpc-use-ssl: TLS is not supported by Galley's gRPC endpoint/);
   });
 
   it("exits 1 with usage on an unknown flag or command", async () => {

@@ -1,3 +1,5 @@
+import { openSync, writeSync } from "node:fs";
+
 /** Severity letters as Triton prints them: I, W, E; verbose lines print as I. */
 type Severity = "I" | "W" | "E";
 
@@ -35,6 +37,12 @@ export interface LoggerOptions {
   error?: boolean;
   /** Where lines go; default `process.stderr`. */
   write?: (line: string) => void;
+  /**
+   * `--log-file`: append the lines to this file instead (opened now, created if absent; each line
+   * is written before the call returns, so nothing is lost on exit). `log_file` reports it.
+   * @throws the open's error (`ENOENT`, `EACCES`, ...).
+   */
+  file?: string;
 }
 
 /**
@@ -42,14 +50,14 @@ export interface LoggerOptions {
  */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const settings: LogSettings = {
-    log_file: "",
+    log_file: options.file ?? "",
     log_info: options.info ?? true,
     log_warning: options.warning ?? true,
     log_error: options.error ?? true,
     log_verbose_level: options.verboseLevel ?? 0,
     log_format: options.format ?? "default",
   };
-  const write = options.write ?? ((line: string) => process.stderr.write(line));
+  const write = options.write ?? (options.file ? appendTo(options.file) : (line: string) => process.stderr.write(line));
   const line = (severity: Severity, message: string) => {
     const now = new Date();
     const micros = String(now.getMilliseconds() * 1000).padStart(6, "0");
@@ -68,6 +76,14 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     },
     settings,
     update: (changes) => Object.assign(settings, changes),
+  };
+}
+
+/** A writer that appends each line to `path` synchronously, as Triton's logger flushes each line. */
+function appendTo(path: string): (line: string) => void {
+  const fd = openSync(path, "a");
+  return (line) => {
+    writeSync(fd, line);
   };
 }
 

@@ -66,6 +66,27 @@ const PYTHON_SETTINGS: Record<string, ((value: string) => string | undefined) | 
 };
 
 /**
+ * Split `[<backend>,]<setting>=<value>` as tritonserver does (`ParseBackendConfigOption`): the
+ * backend is what precedes the first comma, the setting runs from there to the next `=`; neither
+ * setting nor value may be empty. Throws with tritonserver's texts.
+ */
+export function splitBackendConfig(text: string): [string, string, string] {
+  const nameAt = text.indexOf(",");
+  if (nameAt === 0) {
+    throw new Error(
+      `No backend specified. --backend-config option format is <backend name>,<setting>=<value> or <setting>=<value>. Got ${text}`,
+    );
+  }
+  const settingAt = text.indexOf("=", nameAt + 1);
+  const format = new Error(`--backend-config option format is '<backend name>,<setting>=<value>'. Got ${text}`);
+  if (settingAt < 0) throw format;
+  const key = text.slice(nameAt + 1, settingAt);
+  const value = text.slice(settingAt + 1);
+  if (key === "" || value === "") throw format;
+  return [nameAt > 0 ? text.slice(0, nameAt) : "", key, value];
+}
+
+/**
  * Read `--backend-config` settings. A setting that is not `[<backend>,]<setting>=<value>`, a
  * Galley setting with a bad value, or a Python backend setting its backend would refuse throws
  * (the message is the usage error's). Any other well-formed setting is accepted, as tritonserver
@@ -77,13 +98,7 @@ export function parseBackendConfig(
 ): BackendConfig {
   const config: BackendConfig = { warnings: [] };
   for (const setting of settings) {
-    const match = /^(?:([^,=]+),)?([^=]+)=(.*)$/.exec(setting);
-    if (!match) {
-      throw new Error(`--backend-config '${setting}': expected <backend>,<setting>=<value> or <setting>=<value>`);
-    }
-    const backend = match[1] ?? "";
-    const key = match[2] as string;
-    const value = match[3] as string;
+    const [backend, key, value] = splitBackendConfig(setting);
     const unused = (why: string) => config.warnings.push(`--backend-config ${setting}: accepted, ${why}`);
     if (key === "default-max-batch-size" && (backend === "onnxruntime" || backend === "")) {
       if (!/^\d+$/.test(value))

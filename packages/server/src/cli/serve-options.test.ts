@@ -125,7 +125,10 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
         /--load-model can only be used with --model-control-mode=explicit/,
       ],
       [["--model-repository=/m", "--http-restricted-api=everything:k=v"], /unknown API 'everything'/],
-      [["--model-repository=/m", "--metrics-config=summary_latencies=true"], /unsupported --metrics-config/],
+      [
+        ["--model-repository=/m", "--metrics-config=summary_latencies"],
+        /--metrics-config option format is <setting>=<value>/,
+      ],
     ];
     for (const [args, message] of cases) {
       expect(() => parseServeArgs(args)).toThrow(UsageError);
@@ -191,5 +194,195 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
     ];
     for (const [spec, message] of cases) expect(() => trace(`--trace-config=${spec}`), spec).toThrow(message);
     expect(SERVE_USAGE).toMatch(/--trace-config triton,file=<path>/);
+  });
+
+  describe("tritonserver flags Galley takes without a use of its own", () => {
+    const serve = (...args: string[]) => {
+      const parsed = parseServeArgs(["--model-repository=/m", ...args]);
+      if (parsed === "help") throw new Error("help");
+      return parsed;
+    };
+
+    it("starts NVIDIA's bls suite command line: --cuda-memory-pool-byte-size is checked and reported once", () => {
+      const options = serve(
+        "--backend-directory=/opt/tritonserver/backends",
+        "--log-verbose=1",
+        "--cuda-memory-pool-byte-size=0:67108864",
+        "--cuda-memory-pool-byte-size=1:268435456",
+      );
+      expect(options.logVerbose).toBe(1);
+      const lines = options.warnings.filter((w) => w.includes("cuda-memory-pool-byte-size"));
+      expect(lines).toEqual([
+        "--cuda-memory-pool-byte-size=0:67108864 --cuda-memory-pool-byte-size=1:268435456: accepted, not used by " +
+          "Galley (Galley has no CUDA memory pool: GPU tensors are allocated by the backend or client that makes them)",
+      ]);
+    });
+
+    it("reads each value as tritonserver does, with its error texts", () => {
+      const cases: [string, string][] = [
+        [
+          "--cuda-memory-pool-byte-size=67108864",
+          'Bad option: "--cuda-memory-pool-byte-size".\nCannot parse pair option due to incorrect number of inputs.' +
+            "--<pair option> argument requires format <first>:<second>. Found: 67108864",
+        ],
+        [
+          "--cuda-memory-pool-byte-size=gpu0:1",
+          'Bad option: "--cuda-memory-pool-byte-size".\nInvalid option value. Got gpu0',
+        ],
+        [
+          "--cuda-memory-pool-byte-size=0:18446744073709551616",
+          'Bad option: "--cuda-memory-pool-byte-size".\nProvided option value is out of bound. Got 18446744073709551616',
+        ],
+        [
+          "--pinned-memory-pool-byte-size=lots",
+          'Bad option: "--pinned-memory-pool-byte-size".\nInvalid option value. Got lots',
+        ],
+        ["--min-supported-compute-capability=high", "Invalid option value. Got high"],
+        ["--min-supported-compute-capability=1e999", "Provided option value is out of bound. Got 1e999"],
+        ["--buffer-manager-thread-count=2147483648", "Provided option value is out of bound. Got 2147483648"],
+        ["--model-load-retry-count=x", 'Bad option: "--model-load-retry-count".\nInvalid option value. Got x'],
+        ["--reuse-http-port=maybe", 'Bad option: "--reuse-http-port".\ninvalid value for bool option: maybe'],
+        [
+          "--grpc-infer-thread-count=1",
+          "invalid argument for --grpc_infer_thread_count. Must be in the range 2 to 128.",
+        ],
+        ["--grpc-max-response-pool-size=0", "Error: --grpc-max-response-pool-size must be greater than 0."],
+        ["--grpc-infer-response-compression-level=max", "invalid argument for --grpc_infer_response_compression_level"],
+        ["--host-policy=gpu0", "--host-policy option format is '<policy name>,<setting>=<value>'. Got gpu0"],
+        [
+          "--host-policy=gpu0,numa-node=",
+          "--host-policy option format is '<policy name>,<setting>=<value>'. Got gpu0,numa-node=",
+        ],
+        [
+          "--host-policy=gpu0,gpu-id=1",
+          "Unsupported host policy setting 'gpu-id' is specified, supported settings are 'numa-node', 'cpu-cores'",
+        ],
+        ["--model-load-gpu-limit=0", "requires format <first>:<second>. Found: 0"],
+        ["--sagemaker-safe-port-range=8000:8002", "requires format <first>-<second>. Found: 8000:8002"],
+        ["--log-verbose=loud", 'Bad option: "--log-verbose".\nInvalid option value. Got loud'],
+      ];
+      for (const [arg, message] of cases) {
+        expect(() => serve(arg), arg).toThrow(UsageError);
+        expect(() => serve(arg), arg).toThrow(message);
+      }
+    });
+
+    it("takes what std::stoi, std::stoull and std::stod take", () => {
+      // stoi reads the leading number (" 12abc" is 12); stoull wraps a negative value around.
+      expect(serve("--model-load-retry-count= 2x").server.modelLoadRetries).toBe(2);
+      expect(serve("--cuda-memory-pool-byte-size=0:-1").warnings.join()).toContain("cuda-memory-pool-byte-size=0:-1");
+      expect(serve("--min-supported-compute-capability=7.5").warnings.join()).toContain(
+        "does not read compute capability",
+      );
+      expect(serve("--min-supported-compute-capability=inf").warnings).toHaveLength(1);
+      expect(serve("--model-load-gpu-limit=0:0.8", "--host-policy=gpu_0,numa-node=0").warnings).toHaveLength(2);
+    });
+
+    it("applies --log-file, --model-load-retry-count, --allow-cpu-metrics and --log-verbose's forms", () => {
+      const options = serve(
+        "--log-file=/var/log/galley.log",
+        "--model-load-retry-count=3",
+        "--allow-cpu-metrics=false",
+        "--log-verbose=true",
+      );
+      expect(options.logFile).toBe("/var/log/galley.log");
+      expect(options.server.modelLoadRetries).toBe(3);
+      expect(options.server.metrics).toMatchObject({ allowCpuMetrics: false });
+      expect(options.logVerbose).toBe(1);
+      expect(options.warnings).toEqual([]);
+      expect(serve("--log-verbose=FALSE").logVerbose).toBe(0);
+      expect(serve("--log-verbose=-3").logVerbose).toBe(0);
+      expect(serve("--log-verbose=2").logVerbose).toBe(2);
+      expect(serve("--model-load-retry-count=-1").server.modelLoadRetries).toBeUndefined();
+    });
+
+    it("does not report values that ask for what Galley does anyway", () => {
+      expect(
+        serve(
+          "--reuse-http-port=false",
+          "--reuse-grpc-port=0",
+          "--enable-peer-access=false",
+          "--grpc-infer-response-compression-level=NONE",
+          "--model-namespacing=false",
+          "--grpc-use-ssl=false",
+          "--allow-sagemaker=false",
+          "--allow-vertex-ai=off",
+        ).warnings,
+      ).toEqual([]);
+    });
+
+    it("reports every other accepted flag once, naming it and why it has no effect", () => {
+      const args = [
+        "--pinned-memory-pool-byte-size=268435456",
+        "--cuda-virtual-address-size=0:1073741824",
+        "--buffer-manager-thread-count=4",
+        "--enable-peer-access=true",
+        "--repoagent-directory=/opt/tritonserver/repoagents",
+        "--cache-directory=/opt/tritonserver/caches",
+        "--reuse-http-port=true",
+        "--reuse-grpc-port=true",
+        "--http-thread-count=8",
+        "--http-header-forward-pattern=x-.*",
+        "--grpc-header-forward-pattern=x-.*",
+        "--grpc-infer-thread-count=4",
+        "--grpc-infer-allocation-pool-size=16",
+        "--grpc-max-response-pool-size=8",
+        "--grpc-infer-response-compression-level=high",
+        "--grpc-server-cert=/c.pem",
+        "--grpc-server-key=/k.pem",
+        "--grpc-root-cert=/r.pem",
+        "--grpc-keepalive-permit-without-calls=1",
+        "--grpc-http2-max-pings-without-data=0",
+        "--grpc-http2-min-recv-ping-interval-without-data=5000",
+        "--grpc-http2-max-ping-strikes=0",
+        "--grpc-max-connection-age=60000",
+        "--grpc-max-connection-age-grace=5000",
+        "--sagemaker-port=8080",
+        "--sagemaker-safe-port-range=8000-8002",
+        "--sagemaker-thread-count=8",
+        "--vertex-ai-port=8080",
+        "--vertex-ai-thread-count=8",
+        "--vertex-ai-default-model=m",
+        "--metrics-config=summary_latencies=true",
+        "--metrics-config=summary_quantiles=0.5:0.05,0.9:0.01",
+      ];
+      const warnings = serve(...args).warnings;
+      expect(warnings).toHaveLength(args.length - 1);
+      for (const arg of args)
+        expect(
+          warnings.filter((w) => w.includes(arg)),
+          arg,
+        ).toHaveLength(1);
+      for (const warning of warnings) expect(warning).toMatch(/: accepted, not used by Galley \(.+\)$/);
+    });
+
+    it("refuses values that ask for what Galley cannot do, saying so, instead of silently not doing it", () => {
+      expect(() => serve("--grpc-use-ssl=true", "--grpc-server-cert=/c.pem")).toThrow(
+        /--grpc-use-ssl: TLS is not supported by Galley's gRPC endpoint, which serves plaintext HTTP\/2 only/,
+      );
+      // As in tritonserver, --grpc-use-ssl-mutual turns SSL on whatever its value.
+      expect(() => serve("--grpc-use-ssl-mutual=false")).toThrow(/--grpc-use-ssl-mutual: TLS is not supported/);
+      expect(() => serve("--model-namespacing=true")).toThrow(/--model-namespacing=true is not supported by Galley/);
+      expect(() => serve("--allow-sagemaker=true")).toThrow(/Galley has no SageMaker endpoint/);
+      expect(() => serve("--allow-vertex-ai=1")).toThrow(/Galley has no Vertex AI endpoint/);
+    });
+
+    it("lists every tritonserver flag in --help", () => {
+      for (const flag of [
+        "log-file",
+        "cuda-memory-pool-byte-size <integer>:<integer>",
+        "pinned-memory-pool-byte-size <integer>",
+        "min-supported-compute-capability <float>",
+        "model-load-retry-count",
+        "model-namespacing",
+        "allow-cpu-metrics",
+        "grpc-use-ssl",
+        "host-policy <string>,<string>=<string>",
+        "grpc-max-connection-age-grace",
+        "vertex-ai-default-model",
+      ]) {
+        expect(SERVE_USAGE).toContain(`--${flag}`);
+      }
+    });
   });
 });

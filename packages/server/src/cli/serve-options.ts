@@ -3,6 +3,8 @@ import type { ControlMode } from "../repository/model-manager.js";
 import type { ServerOptions } from "../server.js";
 import { parseBackendConfig } from "./backend-config.js";
 import { parseTraceConfig } from "./trace-options.js";
+import { readTritonOnlyFlags, TRITON_ONLY_OPTIONS, type TritonOnlyFlags } from "./triton-only-flags.js";
+import { tritonIntBool } from "./triton-values.js";
 
 /** `galley serve` options, named and defaulted as tritonserver's flags (PROTOCOL.md §6). */
 export interface ServeOptions {
@@ -14,7 +16,9 @@ export interface ServeOptions {
   logInfo: boolean;
   logWarning: boolean;
   logError: boolean;
-  /** Warnings to log at startup (deprecated flags). */
+  /** `--log-file`: the log goes to this file (appended) instead of stderr. */
+  logFile?: string;
+  /** Warnings to log at startup (deprecated flags, flags accepted and not used). */
   warnings: string[];
 }
 
@@ -38,6 +42,8 @@ Models
   --strict-model-config <bool>   deprecated: true is --disable-auto-complete-config
   --model-config-name <name>     use <model>/configs/<name>.pbtxt where present
   --model-load-thread-count <n>  versions loaded at once (default: 4)
+  --model-load-retry-count <n>   times a version that failed to load is loaded again at once (default: 0)
+  --model-namespacing <bool>     false only (the default): a model name is unique across repositories
   --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
   --backend-config python,python-executable=<path>         (default: python3 on PATH)
   --backend-config js,default-isolation=<thread|shared>    (default: thread)
@@ -80,13 +86,17 @@ gRPC
   --grpc-max-connections <n>     calls on connections past n are answered UNAVAILABLE and the
                                  connection closed (default: as --http-max-connections; 0: no limit)
   --grpc-restricted-protocol <protocols>:<key>=<value>   repeatable
+  --grpc-use-ssl, --grpc-use-ssl-mutual <bool>   false only: Galley's gRPC endpoint has no TLS
 Metrics
   --allow-metrics <bool>         (default: true)
   --metrics-address <host>       (default: the HTTP address)
   --metrics-port <port>          (default: 8002)
   --allow-gpu-metrics <bool>     per-GPU nv_gpu_* metrics through NVML where there is one (default: true)
   --metrics-interval-ms <ms>     how often GPU metrics are sampled (default: 2000)
-  --metrics-config counter_latencies=<bool>   repeatable; also batch_size_histogram=<bool> (Galley's, off)
+  --allow-cpu-metrics <bool>     nv_cpu_utilization and nv_cpu_memory_*_bytes (default: true)
+  --metrics-config counter_latencies=<bool>   repeatable; also batch_size_histogram=<bool> (Galley's, off);
+                                 Triton's other settings (summary_latencies, histogram_latencies,
+                                 summary_quantiles, ...) are accepted and not used
 Tracing (Triton's trace extension; the trace-setting API changes all but the file)
   --trace-config triton,file=<path>           where traces are written (none: tracing stays off)
   --trace-config level=<OFF|TIMESTAMPS|TENSORS>   repeatable; levels combine (default: OFF)
@@ -95,10 +105,33 @@ Tracing (Triton's trace extension; the trace-setting API changes all but the fil
   --trace-config triton,log-frequency=<n>     write <path>.<i> every n traces; 0: all to <path> (default: 0)
   --trace-file, --trace-level, --trace-rate, --trace-count, --trace-log-frequency   deprecated forms
 Logging
-  --log-verbose <level>          (default: 0)
+  --log-file <path>              append the log to this file instead of stderr
+  --log-verbose <level>          an integer, or true (1) / false (0) (default: 0)
   --log-info, --log-warning, --log-error <bool>   (default: true)
   --log-format <default|ISO8601> (default: default)
   --help                         print this text
+Accepted from tritonserver command lines and not used (a warning at startup names each one given);
+values are checked as tritonserver checks them
+  --pinned-memory-pool-byte-size <integer>
+  --cuda-memory-pool-byte-size <integer>:<integer>        repeatable
+  --cuda-virtual-address-size <integer>:<integer>         repeatable
+  --min-supported-compute-capability <float>
+  --buffer-manager-thread-count <integer>
+  --host-policy <string>,<string>=<string>                repeatable; numa-node or cpu-cores
+  --model-load-gpu-limit <device_id>:<fraction>           repeatable
+  --enable-peer-access <bool>
+  --repoagent-directory <path>, --cache-directory <path>
+  --reuse-http-port <bool>, --reuse-grpc-port <bool>
+  --http-thread-count <integer>, --http-header-forward-pattern <regex>, --grpc-header-forward-pattern <regex>
+  --grpc-infer-thread-count <integer>, --grpc-infer-allocation-pool-size <integer>,
+  --grpc-max-response-pool-size <integer>, --grpc-infer-response-compression-level <none|low|medium|high>
+  --grpc-server-cert <path>, --grpc-server-key <path>, --grpc-root-cert <path>
+  --grpc-keepalive-permit-without-calls <bool>, --grpc-http2-max-pings-without-data <integer>,
+  --grpc-http2-min-recv-ping-interval-without-data <integer>, --grpc-http2-max-ping-strikes <integer>,
+  --grpc-max-connection-age <integer>, --grpc-max-connection-age-grace <integer>
+  --allow-sagemaker <bool>, --allow-vertex-ai <bool>      false only: Galley has neither endpoint
+  --sagemaker-port, --sagemaker-safe-port-range <integer>-<integer>, --sagemaker-thread-count,
+  --vertex-ai-port, --vertex-ai-thread-count, --vertex-ai-default-model
 `;
 
 /** The longest time limit a timer can hold (2^31 - 1 ms), in whole seconds. */
@@ -126,6 +159,12 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   }
   const v = parsed.values;
   if (v.help) return "help";
+  let tritonOnly: TritonOnlyFlags;
+  try {
+    tritonOnly = readTritonOnlyFlags(v);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
   const modelRepositories = [...(v["model-repository"] ?? []), ...(v["model-store"] ?? [])];
   if (modelRepositories.length === 0) throw new UsageError("--model-repository must be specified");
   const logFormat = v["log-format"] ?? "default";
@@ -174,15 +213,21 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   };
   let counterLatencies = true;
   let batchSizeHistogram = false;
+  const unusedMetricsConfig: string[] = [];
   for (const setting of v["metrics-config"] ?? []) {
-    const match = /^(counter_latencies|batch_size_histogram)=(.*)$/.exec(setting);
-    if (!match) {
+    // tritonserver's ParseMetricsConfigOption: <setting>=<value>, no group name, neither part empty.
+    const at = setting.indexOf("=");
+    const key = at < 0 ? "" : setting.slice(0, at);
+    const value = at < 0 ? "" : setting.slice(at + 1);
+    if (key === "" || value === "" || key.includes(",")) {
       throw new UsageError(
-        `unsupported --metrics-config '${setting}' (supported: counter_latencies=<bool>, batch_size_histogram=<bool>)`,
+        `Bad option: "--metrics-config".\n--metrics-config option format is <setting>=<value>. Got ${setting}`,
       );
     }
-    if (match[1] === "counter_latencies") counterLatencies = bool("--metrics-config counter_latencies", match[2], true);
-    else batchSizeHistogram = bool("--metrics-config batch_size_histogram", match[2], false);
+    if (key === "counter_latencies") counterLatencies = bool("--metrics-config counter_latencies", value, true);
+    else if (key === "batch_size_histogram")
+      batchSizeHistogram = bool("--metrics-config batch_size_histogram", value, false);
+    else unusedMetricsConfig.push(setting);
   }
   const metrics = bool("--allow-metrics", v["allow-metrics"], true) && {
     host: v["metrics-address"] ?? httpHost,
@@ -191,6 +236,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     batchSizeHistogram,
     allowGpuMetrics: bool("--allow-gpu-metrics", v["allow-gpu-metrics"], true),
     intervalMs: int("--metrics-interval-ms", v["metrics-interval-ms"], 2000, 1, MAX_TIMEOUT_SECS * 1000),
+    ...(tritonOnly.allowCpuMetrics !== undefined ? { allowCpuMetrics: tritonOnly.allowCpuMetrics } : {}),
   };
   let backendConfig: ReturnType<typeof parseBackendConfig>;
   try {
@@ -248,6 +294,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     strictReadiness: bool("--strict-readiness", v["strict-readiness"], true),
     autoComplete,
     modelLoadThreads: int("--model-load-thread-count", v["model-load-thread-count"], 4, 1),
+    ...(tritonOnly.modelLoadRetries ? { modelLoadRetries: tritonOnly.modelLoadRetries } : {}),
     exitTimeoutSecs: int("--exit-timeout-secs", v["exit-timeout-secs"], 30, 0),
     allowClientShm: bool("--allow-client-shm", v["allow-client-shm"], false),
     ...(onnxDefaultMaxBatchSize !== undefined ? { onnxDefaultMaxBatchSize } : {}),
@@ -263,12 +310,23 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   return {
     server,
     exitOnError: bool("--exit-on-error", v["exit-on-error"], true),
-    logVerbose: int("--log-verbose", v["log-verbose"], 0, 0),
+    logVerbose: logVerbose(v["log-verbose"]),
     logFormat,
     logInfo: bool("--log-info", v["log-info"], true),
     logWarning: bool("--log-warning", v["log-warning"], true),
     logError: bool("--log-error", v["log-error"], true),
-    warnings: [...trace.warnings, ...backendConfig.warnings],
+    ...(tritonOnly.logFile ? { logFile: tritonOnly.logFile } : {}),
+    warnings: [
+      ...trace.warnings,
+      ...backendConfig.warnings,
+      ...(unusedMetricsConfig.length > 0
+        ? [
+            `${unusedMetricsConfig.map((m) => `--metrics-config=${m}`).join(" ")}: accepted, not used by Galley ` +
+              "(it exports latency counters only: no summaries or latency histograms)",
+          ]
+        : []),
+      ...tritonOnly.unused,
+    ],
   };
 }
 
@@ -336,6 +394,7 @@ function parse(args: string[]) {
       "log-error": text,
       "log-format": text,
       help: { type: "boolean" },
+      ...TRITON_ONLY_OPTIONS,
     },
   });
 }
@@ -367,6 +426,16 @@ function int(flag: string, value: string | undefined, fallback: number, min: num
     throw new UsageError(`invalid value for ${flag}: '${value}' (expected an integer in [${min}, ${max}])`);
   }
   return n;
+}
+
+/** `--log-verbose` as tritonserver reads it: an integer, or true (1) / false (0); below 0 is 0. */
+function logVerbose(value: string | undefined): number {
+  if (value === undefined) return 0;
+  try {
+    return Math.max(0, tritonIntBool("log-verbose", value));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
 }
 
 function port(flag: string, value: string | undefined, fallback: number): number {

@@ -22,13 +22,20 @@ export async function serve(args: string[]): Promise<number> {
     process.stdout.write(SERVE_USAGE);
     return 0;
   }
-  const log = createLogger({
-    verboseLevel: options.logVerbose,
-    format: options.logFormat,
-    info: options.logInfo,
-    warning: options.logWarning,
-    error: options.logError,
-  });
+  let log: ReturnType<typeof createLogger>;
+  try {
+    log = createLogger({
+      verboseLevel: options.logVerbose,
+      format: options.logFormat,
+      info: options.logInfo,
+      warning: options.logWarning,
+      error: options.logError,
+      ...(options.logFile ? { file: options.logFile } : {}),
+    });
+  } catch (error) {
+    process.stderr.write(`error: failed to open log file '${options.logFile}': ${(error as Error).message}\n`);
+    return 1;
+  }
   for (const warning of options.warnings) log.warn(warning);
   for (const repository of options.server.modelRepositories ?? []) {
     const info = await stat(repository).catch(() => undefined);

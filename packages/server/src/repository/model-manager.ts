@@ -32,6 +32,8 @@ export interface ModelManagerOptions {
   gpus?: () => Promise<readonly number[]>;
   /** `--model-load-thread-count` (default 4). */
   loadThreads?: number;
+  /** `--model-load-retry-count` (default 0): loads of a version that fails, tried again at once. */
+  loadRetries?: number;
   /** `--model-config-name`. */
   configName?: string;
   /** How an ensemble runs its steps: the server's own inference path. */

@@ -20,6 +20,11 @@ export interface VersionLoaderOptions {
   log: Logger;
   /** `--model-load-thread-count` (default 4). */
   loadThreads?: number;
+  /**
+   * `--model-load-retry-count` (default 0): a version whose load fails is loaded again at once, up
+   * to this many more times, holding its load slot (Triton's `ModelLifeCycle` retry loop).
+   */
+  loadRetries?: number;
   /** How an ensemble runs its steps: the server's own inference path. */
   infer?: ComposingInfer;
   /** `--rate-limit execution_count`: instances execute only with their resources. */
@@ -48,59 +53,80 @@ export class VersionLoader {
     modelPath: string,
     signal: AbortSignal,
   ): Promise<LoadedModel> {
-    const log = this.#options.log;
     await this.#slots.acquire();
     try {
-      if (config.platform === Platform.ensemble) {
-        const stats = new ModelStatistics();
-        const scheduler = createScheduler(config, {
-          pool: new InstancePool([]),
-          stats,
-          log,
-          infer: this.#options.infer,
-        });
-        const nothing = { instances: [], unload: async () => {} };
-        return new LoadedModel(name, version, config, nothing, scheduler, new Map(), stats);
+      const retries = this.#options.loadRetries ?? 0;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await this.#loadOnce(name, version, config, modelPath, signal);
+        } catch (error) {
+          if (attempt >= retries || signal.aborted) throw error;
+          this.#options.log.warn(
+            `failed to load '${name}' version ${version}: ${(error as Error).message}; ` +
+              `retrying (${attempt + 1} of --model-load-retry-count ${retries})`,
+          );
+        }
       }
-      const backend = this.#options.backends.get(config.backend, config.runtime);
-      if (!backend && config.runtime === PYTHON_BASED_RUNTIME) {
-        throw new Error(
-          `unable to find Python backend based backend library '${config.runtime}' for model '${config.name}', searched: '${config.backend}/${config.runtime}'`,
-        );
-      }
-      if (!backend) {
-        throw new Error(
-          `unable to find backend library for backend '${config.backend}', try specifying runtime on the model configuration.`,
-        );
-      }
-      const labels = await readLabels(config, modelPath);
-      const initialStates = await loadInitialStates(config, modelPath);
-      const model = await backend.load({
-        config,
-        version,
-        modelPath,
-        versionPath: join(modelPath, String(version)),
-        signal,
-        log,
-      });
-      // The rate limiter admits each instance now, so a limit no instance fits fails the load before warmup.
-      const pool = new InstancePool(
-        model.instances,
-        this.#options.rateLimiter,
-        config.schedulingChoice.case !== "sequenceBatching",
-      );
-      try {
-        await warmUp(config, model.instances, modelPath);
-      } catch (error) {
-        await model.unload();
-        throw error;
-      }
-      const stats = new ModelStatistics();
-      const scheduler = createScheduler(config, { pool, stats, log, initialStates });
-      return new LoadedModel(name, version, config, model, scheduler, labels, stats);
     } finally {
       this.#slots.release();
     }
+  }
+
+  async #loadOnce(
+    name: string,
+    version: number,
+    config: ModelConfig,
+    modelPath: string,
+    signal: AbortSignal,
+  ): Promise<LoadedModel> {
+    const log = this.#options.log;
+    if (config.platform === Platform.ensemble) {
+      const stats = new ModelStatistics();
+      const scheduler = createScheduler(config, {
+        pool: new InstancePool([]),
+        stats,
+        log,
+        infer: this.#options.infer,
+      });
+      const nothing = { instances: [], unload: async () => {} };
+      return new LoadedModel(name, version, config, nothing, scheduler, new Map(), stats);
+    }
+    const backend = this.#options.backends.get(config.backend, config.runtime);
+    if (!backend && config.runtime === PYTHON_BASED_RUNTIME) {
+      throw new Error(
+        `unable to find Python backend based backend library '${config.runtime}' for model '${config.name}', searched: '${config.backend}/${config.runtime}'`,
+      );
+    }
+    if (!backend) {
+      throw new Error(
+        `unable to find backend library for backend '${config.backend}', try specifying runtime on the model configuration.`,
+      );
+    }
+    const labels = await readLabels(config, modelPath);
+    const initialStates = await loadInitialStates(config, modelPath);
+    const model = await backend.load({
+      config,
+      version,
+      modelPath,
+      versionPath: join(modelPath, String(version)),
+      signal,
+      log,
+    });
+    // The rate limiter admits each instance now, so a limit no instance fits fails the load before warmup.
+    const pool = new InstancePool(
+      model.instances,
+      this.#options.rateLimiter,
+      config.schedulingChoice.case !== "sequenceBatching",
+    );
+    try {
+      await warmUp(config, model.instances, modelPath);
+    } catch (error) {
+      await model.unload();
+      throw error;
+    }
+    const stats = new ModelStatistics();
+    const scheduler = createScheduler(config, { pool, stats, log, initialStates });
+    return new LoadedModel(name, version, config, model, scheduler, labels, stats);
   }
 }
 

@@ -24,6 +24,8 @@ export interface MetricsOptions {
   allowGpuMetrics?: boolean;
   /** `--metrics-interval-ms` (default 2000): how often the GPU metrics are sampled. */
   intervalMs?: number;
+  /** `--allow-cpu-metrics` (default true): `nv_cpu_utilization` and `nv_cpu_memory_*_bytes`. */
+  allowCpuMetrics?: boolean;
   /**
    * Where GPU readings come from instead of NVML (tests inject a fixed source here).
    *
@@ -166,16 +168,20 @@ async function render(
   });
   for (const m of models) load.set(labels(m), m.stats.loadSeconds);
 
-  new Gauge({ name: "nv_cpu_utilization", help: "CPU utilization rate [0.0 - 1.0]", registers: [registry] }).set(
-    cpu.sample(),
-  );
-  const memory = await memoryBytes();
-  new Gauge({ name: "nv_cpu_memory_total_bytes", help: "CPU total memory (RAM), in bytes", registers: [registry] }).set(
-    memory.total,
-  );
-  new Gauge({ name: "nv_cpu_memory_used_bytes", help: "CPU used memory (RAM), in bytes", registers: [registry] }).set(
-    memory.used,
-  );
+  if (options.allowCpuMetrics ?? true) {
+    new Gauge({ name: "nv_cpu_utilization", help: "CPU utilization rate [0.0 - 1.0]", registers: [registry] }).set(
+      cpu.sample(),
+    );
+    const memory = await memoryBytes();
+    new Gauge({
+      name: "nv_cpu_memory_total_bytes",
+      help: "CPU total memory (RAM), in bytes",
+      registers: [registry],
+    }).set(memory.total);
+    new Gauge({ name: "nv_cpu_memory_used_bytes", help: "CPU used memory (RAM), in bytes", registers: [registry] }).set(
+      memory.used,
+    );
+  }
   try {
     gpu?.register(registry);
   } catch {
