@@ -93,6 +93,7 @@ class Call:
     def __init__(self, runtime, number):
         self.runtime = runtime
         self.number = number
+        self.model = ""
         self.replies = collections.deque()
 
     def result(self):
@@ -105,7 +106,11 @@ class Call:
         final = bool(message.get("final"))
         if final:
             self.runtime.calls.pop(self.number, None)
-        return pb_utils.InferenceResponse._from_wire(message.get("response"), message.get("error")), final
+        error = message.get("error")
+        if error is not None and error.get("refused"):
+            # Refused before the model ran: Triton's stub words it as its request executor does.
+            error = dict(error, message="Model %s - Error when running inference: %s" % (self.model, error.get("message", "")))
+        return pb_utils.InferenceResponse._from_wire(message.get("response"), error), final
 
     def cancel(self):
         self.runtime.channel.send({"kind": "bls-cancel", "call": self.number})
@@ -271,6 +276,7 @@ class Runtime:
     def bls(self, request, decoupled):
         wire = request._to_wire()
         call = self._call()
+        call.model = wire.get("model", "")
         parents = PARENTS.get()
         self.channel.send({"kind": "bls", "call": call.number, "request": wire, "stream": bool(decoupled), "parents": parents})
         return call

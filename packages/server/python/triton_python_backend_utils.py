@@ -678,9 +678,9 @@ class InferenceRequest:
 
     def __init__(
         self,
-        model_name="",
-        inputs=(),
-        requested_output_names=(),
+        model_name=_DEFAULT,
+        inputs=_DEFAULT,
+        requested_output_names=_DEFAULT,
         request_id="",
         correlation_id=0,
         model_version=-1,
@@ -702,6 +702,9 @@ class InferenceRequest:
             "timeout": timeout,
             "parameters": parameters,
         }
+        # model_name, inputs and requested_output_names have no default in Triton's binding: a call
+        # without one is pybind's TypeError, which lists only what was given.
+        given = {k: v for k, v in given.items() if v is not _DEFAULT}
         tensors = _sequence(inputs)
         names = _sequence(requested_output_names)
         if (
@@ -888,17 +891,25 @@ class _ResponseIterator:
     def __init__(self, call):
         self._call = call
         first, self._done = call.next()
-        self._held = [first]
+        # Kept, as Triton's iterator keeps them: once the last has come, a new loop starts again
+        # from the first.
+        self._responses = [first]
+        self._index = 0
 
     def __iter__(self):
+        if self._done and self._index >= len(self._responses):
+            self._index = 0
         return self
 
     def __next__(self):
-        if self._held:
-            return self._held.pop()
+        if self._index < len(self._responses):
+            self._index += 1
+            return self._responses[self._index - 1]
         if self._done:
             raise StopIteration
         response, final = self._call.next()
+        self._responses.append(response)
+        self._index += 1
         if final:
             self._done = True
         return response

@@ -114,6 +114,35 @@ describe("Triton's pb_utils API", () => {
     });
   });
 
+  it("words BLS calls refused before they run as Triton's stub does, wants model_name, inputs and outputs, and loops over a finished stream again", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["bls_refused", "identity", "repeat_int32"]);
+    const { client, failedModels } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+    expect(failedModels).toEqual([]);
+    const reply = await client.modelInfer({
+      modelName: "bls_refused",
+      inputs: [{ name: "IN", datatype: "INT32", shape: [1n] }],
+      rawInputContents: [new Uint8Array(Int32Array.of(1).buffer)],
+    });
+    const unknown =
+      "Model non_existent_model - Error when running inference: Request for unknown model: 'non_existent_model' is not found";
+    expect(JSON.parse(readBytesTensor(reply.rawOutputContents[0])[0] ?? "")).toEqual({
+      exec: unknown,
+      decoupled: [unknown],
+      unexpected_input: expect.stringMatching(
+        /^Model identity - Error when running inference: \[request id: .*\] unexpected inference input 'NOT_AN_INPUT' for model 'identity'$/,
+      ),
+      no_model_name: "TypeError",
+      no_inputs: "TypeError",
+      no_outputs: "TypeError",
+      // next() then a loop, then a second loop from the first response again (Triton's iterator).
+      loops: [
+        [5, 6, 7],
+        [5, 6, 7],
+      ],
+    });
+  });
+
   it("passes a unittest model of Triton's kind: argument checks, histogram buckets, a metric outliving its family", async () => {
     const repo = tempRepository();
     copyPythonModels(repo, ["pb_unittest"]);

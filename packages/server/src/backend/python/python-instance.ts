@@ -167,7 +167,15 @@ export class PythonInstance implements BackendInstance {
           kind: "bls-reply",
           call: message.call,
           ...(response ? { response } : {}),
-          ...(message.error ? { error: { message: message.error.message, code: message.error.code } } : {}),
+          ...(message.error
+            ? {
+                error: {
+                  message: message.error.message,
+                  code: message.error.code,
+                  ...(message.error.refused ? { refused: true } : {}),
+                },
+              }
+            : {}),
           final: message.final,
         });
       },

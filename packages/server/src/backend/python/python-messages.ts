@@ -43,6 +43,8 @@ export interface PyError {
   message: string;
   /** A Triton code (`INVALID_ARG`, ...); INTERNAL when absent. */
   code?: string;
+  /** A BLS call refused before its model ran (the stub words it as Triton's request executor). */
+  refused?: boolean;
 }
 
 export interface PyResponse {

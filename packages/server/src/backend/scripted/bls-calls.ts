@@ -1,4 +1,4 @@
-import { InferenceError, toInferenceError } from "../../base/errors.js";
+import { type ErrorId, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../base/inference-request.js";
 import type { LoadOverrides } from "../../base/load-overrides.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../base/tensor.js";
@@ -12,6 +12,39 @@ import {
   type WireBlsResponse,
   type WireTensor,
 } from "./bls-wire.js";
+
+/**
+ * Errors a call gets before its model runs: what Triton's core answers while the request is
+ * created and submitted (lookup, the request's checks, the scheduler's admission), as opposed to
+ * the model's own failures.
+ */
+const REFUSED_BEFORE_RUNNING: ReadonlySet<ErrorId> = new Set<ErrorId>([
+  "MODEL_NOT_FOUND",
+  "MODEL_VERSION_NOT_FOUND",
+  "MODEL_NO_VERSIONS",
+  "MODEL_VERSION_NOT_READY",
+  "UNEXPECTED_INPUT",
+  "UNEXPECTED_OUTPUT",
+  "DUPLICATE_INPUT",
+  "DUPLICATE_OUTPUT",
+  "MISSING_INPUTS",
+  "BATCH_TOO_LARGE",
+  "BATCH_MISMATCH",
+  "UNEXPECTED_SHAPE",
+  "WRONG_DATATYPE",
+  "BYTE_SIZE_MISMATCH",
+  "BAD_BYTES_INPUT",
+  "BYTES_COUNT_MISMATCH",
+  "UNKNOWN_DATATYPE",
+  "RESERVED_PARAMETER",
+  "PARAMETER_VALUE_TYPE",
+  "QUEUE_FULL",
+  "SEQUENCE_ID_REQUIRED",
+  "SEQUENCE_BATCH_SIZE",
+  "SEQUENCE_START_REQUIRED",
+  "SEQUENCE_ID_TYPE",
+  "DECOUPLED_INFER",
+]);
 
 /** The server's inference path, for BLS calls. */
 export interface InferencePath {
@@ -118,7 +151,17 @@ export class BlsCalls {
           kind: "bls-reply",
           call,
           ...(out ? { response: out } : {}),
-          ...(failure ? { error: { message: failure.message, code: failure.code } } : {}),
+          ...(failure
+            ? {
+                error: {
+                  message: failure.message,
+                  code: failure.code,
+                  ...(failure instanceof InferenceError && REFUSED_BEFORE_RUNNING.has(failure.id)
+                    ? { refused: true }
+                    : {}),
+                },
+              }
+            : {}),
           final,
           ...(route ? { route } : {}),
         },

@@ -32,6 +32,11 @@ export interface WireError {
   message: string;
   /** A Triton code (`INVALID_ARG`, ...); INTERNAL when absent. */
   code?: string;
+  /**
+   * The call was refused before it ran (an unknown model, a request the model does not take, a
+   * full queue): Triton's Python stub words these `Model <name> - Error when running inference: ...`.
+   */
+  refused?: boolean;
   /** The error table's id and values, for the errors the worker itself raises (see `TENSOR_ERROR_IDS`). */
   id?: string;
   values?: Record<string, string | number>;
