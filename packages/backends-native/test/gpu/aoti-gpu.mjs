@@ -47,7 +47,14 @@ function values(bytes, datatype) {
     const s = b & 0x8000 ? -1 : 1;
     const e = (b >> 10) & 0x1f;
     const f = b & 0x3ff;
-    out[i] = e === 0 ? s * 2 ** -14 * (f / 1024) : e === 31 ? (f ? Number.NaN : s * Infinity) : s * 2 ** (e - 15) * (1 + f / 1024);
+    out[i] =
+      e === 0
+        ? s * 2 ** -14 * (f / 1024)
+        : e === 31
+          ? f
+            ? Number.NaN
+            : s * Infinity
+          : s * 2 ** (e - 15) * (1 + f / 1024);
   }
   return out;
 }
@@ -56,7 +63,8 @@ function values(bytes, datatype) {
 function compare(got, want, datatype) {
   const a = Buffer.from(got.buffer, got.byteOffset, got.byteLength);
   const b = Buffer.from(want.buffer, want.byteOffset, want.byteLength);
-  if (a.length !== b.length) return { identical: false, relL2: Infinity, maxAbs: Infinity, sizes: `${a.length} vs ${b.length}` };
+  if (a.length !== b.length)
+    return { identical: false, relL2: Infinity, maxAbs: Infinity, sizes: `${a.length} vs ${b.length}` };
   if (a.equals(b)) return { identical: true, relL2: 0, maxAbs: 0 };
   const x = values(a, datatype);
   const y = values(b, datatype);
@@ -71,13 +79,16 @@ function compare(got, want, datatype) {
   }
   return { identical: false, relL2: Math.sqrt(diff / Math.max(norm, 1e-30)), maxAbs };
 }
-const describe = (c) => (c.identical ? "byte-identical" : `rel L2 ${c.relL2.toExponential(2)}, max |diff| ${c.maxAbs.toPrecision(3)}`);
+const describe = (c) =>
+  c.identical ? "byte-identical" : `rel L2 ${c.relL2.toExponential(2)}, max |diff| ${c.maxAbs.toPrecision(3)}`;
 
 function python(args, options = {}) {
   return new Promise((resolve, reject) => {
     execFile(arg("python", "python3"), args, { maxBuffer: 64 << 20, ...options }, (error, stdout, stderr) => {
       if (stderr) process.stderr.write(stderr);
-      error ? reject(new Error(`${args.slice(0, 4).join(" ")}: ${stderr.split("\n").slice(-6).join(" | ")}`)) : resolve(stdout);
+      error
+        ? reject(new Error(`${args.slice(0, 4).join(" ")}: ${stderr.split("\n").slice(-6).join(" | ")}`))
+        : resolve(stdout);
     });
   });
 }
@@ -109,7 +120,11 @@ async function main() {
   const { results, check, attempt } = createChecks();
   const common = ["--device", device, ...(small ? ["--small"] : []), "--blocks", arg("blocks", "28")];
   const support = torchSupport();
-  check("addon loads with AOTInductor", support.available && support.aoti, `libtorch ${support.version}, aoti ${support.aoti}, CUDA devices ${support.cudaDevices}`);
+  check(
+    "addon loads with AOTInductor",
+    support.available && support.aoti,
+    `libtorch ${support.version}, aoti ${support.aoti}, CUDA devices ${support.cudaDevices}`,
+  );
 
   // 1. Export and compile, all models at once (each its own Python; a package already made is kept).
   const started = performance.now();
@@ -131,10 +146,17 @@ async function main() {
     ),
   );
   const info = Object.fromEntries(
-    MODELS.filter((n) => existsSync(join(out, `${n}.json`))).map((n) => [n, JSON.parse(readFileSync(join(out, `${n}.json`), "utf8"))]),
+    MODELS.filter((n) => existsSync(join(out, `${n}.json`))).map((n) => [
+      n,
+      JSON.parse(readFileSync(join(out, `${n}.json`), "utf8")),
+    ]),
   );
   for (const [name, i] of Object.entries(info)) {
-    check(`${name}: compiled for ${i.device}`, true, `${i.parameters} parameters, export ${i.exportSeconds} s, compile ${i.compileSeconds} s, torch ${i.torch}`);
+    check(
+      `${name}: compiled for ${i.device}`,
+      true,
+      `${i.parameters} parameters, export ${i.exportSeconds} s, compile ${i.compileSeconds} s, torch ${i.torch}`,
+    );
   }
   console.log(`compiles: ${((performance.now() - started) / 1000).toFixed(0)} s`);
   if (process.argv.includes("--make-only")) return finish(out, device, results, {});
@@ -158,7 +180,12 @@ async function main() {
         const label = `${name} ${format}${graphs ? " + CUDA graphs" : ""}`;
         await attempt(label, async () => {
           const file = join(out, `${name}.${format === "aoti" ? "pt2" : "pt"}`);
-          const model = await loadTorchModel(file, { format, device, deviceId: 0, ...(graphs ? { cudaGraphs: true } : {}) });
+          const model = await loadTorchModel(file, {
+            format,
+            device,
+            deviceId: 0,
+            ...(graphs ? { cudaGraphs: true } : {}),
+          });
           try {
             for (const b of BATCHES) {
               const inputs = inputsOf(name, b);
@@ -172,8 +199,13 @@ async function main() {
                 const same = result.outputs.map((o, i) => compare(o.data, fileOf(name, b, "aoti", i), datatype));
                 detail += `; vs the package in Python: ${same.map(describe).join("; ")}`;
               }
-              if (graphs) detail += `; graph ${result.cudaGraph ?? "none"}${result.cudaGraphError ? ` (${result.cudaGraphError})` : ""}`;
-              check(`${label} batch ${b}: outputs within ${TOLERANCE[datatype]} (rel L2)`, ok && (!graphs || result.cudaGraph === "replayed"), detail);
+              if (graphs)
+                detail += `; graph ${result.cudaGraph ?? "none"}${result.cudaGraphError ? ` (${result.cudaGraphError})` : ""}`;
+              check(
+                `${label} batch ${b}: outputs within ${TOLERANCE[datatype]} (rel L2)`,
+                ok && (!graphs || result.cudaGraph === "replayed"),
+                detail,
+              );
               if (TIMED.includes(name)) {
                 const ms = await medianMs(() => model.execute(inputs, { graph: graphs }), seconds);
                 timings[name] ??= {};
@@ -202,15 +234,27 @@ async function main() {
         );
         check(label, error !== undefined && error.message.includes(text), error ? error.message : "loaded");
       });
-    await refused("a CPU package on a GPU instance is refused", join(out, "small_cpu.pt2"), { device: "cuda" }, "compiled for cpu, but this instance runs on a GPU (KIND_GPU)");
-    await refused("a CUDA package on a CPU instance is refused", join(out, "small_fp16.pt2"), { device: "cpu" }, "compiled for cuda, but this instance runs on the CPU (KIND_CPU)");
+    await refused(
+      "a CPU package on a GPU instance is refused",
+      join(out, "small_cpu.pt2"),
+      { device: "cuda" },
+      "compiled for cpu, but this instance runs on a GPU (KIND_GPU)",
+    );
+    await refused(
+      "a CUDA package on a CPU instance is refused",
+      join(out, "small_fp16.pt2"),
+      { device: "cpu" },
+      "compiled for cuda, but this instance runs on the CPU (KIND_CPU)",
+    );
   }
 
   // 4. Python: eager, TorchScript and the package, per model and batch (kernel and host to host).
   const pythonTimes = {};
   for (const name of TIMED.filter((n) => info[n])) {
     await attempt(`${name}: Python timings`, async () => {
-      pythonTimes[name] = JSON.parse(await python([models, "time", out, "--model", name, ...common, "--seconds", String(seconds)]));
+      pythonTimes[name] = JSON.parse(
+        await python([models, "time", out, "--model", name, ...common, "--seconds", String(seconds)]),
+      );
     });
   }
 
@@ -227,11 +271,19 @@ async function main() {
       rows.push([name, `Python ${label}, device to device`, pair((b) => py[label]?.[b]?.kernel)]);
       rows.push([name, `Python ${label}, host to host`, pair((b) => py[label]?.[b]?.e2e)]);
     }
-    for (const [label, byBatch] of Object.entries(timings[name] ?? {})) rows.push([name, `Galley in-process (${label.slice(5)}), host to host`, pair((b) => byBatch[b])]);
-    for (const [label, byBatch] of Object.entries(served[name] ?? {})) rows.push([name, `Galley served (${label}), gRPC + ${device === "cuda" ? "CUDA" : "system"} shm, p50`, pair((b) => byBatch[b])]);
+    for (const [label, byBatch] of Object.entries(timings[name] ?? {}))
+      rows.push([name, `Galley in-process (${label.slice(5)}), host to host`, pair((b) => byBatch[b])]);
+    for (const [label, byBatch] of Object.entries(served[name] ?? {}))
+      rows.push([
+        name,
+        `Galley served (${label}), gRPC + ${device === "cuda" ? "CUDA" : "system"} shm, p50`,
+        pair((b) => byBatch[b]),
+      ]);
   }
   const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i].length), 10));
-  console.log(`\nms per forward, batch ${BATCHES.join(" / ")} (${pythonTimes.dit_fp16?.device ?? device}, torch ${info.dit_fp16?.torch ?? "?"})`);
+  console.log(
+    `\nms per forward, batch ${BATCHES.join(" / ")} (${pythonTimes.dit_fp16?.device ?? device}, torch ${info.dit_fp16?.torch ?? "?"})`,
+  );
   for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i])).join("  "));
   finish(out, device, results, { info, timings, pythonTimes, served, table: rows });
 }
@@ -239,7 +291,9 @@ async function main() {
 function finish(out, device, results, extra) {
   const failed = results.filter((r) => !r.ok);
   writeFileSync(join(out, "aoti-gpu.json"), JSON.stringify({ device, results, ...extra }, null, 2));
-  console.log(`\n${results.length - failed.length} passed, ${failed.length} failed (${device}; ${join(out, "aoti-gpu.json")})`);
+  console.log(
+    `\n${results.length - failed.length} passed, ${failed.length} failed (${device}; ${join(out, "aoti-gpu.json")})`,
+  );
   process.exitCode = failed.length > 0 ? 1 : 0;
 }
 
@@ -271,15 +325,30 @@ function repository(out, device, info) {
         `instance_group [ { kind: ${kind} count: 1 } ]\n`;
       for (const graphs of device === "cuda" ? [false, true] : [false]) {
         const model = `${name}_${aoti ? "aoti" : "ts"}${graphs ? "_graphs" : ""}`;
-        write(model, join(out, `${name}.${aoti ? "pt2" : "pt"}`), aoti ? "torch_aoti" : "pytorch_libtorch", io + (graphs ? "optimization { cuda { graphs: true } }\n" : ""));
+        write(
+          model,
+          join(out, `${name}.${aoti ? "pt2" : "pt"}`),
+          aoti ? "torch_aoti" : "pytorch_libtorch",
+          io + (graphs ? "optimization { cuda { graphs: true } }\n" : ""),
+        );
         served.push({ model, name, label: `${format}${graphs ? " graphs" : ""}`, aoti });
       }
     }
   }
   if (device === "cuda" && info.small_cpu && info.small_fp16) {
     const io = `max_batch_size: 8\ninput [ { name: "ARGS[0]" data_type: TYPE_FP32 dims: [ 16, 64 ] } ]\noutput [ { name: "RESULT" data_type: TYPE_FP32 dims: [ 16, 64 ] } ]\n`;
-    write("cpu_package_on_gpu", join(out, "small_cpu.pt2"), "torch_aoti", `${io}instance_group [ { kind: KIND_GPU count: 1 } ]\n`);
-    write("cuda_package_on_cpu", join(out, "small_fp16.pt2"), "torch_aoti", `${io.replaceAll("FP32", "FP16")}instance_group [ { kind: KIND_CPU count: 1 } ]\n`);
+    write(
+      "cpu_package_on_gpu",
+      join(out, "small_cpu.pt2"),
+      "torch_aoti",
+      `${io}instance_group [ { kind: KIND_GPU count: 1 } ]\n`,
+    );
+    write(
+      "cuda_package_on_cpu",
+      join(out, "small_fp16.pt2"),
+      "torch_aoti",
+      `${io.replaceAll("FP32", "FP16")}instance_group [ { kind: KIND_CPU count: 1 } ]\n`,
+    );
   }
   return { repo, served };
 }
@@ -287,7 +356,10 @@ function repository(out, device, info) {
 async function serve(out, device, info, inputsOf, fileOf, check, attempt, seconds) {
   const times = {};
   const { repo, served } = repository(out, device, info);
-  const child = fork(process.argv[1], ["--serve", repo], { stdio: ["ignore", "pipe", "pipe", "ipc"], execArgv: process.execArgv });
+  const child = fork(process.argv[1], ["--serve", repo], {
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+    execArgv: process.execArgv,
+  });
   const log = [];
   child.stdout.on("data", (d) => log.push(d));
   child.stderr.on("data", (d) => log.push(d));
@@ -304,11 +376,24 @@ async function serve(out, device, info, inputsOf, fileOf, check, attempt, second
     check(
       "server: every timed model loads",
       served.every((s) => !ready.failed.includes(s.model)),
-      `failed: ${ready.failed.filter((m) => !expectedFailures.includes(m)).map((m) => `${m} (${reason(m)})`).join("; ") || "none"}`,
+      `failed: ${
+        ready.failed
+          .filter((m) => !expectedFailures.includes(m))
+          .map((m) => `${m} (${reason(m)})`)
+          .join("; ") || "none"
+      }`,
     );
     if (expectedFailures.length > 0) {
-      check("server: a CPU package on KIND_GPU fails its load, saying why", reason("cpu_package_on_gpu").includes("compiled for cpu, but this instance runs on a GPU (KIND_GPU)"), reason("cpu_package_on_gpu"));
-      check("server: a CUDA package on KIND_CPU fails its load, saying why", reason("cuda_package_on_cpu").includes("compiled for cuda, but this instance runs on the CPU (KIND_CPU)"), reason("cuda_package_on_cpu"));
+      check(
+        "server: a CPU package on KIND_GPU fails its load, saying why",
+        reason("cpu_package_on_gpu").includes("compiled for cpu, but this instance runs on a GPU (KIND_GPU)"),
+        reason("cpu_package_on_gpu"),
+      );
+      check(
+        "server: a CUDA package on KIND_CPU fails its load, saying why",
+        reason("cuda_package_on_cpu").includes("compiled for cuda, but this instance runs on the CPU (KIND_CPU)"),
+        reason("cuda_package_on_cpu"),
+      );
     }
     const sharedMemory = device === "cuda" ? "cuda" : "system";
     for (const s of served.filter((x) => !ready.failed.includes(x.model))) {
@@ -321,7 +406,11 @@ async function serve(out, device, info, inputsOf, fileOf, check, attempt, second
           byteSize: b * o.shape.reduce((p, q) => p * q, 1) * ELEMENT[o.datatype],
         }));
         await attempt(`served ${s.model} batch ${b}`, async () => {
-          const m = await runLoad(url, { model: s.model, inputs, outputs }, { concurrency: 1, threads: 1, seconds, warmMs: 500, script: process.argv[1], sharedMemory });
+          const m = await runLoad(
+            url,
+            { model: s.model, inputs, outputs },
+            { concurrency: 1, threads: 1, seconds, warmMs: 500, script: process.argv[1], sharedMemory },
+          );
           if (m.calls === 0) throw new Error(m.firstFailure ?? "no call finished");
           const sorted = [...m.latencies].sort((p, q) => p - q);
           times[s.name] ??= {};
@@ -329,7 +418,10 @@ async function serve(out, device, info, inputsOf, fileOf, check, attempt, second
           times[s.name][s.label][b] = sorted[Math.floor(sorted.length / 2)];
           // One more request, its outputs read back from the region and checked (a graph's replay by now).
           const total = inputs.reduce((n, x) => n + x.data.byteLength, 0) + outputs.reduce((n, o) => n + o.byteSize, 0);
-          const region = sharedMemory === "cuda" ? await CudaSharedMemory.create(total, { device: 0, client }) : await SystemSharedMemory.create(total, { client });
+          const region =
+            sharedMemory === "cuda"
+              ? await CudaSharedMemory.create(total, { device: 0, client })
+              : await SystemSharedMemory.create(total, { client });
           try {
             let at = 0;
             const request = { inputs: {}, outputs: [] };
@@ -345,7 +437,8 @@ async function serve(out, device, info, inputsOf, fileOf, check, attempt, second
             });
             await client.infer(s.model, request);
             const verdicts = [];
-            for (const [k, o] of outputs.entries()) verdicts.push(compare(await region.read(places[k], o.byteSize), fileOf(s.name, b, "ref", k), datatype));
+            for (const [k, o] of outputs.entries())
+              verdicts.push(compare(await region.read(places[k], o.byteSize), fileOf(s.name, b, "ref", k), datatype));
             check(
               `served ${s.model} batch ${b}: outputs within ${TOLERANCE[datatype]} (rel L2)`,
               verdicts.every((c) => c.relL2 <= TOLERANCE[datatype]),

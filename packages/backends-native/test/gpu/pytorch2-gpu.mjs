@@ -188,7 +188,7 @@ async function main() {
           }
           times.sort((x, y) => x - y);
           const p50 = times[Math.floor(times.length / 2)];
-          (served[model] ??= {})[b] = p50;
+          served[model] = { ...served[model], [b]: p50 };
           check(
             `${model} batch ${b}: output within ${TOLERANCE} (rel L2) of eager Python`,
             error <= TOLERANCE,
