@@ -205,3 +205,140 @@ class WithoutCuda(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HostBackedDriver:
+    """A CUDA driver stand-in over host memory: 'allocations' are numpy buffers named by handles."""
+
+    def __init__(self):
+        self.buffers = {}  # handle -> numpy buffer
+        self.opened = []
+        self.closed = []
+        self.synced = 0
+
+    def allocation(self, size, fill):
+        handle = bytes([len(self.buffers) + 1]) * 64
+        self.buffers[handle] = np.full(size, fill, dtype=np.uint8)
+        return handle, self.buffers[handle]
+
+    def open(self, handle, device):
+        self.opened.append(handle)
+        return _pointer(self.buffers[handle])
+
+    def close(self, pointer, device):
+        self.closed.append(pointer)
+
+    def export(self, pointer, device):
+        for handle, buffer in self.buffers.items():
+            base = _pointer(buffer)
+            if base <= pointer < base + buffer.nbytes:
+                return handle, pointer - base, buffer.nbytes
+        raise gc_.CudaError("cuMemGetAddressRange failed: not an allocation")
+
+    def synchronize(self, device):
+        self.synced += 1
+
+    def use(self, device):
+        pass
+
+
+class Channel:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, message):
+        self.sent.append(message)
+
+
+class StubLoans(unittest.TestCase):
+    """The stub's side of GPU tensors (issue 50), kDLCUDA over host memory with a stand-in driver:
+    what pb_utils makes of a loan from the server, what it sends back, and when loans end."""
+
+    def setUp(self):
+        import galley_python_stub as stub
+        import triton_python_backend_utils as pb_utils
+
+        self.pb = pb_utils
+        self.drv = HostBackedDriver()
+        self.saved = (gc_._driver, gc_._driver_error, pb_utils._runtime)
+        gc_._driver, gc_._driver_error = self.drv, None
+        self.runtime = stub.Runtime(Channel())
+        pb_utils._runtime = self.runtime
+
+    def tearDown(self):
+        gc_._driver, gc_._driver_error, self.pb._runtime = self.saved
+        gc.collect()
+
+    def test_an_input_lent_by_the_server_is_a_gpu_tensor_over_the_mapping(self):
+        pb = self.pb
+        handle, buffer = self.drv.allocation(64, 0)
+        buffer.view(np.float32)[4:8] = [1, 2, 3, 4]
+        wire = {"handle": base64.b64encode(handle).decode(), "offset": 16, "deviceId": 0, "byteSize": 16, "key": 7}
+        t = pb.Tensor._from_shm({"name": "INPUT0", "datatype": "FP32", "shape": [4], "s": -1, "z": 0, "o": 0, "n": 0, "ipc": wire})
+        self.assertFalse(t.is_cpu())
+        self.assertEqual(t.shape(), [4])
+        self.assertEqual(t.__dlpack_device__(), (gc_.kDLCUDA, 0))
+        with self.assertRaises(pb.TritonModelException) as caught:
+            t.as_numpy()
+        self.assertEqual(caught.exception.message(), "Tensor is stored in GPU and cannot be converted to NumPy.")
+        info = gc_.capsule_info(t.to_dlpack())
+        self.assertEqual(info, (gc_.kDLCUDA, 0, "FP32", [4], _pointer(buffer) + 16))
+        # Returned as it came (an identity), or renamed: the server's own loan goes back by its key.
+        out = pb.Tensor.from_dlpack("OUTPUT0", t.to_dlpack())
+        self.assertFalse(out.is_cpu())
+        sent = out._to_shm()["ipc"]
+        self.assertEqual(sent, {"handle": wire["handle"], "offset": 16, "deviceId": 0, "byteSize": 16, "key": 7, "server": 1})
+        # A view inside the loan (a slice a framework made) keeps its offset.
+        view = gc_.DLPackTensor(_pointer(buffer) + 24, gc_.kDLCUDA, 0, "FP32", [2], keep=t)
+        self.assertEqual(pb.Tensor.from_dlpack("V", view)._to_shm()["ipc"]["offset"], 24)
+        self.assertEqual(len(self.drv.opened), 1)
+        # Nothing refers to the mapping any more: closed, and the loan given back after the next frame.
+        del t, out, view
+        gc.collect()
+        self.assertEqual(self.drv.closed, [_pointer(buffer)])
+        self.runtime.flush()
+        self.assertIn({"kind": "ipc-drop", "keys": [7]}, self.runtime.channel.sent)
+
+    def test_a_tensor_the_model_made_is_lent_to_the_server_until_released(self):
+        pb = self.pb
+        handle, buffer = self.drv.allocation(256, 0)
+        made = gc_.DLPackTensor(_pointer(buffer) + 128, gc_.kDLCUDA, 0, "FP16", [2, 8], keep=buffer)
+        out = pb.Tensor.from_dlpack("OUTPUT0", made)
+        self.assertFalse(out.is_cpu())
+        synced = self.drv.synced
+        self.assertGreaterEqual(synced, 1)  # synchronised before the server reads it
+        wire = out._to_shm()
+        self.assertEqual(wire["s"], -1)
+        ipc = wire["ipc"]
+        self.assertEqual(base64.b64decode(ipc["handle"]), handle)
+        self.assertEqual((ipc["offset"], ipc["byteSize"], ipc["deviceId"]), (128, 32, 0))
+        self.assertNotIn("server", ipc)
+        self.assertIn(ipc["key"], self.runtime.lent)
+        del out, made
+        gc.collect()
+        self.assertIn(ipc["key"], self.runtime.lent)  # the server still reads it
+        self.runtime.dispatch({"kind": "ipc-release", "keys": [ipc["key"]]})
+        self.assertEqual(self.runtime.lent, {})
+
+    def test_a_raw_cuda_capsule_keeps_its_producer(self):
+        pb = self.pb
+        _, buffer = self.drv.allocation(32, 1)
+        deleted = []
+        capsule = gc_.make_capsule(_pointer(buffer), gc_.kDLCUDA, 0, "UINT8", [32], lambda: deleted.append(1))
+        t = pb.Tensor.from_dlpack("X", capsule)
+        del capsule
+        gc.collect()
+        self.assertEqual(deleted, [])
+        self.assertEqual(t._to_shm()["ipc"]["byteSize"], 32)
+        del t
+        gc.collect()
+        self.runtime.lent.clear()
+        gc.collect()
+        self.assertEqual(deleted, [1])
+
+    def test_non_contiguous_and_bytes(self):
+        pb = self.pb
+        t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()
+        with self.assertRaises(pb.TritonModelException) as caught:
+            pb.Tensor.from_dlpack("X", t)
+        self.assertIn("DLPack tensor is not contiguous", caught.exception.message())
