@@ -300,7 +300,9 @@ class Driver:
         return pointer.value
 
     def close(self, pointer, device):
+        """Unmap memory `open` mapped, once the work queued on the device (which may read it) is done."""
         self.use(device)
+        self._check(self._sync(), "cuCtxSynchronize")
         self._check(self._ipc_close(ctypes.c_uint64(pointer)), "cuIpcCloseMemHandle")
 
     def export(self, pointer, device):
