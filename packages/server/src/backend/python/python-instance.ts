@@ -104,6 +104,8 @@ export class PythonInstance implements BackendInstance {
   #releasedMeanwhile: [number, number][] = [];
   /** Device tensors the model dropped while a batch was executing: let go once its answer is read. */
   #droppedMeanwhile: number[] = [];
+  /** GPU loans the stub gave back while a batch was executing: ended once its answer is read. */
+  #ipcDropsMeanwhile: number[] = [];
   /** Non-decoupled answers whose final flag came (or will come) after execute returned, by key. */
   readonly #late = new Map<number, LateAnswer>();
   /** The model's `is_ready()` in flight: checks that come meanwhile wait for it, as Triton's do. */
@@ -154,6 +156,7 @@ export class PythonInstance implements BackendInstance {
         this.#release = [];
         this.#releasedMeanwhile = [];
         this.#droppedMeanwhile = [];
+        this.#ipcDropsMeanwhile = [];
         this.#options.metrics.dropOwner(this.#prefix);
         // Everything it borrowed comes back; everything it lent is gone with it.
         this.#ipc.close();
@@ -444,6 +447,9 @@ export class PythonInstance implements BackendInstance {
     const dropped = this.#droppedMeanwhile;
     this.#droppedMeanwhile = [];
     this.#bls.drop(dropped);
+    const loans = this.#ipcDropsMeanwhile;
+    this.#ipcDropsMeanwhile = [];
+    this.#ipc.drop(loans);
     if (this.#releasedMeanwhile.length === 0) return;
     const blocks = this.#releasedMeanwhile;
     this.#releasedMeanwhile = [];
@@ -510,7 +516,9 @@ export class PythonInstance implements BackendInstance {
         void this.#deviceExport(message.call, message.ref);
         return;
       case "ipc-drop":
-        this.#ipc.drop(message.keys);
+        // As with bls-drop: the answer that returns one of these loans is read a microtask later.
+        if (this.#executing > 0) this.#ipcDropsMeanwhile.push(...message.keys);
+        else this.#ipc.drop(message.keys);
         return;
       case "bls-cancel":
         this.#bls.cancel(message.call);
