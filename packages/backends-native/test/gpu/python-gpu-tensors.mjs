@@ -271,7 +271,7 @@ async function main() {
       );
       check(
         "py_double: output = 2 × input",
-        equal(result.output("OUTPUT0").float32(), (v) => v * 2),
+        equal(result.output("OUTPUT0").fp32(), (v) => v * 2),
       );
       check(
         "py_double: no host copy of the input; the output comes to the host once for gRPC",
@@ -284,7 +284,7 @@ async function main() {
       check("FORCE_CPU_ONLY_INPUT_TENSORS yes: the input is a host tensor", wc[0] === 1 && wc[1] === 0, wc.join());
       check(
         "py_double_cpu: output = 2 × input",
-        equal(cpu.output("OUTPUT0").float32(), (v) => v * 2),
+        equal(cpu.output("OUTPUT0").fp32(), (v) => v * 2),
       );
     });
 
@@ -297,7 +297,7 @@ async function main() {
       check("py_bls: input, BLS outputs and torch result all on the GPU", w.join() === "0,0,1,0", w.join());
       check(
         "py_bls: output = (x + 1) × 3 + 1",
-        equal(result.output("OUTPUT0").float32(), (v) => (v + 1) * 3 + 1),
+        equal(result.output("OUTPUT0").fp32(), (v) => (v + 1) * 3 + 1),
       );
       const ts = delta(before, after, "ts_plus_one");
       const py = delta(before, after, "py_bls");
