@@ -16,7 +16,9 @@
 //
 //   node packages/backends-native/build/gpu-carry/python-gpu-tensors.mjs --out=$OUT/python-gpu-tensors
 //
-// Options: --out=DIR (python-gpu-tensors.json, logs), --python=python3, --gpu=0, --requests=1000.
+// Options: --out=DIR (python-gpu-tensors.json, logs), --python=python3, --gpu=0, --requests=1000,
+// --device=cpu (a check of this script on a machine without CUDA: CPU models, inputs as bytes, the
+// same models and calls; what needs a GPU is left out).
 // Prints one line per check and a summary; exits 1 if any check failed.
 import { execFileSync, fork, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -152,14 +154,14 @@ function run(command, args, logFile, env = process.env) {
 const fp32 = (name, dims) => `{ name: "${name}" data_type: TYPE_FP32 dims: [ ${dims.join(", ")} ] }`;
 const where = `{ name: "WHERE" data_type: TYPE_UINT8 dims: [ -1 ] }`;
 
-function pythonModel(repo, name, source, force, gpu) {
+function pythonModel(repo, name, source, force, gpu, cpu) {
   mkdirSync(join(repo, name, "1"), { recursive: true });
   writeFileSync(join(repo, name, "1", "model.py"), source);
   writeFileSync(
     join(repo, name, "config.pbtxt"),
     `name: "${name}"\nbackend: "python"\nmax_batch_size: 0\n` +
       `input [ ${fp32("INPUT0", [-1])} ]\noutput [ ${fp32("OUTPUT0", [-1])}, ${where} ]\n` +
-      `instance_group [ { count: 1 kind: KIND_GPU gpus: [ ${gpu} ] } ]\n` +
+      `instance_group [ { count: 1 kind: ${cpu ? "KIND_CPU" : `KIND_GPU gpus: [ ${gpu} ]`} } ]\n` +
       `parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "${force}" } }\n`,
   );
 }
@@ -183,31 +185,33 @@ async function main() {
   const out = arg("out", mkdtempSync(join(tmpdir(), "galley-python-gpu-")));
   const python = arg("python", "python3");
   const gpu = Number(arg("gpu", "0"));
-  const requests = Number(arg("requests", "1000"));
+  const cpu = arg("device", "cuda") === "cpu";
+  const requests = Number(arg("requests", cpu ? "50" : "1000"));
   mkdirSync(out, { recursive: true });
   const { results, check, attempt } = createChecks();
   const figures = {};
   const pyEnv = { ...process.env, PYTHONPATH: [STUB_DIR, process.env.PYTHONPATH].filter(Boolean).join(":") };
 
   // 0. galley_cuda alone.
-  await attempt("galley_cuda between two processes", async () => {
-    const script = join(out, "ipc_check.py");
-    writeFileSync(script, IPC_CHECK);
-    const r = JSON.parse(await run(python, [script], join(out, "ipc_check.log"), pyEnv));
-    figures.ipcCheck = r;
-    check(
-      "galley_cuda: torch.from_dlpack on the opened handle is on CUDA at the mapped pointer",
-      r.ok === true,
-      JSON.stringify(r),
-    );
-    check(
-      "galley_cuda: the other process reads the same bytes (offset in the allocation kept)",
-      r.sum === r.expected,
-      `${r.sum} vs ${r.expected}, offset ${r.offset}`,
-    );
-    check("galley_cuda: its write is seen by the exporter (same memory)", r.doubledInPlace === true);
-    check("galley_cuda: deleter ran once, mapping closed", r.released === 1 && r.mappings === 0, JSON.stringify(r));
-  });
+  if (!cpu)
+    await attempt("galley_cuda between two processes", async () => {
+      const script = join(out, "ipc_check.py");
+      writeFileSync(script, IPC_CHECK);
+      const r = JSON.parse(await run(python, [script], join(out, "ipc_check.log"), pyEnv));
+      figures.ipcCheck = r;
+      check(
+        "galley_cuda: torch.from_dlpack on the opened handle is on CUDA at the mapped pointer",
+        r.ok === true,
+        JSON.stringify(r),
+      );
+      check(
+        "galley_cuda: the other process reads the same bytes (offset in the allocation kept)",
+        r.sum === r.expected,
+        `${r.sum} vs ${r.expected}, offset ${r.offset}`,
+      );
+      check("galley_cuda: its write is seen by the exporter (same memory)", r.doubledInPlace === true);
+      check("galley_cuda: deleter ran once, mapping closed", r.released === 1 && r.mappings === 0, JSON.stringify(r));
+    });
 
   const repo = join(out, "models");
   mkdirSync(repo, { recursive: true });
@@ -218,11 +222,11 @@ async function main() {
     join(repo, "ts_plus_one", "config.pbtxt"),
     `name: "ts_plus_one"\nplatform: "pytorch_libtorch"\nmax_batch_size: 0\n` +
       `input [ ${fp32("INPUT__0", [-1])} ]\noutput [ ${fp32("OUTPUT__0", [-1])} ]\n` +
-      `instance_group [ { count: 1 kind: KIND_GPU gpus: [ ${gpu} ] } ]\n`,
+      `instance_group [ { count: 1 kind: ${cpu ? "KIND_CPU" : `KIND_GPU gpus: [ ${gpu} ]`} } ]\n`,
   );
-  pythonModel(repo, "py_double", PY_DOUBLE, "no", gpu);
-  pythonModel(repo, "py_double_cpu", PY_DOUBLE.replace("x * 2", "(x * 2).cuda()"), "yes", gpu);
-  pythonModel(repo, "py_bls", PY_BLS, "no", gpu);
+  pythonModel(repo, "py_double", PY_DOUBLE, "no", gpu, cpu);
+  pythonModel(repo, "py_double_cpu", cpu ? PY_DOUBLE : PY_DOUBLE.replace("x * 2", "(x * 2).cuda()"), "yes", gpu, cpu);
+  pythonModel(repo, "py_bls", PY_BLS, "no", gpu, cpu);
 
   const child = fork(process.argv[1], ["--serve", repo, python], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
   const logs = [];
@@ -252,9 +256,19 @@ async function main() {
   const n = 1 << 18; // 1 MiB of FP32
   const bytes = n * 4;
   const input = new Float32Array(n).map((_, i) => (i % 1000) / 8);
-  const region = await CudaSharedMemory.create(bytes, { device: gpu, client: grpc });
-  await region.write(0, new Uint8Array(input.buffer));
-  const infer = (model) => grpc.infer(model, { inputs: { INPUT0: region.input("FP32", [n], 0, bytes) } });
+  const region = cpu ? undefined : await CudaSharedMemory.create(bytes, { device: gpu, client: grpc });
+  await region?.write(0, new Uint8Array(input.buffer));
+  const infer = (model) =>
+    grpc.infer(model, {
+      inputs: {
+        INPUT0: region
+          ? region.input("FP32", [n], 0, bytes)
+          : { datatype: "FP32", shape: [n], data: new Uint8Array(input.buffer) },
+      },
+    });
+  // Where tensors are, as the models report them: on a GPU machine, and in the CPU check.
+  const onGpu = (gpuWhere, cpuWhere) => (cpu ? cpuWhere : gpuWhere);
+  const deviceToHost = cpu ? 0 : bytes;
   const equal = (got, f) => got.length === n && got.every((v, i) => v === f(input[i]));
 
   try {
@@ -266,7 +280,7 @@ async function main() {
       const w = [...result.output("WHERE").data];
       check(
         "input on the GPU: is_cpu() false, torch.from_dlpack is CUDA, output is_cpu() false",
-        w.join() === "0,1,0",
+        w.join() === onGpu("0,1,0", "1,0,1"),
         w.join(),
       );
       check(
@@ -275,16 +289,16 @@ async function main() {
       );
       check(
         "py_double: no host copy of the input; the output comes to the host once for gRPC",
-        counts.hostToDevice === 0 && counts.deviceToHost === bytes,
+        counts.hostToDevice === 0 && counts.deviceToHost === deviceToHost,
         JSON.stringify(counts),
       );
       figures.pyDouble = counts;
-      const cpu = await infer("py_double_cpu");
-      const wc = [...cpu.output("WHERE").data];
+      const hostRun = await infer("py_double_cpu");
+      const wc = [...hostRun.output("WHERE").data];
       check("FORCE_CPU_ONLY_INPUT_TENSORS yes: the input is a host tensor", wc[0] === 1 && wc[1] === 0, wc.join());
       check(
         "py_double_cpu: output = 2 × input",
-        equal(cpu.output("OUTPUT0").fp32(), (v) => v * 2),
+        equal(hostRun.output("OUTPUT0").fp32(), (v) => v * 2),
       );
     });
 
@@ -294,7 +308,11 @@ async function main() {
       const result = await infer("py_bls");
       const after = await transfers();
       const w = [...result.output("WHERE").data];
-      check("py_bls: input, BLS outputs and torch result all on the GPU", w.join() === "0,0,1,0", w.join());
+      check(
+        "py_bls: input, BLS outputs and torch result all on the GPU",
+        w.join() === onGpu("0,0,1,0", "1,1,0,1"),
+        w.join(),
+      );
       check(
         "py_bls: output = (x + 1) × 3 + 1",
         equal(result.output("OUTPUT0").fp32(), (v) => (v + 1) * 3 + 1),
@@ -308,7 +326,7 @@ async function main() {
       );
       check(
         "py_bls: host bytes only for the client's output",
-        py.hostToDevice === 0 && py.deviceToHost === bytes,
+        py.hostToDevice === 0 && py.deviceToHost === deviceToHost,
         JSON.stringify(py),
       );
       figures.pyBls = { tsPlusOne: ts, pyBls: py };
@@ -331,15 +349,16 @@ async function main() {
       const ms = (performance.now() - t0) / requests;
       const end = gpuMemoryMiB(gpu);
       figures.memory = { startMiB: start, endMiB: end, curve, msPerPair: ms };
-      check(
-        `GPU memory flat over ${requests} × (py_double + py_bls)`,
-        end - start <= 64,
-        `${start} → ${end} MiB; curve ${JSON.stringify(curve)}`,
-      );
+      if (!cpu)
+        check(
+          `GPU memory flat over ${requests} × (py_double + py_bls)`,
+          end - start <= 64,
+          `${start} → ${end} MiB; curve ${JSON.stringify(curve)}`,
+        );
       console.log(`one py_double + one py_bls request: ${ms.toFixed(2)} ms`);
     });
   } finally {
-    await region.dispose().catch(() => {});
+    await region?.dispose().catch(() => {});
     child.disconnect();
     await new Promise((resolve) => child.once("exit", resolve));
     writeFileSync(join(out, "server.log"), Buffer.concat(logs));
