@@ -21,7 +21,7 @@
 // same models and calls; what needs a GPU is left out).
 // Prints one line per check and a summary; exits 1 if any check failed.
 import { execFileSync, fork, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -178,6 +178,29 @@ function gpuMemoryMiB(gpu) {
     return Number(text.trim());
   } catch {
     return Number.NaN;
+  }
+}
+
+/** GPU memory (MiB) of each process using the GPU, with its command line (stubs are named `triton_python_backend_stub <instance>`). */
+function stubMemory() {
+  try {
+    const text = execFileSync("nvidia-smi", ["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"], {
+      encoding: "utf8",
+    });
+    return text
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => {
+        const [pid, mib] = line.split(",").map((v) => v.trim());
+        let command = "";
+        try {
+          command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim().slice(-80);
+        } catch {}
+        return { pid: Number(pid), mib: Number(mib), command };
+      });
+  } catch {
+    return [];
   }
 }
 
@@ -356,6 +379,9 @@ async function main() {
           `${start} → ${end} MiB; curve ${JSON.stringify(curve)}`,
         );
       console.log(`one py_double + one py_bls request: ${ms.toFixed(2)} ms`);
+      // What each stub costs on the GPU (its CUDA context, torch's cache): issue 50 item 3.
+      figures.stubGpuMiB = stubMemory();
+      console.log(`GPU memory per process (MiB): ${JSON.stringify(figures.stubGpuMiB)}`);
     });
   } finally {
     await region?.dispose().catch(() => {});
