@@ -93,7 +93,7 @@ done
 # (GALLEY_PYGPU_ARGS: e.g. --requests=10000).
 pygpu_status=0
 if step pygpu && [ -f "$carry/python-gpu-tensors.mjs" ]; then
-  timeout "${GALLEY_PYGPU_TIMEOUT:-300}" node "$carry/python-gpu-tensors.mjs" --python="$python" --out="$out/python-gpu-tensors" \
+  timeout "${GALLEY_PYGPU_TIMEOUT:-300}" node "$carry/python-gpu-tensors.mjs" --device="$device" --python="$python" --out="$out/python-gpu-tensors" \
     ${GALLEY_PYGPU_ARGS:-} 2>&1 | tee "$out/python-gpu-tensors.log"
   pygpu_status=${PIPESTATUS[0]}
   check_status=$((check_status || pygpu_status))
