@@ -10,6 +10,8 @@
 //   2. BLS on the device: model.py calls a TorchScript GPU model with `preferred_memory` GPU,
 //      computes `* 3` on the result with torch, calls the model again with that tensor, and returns
 //      the result: (x + 1) * 3 + 1; the libtorch model moves 0 host bytes (host-transfer metrics).
+//   2b. A decoupled model sends three responses from a thread, each a tensor made on the GPU from
+//      its GPU input: values, where they were, host bytes (one copy each, for gRPC).
 //   3. GPU memory (nvidia-smi) before / after 1,000 requests of 1 and of 2 (flat within 64 MiB).
 // prepare-carry.sh bundles this file (server and client inside) into build/gpu-carry; device-run.sh
 // runs it as the step `pygpu`:
@@ -135,6 +137,31 @@ class TritonPythonModel:
         return responses
 `;
 
+// Decoupled: three responses, each a tensor made on the GPU from the GPU input (x * 1, x * 2, x * 3).
+const PY_DECOUPLED = `
+import threading
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            x = torch.from_dlpack(pb_utils.get_input_tensor_by_name(request, "INPUT0"))
+            sender = request.get_response_sender()
+
+            def answer(x=x, sender=sender):
+                for k in (1, 2, 3):
+                    out = pb_utils.Tensor.from_dlpack("OUTPUT0", x * k)
+                    where = np.array([out.is_cpu(), x.is_cuda], dtype=np.uint8)
+                    sender.send(pb_utils.InferenceResponse([out, pb_utils.Tensor("WHERE", where)]))
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+            threading.Thread(target=answer).start()
+        return None
+`;
+
 function run(command, args, logFile, env = process.env) {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env });
@@ -250,6 +277,11 @@ async function main() {
   pythonModel(repo, "py_double", PY_DOUBLE, "no", gpu, cpu);
   pythonModel(repo, "py_double_cpu", cpu ? PY_DOUBLE : PY_DOUBLE.replace("x * 2", "(x * 2).cuda()"), "yes", gpu, cpu);
   pythonModel(repo, "py_bls", PY_BLS, "no", gpu, cpu);
+  pythonModel(repo, "py_decoupled", PY_DECOUPLED, "no", gpu, cpu);
+  writeFileSync(
+    join(repo, "py_decoupled", "config.pbtxt"),
+    `${readFileSync(join(repo, "py_decoupled", "config.pbtxt"), "utf8")}model_transaction_policy { decoupled: true }\n`,
+  );
 
   const child = fork(process.argv[1], ["--serve", repo, python], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
   const logs = [];
@@ -353,6 +385,36 @@ async function main() {
         JSON.stringify(py),
       );
       figures.pyBls = { tsPlusOne: ts, pyBls: py };
+    });
+
+    // 2b. Decoupled responses carrying GPU tensors.
+    await attempt("decoupled responses with GPU tensors", async () => {
+      const before = await transfers();
+      const answers = [];
+      const request = {
+        inputs: {
+          INPUT0: region
+            ? region.input("FP32", [n], 0, bytes)
+            : { datatype: "FP32", shape: [n], data: new Uint8Array(input.buffer) },
+        },
+      };
+      for await (const result of grpc.streamInfer("py_decoupled", request)) answers.push(result);
+      const counts = delta(before, await transfers(), "py_decoupled");
+      const withOutputs = answers.filter((a) => a.outputs.OUTPUT0 !== undefined);
+      check("py_decoupled: three responses", withOutputs.length === 3, String(answers.length));
+      check(
+        "py_decoupled: response k = k × input, made on the GPU",
+        withOutputs.every(
+          (a, i) =>
+            equal(a.output("OUTPUT0").fp32(), (v) => v * (i + 1)) &&
+            [...a.output("WHERE").data].join() === onGpu("0,1", "1,0"),
+        ),
+      );
+      check(
+        "py_decoupled: host bytes only for the client's outputs",
+        counts.hostToDevice === 0 && counts.deviceToHost === 3 * deviceToHost,
+        JSON.stringify(counts),
+      );
     });
 
     // 3.
