@@ -117,7 +117,7 @@ _USED = b"used_dltensor"
 # Managed tensors not yet deleted: address -> (struct, shape array, on_delete). The deleter (called
 # by the consumer, or by the capsule's destructor when nobody consumed it) takes its entry out.
 _live = {}
-_live_lock = threading.Lock()
+_live_lock = threading.RLock()  # re-entered when the garbage collector runs a deleter inside it
 
 
 def _delete_managed(address):
@@ -346,7 +346,8 @@ class IpcMappings:
     def __init__(self, drv):
         self._driver = drv
         self._maps = {}  # (handle bytes, device) -> [pointer, count]
-        self._lock = threading.Lock()
+        # Re-entrant: the garbage collector may drop a tensor (and release its mapping) inside it.
+        self._lock = threading.RLock()
 
     def acquire(self, handle, device):
         key = (bytes(handle), device)
