@@ -266,7 +266,7 @@ class Driver:
         self._sync = fn("cuCtxSynchronize")
         self._error_string = getattr(lib, "cuGetErrorString", None)
         self._contexts = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._check(self._init(0), "cuInit")
 
     def _check(self, status, what):
