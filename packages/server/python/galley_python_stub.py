@@ -13,6 +13,7 @@
 # model drops before its final flag is failed by the courier thread (see `watch`).
 
 import asyncio
+import base64
 import ctypes
 import importlib
 import inspect
@@ -25,6 +26,8 @@ import sys
 import threading
 import traceback
 import weakref
+
+import galley_cuda
 
 try:
     from galley_stub_ipc import Channel, SharedMemory
@@ -125,6 +128,11 @@ class Runtime:
         self.outputs = []
         self.work = collections.deque()
         self.dropped = collections.deque()  # device tensor refs the model let go, not yet sent
+        self.ipc_drops = collections.deque()  # the server's GPU loans the model let go, not yet sent
+        self.lent = {}  # key -> the model's GPU tensor lent to the server, until it says it is done
+        self.next_lent = 1
+        self.mappings = None  # galley_cuda.IpcMappings, made at the first loan
+        self.loans = {}  # id(DLPackTensor) -> the server's loan it maps (see locate_loan)
         self.metric_drops = collections.deque()  # deletes of custom metrics the model let go, not yet sent
         self.cancels = {}  # key -> threading.Event, for requests not yet finished
         self.calls = {}
@@ -178,7 +186,10 @@ class Runtime:
             event = self.cancels.get(message["key"])
             if event is not None:
                 event.set()
-        elif kind == "bls-reply" or kind == "reply":
+        elif kind == "ipc-release":
+            for key in message["keys"]:
+                self.lent.pop(key, None)
+        elif kind == "bls-reply" or kind == "reply" or kind == "device-exported":
             call = self.calls.get(message["call"])
             if call is not None:
                 call.replies.append(message)
@@ -214,6 +225,14 @@ class Runtime:
                 break
         if refs:
             extra.append({"kind": "bls-drop", "refs": refs})
+        keys = []
+        while True:
+            try:
+                keys.append(self.ipc_drops.popleft())
+            except IndexError:
+                break
+        if keys:
+            extra.append({"kind": "ipc-drop", "keys": keys})
         drops = self._take_metric_drops()
         if drops:
             extra.append({"kind": "metric-drop", "requests": drops})
@@ -235,6 +254,74 @@ class Runtime:
     def drop(self, ref):
         """The model no longer refers to device tensor `ref` (sent after the next frame)."""
         self.dropped.append(ref)
+
+    # ---- GPU tensors through CUDA IPC (galley_cuda) ----
+
+    def _mappings(self):
+        if self.mappings is None:
+            self.mappings = galley_cuda.IpcMappings(galley_cuda.driver())
+        return self.mappings
+
+    def open_loan(self, wire, datatype, shape):
+        """Memory the server lends (an input on its GPU, a BLS output): a DLPackTensor over it, and
+        the loan (given back after the next frame once nothing here uses it)."""
+        key = wire["key"]
+        dlpack = galley_cuda.open_tensor(self._mappings(), wire, datatype, shape, lambda: self.ipc_drops.append(key))
+        loan = {"wire": wire, "delta": 0, "base": dlpack.pointer}
+        self._remember(dlpack, loan)
+        return dlpack, loan
+
+    def locate_loan(self, pointer):
+        """The server's loan whose memory holds `pointer` (a view of a lent tensor), if any."""
+        for loan in list(self.loans.values()):
+            start = loan["base"]
+            if start <= pointer < start + loan["wire"]["byteSize"]:
+                return {"wire": loan["wire"], "delta": pointer - start, "base": start}
+        return None
+
+    def device_export(self, ref, datatype, shape):
+        """A held BLS output mapped here: the server lends it (one copy on its GPU)."""
+        call = self._call()
+        self.channel.send({"kind": "device-export", "call": call.number, "ref": ref})
+        self.pump(lambda: call.replies)
+        reply = call.replies.popleft()
+        self.calls.pop(call.number, None)
+        if reply.get("error"):
+            raise pb_utils.TritonModelException(reply["error"])
+        return self.open_loan(reply["tensor"], datatype, shape)[0]
+
+    def _remember(self, dlpack, loan):
+        # Loans by their mapped address, for locate_loan; forgotten with the DLPackTensor.
+        key = id(dlpack)
+        self.loans[key] = loan
+        weakref.finalize(dlpack, self.loans.pop, key, None)
+
+    def lend_gpu(self, gpu, datatype, shape):
+        """A GPU tensor going to the server: the server's own loan back (with the view's offset), or
+        the model's memory exported (kept alive here until the server says it is done)."""
+        count = 1
+        for d in shape:
+            count *= int(d)
+        size = count * galley_cuda.DATATYPES[datatype][1] // 8
+        if gpu.loan is not None:
+            wire = gpu.loan["wire"]
+            return {
+                "handle": wire["handle"],
+                "offset": wire["offset"] + gpu.loan["delta"],
+                "deviceId": wire["deviceId"],
+                "byteSize": size,
+                "key": wire["key"],
+                "server": 1,
+            }
+        drv = galley_cuda.driver()
+        device = gpu.device_id
+        drv.synchronize(device)
+        handle, offset, _ = drv.export(gpu.dlpack.pointer, device)
+        with self.lock:
+            key = self.next_lent
+            self.next_lent += 1
+        self.lent[key] = gpu
+        return {"handle": base64.b64encode(handle).decode(), "offset": offset, "deviceId": device, "byteSize": size, "key": key}
 
     # ---- services for pb_utils ----
 
@@ -417,7 +504,16 @@ class Runtime:
         except BaseException as error:  # noqa: BLE001 - reported as the load's failure
             self.channel.send({"kind": "start-failed", "message": describe(error)})
             return
-        self.channel.send({"kind": "started", "info": {"pid": os.getpid(), "isReady": hasattr(self.model, "is_ready")}})
+        info = {"pid": os.getpid(), "isReady": hasattr(self.model, "is_ready")}
+        if init.get("forceCpuOnlyInputs") is False:
+            # Inputs on a GPU come as they are only to a stub that can map them.
+            try:
+                galley_cuda.driver()
+                info["cuda"] = True
+            except galley_cuda.CudaUnavailable as error:
+                info["cuda"] = False
+                self.log("warn", "inputs on a GPU reach this model as host copies: %s" % error)
+        self.channel.send({"kind": "started", "info": info})
 
     def is_ready(self, probe):
         """The model's `is_ready()` (a coroutine is run on the loop), with Triton's rules."""

@@ -12,6 +12,8 @@ import weakref
 
 import numpy as np
 
+import galley_cuda
+
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
@@ -253,14 +255,82 @@ class _Held:
         self.shape = shape
         weakref.finalize(self, _drop_held, device["ref"])
 
+    _mapped = None
+
     def __dlpack__(self, stream=None):
-        raise TritonModelException(
-            "this tensor is held on GPU %d in the server; Galley's Python stub cannot map GPU memory: "
-            "pass it to another BLS call or return it, or ask for TRITONSERVER_MEMORY_CPU" % self.device["deviceId"]
-        )
+        return self.mapped().__dlpack__()
+
+    def mapped(self):
+        """The tensor mapped here (a DLPackTensor on its GPU): the server lends it on first use."""
+        if self._mapped is None:
+            if _cuda_driver() is None:
+                raise TritonModelException(
+                    "this tensor is held on GPU %d in the server and this Python stub cannot use CUDA (%s): "
+                    "pass it to another BLS call or return it, or ask for TRITONSERVER_MEMORY_CPU"
+                    % (self.device["deviceId"], _cuda_problem())
+                )
+            self._mapped = _rt().device_export(self.device["ref"], self.datatype, self.shape)
+        return self._mapped
 
     def __dlpack_device__(self):
         return (2, self.device["deviceId"])
+
+
+_GPU_UNAVAILABLE = (
+    "DLPack capsule passed pointer to memory allocated on GPU device, " "          when GPU is not available"
+)
+
+
+def _cuda_driver():
+    """The CUDA driver for this stub, or None when it has none (see _cuda_problem)."""
+    try:
+        return galley_cuda.driver()
+    except galley_cuda.CudaUnavailable:
+        return None
+
+
+def _cuda_problem():
+    try:
+        galley_cuda.driver()
+    except galley_cuda.CudaUnavailable as error:
+        return str(error)
+    return ""
+
+
+class _OnGpu:
+    """A tensor on a GPU the model reads through DLPack: memory the server lent (`loan`, its wire),
+    or a framework's tensor (`owner`, kept alive while this is)."""
+
+    def __init__(self, dlpack, loan=None):
+        self.dlpack = dlpack  # a galley_cuda.DLPackTensor
+        self.loan = loan
+
+    @property
+    def device_id(self):
+        return self.dlpack.device[1]
+
+
+def _device_problem(device_type):
+    return TritonModelException("DLDevice type %d is not support by Python backend." % device_type)
+
+
+_NOT_CONTIGUOUS = "DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are supported."
+
+
+def _gpu_tensor(name, owner, capsule):
+    """Tensor.from_dlpack of memory on a GPU: `capsule` (unconsumed) describes it, `owner` keeps it alive."""
+    if _cuda_driver() is None:
+        raise TritonModelException(_GPU_UNAVAILABLE)
+    device_type, device_id, datatype, shape, pointer = galley_cuda.capsule_info(capsule)
+    if datatype is None:
+        raise TritonModelException("Tensor '%s': its DLPack data type has no Triton datatype" % name)
+    if not galley_cuda.capsule_contiguous(capsule):
+        raise TritonModelException(_NOT_CONTIGUOUS)
+    # Work queued on the tensor finishes before the server reads it (Triton synchronises too).
+    galley_cuda.driver().synchronize(device_id)
+    located = _rt().locate_loan(pointer) if _runtime is not None else None
+    dlpack = galley_cuda.DLPackTensor(pointer, galley_cuda.kDLCUDA, device_id, datatype, shape, keep=owner)
+    return Tensor._on_gpu(name, datatype, shape, _OnGpu(dlpack, located))
 
 
 def _drop_held(ref):
@@ -356,7 +426,21 @@ class Tensor:
         return tensor
 
     @classmethod
+    def _on_gpu(cls, name, datatype, shape, gpu):
+        tensor = cls.__new__(cls)
+        tensor._name = name
+        tensor._array = None
+        tensor._datatype = datatype
+        tensor._shape = [int(d) for d in shape]
+        tensor._gpu = gpu
+        return tensor
+
+    @classmethod
     def _from_shm(cls, ref):
+        ipc = ref.get("ipc")
+        if ipc is not None:
+            dlpack, loan = _rt().open_loan(ipc, ref["datatype"], ref["shape"])
+            return cls._on_gpu(ref["name"], ref["datatype"], ref["shape"], _OnGpu(dlpack, loan))
         device = ref.get("device")
         if device is not None:
             return cls._on_device(ref["name"], ref["datatype"], ref["shape"], _Held(device, ref["datatype"], ref["shape"]))
@@ -381,27 +465,31 @@ class Tensor:
         return self._name
 
     _held = None
+    _gpu = None
 
     def as_numpy(self):
-        if self._held is not None:
+        if self._held is not None or self._gpu is not None:
             raise TritonModelException("Tensor is stored in GPU and cannot be converted to NumPy.")
         return self._array
 
     def is_cpu(self):
-        return self._held is None
+        return self._held is None and self._gpu is None
 
     def triton_dtype(self):
         return _TYPE_NUMBERS.get(self._datatype)
 
     def shape(self):
-        if self._held is not None:
+        if self._held is not None or self._gpu is not None:
             return list(self._shape)
         return list(self._array.shape)
 
     def to_dlpack(self):
         if self._held is not None:
-            # Only from_dlpack reads it (a renamed tensor on the same GPU memory).
+            # from_dlpack takes it as it is (a renamed tensor on the same GPU memory); a framework
+            # (torch.from_dlpack) maps it here.
             return self._held
+        if self._gpu is not None:
+            return self._gpu.dlpack.__dlpack__()
         if self._datatype == "BYTES":
             raise TritonModelException("DLPack does not support BYTES tensors ('%s')" % self._name)
         return self._array.__dlpack__()
@@ -410,6 +498,8 @@ class Tensor:
         """The tensor as a DLPack capsule for `torch.from_dlpack(tensor)` and the like (CPU tensors)."""
         if self._held is not None:
             return self._held.__dlpack__(stream)
+        if self._gpu is not None:
+            return self._gpu.dlpack.__dlpack__()
         if self._datatype == "BYTES":
             raise TritonModelException("DLPack does not support BYTES tensors ('%s')" % self._name)
         return self._array.__dlpack__()
@@ -417,6 +507,8 @@ class Tensor:
     def __dlpack_device__(self):
         if self._held is not None:
             return self._held.__dlpack_device__()
+        if self._gpu is not None:
+            return self._gpu.dlpack.__dlpack_device__()
         return (1, 0)
 
     @staticmethod
@@ -432,14 +524,36 @@ class Tensor:
         if isinstance(capsule, _Held):
             return Tensor._on_device(name, capsule.datatype, capsule.shape, capsule)
         if type(capsule).__name__ == "PyCapsule":
+            try:
+                device_type = galley_cuda.capsule_info(capsule)[0]
+            except ValueError:
+                device_type = galley_cuda.kDLCPU  # consumed: numpy says why
+            if device_type == galley_cuda.kDLCUDA:
+                # The capsule itself, unconsumed, keeps the producer's memory alive.
+                return _gpu_tensor(name, capsule, capsule)
+            if device_type not in (galley_cuda.kDLCPU, galley_cuda.kDLCUDAHost):
+                raise _device_problem(device_type)
             array = _from_capsule(capsule)
         elif hasattr(capsule, "__dlpack__") and hasattr(capsule, "__dlpack_device__"):
+            if isinstance(capsule, Tensor) and capsule._held is not None:
+                return Tensor._on_device(name, capsule._datatype, capsule._shape, capsule._held)
+            device_type = int(capsule.__dlpack_device__()[0])
+            if device_type == galley_cuda.kDLCUDA:
+                if _cuda_driver() is None:
+                    raise TritonModelException(_GPU_UNAVAILABLE)
+                if isinstance(capsule, Tensor) and capsule._gpu is not None:
+                    return Tensor._on_gpu(name, capsule._datatype, capsule._shape, capsule._gpu)
+                return _gpu_tensor(name, capsule, capsule.__dlpack__())
+            if device_type not in (galley_cuda.kDLCPU, galley_cuda.kDLCUDAHost):
+                raise _device_problem(device_type)
             array = np.from_dlpack(capsule)
         else:
             raise TritonModelException(
                 "Provided tensor is not supported. Tensor must be a DLPack capsule "
                 "or have `__dlpack__` and `__dlpack_device__` attributes"
             )
+        if not array.flags.c_contiguous:
+            raise TritonModelException(_NOT_CONTIGUOUS)
         return Tensor(name, array)
 
     def _to_shm(self):
@@ -448,6 +562,10 @@ class Tensor:
             device = {k: self._held.device[k] for k in ("ref", "deviceId", "byteSize")}
             return {"name": self._name, "datatype": self._datatype, "shape": list(self._shape), "s": -1, "z": 0, "o": 0, "n": 0, "device": device}
         rt = _rt()
+        if self._gpu is not None:
+            wire = {"name": self._name, "datatype": self._datatype, "shape": list(self._shape), "s": -1, "z": 0, "o": 0, "n": 0}
+            wire["ipc"] = rt.lend_gpu(self._gpu, self._datatype, self._shape)
+            return wire
         array = self._array
         if self._datatype == "BYTES":
             flat = serialize_byte_tensor(array)

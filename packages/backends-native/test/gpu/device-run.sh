@@ -5,7 +5,8 @@
 # GPU check (npm run test:gpu's script) and the benchmark. Logs and results go to $OUT.
 #   bash packages/backends-native/test/gpu/device-run.sh
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
-# GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"); a later call on the
+# GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"; "pygpu", GPU tensors
+# in the Python backend, runs only when named); a later call on the
 # same warm machine can leave out "build" (the addons built by an earlier call are still there).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -86,6 +87,17 @@ for check in test/gpu/torch-graphs-gpu.mjs test/gpu/nvml-gpu.mjs "$carry/cuda-sh
   timeout "$limit" node "$check" --python="$python" --out="$out/$name" 2>&1 | tee "$out/$name.log"
   [ "${PIPESTATUS[0]}" = 0 ] || check_status=1
 done
+
+# GPU tensors in the Python backend (issue 50): CUDA shm inputs into model.py on the GPU, BLS on the
+# device with torch between the calls, host bytes, GPU memory over 1,000 requests
+# (GALLEY_PYGPU_ARGS: e.g. --requests=10000).
+pygpu_status=0
+if step pygpu && [ -f "$carry/python-gpu-tensors.mjs" ]; then
+  timeout "${GALLEY_PYGPU_TIMEOUT:-300}" node "$carry/python-gpu-tensors.mjs" --device="$device" --python="$python" --out="$out/python-gpu-tensors" \
+    ${GALLEY_PYGPU_ARGS:-} 2>&1 | tee "$out/python-gpu-tensors.log"
+  pygpu_status=${PIPESTATUS[0]}
+  check_status=$((check_status || pygpu_status))
+fi
 
 # torch_aoti (issue 49 item 4): packages compiled here for CUDA (FP16, BF16, FP32), checked against
 # the exported program in Python through the addon and a server (gRPC + CUDA shared memory), timed

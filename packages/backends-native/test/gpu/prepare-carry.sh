@@ -43,6 +43,11 @@ node_modules/.bin/esbuild packages/backends-native/test/gpu/device-tensors-gpu.m
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
   --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
   --outfile="$carry/device-tensors-gpu.mjs"
+# GPU tensors in the Python backend (issue 50): CUDA IPC between the server and its stubs, likewise.
+node_modules/.bin/esbuild packages/backends-native/test/gpu/python-gpu-tensors.mjs --bundle --platform=node --format=esm \
+  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
+  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
+  --outfile="$carry/python-gpu-tensors.mjs"
 # Its identity model is a scripted JS model: the js backend's worker entry, found beside the bundle.
 node_modules/.bin/esbuild packages/server/src/backend/js/js-worker.ts --bundle --platform=node --format=esm \
   --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \

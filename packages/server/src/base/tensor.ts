@@ -56,6 +56,11 @@ export interface DeviceTensor {
   readonly pointer?: bigint;
   /** The backend's own handle (the torch addon's kept tensor). */
   readonly handle?: unknown;
+  /**
+   * Memory of another process (a client's CUDA region, a Python stub's tensor): the CUDA IPC handle
+   * of its allocation and the offset there, with which a third process opens it in place.
+   */
+  readonly ipc?: { readonly handle: Uint8Array; readonly offset: number };
   /** The bytes on the host: one device-to-host copy, made once (later calls share it). */
   toHost(): Promise<Uint8Array>;
   /** One device-to-device copy to `pointer` on the same GPU, `byteSize` bytes of room there; absent: only through the host. */

@@ -16,6 +16,7 @@ function regionTensor(location: DeviceLocation, read: () => Promise<Uint8Array>)
     deviceId: location.deviceId,
     byteSize: location.byteSize,
     pointer: location.pointer,
+    ...(location.ipc ? { ipc: location.ipc } : {}),
     toHost: () => {
       host ??= read();
       return host;

@@ -54,6 +54,11 @@ export interface DeviceLocation {
   /** The device address of the tensor's first byte in this process. */
   pointer: bigint;
   byteSize: number;
+  /**
+   * The client's CUDA IPC handle of the region's allocation and the tensor's offset in it: another
+   * process (a Python stub) opens the same memory with it, without a copy.
+   */
+  ipc?: { handle: Uint8Array; offset: number };
 }
 
 /** `sizeof(cudaIpcMemHandle_t)`. */
@@ -120,6 +125,8 @@ class CudaRegion implements Region {
     readonly deviceId: number,
     readonly byteSize: number,
     readonly memory: CudaRegionMemory,
+    /** The client's handle (64 bytes), for another process to open the same memory. */
+    readonly handle?: Uint8Array,
   ) {}
 
   read(position: number, length: number): Promise<Uint8Array> {
@@ -289,7 +296,7 @@ export class SharedMemoryManager {
     if (byteSize < 0n || byteSize > BigInt(memory.byteSize)) throw fail("SHM_REGISTER_INVALID");
     // A concurrent registration of the same name may have won while the handle was opening.
     if (this.#regions.has(name)) throw fail("SHM_EXISTS");
-    this.#regions.set(name, new CudaRegion(name, Number(deviceId), Number(byteSize), memory));
+    this.#regions.set(name, new CudaRegion(name, Number(deviceId), Number(byteSize), memory, new Uint8Array(handle)));
   }
 
   /**
@@ -405,7 +412,12 @@ export class SharedMemoryManager {
     const region = this.#region(ref.region);
     checkRange(ref, region.byteSize);
     if (!(region instanceof CudaRegion)) return undefined;
-    return { deviceId: region.deviceId, pointer: region.memory.pointer + BigInt(ref.offset), byteSize: ref.byteSize };
+    return {
+      deviceId: region.deviceId,
+      pointer: region.memory.pointer + BigInt(ref.offset),
+      byteSize: ref.byteSize,
+      ...(region.handle ? { ipc: { handle: region.handle, offset: ref.offset } } : {}),
+    };
   }
 
   /**

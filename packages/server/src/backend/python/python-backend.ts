@@ -68,6 +68,26 @@ export function stubNameProblem(name: string): string | undefined {
 }
 
 /**
+ * Triton's `FORCE_CPU_ONLY_INPUT_TENSORS` (python_be.cc): "yes" (the default) gives the model its
+ * inputs in host memory; "no" lets inputs that are on a GPU stay there (`is_cpu()` false, read
+ * with `to_dlpack()` / `torch.from_dlpack`). Any other value fails the load in Triton's words.
+ */
+export function forceCpuOnlyInputTensors(config: ModelConfig, log?: Logger): boolean {
+  const value = config.parameters.FORCE_CPU_ONLY_INPUT_TENSORS?.stringValue;
+  if (value === undefined) return true;
+  if (value === "yes") {
+    log?.info("Forcing CPU only input tensors.");
+    return true;
+  }
+  if (value === "no") {
+    log?.info("Input tensors can be both in CPU and GPU. FORCE_CPU_ONLY_INPUT_TENSORS is off.");
+    return false;
+  }
+  // Triton's message, with its stray quote.
+  throw new Error(`Incorrect value for FORCE_CPU_ONLY_INPUT_TENSORS: ${value}'`);
+}
+
+/**
  * The `python` backend: Triton Python models (`model.py` with `TritonPythonModel`), one stub
  * process per instance, tensors through shared memory. Parameters: `EXECUTION_ENV_PATH` (a
  * folder holding `bin/python3`; `$$TRITON_MODEL_DIRECTORY` is the model's folder),
@@ -133,6 +153,7 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
         throw new Error(`unable to find '${join(context.versionPath, name)}' for model '${config.name}'`);
       }
       const parameter = (key: string) => wholeNumberParameter(config, key);
+      const forceCpuOnlyInputs = forceCpuOnlyInputTensors(config, options.log);
       const executeTimeoutMs = parameter("execute_timeout_ms");
       const initializeTimeoutMs = parameter("initialize_timeout_ms");
       const python = await interpreter(config, context.modelPath, options.pythonExecutable);
@@ -153,6 +174,7 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
               ...placement(file, context.modelPath, context.version),
               decoupled: config.modelTransactionPolicy?.decoupled ?? false,
               outputs: config.output.map((o) => o.name),
+              forceCpuOnlyInputs,
               // Triton's Python backend names the kind without its prefix: CPU, GPU or MODEL.
               args: { ...initializeArgs(config, spec, modelConfig, context), model_instance_kind: spec.kind },
             },
@@ -176,8 +198,17 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
         await Promise.all(opened.map((i) => i.close()));
         throw new Error(`unable to load model '${config.name}': ${explain((failed.reason as Error).message, python)}`);
       }
+      // FORCE_CPU_ONLY_INPUT_TENSORS "no", every instance on one GPU: clients' CUDA-region inputs
+      // reach the stubs in place (each stub that can map them; others get host copies).
+      const gpus = new Set(specs.map((s) => (s.kind === "GPU" ? s.device : -1)));
+      const [gpu] = gpus;
+      const deviceTensors =
+        !forceCpuOnlyInputs && gpus.size === 1 && gpu !== undefined && gpu >= 0
+          ? { deviceId: gpu, kind: "python" }
+          : undefined;
       return {
         instances: opened.filter((_, i) => !specs[i]?.passive),
+        ...(deviceTensors ? { deviceTensors } : {}),
         healthy: () => opened.every((i) => i.healthy),
         unhealthy: () => {
           const down = opened.find((i) => !i.healthy);

@@ -4,7 +4,7 @@ import { now } from "../../base/clock.js";
 import { InferenceError, modelError, toInferenceError } from "../../base/errors.js";
 import type { InferenceRequest } from "../../base/inference-request.js";
 import type { Logger } from "../../base/log.js";
-import { NO_BYTES, type Parameters, type Tensor } from "../../base/tensor.js";
+import { type DeviceTensor, hostTensor, NO_BYTES, type Parameters, type Tensor } from "../../base/tensor.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { checkOutputs, type OutputRules } from "../batch-io.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
@@ -12,6 +12,7 @@ import { processTransport } from "../host/process-transport.js";
 import { BlsCalls, type InferencePath } from "../scripted/bls-calls.js";
 import type { WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
+import { type CudaIpcApi, DeviceIpc } from "./device-ipc.js";
 import type {
   ModelControlOp,
   PyError,
@@ -52,6 +53,8 @@ export interface PythonInstanceOptions {
   rateLimiter?: ModelRateLimiter;
   inference: () => InferencePath;
   log: Logger;
+  /** The CUDA IPC functions (tests pass their own); `@galley/backends-native`'s by default. */
+  cudaIpc?: () => Promise<CudaIpcApi>;
 }
 
 /** A non-decoupled request's answer sent after execute returned (see `PyResult.deferred`). */
@@ -101,6 +104,8 @@ export class PythonInstance implements BackendInstance {
   #releasedMeanwhile: [number, number][] = [];
   /** Device tensors the model dropped while a batch was executing: let go once its answer is read. */
   #droppedMeanwhile: number[] = [];
+  /** GPU loans the stub gave back while a batch was executing: ended once its answer is read. */
+  #ipcDropsMeanwhile: number[] = [];
   /** Non-decoupled answers whose final flag came (or will come) after execute returned, by key. */
   readonly #late = new Map<number, LateAnswer>();
   /** The model's `is_ready()` in flight: checks that come meanwhile wait for it, as Triton's do. */
@@ -115,11 +120,14 @@ export class PythonInstance implements BackendInstance {
   readonly #carried = new WeakMap<object, number>();
   readonly #carriers = new FinalizationRegistry<number>((carrier) => this.#bls.ended(carrier));
   #nextCarrier = -1;
+  /** GPU tensors lent to and borrowed from the stub through CUDA IPC (one per stub process). */
+  #ipc: DeviceIpc;
 
   private constructor(options: PythonInstanceOptions) {
     this.name = options.name;
     if (options.rateLimiter) this.rateLimiter = options.rateLimiter;
     this.#options = options;
+    this.#ipc = this.#newIpc();
     this.#prefix = `${SHM_PREFIX}${process.pid}_${randomBytes(6).toString("hex")}_`;
     this.#host = createInstanceHost<PyProtocol>({
       name: options.name,
@@ -148,7 +156,11 @@ export class PythonInstance implements BackendInstance {
         this.#release = [];
         this.#releasedMeanwhile = [];
         this.#droppedMeanwhile = [];
+        this.#ipcDropsMeanwhile = [];
         this.#options.metrics.dropOwner(this.#prefix);
+        // Everything it borrowed comes back; everything it lent is gone with it.
+        this.#ipc.close();
+        this.#ipc = this.#newIpc();
       },
     });
     this.#bls = new BlsCalls({
@@ -206,6 +218,95 @@ export class PythonInstance implements BackendInstance {
     return this.#host.health === "up";
   }
 
+  #newIpc(): DeviceIpc {
+    const model = this.#options.init.args.model_name ?? this.#options.name;
+    return new DeviceIpc(model, this.#options.cudaIpc);
+  }
+
+  /** Whether inputs on a GPU reach the model there (`FORCE_CPU_ONLY_INPUT_TENSORS` "no" and a stub with CUDA). */
+  get #deviceInputs(): boolean {
+    return this.#options.init.forceCpuOnlyInputs === false && this.#host.info?.cuda === true;
+  }
+
+  /** GPU tensors the stub's CUDA IPC loans stand for in its inputs, else host copies (counted). */
+  async #placeInputs(requests: readonly InferenceRequest[]): Promise<(Tensor | ShmTensor)[][]> {
+    return Promise.all(
+      requests.map((request) =>
+        Promise.all(
+          request.inputs.map(async (t): Promise<Tensor | ShmTensor> => {
+            const device = t.device;
+            if (!device) return t;
+            if (this.#deviceInputs) {
+              const ipc = await this.#ipc.lend(device);
+              return { name: t.name, datatype: t.datatype, shape: t.shape, ...NO_SHM, ipc };
+            }
+            return hostTensor(t);
+          }),
+        ),
+      ),
+    );
+  }
+
+  /** `torch.from_dlpack` of a held BLS output: lend it to the stub (one copy on the device). */
+  async #deviceExport(call: number, ref: number): Promise<void> {
+    const device = this.#bls.heldDevice(ref);
+    try {
+      if (!device) throw new Error("the device tensor is no longer held");
+      const tensor = await this.#ipc.lend(device, () => {});
+      this.#host.post({ kind: "device-exported", call, tensor });
+    } catch (error) {
+      this.#host.post({ kind: "device-exported", call, error: (error as Error).message });
+    }
+  }
+
+  /** A BLS call whose inputs include the stub's GPU memory: held here by reference for the call. */
+  async #blsWithIpc(message: Extract<PyProtocol["fromInstance"], { kind: "bls" }>): Promise<void> {
+    let wire: WireBlsRequest;
+    try {
+      const inputs = await Promise.all(
+        message.request.inputs.map(async (t) => {
+          if (t.device) return { name: t.name, datatype: t.datatype, shape: t.shape, data: NO_BYTES, device: t.device };
+          if (t.ipc) {
+            const ipc = t.ipc;
+            const pointer = await this.#ipc.pointer(ipc);
+            const borrowed = this.#ipc.borrowed(ipc, (key) => this.#host.post({ kind: "ipc-release", keys: [key] }));
+            const device: DeviceTensor = {
+              kind: "region",
+              deviceId: ipc.deviceId,
+              byteSize: ipc.byteSize,
+              pointer,
+              toHost: () => borrowed.toHost(),
+              release: () => {
+                this.#ipc.unmap(ipc);
+                borrowed.release();
+              },
+            };
+            const tensor: Tensor = {
+              name: t.name,
+              datatype: t.datatype as Tensor["datatype"],
+              shape: t.shape,
+              data: NO_BYTES,
+              parameters: {},
+            };
+            return this.#bls.hold(tensor, device, message.parents);
+          }
+          const { name, datatype, shape, data } = this.#take([t])[0] as Tensor;
+          return { name, datatype, shape, data };
+        }),
+      );
+      wire = { ...message.request, inputs };
+    } catch (error) {
+      this.#host.post({
+        kind: "bls-reply",
+        call: message.call,
+        error: { message: (error as Error).message, code: "INTERNAL" },
+        final: true,
+      });
+      return;
+    }
+    await this.#bls.run(message.call, wire, message.stream, message.parents);
+  }
+
   /**
    * Triton's readiness check of the instance: the stub is up, and the model's `is_ready()`, where
    * it has one, answered true within 5 s. One call at a time reaches the model: a check that comes
@@ -253,9 +354,17 @@ export class PythonInstance implements BackendInstance {
     const keys: number[] = [];
     const decoupled = this.#options.init.decoupled;
     let wires: PyRequest[];
+    let placed: (Tensor | ShmTensor)[][] | undefined;
+    if (requests.some((r) => r.inputs.some((t) => t.device))) {
+      try {
+        placed = await this.#placeInputs(requests);
+      } catch (error) {
+        return failAll(requests, toInferenceError(error), start);
+      }
+    }
     try {
       const pool = this.#shm();
-      wires = requests.map((request) => {
+      wires = requests.map((request, i) => {
         const key = this.#host.open({
           signal: request.signal,
           trace: request.trace,
@@ -267,7 +376,7 @@ export class PythonInstance implements BackendInstance {
         // A rescheduled request: what it held for its last execution, it holds for this one.
         const carrier = request.iteration ? this.#carried.get(request.iteration) : undefined;
         if (carrier !== undefined) this.#bls.reparent(carrier, key);
-        return toPyRequest(key, request, pool, this.#options.init.outputs);
+        return toPyRequest(key, request, pool, this.#options.init.outputs, placed?.[i]);
       });
     } catch (error) {
       for (const key of keys) this.#host.end(key);
@@ -346,6 +455,9 @@ export class PythonInstance implements BackendInstance {
     const dropped = this.#droppedMeanwhile;
     this.#droppedMeanwhile = [];
     this.#bls.drop(dropped);
+    const loans = this.#ipcDropsMeanwhile;
+    this.#ipcDropsMeanwhile = [];
+    this.#ipc.drop(loans);
     if (this.#releasedMeanwhile.length === 0) return;
     const blocks = this.#releasedMeanwhile;
     this.#releasedMeanwhile = [];
@@ -379,6 +491,10 @@ export class PythonInstance implements BackendInstance {
         else this.#pool?.release(message.blocks);
         return;
       case "bls": {
+        if (message.request.inputs.some((t) => t.ipc)) {
+          void this.#blsWithIpc(message);
+          return;
+        }
         let wire: WireBlsRequest;
         try {
           const inputs = message.request.inputs;
@@ -404,6 +520,14 @@ export class PythonInstance implements BackendInstance {
         void this.#bls.run(message.call, wire, message.stream, message.parents);
         return;
       }
+      case "device-export":
+        void this.#deviceExport(message.call, message.ref);
+        return;
+      case "ipc-drop":
+        // As with bls-drop: the answer that returns one of these loans is read a microtask later.
+        if (this.#executing > 0) this.#ipcDropsMeanwhile.push(...message.keys);
+        else this.#ipc.drop(message.keys);
+        return;
       case "bls-cancel":
         this.#bls.cancel(message.call);
         return;
@@ -622,9 +746,22 @@ export class PythonInstance implements BackendInstance {
     let outputs: Tensor[];
     try {
       // A held device tensor returned as an output gets a handle of its own (see BlsCalls.output).
-      outputs = response.outputs.map((t) =>
-        t.device ? this.#bls.output({ ...t, data: NO_BYTES }) : (this.#take([t])[0] as Tensor),
-      );
+      outputs = response.outputs.map((t) => {
+        if (t.device) return this.#bls.output({ ...t, data: NO_BYTES });
+        if (t.ipc) {
+          // The model's own GPU memory: borrowed until the response is done with it.
+          const device = this.#ipc.borrowed(t.ipc, (key) => this.#host.post({ kind: "ipc-release", keys: [key] }));
+          return {
+            name: t.name,
+            datatype: t.datatype as Tensor["datatype"],
+            shape: t.shape,
+            data: NO_BYTES,
+            parameters: {},
+            device,
+          };
+        }
+        return this.#take([t])[0] as Tensor;
+      });
     } catch (error) {
       return toInferenceError(error);
     }
@@ -644,6 +781,7 @@ function toPyRequest(
   request: InferenceRequest,
   pool: ShmPool,
   modelOutputs: readonly string[],
+  placed?: readonly (Tensor | ShmTensor)[],
 ): PyRequest {
   const sequenceId = request.parameters.sequence_id;
   const timeout = request.parameters.timeout;
@@ -667,7 +805,7 @@ function toPyRequest(
       ? JSON.stringify(parameters, (_k, v: unknown) => (typeof v === "bigint" ? Number(v) : v))
       : "{}",
     timeout: typeof timeout === "number" || typeof timeout === "bigint" ? Number(timeout) : 0,
-    inputs: request.inputs.map((t) => pool.put(t)),
+    inputs: (placed ?? request.inputs).map((t) => ("parameters" in t ? pool.put(t) : t)),
     outputs: request.outputs.length > 0 ? request.outputs.map((o) => o.name) : [...modelOutputs],
     cancelled: request.signal?.aborted ?? false,
   };

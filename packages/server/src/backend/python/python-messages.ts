@@ -21,6 +21,23 @@ export interface ShmTensor {
   r?: 1;
   /** A tensor held on a GPU for the model (a BLS output, see `BlsCalls`): no bytes here (`s` -1). */
   device?: WireDevice;
+  /** A tensor on a GPU shared through CUDA IPC (see `DeviceIpc`): no bytes here (`s` -1). */
+  ipc?: IpcTensor;
+}
+
+/**
+ * Device memory one side lends the other through CUDA IPC (issue 50): the allocation's handle
+ * (64 bytes, base64) and the tensor's place in it. `key` is the lender's: the borrower gives it
+ * back (`ipc-drop` to the server, `ipc-release` to the stub) once it no longer uses the memory.
+ * `server` (from the stub only): the memory is the server's own loan `key`, returned as it came.
+ */
+export interface IpcTensor {
+  handle: string;
+  offset: number;
+  deviceId: number;
+  byteSize: number;
+  key: number;
+  server?: 1;
 }
 
 export interface PyRequest {
@@ -80,6 +97,11 @@ export interface PyInit {
   decoupled: boolean;
   /** Output names of the model, in config order. */
   outputs: string[];
+  /**
+   * Triton's `FORCE_CPU_ONLY_INPUT_TENSORS` ("yes", the default: true): false lets inputs on a GPU
+   * reach the model there (see `ShmTensor.ipc`) when the stub can map them.
+   */
+  forceCpuOnlyInputs?: boolean;
   /** The prefix of this instance's segment names under /dev/shm (`triton_python_backend_shm_region_<id>_`). */
   shm: string;
 }
@@ -129,7 +151,7 @@ export type ModelControlOp =
 export interface PyProtocol {
   init: PyInit;
   /** `isReady`: the model defines `is_ready()` (without it, a readiness check asks nothing). */
-  info: { pid: number; isReady?: boolean };
+  info: { pid: number; isReady?: boolean; cuda?: boolean };
   /** A batch's requests, and the stub's blocks the server has read since the last message that said so. */
   batch: { requests: PyRequest[]; release: [number, number][] };
   result: PyResult;
@@ -139,6 +161,10 @@ export interface PyProtocol {
     /** The stub's blocks the server has read: `[segment, offset]` pairs. */
     | { kind: "release"; blocks: [number, number][] }
     | { kind: "reply"; call: number; value?: number | boolean; error?: string }
+    /** The stub's device tensors (`IpcTensor.key`) the server no longer uses. */
+    | { kind: "ipc-release"; keys: number[] }
+    /** The answer to `device-export`: the held tensor lent through CUDA IPC, or why not. */
+    | { kind: "device-exported"; call: number; tensor?: IpcTensor; error?: string }
     /** Run the model's `is_ready()`; answered by `ready` with the same probe. */
     | { kind: "is-ready"; probe: number }
     /** Sent alone to a throw-away stub, outside any host. */
@@ -148,6 +174,10 @@ export interface PyProtocol {
     | { kind: "bls-cancel"; call: number }
     /** Device tensors (`WireDevice.ref`) the model no longer holds. */
     | { kind: "bls-drop"; refs: number[] }
+    /** Lend the held device tensor `ref` through CUDA IPC (the model computes on it: `torch.from_dlpack`). */
+    | { kind: "device-export"; call: number; ref: number }
+    /** The server's device loans (`IpcTensor.key`) the stub no longer uses. */
+    | { kind: "ipc-drop"; keys: number[] }
     /** The server's blocks the stub no longer uses. */
     | { kind: "release"; blocks: [number, number][] }
     | { kind: "metric"; call: number; request: MetricOp }

@@ -314,6 +314,19 @@ export class BlsCalls {
     };
   }
 
+  /**
+   * Hold `device` for the requests `parents` as if a call had returned it (a tensor a Python model
+   * lends from its own GPU memory, given to a call by reference): its reference for the model's wire.
+   */
+  hold(tensor: Tensor, device: DeviceTensor, parents: readonly number[]): WireTensor {
+    return this.#hold(tensor, device, parents);
+  }
+
+  /** The device tensor held as `ref` (shared, not lent: the holder still lets it go), if any. */
+  heldDevice(ref: number): DeviceTensor | undefined {
+    return this.#held.get(ref)?.tensor;
+  }
+
   #hold(tensor: Tensor, device: DeviceTensor, parents: readonly number[]): WireTensor {
     const ref = this.#nextRef++;
     const open = parents.filter((key) => this.#options.isOpen(key));

@@ -1,0 +1,479 @@
+// GPU tensors in the Python backend (issue 50) on a GPU machine: a Galley server in a child
+// process (CUDA IPC handles do not open in the process that made them), Python stubs under it,
+// this process as the client. Checks:
+//   0. galley_cuda alone, between two Python processes: a torch CUDA tensor exported
+//      (cuIpcGetMemHandle + offset) opens in the other (cuIpcOpenMemHandle in torch's primary
+//      context) and `torch.from_dlpack` there sees the same bytes on the device; the deleter runs.
+//   1. FORCE_CPU_ONLY_INPUT_TENSORS "no": a CUDA shared-memory input reaches model.py on the GPU
+//      (`is_cpu()` false, `torch.from_dlpack(t)` a CUDA tensor), `* 2` there, returned with
+//      `Tensor.from_dlpack`; outputs equal; the same model with "yes" gets a host tensor.
+//   2. BLS on the device: model.py calls a TorchScript GPU model with `preferred_memory` GPU,
+//      computes `* 3` on the result with torch, calls the model again with that tensor, and returns
+//      the result: (x + 1) * 3 + 1; the libtorch model moves 0 host bytes (host-transfer metrics).
+//   2b. A decoupled model sends three responses from a thread, each a tensor made on the GPU from
+//      its GPU input: values, where they were, host bytes (one copy each, for gRPC).
+//   3. GPU memory (nvidia-smi) before / after 1,000 requests of 1 and of 2 (flat within 64 MiB).
+// prepare-carry.sh bundles this file (server and client inside) into build/gpu-carry; device-run.sh
+// runs it as the step `pygpu`:
+//
+//   node packages/backends-native/build/gpu-carry/python-gpu-tensors.mjs --out=$OUT/python-gpu-tensors
+//
+// Options: --out=DIR (python-gpu-tensors.json, logs), --python=python3, --gpu=0, --requests=1000,
+// --device=cpu (a check of this script on a machine without CUDA: CPU models, inputs as bytes, the
+// same models and calls; what needs a GPU is left out).
+// Prints one line per check and a summary; exits 1 if any check failed.
+import { execFileSync, fork, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { CudaSharedMemory, createGrpcClient } from "@galley/client";
+import { createChecks } from "./checks.mjs";
+
+const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
+// The stub's modules: two folders up from test/gpu/ and from build/gpu-carry/ (the bundle) alike.
+const STUB_DIR = fileURLToPath(new URL("../../../server/python/", import.meta.url));
+
+// 0. galley_cuda between two processes: the parent exports, the child (argv "open") maps.
+const IPC_CHECK = String.raw`
+import json, subprocess, sys
+import torch
+import galley_cuda
+
+if len(sys.argv) > 1 and sys.argv[1] == "open":
+    wire = json.loads(sys.stdin.readline())
+    drv = galley_cuda.driver()
+    mappings = galley_cuda.IpcMappings(drv)
+    released = []
+    t = galley_cuda.open_tensor(mappings, wire, "FP32", [wire["byteSize"] // 4], lambda: released.append(1))
+    x = torch.from_dlpack(t)
+    ok = x.is_cuda and x.data_ptr() == t.pointer
+    total = float(x.sum().item())
+    x.mul_(2)  # written in place: the parent sees it
+    torch.cuda.synchronize()
+    del x, t
+    import gc; gc.collect()
+    print(json.dumps({"ok": ok, "sum": total, "released": len(released), "mappings": len(mappings)}))
+    sys.exit(0)
+
+torch.cuda.init()
+big = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+view = big[1000:1000 + 4096]  # not at the start of its allocation: the offset must carry it
+wire = galley_cuda.export_tensor(view)
+child = subprocess.run([sys.executable, __file__, "open"], input=json.dumps(wire) + "\n", capture_output=True, text=True)
+if child.returncode != 0:
+    print(json.dumps({"error": child.stderr[-2000:]}))
+    sys.exit(1)
+answer = json.loads(child.stdout.strip().splitlines()[-1])
+expected = float(torch.arange(1000, 1000 + 4096, dtype=torch.float64).sum())
+torch.cuda.synchronize()
+doubled = bool(torch.equal(view, torch.arange(1000, 1000 + 4096, dtype=torch.float32, device="cuda") * 2))
+print(json.dumps({**answer, "expected": expected, "offset": wire["offset"], "doubledInPlace": doubled}))
+`;
+
+const MAKE_MODELS = String.raw`
+import os, sys
+import torch
+out = sys.argv[1]
+
+class PlusOne(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+os.makedirs(os.path.join(out, "ts_plus_one", "1"), exist_ok=True)
+torch.jit.save(torch.jit.script(PlusOne().eval()), os.path.join(out, "ts_plus_one", "1", "model.pt"))
+print("ok")
+`;
+
+// 1. A Python model taking its input on the GPU and returning a tensor made there.
+const PY_DOUBLE = `
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            t = pb_utils.get_input_tensor_by_name(request, "INPUT0")
+            x = torch.from_dlpack(t)
+            y = x * 2
+            out = pb_utils.Tensor.from_dlpack("OUTPUT0", y)
+            where = np.array([t.is_cpu(), x.is_cuda, out.is_cpu()], dtype=np.uint8)
+            responses.append(pb_utils.InferenceResponse([out, pb_utils.Tensor("WHERE", where)]))
+        return responses
+`;
+
+// 2. BLS on the device: x -> ts_plus_one -> * 3 (torch, here) -> ts_plus_one.
+const PY_BLS = `
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+GPU = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_GPU, 0)
+
+
+def call(tensor):
+    response = pb_utils.InferenceRequest(
+        model_name="ts_plus_one", inputs=[tensor], requested_output_names=["OUTPUT__0"], preferred_memory=GPU
+    ).exec()
+    if response.has_error():
+        raise pb_utils.TritonModelException(response.error().message())
+    return pb_utils.get_output_tensor_by_name(response, "OUTPUT__0")
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0")
+            first = call(pb_utils.Tensor.from_dlpack("INPUT__0", x.to_dlpack()))
+            y = torch.from_dlpack(first) * 3
+            second = call(pb_utils.Tensor.from_dlpack("INPUT__0", y))
+            out = pb_utils.Tensor.from_dlpack("OUTPUT0", torch.from_dlpack(second.to_dlpack()))
+            where = np.array([x.is_cpu(), first.is_cpu(), y.is_cuda, second.is_cpu()], dtype=np.uint8)
+            responses.append(pb_utils.InferenceResponse([out, pb_utils.Tensor("WHERE", where)]))
+        return responses
+`;
+
+// Decoupled: three responses, each a tensor made on the GPU from the GPU input (x * 1, x * 2, x * 3).
+const PY_DECOUPLED = `
+import threading
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            x = torch.from_dlpack(pb_utils.get_input_tensor_by_name(request, "INPUT0"))
+            sender = request.get_response_sender()
+
+            def answer(x=x, sender=sender):
+                for k in (1, 2, 3):
+                    out = pb_utils.Tensor.from_dlpack("OUTPUT0", x * k)
+                    where = np.array([out.is_cpu(), x.is_cuda], dtype=np.uint8)
+                    sender.send(pb_utils.InferenceResponse([out, pb_utils.Tensor("WHERE", where)]))
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+            threading.Thread(target=answer).start()
+        return None
+`;
+
+function run(command, args, logFile, env = process.env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env });
+    const chunks = [];
+    child.stdout.on("data", (d) => chunks.push(d));
+    child.stderr.on("data", (d) => chunks.push(d));
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      const text = Buffer.concat(chunks).toString();
+      writeFileSync(logFile, text);
+      if (code === 0) resolve(text.trim().split("\n").pop());
+      else reject(new Error(`${command} exited with ${code}: ${text.slice(-2000)}`));
+    });
+  });
+}
+
+const fp32 = (name, dims) => `{ name: "${name}" data_type: TYPE_FP32 dims: [ ${dims.join(", ")} ] }`;
+const where = `{ name: "WHERE" data_type: TYPE_UINT8 dims: [ -1 ] }`;
+
+function pythonModel(repo, name, source, force, gpu, cpu) {
+  mkdirSync(join(repo, name, "1"), { recursive: true });
+  writeFileSync(join(repo, name, "1", "model.py"), source);
+  writeFileSync(
+    join(repo, name, "config.pbtxt"),
+    `name: "${name}"\nbackend: "python"\nmax_batch_size: 0\n` +
+      `input [ ${fp32("INPUT0", [-1])} ]\noutput [ ${fp32("OUTPUT0", [-1])}, ${where} ]\n` +
+      `instance_group [ { count: 1 kind: ${cpu ? "KIND_CPU" : `KIND_GPU gpus: [ ${gpu} ]`} } ]\n` +
+      `parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "${force}" } }\n`,
+  );
+}
+
+function gpuMemoryMiB(gpu) {
+  try {
+    const text = execFileSync(
+      "nvidia-smi",
+      ["--query-gpu=memory.used", "--format=csv,noheader,nounits", `-i`, String(gpu)],
+      {
+        encoding: "utf8",
+      },
+    );
+    return Number(text.trim());
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** GPU memory (MiB) of each process using the GPU, with its command line (stubs are named `triton_python_backend_stub <instance>`). */
+function stubMemory() {
+  try {
+    const text = execFileSync("nvidia-smi", ["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"], {
+      encoding: "utf8",
+    });
+    return text
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => {
+        const [pid, mib] = line.split(",").map((v) => v.trim());
+        let command = "";
+        try {
+          command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim().slice(-80);
+        } catch {}
+        return { pid: Number(pid), mib: Number(mib), command };
+      });
+  } catch {
+    return [];
+  }
+}
+
+async function main() {
+  const out = arg("out", mkdtempSync(join(tmpdir(), "galley-python-gpu-")));
+  const python = arg("python", "python3");
+  const gpu = Number(arg("gpu", "0"));
+  const cpu = arg("device", "cuda") === "cpu";
+  const requests = Number(arg("requests", cpu ? "50" : "1000"));
+  mkdirSync(out, { recursive: true });
+  const { results, check, attempt } = createChecks();
+  const figures = {};
+  const pyEnv = { ...process.env, PYTHONPATH: [STUB_DIR, process.env.PYTHONPATH].filter(Boolean).join(":") };
+
+  // 0. galley_cuda alone.
+  if (!cpu)
+    await attempt("galley_cuda between two processes", async () => {
+      const script = join(out, "ipc_check.py");
+      writeFileSync(script, IPC_CHECK);
+      const r = JSON.parse(await run(python, [script], join(out, "ipc_check.log"), pyEnv));
+      figures.ipcCheck = r;
+      check(
+        "galley_cuda: torch.from_dlpack on the opened handle is on CUDA at the mapped pointer",
+        r.ok === true,
+        JSON.stringify(r),
+      );
+      check(
+        "galley_cuda: the other process reads the same bytes (offset in the allocation kept)",
+        r.sum === r.expected,
+        `${r.sum} vs ${r.expected}, offset ${r.offset}`,
+      );
+      check("galley_cuda: its write is seen by the exporter (same memory)", r.doubledInPlace === true);
+      check("galley_cuda: deleter ran once, mapping closed", r.released === 1 && r.mappings === 0, JSON.stringify(r));
+    });
+
+  const repo = join(out, "models");
+  mkdirSync(repo, { recursive: true });
+  const script = join(out, "make_models.py");
+  writeFileSync(script, MAKE_MODELS);
+  await run(python, [script, repo], join(out, "make_models.log"));
+  writeFileSync(
+    join(repo, "ts_plus_one", "config.pbtxt"),
+    `name: "ts_plus_one"\nplatform: "pytorch_libtorch"\nmax_batch_size: 0\n` +
+      `input [ ${fp32("INPUT__0", [-1])} ]\noutput [ ${fp32("OUTPUT__0", [-1])} ]\n` +
+      `instance_group [ { count: 1 kind: ${cpu ? "KIND_CPU" : `KIND_GPU gpus: [ ${gpu} ]`} } ]\n`,
+  );
+  pythonModel(repo, "py_double", PY_DOUBLE, "no", gpu, cpu);
+  pythonModel(repo, "py_double_cpu", cpu ? PY_DOUBLE : PY_DOUBLE.replace("x * 2", "(x * 2).cuda()"), "yes", gpu, cpu);
+  pythonModel(repo, "py_bls", PY_BLS, "no", gpu, cpu);
+  pythonModel(repo, "py_decoupled", PY_DECOUPLED, "no", gpu, cpu);
+  writeFileSync(
+    join(repo, "py_decoupled", "config.pbtxt"),
+    `${readFileSync(join(repo, "py_decoupled", "config.pbtxt"), "utf8")}model_transaction_policy { decoupled: true }\n`,
+  );
+
+  const child = fork(process.argv[1], ["--serve", repo, python], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  const logs = [];
+  child.stdout.on("data", (d) => logs.push(d));
+  child.stderr.on("data", (d) => logs.push(d));
+  const ports = await new Promise((resolve, reject) => {
+    child.once("message", resolve);
+    child.once("exit", (code) => reject(new Error(`the server exited with ${code}: ${Buffer.concat(logs)}`)));
+  });
+  check("server starts with the models", ports.failed.length === 0, JSON.stringify(ports.failed));
+  const transfers = () =>
+    new Promise((resolve) => {
+      child.once("message", resolve);
+      child.send("transfers");
+    });
+  const zero = { hostToDevice: 0, deviceToHost: 0, onDevice: 0 };
+  const delta = (before, after, model) => {
+    const a = after.models[model] ?? zero;
+    const b = before.models[model] ?? zero;
+    return {
+      hostToDevice: a.hostToDevice - b.hostToDevice,
+      deviceToHost: a.deviceToHost - b.deviceToHost,
+      onDevice: a.onDevice - b.onDevice,
+    };
+  };
+  const grpc = createGrpcClient({ baseUrl: `http://127.0.0.1:${ports.grpc}` });
+  const n = 1 << 18; // 1 MiB of FP32
+  const bytes = n * 4;
+  const input = new Float32Array(n).map((_, i) => (i % 1000) / 8);
+  const region = cpu ? undefined : await CudaSharedMemory.create(bytes, { device: gpu, client: grpc });
+  await region?.write(0, new Uint8Array(input.buffer));
+  const infer = (model) =>
+    grpc.infer(model, {
+      inputs: {
+        INPUT0: region
+          ? region.input("FP32", [n], 0, bytes)
+          : { datatype: "FP32", shape: [n], data: new Uint8Array(input.buffer) },
+      },
+    });
+  // Where tensors are, as the models report them: on a GPU machine, and in the CPU check.
+  const onGpu = (gpuWhere, cpuWhere) => (cpu ? cpuWhere : gpuWhere);
+  const deviceToHost = cpu ? 0 : bytes;
+  const equal = (got, f) => got.length === n && got.every((v, i) => v === f(input[i]));
+
+  try {
+    // 1.
+    await attempt("FORCE_CPU_ONLY_INPUT_TENSORS no", async () => {
+      const before = await transfers();
+      const result = await infer("py_double");
+      const counts = delta(before, await transfers(), "py_double");
+      const w = [...result.output("WHERE").data];
+      check(
+        "input on the GPU: is_cpu() false, torch.from_dlpack is CUDA, output is_cpu() false",
+        w.join() === onGpu("0,1,0", "1,0,1"),
+        w.join(),
+      );
+      check(
+        "py_double: output = 2 × input",
+        equal(result.output("OUTPUT0").fp32(), (v) => v * 2),
+      );
+      check(
+        "py_double: no host copy of the input; the output comes to the host once for gRPC",
+        counts.hostToDevice === 0 && counts.deviceToHost === deviceToHost,
+        JSON.stringify(counts),
+      );
+      figures.pyDouble = counts;
+      const hostRun = await infer("py_double_cpu");
+      const wc = [...hostRun.output("WHERE").data];
+      check("FORCE_CPU_ONLY_INPUT_TENSORS yes: the input is a host tensor", wc[0] === 1 && wc[1] === 0, wc.join());
+      check(
+        "py_double_cpu: output = 2 × input",
+        equal(hostRun.output("OUTPUT0").fp32(), (v) => v * 2),
+      );
+    });
+
+    // 2.
+    await attempt("BLS on the device", async () => {
+      const before = await transfers();
+      const result = await infer("py_bls");
+      const after = await transfers();
+      const w = [...result.output("WHERE").data];
+      check(
+        "py_bls: input, BLS outputs and torch result all on the GPU",
+        w.join() === onGpu("0,0,1,0", "1,1,0,1"),
+        w.join(),
+      );
+      check(
+        "py_bls: output = (x + 1) × 3 + 1",
+        equal(result.output("OUTPUT0").fp32(), (v) => (v + 1) * 3 + 1),
+      );
+      const ts = delta(before, after, "ts_plus_one");
+      const py = delta(before, after, "py_bls");
+      check(
+        "py_bls: the libtorch model moves 0 host bytes (both calls)",
+        ts.hostToDevice === 0 && ts.deviceToHost === 0,
+        JSON.stringify(ts),
+      );
+      check(
+        "py_bls: host bytes only for the client's output",
+        py.hostToDevice === 0 && py.deviceToHost === deviceToHost,
+        JSON.stringify(py),
+      );
+      figures.pyBls = { tsPlusOne: ts, pyBls: py };
+    });
+
+    // 2b. Decoupled responses carrying GPU tensors.
+    await attempt("decoupled responses with GPU tensors", async () => {
+      const before = await transfers();
+      const answers = [];
+      const request = {
+        inputs: {
+          INPUT0: region
+            ? region.input("FP32", [n], 0, bytes)
+            : { datatype: "FP32", shape: [n], data: new Uint8Array(input.buffer) },
+        },
+      };
+      for await (const result of grpc.streamInfer("py_decoupled", request)) answers.push(result);
+      const counts = delta(before, await transfers(), "py_decoupled");
+      const withOutputs = answers.filter((a) => a.outputs.OUTPUT0 !== undefined);
+      check("py_decoupled: three responses", withOutputs.length === 3, String(answers.length));
+      check(
+        "py_decoupled: response k = k × input, made on the GPU",
+        withOutputs.every(
+          (a, i) =>
+            equal(a.output("OUTPUT0").fp32(), (v) => v * (i + 1)) &&
+            [...a.output("WHERE").data].join() === onGpu("0,1", "1,0"),
+        ),
+      );
+      check(
+        "py_decoupled: host bytes only for the client's outputs",
+        counts.hostToDevice === 0 && counts.deviceToHost === 3 * deviceToHost,
+        JSON.stringify(counts),
+      );
+    });
+
+    // 3.
+    await attempt("GPU memory over many requests", async () => {
+      for (let i = 0; i < 20; i++) {
+        await infer("py_double");
+        await infer("py_bls");
+      }
+      const start = gpuMemoryMiB(gpu);
+      const t0 = performance.now();
+      const curve = [];
+      for (let i = 1; i <= requests; i++) {
+        await infer("py_double");
+        await infer("py_bls");
+        if (i % Math.max(1, Math.floor(requests / 10)) === 0) curve.push([i, gpuMemoryMiB(gpu)]);
+      }
+      const ms = (performance.now() - t0) / requests;
+      const end = gpuMemoryMiB(gpu);
+      figures.memory = { startMiB: start, endMiB: end, curve, msPerPair: ms };
+      if (!cpu)
+        check(
+          `GPU memory flat over ${requests} × (py_double + py_bls)`,
+          end - start <= 64,
+          `${start} → ${end} MiB; curve ${JSON.stringify(curve)}`,
+        );
+      console.log(`one py_double + one py_bls request: ${ms.toFixed(2)} ms`);
+      // What each stub costs on the GPU (its CUDA context, torch's cache): issue 50 item 3.
+      figures.stubGpuMiB = stubMemory();
+      console.log(`GPU memory per process (MiB): ${JSON.stringify(figures.stubGpuMiB)}`);
+    });
+  } finally {
+    await region?.dispose().catch(() => {});
+    child.disconnect();
+    await new Promise((resolve) => child.once("exit", resolve));
+    writeFileSync(join(out, "server.log"), Buffer.concat(logs));
+  }
+  const failed = results.filter((r) => !r.ok);
+  console.log(`${results.length - failed.length}/${results.length} checks passed`);
+  writeFileSync(join(out, "python-gpu-tensors.json"), JSON.stringify({ results, figures }, null, 2));
+  process.exitCode = failed.length > 0 ? 1 : 0;
+}
+
+if (process.argv[2] === "--serve") {
+  const { createServer, createLogger, hostTransfers } = await import("@galley/server");
+  const server = createServer({
+    modelRepositories: [process.argv[3]],
+    pythonExecutable: process.argv[4] ?? "python3",
+    allowClientShm: true,
+    http: false,
+    grpc: { host: "127.0.0.1", port: 0 },
+    metrics: false,
+    log: createLogger({ verboseLevel: 1 }),
+  });
+  const addresses = await server.listen();
+  process.on("message", (m) => {
+    if (m === "transfers") process.send?.(hostTransfers.snapshot());
+  });
+  process.send?.({ grpc: addresses.grpc?.port, failed: addresses.failedModels });
+  process.on("disconnect", () => void server.close().then(() => process.exit(0)));
+} else {
+  await main();
+}

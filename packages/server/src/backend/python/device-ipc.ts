@@ -1,0 +1,259 @@
+// GPU tensors between the server and a Python stub through CUDA IPC (issue 50; the design is in
+// `python/galley_cuda.py`). The server lends device memory to the stub (a client's CUDA region by
+// the client's own handle, a tensor a GPU model kept by a device-to-device copy into memory it
+// allocates with a handle) and borrows the stub's (a model's torch tensor, opened here with the
+// stub's handle). Each loan has a key; the borrower gives it back, and a stub that goes away gives
+// everything back at once (`close`).
+import type { CudaMemory } from "@galley/backends-native";
+import { hostTransfers } from "../../base/host-transfers.js";
+import type { DeviceTensor } from "../../base/tensor.js";
+import type { IpcTensor } from "./python-messages.js";
+
+/** What this needs of `@galley/backends-native` (a test passes its own). */
+export interface CudaIpcApi {
+  allocateCudaMemory(byteSize: number, device: number): Promise<CudaMemory>;
+  openCudaIpcHandle(handle: Uint8Array, device: number): Promise<CudaMemory>;
+}
+
+const nativeApi = async (): Promise<CudaIpcApi> => {
+  const native = await import("@galley/backends-native");
+  return { allocateCudaMemory: native.allocateCudaMemory, openCudaIpcHandle: native.openCudaIpcHandle };
+};
+
+interface Opened {
+  memory: Promise<CudaMemory>;
+  count: number;
+}
+
+interface Loan {
+  /** The stub's and the server's own borrowings of it; let go at 0. */
+  refs: number;
+  deviceId: number;
+  /** Memory allocated here for the loan; absent for another process's memory lent by its handle. */
+  memory?: CudaMemory;
+  /** The lent tensor itself (another process's memory: its host copy comes from there). */
+  device: DeviceTensor;
+  /** Its byte offset in the allocation the handle names. */
+  offset: number;
+  release: () => void;
+}
+
+export class DeviceIpc {
+  readonly #model: string;
+  readonly #api: () => Promise<CudaIpcApi>;
+  /** Loans to the stub by key. */
+  readonly #lent = new Map<number, Loan>();
+  /** The stub's allocations opened here: handle (base64) + device → the mapping and its users. */
+  readonly #opened = new Map<string, Opened>();
+  #nextKey = 1;
+  #closed = false;
+
+  constructor(model: string, api: () => Promise<CudaIpcApi> = nativeApi) {
+    this.#model = model;
+    this.#api = api;
+  }
+
+  /**
+   * Lend `device` to the stub: memory of another process (a client's CUDA region) by its own
+   * handle, a kept tensor by one device-to-device copy into memory allocated here. `release` runs
+   * when the loan ends (the stub gave it back and nothing here uses it).
+   */
+  async lend(device: DeviceTensor, release: () => void = () => device.release()): Promise<IpcTensor> {
+    if (this.#closed) throw new Error("the Python stub has gone");
+    const key = this.#nextKey++;
+    if (device.ipc) {
+      this.#lent.set(key, { refs: 1, deviceId: device.deviceId, device, offset: device.ipc.offset, release });
+      hostTransfers.record(this.#model, { onDevice: device.byteSize });
+      return {
+        handle: Buffer.from(device.ipc.handle).toString("base64"),
+        offset: device.ipc.offset,
+        deviceId: device.deviceId,
+        byteSize: device.byteSize,
+        key,
+      };
+    }
+    if (!device.copyTo) {
+      throw new Error(
+        `a tensor on GPU ${device.deviceId} of kind '${device.kind}' cannot be shared with the Python stub`,
+      );
+    }
+    const memory = await (await this.#api()).allocateCudaMemory(Math.max(device.byteSize, 1), device.deviceId);
+    try {
+      await device.copyTo(memory.pointer, memory.byteSize);
+    } catch (error) {
+      memory.close();
+      throw error;
+    } finally {
+      release();
+    }
+    if (!memory.ipcHandle || this.#closed) {
+      memory.close();
+      throw new Error(
+        this.#closed ? "the Python stub has gone" : "CUDA memory allocated for the stub has no IPC handle",
+      );
+    }
+    this.#lent.set(key, {
+      refs: 1,
+      deviceId: device.deviceId,
+      memory,
+      device,
+      offset: 0,
+      release: () => memory.close(),
+    });
+    hostTransfers.record(this.#model, { onDevice: device.byteSize });
+    return {
+      handle: Buffer.from(memory.ipcHandle).toString("base64"),
+      offset: 0,
+      deviceId: device.deviceId,
+      byteSize: device.byteSize,
+      key,
+    };
+  }
+
+  /** Loans given back (by the stub, or by what here borrowed them back). */
+  drop(keys: readonly number[]): void {
+    for (const key of keys) {
+      const loan = this.#lent.get(key);
+      if (!loan || --loan.refs > 0) continue;
+      this.#lent.delete(key);
+      loan.release();
+    }
+  }
+
+  /** How many loans the stub holds (tests, the GPU check). */
+  get lent(): number {
+    return this.#lent.size;
+  }
+
+  /** How many of the stub's allocations are open here. */
+  get opened(): number {
+    return this.#opened.size;
+  }
+
+  /**
+   * A tensor the stub sends back on its GPU (a model's output, a BLS input), as a device tensor
+   * here: its bytes come to the host once when asked (`toHost`, counted). `giveBack` tells the
+   * stub (once) that the server is done with its memory. A tensor over one of our own loans
+   * (`wire.server`) keeps that loan until it is released.
+   */
+  borrowed(wire: IpcTensor, giveBack: (key: number) => void): DeviceTensor {
+    let host: Promise<Uint8Array> | undefined;
+    let opened: Promise<{ memory: CudaMemory; offset: number }> | undefined;
+    let released = false;
+    const loan = wire.server ? this.#lent.get(wire.key) : undefined;
+    if (loan) loan.refs++;
+    const open = () => {
+      opened ??= this.#open(wire);
+      return opened;
+    };
+    const read = async (): Promise<Uint8Array> => {
+      if (wire.server) {
+        if (!loan) throw new Error(`the Python stub returned device memory ${wire.key} the server does not hold`);
+        if (!loan.memory) {
+          // Another process's memory lent as it was: the whole tensor comes back, or a part of it.
+          const whole = await loan.device.toHost();
+          const start = wire.offset - loan.offset;
+          return whole.subarray(start, start + wire.byteSize);
+        }
+      }
+      const { memory, offset } = await open();
+      const bytes = await memory.read(offset, wire.byteSize);
+      hostTransfers.record(this.#model, { deviceToHost: wire.byteSize });
+      return bytes;
+    };
+    return {
+      kind: "python-ipc",
+      deviceId: wire.deviceId,
+      byteSize: wire.byteSize,
+      // Another stub opens the same memory (a BLS call from one Python model into another).
+      ...(wire.server
+        ? {}
+        : { ipc: { handle: new Uint8Array(Buffer.from(wire.handle, "base64")), offset: wire.offset } }),
+      toHost: () => {
+        host ??= read();
+        return host;
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        if (wire.server) {
+          const end = () => this.drop([wire.key]);
+          if (host) void host.then(end, end);
+          else end();
+          return;
+        }
+        const done = () => giveBack(wire.key);
+        if (opened)
+          void opened.then(
+            () => {
+              this.#close(wire);
+              done();
+            },
+            () => done(),
+          );
+        else if (host) void host.then(done, done);
+        else done();
+      },
+    };
+  }
+
+  /** The address here of the memory `wire` names (the stub's, opened; or our own loan's), for code that runs on it in place. */
+  async pointer(wire: IpcTensor): Promise<bigint> {
+    const loan = wire.server ? this.#lent.get(wire.key) : undefined;
+    if (loan && !loan.memory && loan.device.pointer !== undefined)
+      return loan.device.pointer + BigInt(wire.offset - loan.offset);
+    const { memory, offset } = await this.#open(wire);
+    return memory.pointer + BigInt(offset);
+  }
+
+  /** Let go of a mapping {@link DeviceIpc.pointer} opened. */
+  unmap(wire: IpcTensor): void {
+    this.#close(wire);
+  }
+
+  async #open(wire: IpcTensor): Promise<{ memory: CudaMemory; offset: number }> {
+    if (wire.server) {
+      const loan = this.#lent.get(wire.key);
+      if (loan?.memory) return { memory: loan.memory, offset: wire.offset };
+      throw new Error(`the Python stub returned device memory ${wire.key} that the server cannot address`);
+    }
+    const id = `${wire.deviceId}:${wire.handle}`;
+    let entry = this.#opened.get(id);
+    if (!entry) {
+      const handle = new Uint8Array(Buffer.from(wire.handle, "base64"));
+      const memory = this.#api().then((api) => api.openCudaIpcHandle(handle, wire.deviceId));
+      entry = { memory, count: 0 };
+      this.#opened.set(id, entry);
+      memory.catch(() => {
+        if (this.#opened.get(id)?.memory === memory) this.#opened.delete(id);
+      });
+    }
+    entry.count++;
+    return { memory: await entry.memory, offset: wire.offset };
+  }
+
+  #close(wire: IpcTensor): void {
+    if (wire.server) return;
+    const id = `${wire.deviceId}:${wire.handle}`;
+    const entry = this.#opened.get(id);
+    if (!entry || --entry.count > 0) return;
+    this.#opened.delete(id);
+    void entry.memory.then(
+      (memory) => memory.close(),
+      () => {},
+    );
+  }
+
+  /** The stub is gone: every loan ends, every mapping of its memory closes. */
+  close(): void {
+    this.#closed = true;
+    for (const loan of this.#lent.values()) loan.release();
+    this.#lent.clear();
+    for (const entry of this.#opened.values())
+      void entry.memory.then(
+        (memory) => memory.close(),
+        () => {},
+      );
+    this.#opened.clear();
+  }
+}
