@@ -69,6 +69,10 @@ function watchedLog() {
   return { log, seen: (pattern: RegExp) => new Promise<void>((resolve) => waiting.set(pattern, resolve)) };
 }
 
+/** What the request after a stub's death gets, in Triton's words (it starts a new stub). */
+const UNHEALTHY =
+  "Failed to process the request(s) for model instance 'fragile_0', message: Stub process 'fragile_0' is not healthy.";
+
 describe("errors in a Python model's execute", () => {
   it("an exception fails that batch with Triton's text; the instance goes on", async () => {
     const { client } = await pythonServer(["fragile"]);
@@ -120,24 +124,30 @@ describe("a Python process that dies", () => {
   it.each([
     [-3, "exited with code 3"],
     [-4, "was killed by SIGKILL"],
-  ])("IN=%i: only its request fails (%s), the instance restarts, other models keep serving", async (n, what) => {
-    const { client } = await pythonServer(["fragile", "add_sub"]);
-    const before = ours().map((p) => p.pid);
-    const neighbour = Promise.all(Array.from({ length: 10 }, () => client.modelInfer(addSub)));
-    await expectGrpcError(
-      client.modelInfer(int32Request("fragile", n)),
-      Code.Internal,
-      `model instance 'fragile_0' ${what}; the instance is restarting`,
-    );
-    expect((await neighbour).map((r) => readFp32(r.rawOutputContents[0]))).toEqual(Array(10).fill([2, 3, 4, 5]));
-    expect(readInt32((await client.modelInfer(int32Request("fragile", 41))).rawOutputContents[0])).toEqual([42]);
-    const after = ours().map((p) => p.pid);
-    expect(after).toHaveLength(2);
-    expect(after.filter((pid) => !before.includes(pid))).toHaveLength(1);
-    expect((await client.modelReady({ name: "fragile" })).ready).toBe(true);
-    // Every segment is unlinked once both sides hold it; the dead stub's are gone too.
-    expect(shmOf(process.pid)).toEqual([]);
-  });
+  ])(
+    "IN=%i: only its request fails (%s); as in Triton the next request restarts the stub; other models keep serving",
+    async (n, what) => {
+      const { client } = await pythonServer(["fragile", "add_sub"]);
+      const before = ours().map((p) => p.pid);
+      const neighbour = Promise.all(Array.from({ length: 10 }, () => client.modelInfer(addSub)));
+      await expectGrpcError(
+        client.modelInfer(int32Request("fragile", n)),
+        Code.Internal,
+        `model instance 'fragile_0' ${what}`,
+      );
+      expect((await neighbour).map((r) => readFp32(r.rawOutputContents[0]))).toEqual(Array(10).fill([2, 3, 4, 5]));
+      // Not ready until a request comes: that one fails in Triton's words and starts a new stub.
+      expect((await client.modelReady({ name: "fragile" })).ready).toBe(false);
+      await expectGrpcError(client.modelInfer(int32Request("fragile", 41)), Code.Internal, UNHEALTHY);
+      expect(readInt32((await client.modelInfer(int32Request("fragile", 41))).rawOutputContents[0])).toEqual([42]);
+      const after = ours().map((p) => p.pid);
+      expect(after).toHaveLength(2);
+      expect(after.filter((pid) => !before.includes(pid))).toHaveLength(1);
+      expect((await client.modelReady({ name: "fragile" })).ready).toBe(true);
+      // Every segment is unlinked once both sides hold it; the dead stub's are gone too.
+      expect(shmOf(process.pid)).toEqual([]);
+    },
+  );
 
   it("a process the model forked neither delays the crash's detection nor outlives the stub", async () => {
     const { client } = await pythonServer(["fragile"]);
@@ -152,10 +162,11 @@ describe("a Python process that dies", () => {
       }
     };
     await waitFor(gone, { what: "the forked process to be killed with the stub's group" });
+    await expectGrpcError(client.modelInfer(int32Request("fragile", 1)), Code.Internal, UNHEALTHY);
     expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
   });
 
-  it("an execute past execute_timeout_ms ends the process; the instance restarts", async () => {
+  it("an execute past execute_timeout_ms ends the process; the next request restarts it", async () => {
     const { client } = await pythonServer(["fragile"], (dir) => {
       const config = join(dir, "fragile", "config.pbtxt");
       writeFileSync(
@@ -166,12 +177,13 @@ describe("a Python process that dies", () => {
     await expectGrpcError(
       client.modelInfer(int32Request("fragile", -9)),
       Code.Internal,
-      "model instance 'fragile_0' did not finish execute within 300 ms (execute_timeout_ms); the instance is restarting",
+      "model instance 'fragile_0' did not finish execute within 300 ms (execute_timeout_ms)",
     );
+    await expectGrpcError(client.modelInfer(int32Request("fragile", 1)), Code.Internal, UNHEALTHY);
     expect(readInt32((await client.modelInfer(int32Request("fragile", 1))).rawOutputContents[0])).toEqual([2]);
   });
 
-  it("readiness follows the instance: not ready while its restart fails, ready again once it starts", async () => {
+  it("readiness follows the instance: not ready once its stub died and while restarts fail, ready again once one starts", async () => {
     const { client, repo } = await pythonServer(["flaky"], (dir) => {
       const config = join(dir, "flaky", "config.pbtxt");
       writeFileSync(config, readFileSync(config, "utf8").replace("BLOCK_FILE", join(dir, "block")));
@@ -179,12 +191,22 @@ describe("a Python process that dies", () => {
     const first = readInt32((await client.modelInfer(int32Request("flaky", 1))).rawOutputContents[0])[0];
     writeFileSync(join(repo, "block"), "");
     await expectGrpcError(client.modelInfer(int32Request("flaky", -1)), Code.Internal, /exited with code 7/);
-    // The restart fails (initialize raises): the model is not ready, and requests fail at once.
-    await waitFor(async () => !(await client.modelReady({ name: "flaky" })).ready, { what: "not ready" });
+    expect((await client.modelReady({ name: "flaky" })).ready).toBe(false);
     expect((await client.serverReady({})).ready).toBe(false);
-    await expectGrpcError(client.modelInfer(int32Request("flaky", 1)), Code.Unavailable, /flaky_0/);
+    const unhealthy =
+      "Failed to process the request(s) for model instance 'flaky_0', message: Stub process 'flaky_0' is not healthy.";
+    // Each request restarts the stub (as Triton's); while initialize raises, each restart fails.
+    await expectGrpcError(client.modelInfer(int32Request("flaky", 1)), Code.Internal, unhealthy);
+    await waitFor(async () => !(await client.modelReady({ name: "flaky" })).ready, { what: "the restart to fail" });
+    await expectGrpcError(client.modelInfer(int32Request("flaky", 1)), Code.Internal, /initialize|flaky_0/);
     rmSync(join(repo, "block"));
-    await waitFor(async () => (await client.modelReady({ name: "flaky" })).ready, { what: "ready again" });
+    await waitFor(
+      async () => {
+        await client.modelInfer(int32Request("flaky", 1)).catch(() => undefined);
+        return (await client.modelReady({ name: "flaky" })).ready;
+      },
+      { what: "ready again" },
+    );
     const second = readInt32((await client.modelInfer(int32Request("flaky", 1))).rawOutputContents[0])[0];
     expect(second).not.toBe(first);
     expect(shmOf(process.pid)).toEqual([]);

@@ -77,6 +77,12 @@ export interface InstanceHostOptions<P extends InstanceProtocol> {
   startTimeoutMs?: number;
   /** `execute_timeout_ms`: a batch that takes longer ends the instance; 0 or absent: none. */
   executeTimeoutMs?: number;
+  /**
+   * Restart a failed instance only when work next comes for it, failing that work with this
+   * error's message (Triton's Python backend: the model is not ready until a request restarts
+   * its stub); absent: restart at once, with back-off.
+   */
+  restartOnRequest?: (name: string) => InferenceError;
   log: Logger;
   /** The backend's own messages from the instance. */
   onMessage?(message: P["fromInstance"]): void;
@@ -115,7 +121,7 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
   #startRetried = false;
   #upSince = 0;
   readonly #backoff = new RestartBackoff();
-  #retry: { timer: NodeJS.Timeout; at: number; reason: string } | undefined;
+  #retry: { timer?: NodeJS.Timeout; at: number; reason: string } | undefined;
   #startTimer: NodeJS.Timeout | undefined;
   /** Why the current instance is being ended (a timeout, an abort), to word its failure. */
   #killReason: string | undefined;
@@ -154,6 +160,12 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
   async ready(): Promise<void> {
     // An instance that died while this waited is replaced by another, which is waited for in turn.
     while (this.#health === "starting") await this.#ready;
+    if (this.#retry && this.#retry.timer === undefined && this.#options.restartOnRequest) {
+      // Restarted by this work, which fails as Triton's does; the next waits for the new instance.
+      this.#retry = undefined;
+      this.#spawn();
+      throw this.#options.restartOnRequest(this.name);
+    }
     if (this.#retry) throw this.#unavailable(this.#retry);
     if (this.#health !== "up") throw this.#unloaded();
   }
@@ -359,6 +371,16 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
     }
     if (this.#health === "closed" || !this.#started) {
       this.#settle?.reject(new Error(`model instance '${name}' ${reason}`));
+      return;
+    }
+    if (this.#options.restartOnRequest) {
+      this.restarts++;
+      this.#options.log.error(`model instance '${name}' ${reason}; it restarts when a request next comes for it`);
+      const failure = new InferenceError("BACKEND_FAILED", { message: `model instance '${name}' ${reason}` });
+      this.#failAll(failure);
+      this.#health = "restarting";
+      this.#retry = { at: Number.NaN, reason };
+      this.#settle?.reject(failure);
       return;
     }
     const delay = this.#backoff.next(this.#upSince > 0 ? performance.now() - this.#upSince : 0);

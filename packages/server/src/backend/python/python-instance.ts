@@ -142,6 +142,12 @@ export class PythonInstance implements BackendInstance {
       init: { ...options.init, shm: this.#prefix },
       ...(options.initializeTimeoutMs ? { startTimeoutMs: options.initializeTimeoutMs } : {}),
       ...(options.executeTimeoutMs ? { executeTimeoutMs: options.executeTimeoutMs } : {}),
+      // As Triton's Python backend: a stub that died leaves its model not ready; the next request
+      // fails with Triton's words and starts a new stub.
+      restartOnRequest: (name) =>
+        new InferenceError("BACKEND_FAILED", {
+          message: `Failed to process the request(s) for model instance '${name}', message: Stub process '${name}' is not healthy.`,
+        }),
       log: options.log,
       onMessage: (message) => this.#onMessage(message),
       onEnded: (key) => this.#bls.ended(key),
