@@ -147,10 +147,10 @@ class TritonSurface(unittest.TestCase):
         self.assertEqual(Logger.LogLevel.VERBOSE.name, "VERBOSE")
 
     def test_request_arguments(self):
-        self.assertEqual(pb_utils.InferenceRequest(model_name="m", correlation_id="abc").correlation_id(), "abc")
+        self.assertEqual(pb_utils.InferenceRequest(inputs=[], requested_output_names=[], model_name="m", correlation_id="abc").correlation_id(), "abc")
         with self.assertRaisesRegex(pb_utils.TritonModelException, "^Correlation ID must be integer or string$"):
-            pb_utils.InferenceRequest(model_name="m", correlation_id=1.5)
-        request = pb_utils.InferenceRequest(model_name="m")
+            pb_utils.InferenceRequest(inputs=[], requested_output_names=[], model_name="m", correlation_id=1.5)
+        request = pb_utils.InferenceRequest(inputs=[], requested_output_names=[], model_name="m")
         request.set_flags(pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START)
         self.assertEqual(request.flags(), 1)
         request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL)
@@ -225,7 +225,7 @@ class TritonSurface(unittest.TestCase):
             pb_utils._runtime = previous
 
     def test_parameters_rules(self):
-        for make in (lambda p: pb_utils.InferenceResponse(parameters=p), lambda p: pb_utils.InferenceRequest(model_name="m", parameters=p)):
+        for make in (lambda p: pb_utils.InferenceResponse(parameters=p), lambda p: pb_utils.InferenceRequest(inputs=[], requested_output_names=[], model_name="m", parameters=p)):
             self.assertEqual(json.loads(make({"a": 1, "b": True, "c": "x"}).parameters()), {"a": 1, "b": True, "c": "x"})
             self.assertEqual(json.loads(make(None).parameters()), {})
             with self.assertRaisesRegex(pb_utils.TritonModelException, "^Expect N8pybind114dictE, got <class 'str'>$"):
@@ -238,12 +238,17 @@ class TritonSurface(unittest.TestCase):
                 make({"a": 1.5})
 
     def test_bytes_for_strings(self):
-        request = pb_utils.InferenceRequest(model_name=b"add_sub", requested_output_names=[b"OUT"], request_id=b"r")
+        request = pb_utils.InferenceRequest(model_name=b"add_sub", inputs=[], requested_output_names=[b"OUT"], request_id=b"r")
         wire = json.loads(json.dumps(request._to_wire()))
         self.assertEqual((wire["model"], wire["outputs"], wire["id"]), ("add_sub", ["OUT"], "r"))
         self.assertEqual(pb_utils.Tensor(b"X", np.zeros(1)).name(), "X")
         with self.assertRaises(TypeError):
-            pb_utils.InferenceRequest(model_name=7)
+            pb_utils.InferenceRequest(model_name=7, inputs=[], requested_output_names=[])
+        # model_name, inputs and requested_output_names have no default (Triton's binding).
+        for missing in ("model_name", "inputs", "requested_output_names"):
+            given = {k: v for k, v in {"model_name": "m", "inputs": [], "requested_output_names": []}.items() if k != missing}
+            with self.assertRaisesRegex(TypeError, "incompatible constructor arguments"):
+                pb_utils.InferenceRequest(**given)
 
     def test_tensor_is_a_dlpack_producer(self):
         t = pb_utils.Tensor("x", np.arange(4, dtype=np.float32))
