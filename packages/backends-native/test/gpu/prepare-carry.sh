@@ -6,6 +6,7 @@
 # node_modules, no onnxruntime-node).
 # Also builds packages/backends-native/dist, which the run carries too.
 #   bash packages/backends-native/test/gpu/prepare-carry.sh    # NODE_MAJOR=22 by default
+#   GALLEY_GPU_STEPS="build pt2" bash packages/backends-native/test/gpu/prepare-carry.sh   # those steps only
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 carry=packages/backends-native/build/gpu-carry
@@ -19,58 +20,41 @@ node_dir=$(.ci/fetch-node.sh "${NODE_MAJOR:-22}")
 xz -6 -T0 -c "$node_dir/bin/node" >"$carry/node.xz"
 cp "$node_dir"/include/node/{node_api.h,node_api_types.h,js_native_api.h,js_native_api_types.h} "$carry/node-include/"
 cp node_modules/node-addon-api/{napi.h,napi-inl.h,napi-inl.deprecated.h} "$carry/node-addon-api/"
-node_modules/.bin/esbuild bench/pytorch-backend.ts --bundle --platform=node --format=esm --target=node20 \
-  --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
-  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-  --outfile="$carry/pytorch-backend.mjs"
-# The CUDA shared-memory check (device-run.sh runs it), with the server and the client inside.
-node_modules/.bin/esbuild packages/backends-native/test/gpu/cuda-shm-gpu.mjs --bundle --platform=node --format=esm \
-  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
-  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-  --outfile="$carry/cuda-shm-gpu.mjs"
-# The torch_aoti check and benchmark (issue 49 item 4), likewise (its load processes are itself).
-node_modules/.bin/esbuild packages/backends-native/test/gpu/aoti-gpu.mjs --bundle --platform=node --format=esm \
-  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
-  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-  --outfile="$carry/aoti-gpu.mjs"
-# The PyTorch-2 model.py check (issue 49): the server's Python runtime on a KIND_GPU instance, likewise.
-node_modules/.bin/esbuild packages/backends-native/test/gpu/pytorch2-gpu.mjs --bundle --platform=node --format=esm \
-  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
-  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-  --outfile="$carry/pytorch2-gpu.mjs"
-# The device-tensor check and benchmark (CUDA shm in place, the GPU ensemble, 256 MiB), likewise.
-node_modules/.bin/esbuild packages/backends-native/test/gpu/device-tensors-gpu.mjs --bundle --platform=node --format=esm \
-  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
-  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-  --outfile="$carry/device-tensors-gpu.mjs"
-# GPU tensors in the Python backend (issue 50): CUDA IPC between the server and its stubs, likewise.
-node_modules/.bin/esbuild packages/backends-native/test/gpu/python-gpu-tensors.mjs --bundle --platform=node --format=esm \
-  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
-  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-  --outfile="$carry/python-gpu-tensors.mjs"
-# Its identity model is a scripted JS model: the js backend's worker entry, found beside the bundle.
-node_modules/.bin/esbuild packages/server/src/backend/js/js-worker.ts --bundle --platform=node --format=esm \
-  --target=node20 --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
-  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-  --outfile="$carry/js-worker.js"
-# The text-to-video example's GPU check and benchmark (the GPU variant: --model-config-name gpu),
-# and the node:http2 ceiling the MLP benchmark is read against.
-for entry in examples/text-to-video/scripts/gpu-check.mjs:t2v-gpu-check bench/text-to-video.ts:text-to-video-bench \
-  bench/http2-ceiling.ts:http2-ceiling; do
-  node_modules/.bin/esbuild "${entry%%:*}" --bundle --platform=node --format=esm --target=node20 \
+# Each step's bundle, with the server and the client inside (no node_modules, no onnxruntime-node):
+# only those of the steps asked for (GALLEY_GPU_STEPS, as device-run.sh reads it; default all), so
+# that the carry and the tracked files stay under the 64 MiB a run may take.
+steps=" ${GALLEY_GPU_STEPS:-build test checks aoti pt2 t2v bench pygpu} "
+want() { for s in "$@"; do case "$steps" in *" $s "*) return 0 ;; esac; done; return 1; }
+bundle() { # entry, outfile name
+  node_modules/.bin/esbuild "$1" --bundle --platform=node --format=esm --target=node20 \
     --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
     --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-    --outfile="$carry/${entry##*:}.mjs"
-done
-# Its scripted models are TypeScript: the worker imports them through tsx (and its esbuild).
-mkdir -p "$carry/node_modules/@esbuild"
-cp -r node_modules/tsx node_modules/esbuild "$carry/node_modules/"
-cp -r node_modules/@esbuild/linux-x64 "$carry/node_modules/@esbuild/"
+    --outfile="$carry/$2"
+}
+# The PyTorch backend benchmark, and the node:http2 ceiling the MLP benchmark is read against.
+want bench && bundle bench/pytorch-backend.ts pytorch-backend.mjs && bundle bench/http2-ceiling.ts http2-ceiling.mjs
+# The CUDA shared-memory check; the device-tensor check (CUDA shm in place, the GPU ensemble, 256
+# MiB); the server itself, for test/gpu/nvml-gpu.mjs to scrape a real /metrics.
+want checks && bundle packages/backends-native/test/gpu/cuda-shm-gpu.mjs cuda-shm-gpu.mjs &&
+  bundle packages/backends-native/test/gpu/device-tensors-gpu.mjs device-tensors-gpu.mjs &&
+  bundle packages/server/src/index.ts galley-server.mjs
+# The torch_aoti check and benchmark (issue 49 item 4; its load processes are itself).
+want aoti && bundle packages/backends-native/test/gpu/aoti-gpu.mjs aoti-gpu.mjs
+# The PyTorch-2 model.py check (issue 49): the server's Python runtime on a KIND_GPU instance.
+want pt2 && bundle packages/backends-native/test/gpu/pytorch2-gpu.mjs pytorch2-gpu.mjs
+# GPU tensors in the Python backend (issue 50): CUDA IPC between the server and its stubs.
+want pygpu && bundle packages/backends-native/test/gpu/python-gpu-tensors.mjs python-gpu-tensors.mjs
+# The text-to-video example's GPU check and benchmark (the GPU variant: --model-config-name gpu).
+want t2v && bundle examples/text-to-video/scripts/gpu-check.mjs t2v-gpu-check.mjs &&
+  bundle bench/text-to-video.ts text-to-video-bench.mjs
+# Scripted (JS) models in these checks: the js backend's worker entry, found beside the bundles; its
+# TypeScript models go through tsx (and its esbuild).
+bundle packages/server/src/backend/js/js-worker.ts js-worker.js
+if want checks t2v pygpu; then
+  mkdir -p "$carry/node_modules/@esbuild"
+  cp -r node_modules/tsx node_modules/esbuild "$carry/node_modules/"
+  cp -r node_modules/@esbuild/linux-x64 "$carry/node_modules/@esbuild/"
+fi
 echo '{"type":"module"}' >"$carry/package.json"
-# The server itself, for test/gpu/nvml-gpu.mjs to scrape a real /metrics (createServer, createLogger).
-node_modules/.bin/esbuild packages/server/src/index.ts --bundle --platform=node --format=esm --target=node20 \
-  --external:onnxruntime-node --external:@galley/backends-native --external:tsx --log-level=warning \
-  --banner:js="import { createRequire as __galleyRequire } from 'node:module'; const require = __galleyRequire(import.meta.url);" \
-  --outfile="$carry/galley-server.mjs"
 du -sh "$carry" packages/backends-native/dist
 echo "carry: [\"$carry\", \"packages/backends-native/dist\"]"
