@@ -22,7 +22,7 @@ import { fileURLToPath } from "node:url";
 import { loadTorchModel, torchSupport } from "@galley/backends-native/torch";
 import { CudaSharedMemory, createGrpcClient, SystemSharedMemory } from "@galley/client";
 import { runLoad, runLoadWorker } from "../../../../bench/lib/grpc-load.ts";
-import { createChecks } from "./checks.mjs";
+import { createChecks, values } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const MODELS = ["small_fp16", "small_bf16", "small_cpu", "denoiser", "dit_fp16"];
@@ -31,33 +31,6 @@ const BATCHES = [1, 8];
 /** Relative L2 error allowed against the exported program run eagerly in Python, by datatype. */
 const TOLERANCE = { FP32: 1e-3, FP16: 1e-2, BF16: 3e-2 };
 const ELEMENT = { FP32: 4, FP16: 2, BF16: 2 };
-
-function values(bytes, datatype) {
-  const buffer = new Uint8Array(bytes).slice().buffer;
-  if (datatype === "FP32") return new Float32Array(buffer);
-  const bits = new Uint16Array(buffer);
-  const out = new Float32Array(bits.length);
-  if (datatype === "BF16") {
-    const word = new Uint32Array(out.buffer);
-    for (let i = 0; i < bits.length; i++) word[i] = bits[i] << 16;
-    return out;
-  }
-  for (let i = 0; i < bits.length; i++) {
-    const b = bits[i];
-    const s = b & 0x8000 ? -1 : 1;
-    const e = (b >> 10) & 0x1f;
-    const f = b & 0x3ff;
-    out[i] =
-      e === 0
-        ? s * 2 ** -14 * (f / 1024)
-        : e === 31
-          ? f
-            ? Number.NaN
-            : s * Infinity
-          : s * 2 ** (e - 15) * (1 + f / 1024);
-  }
-  return out;
-}
 
 /** Identical bytes, or the relative L2 error and the largest absolute difference. */
 function compare(got, want, datatype) {

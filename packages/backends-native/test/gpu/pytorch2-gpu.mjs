@@ -15,7 +15,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createGrpcClient } from "@galley/client";
-import { createChecks } from "./checks.mjs";
+import { createChecks, values } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const BATCHES = [1, 8];
@@ -82,29 +82,9 @@ for b in ${JSON.stringify(BATCHES)}:
 print(json.dumps(out))
 `;
 
-function halfs(bytes) {
-  const bits = new Uint16Array(new Uint8Array(bytes).slice().buffer);
-  const out = new Float32Array(bits.length);
-  for (let i = 0; i < bits.length; i++) {
-    const b = bits[i];
-    const s = b & 0x8000 ? -1 : 1;
-    const e = (b >> 10) & 0x1f;
-    const f = b & 0x3ff;
-    out[i] =
-      e === 0
-        ? s * 2 ** -14 * (f / 1024)
-        : e === 31
-          ? f
-            ? Number.NaN
-            : s * Infinity
-          : s * 2 ** (e - 15) * (1 + f / 1024);
-  }
-  return out;
-}
-
 function relL2(got, want) {
-  const a = halfs(got);
-  const b = halfs(want);
+  const a = values(got, "FP16");
+  const b = values(want, "FP16");
   if (a.length !== b.length) return Infinity;
   let num = 0;
   let den = 0;
