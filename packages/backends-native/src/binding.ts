@@ -44,6 +44,7 @@ export interface RawCudaMemory {
   ipcHandle: Uint8Array | null;
   read(offset: number, length: number): Promise<Uint8Array>;
   write(offset: number, data: Uint8Array): Promise<void>;
+  copyTo(offset: number, target: bigint, length: number): Promise<void>;
   close(): void;
 }
 

@@ -23,6 +23,11 @@ export interface CudaMemory {
   read(offset: number, length: number): Promise<Uint8Array>;
   /** Copy `data` to `offset` (one `cuMemcpyHtoD`); resolves once the bytes are on the device. */
   write(offset: number, data: ArrayBufferView): Promise<void>;
+  /**
+   * Copy `length` bytes from `offset` to device memory at `target` (one `cuMemcpyDtoD`, on the
+   * same GPU or a peer); resolves once the bytes are there. The caller holds `target` for the copy.
+   */
+  copyTo(offset: number, target: bigint, length: number): Promise<void>;
   /** Close the IPC mapping or free the allocation; idempotent. Copies in flight finish first. */
   close(): void;
 }
@@ -52,6 +57,12 @@ function wrap(raw: RawCudaMemory): CudaMemory {
         throw new TypeError("CUDA memory write: data must be a TypedArray, DataView or Buffer");
       range(offset, data.byteLength);
       await raw.write(offset, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    },
+    async copyTo(offset: number, target: bigint, length: number) {
+      if (typeof target !== "bigint" || target <= 0n)
+        throw fail(`the target must be a device address (a positive bigint), got ${String(target)}`);
+      range(offset, length);
+      await raw.copyTo(offset, target, length);
     },
     close: () => raw.close(),
   });

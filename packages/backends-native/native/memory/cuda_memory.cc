@@ -42,6 +42,7 @@ struct Driver {
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
+  CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t) = nullptr;
   CUresult (*cuMemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
   CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
@@ -97,6 +98,7 @@ Driver& GetDriver() {
               Resolve(library, d.cuMemFree, "cuMemFree_v2", "cuMemFree") &&
               Resolve(library, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH") &&
               Resolve(library, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD") &&
+              Resolve(library, d.cuMemcpyDtoD, "cuMemcpyDtoD_v2", "cuMemcpyDtoD") &&
               Resolve(library, d.cuMemGetAddressRange, "cuMemGetAddressRange_v2", "cuMemGetAddressRange") &&
               Resolve(library, d.cuPointerGetAttribute, nullptr, "cuPointerGetAttribute") &&
               Resolve(library, d.cuGetErrorName, nullptr, "cuGetErrorName") &&
@@ -289,6 +291,41 @@ class CopyWorker : public Napi::AsyncWorker {
   Napi::ObjectReference keep_;
 };
 
+// One device-to-device copy from this memory to another device address (the legacy default
+// stream; then a synchronize, since a copy between device addresses returns before it is done and
+// the caller hands the target on as soon as this resolves).
+class DeviceCopyWorker : public Napi::AsyncWorker {
+ public:
+  DeviceCopyWorker(Napi::Env env, Memory memory, size_t offset, CUdeviceptr target, size_t length)
+      : Napi::AsyncWorker(env, "galley:cudaCopy"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        memory_(std::move(memory)),
+        offset_(offset),
+        target_(target),
+        length_(length) {}
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    Driver& d = GetDriver();
+    if (std::string e = UseDevice(d, memory_->device); !e.empty()) return SetError(e);
+    std::string e = Check(d, d.cuMemcpyDtoD(target_, memory_->pointer + offset_, length_), "cuMemcpyDtoD");
+    if (e.empty()) e = Check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+    if (!e.empty()) SetError(e);
+  }
+
+  void OnOK() override { deferred_.Resolve(Env().Undefined()); }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  Memory memory_;
+  size_t offset_;
+  CUdeviceptr target_;
+  size_t length_;
+};
+
 // A non-negative integer argument below 2^53, or a thrown RangeError naming it.
 size_t SizeArgument(Napi::Env env, const Napi::Value& value, const char* what) {
   double number = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : -1;
@@ -376,6 +413,31 @@ Napi::Object MakeObject(Napi::Env env, Memory memory) {
             worker->Queue();
             return promise;
           }, "write"));
+
+  // copyTo(offset, target: bigint, length) -> Promise<void>: one cuMemcpyDtoD to `target` (device
+  // memory the caller holds for the copy's length), then a synchronize.
+  out.Set("copyTo", Napi::Function::New(env, [slot](const Napi::CallbackInfo& info) -> Napi::Value {
+            Napi::Env env = info.Env();
+            Memory memory = OpenMemory(env, slot);
+            size_t offset = SizeArgument(env, info[0], "offset");
+            if (info.Length() < 3 || !info[1].IsBigInt()) {
+              throw Napi::TypeError::New(env, "copyTo(offset, target, length): target must be a bigint");
+            }
+            bool lossless = true;
+            uint64_t target = info[1].As<Napi::BigInt>().Uint64Value(&lossless);
+            if (!lossless || target == 0) throw Napi::RangeError::New(env, "target must be a device address");
+            size_t length = SizeArgument(env, info[2], "length");
+            CheckRange(env, *memory, offset, length);
+            if (length == 0) {
+              auto done = Napi::Promise::Deferred::New(env);
+              done.Resolve(env.Undefined());
+              return done.Promise();
+            }
+            auto* worker = new DeviceCopyWorker(env, memory, offset, static_cast<CUdeviceptr>(target), length);
+            Napi::Promise promise = worker->Promise();
+            worker->Queue();
+            return promise;
+          }, "copyTo"));
 
   // close(): idempotent. Releases now, or when the last copy in flight ends.
   out.Set("close", Napi::Function::New(env, [slot](const Napi::CallbackInfo& info) -> Napi::Value {

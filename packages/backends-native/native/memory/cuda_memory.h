@@ -1,6 +1,6 @@
 // Device memory shared between processes with CUDA IPC (Triton's CUDA shared-memory extension):
 // open a cudaIpcMemHandle_t another process made, allocate memory and make a handle for it, and
-// copy between that memory and Node buffers. The driver API is loaded at run time (dlopen of
+// copy between that memory and Node buffers or other device memory. The driver API is loaded at run time (dlopen of
 // libcuda.so.1, as cuda_probe.cc does): the addon builds and loads where CUDA is absent, and every
 // function then rejects with the loader's reason.
 #pragma once

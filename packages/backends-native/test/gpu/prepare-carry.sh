@@ -44,6 +44,19 @@ want aoti && bundle packages/backends-native/test/gpu/aoti-gpu.mjs aoti-gpu.mjs
 want pt2 && bundle packages/backends-native/test/gpu/pytorch2-gpu.mjs pytorch2-gpu.mjs
 # GPU tensors in the Python backend (issue 50): CUDA IPC between the server and its stubs.
 want pygpu && bundle packages/backends-native/test/gpu/python-gpu-tensors.mjs python-gpu-tensors.mjs
+# ...which also runs NVIDIA's DLPack QA models unchanged: taken from a clone of
+# triton-inference-server/server (GALLEY_TRITON_SERVER_GIT, bare or not; never copied into the repository).
+if want pygpu; then
+  qa_git=${GALLEY_TRITON_SERVER_GIT:-/work/.mirror/triton-inference-server+server/repo}
+  [ -d "$qa_git/.git" ] && qa_git=$qa_git/.git
+  mkdir -p "$carry/triton-qa"
+  if git --git-dir="$qa_git" archive HEAD qa/python_models/{dlpack_identity,dlpack_add_sub,dlpack_io_identity,dlpack_empty_output,variable_gpu_output,dlpack_test,ensemble_io} |
+    tar -x -C "$carry/triton-qa" --strip-components=1; then
+    echo "NVIDIA's QA models: $(ls "$carry/triton-qa/python_models" | tr '\n' ' ')"
+  else
+    echo "warning: no triton-inference-server/server clone at $qa_git: the pygpu check will report its QA models missing" >&2
+  fi
+fi
 # The text-to-video example's GPU check and benchmark (the GPU variant: --model-config-name gpu).
 want t2v && bundle examples/text-to-video/scripts/gpu-check.mjs t2v-gpu-check.mjs &&
   bundle bench/text-to-video.ts text-to-video-bench.mjs

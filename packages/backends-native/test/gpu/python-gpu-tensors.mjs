@@ -12,6 +12,18 @@
 //      the result: (x + 1) * 3 + 1; the libtorch model moves 0 host bytes (host-transfer metrics).
 //   2b. A decoupled model sends three responses from a thread, each a tensor made on the GPU from
 //      its GPU input: values, where they were, host bytes (one copy each, for gRPC).
+//   2c. An output made on the GPU in model.py goes into the client's CUDA region device to device.
+//   2d. An ensemble: CUDA region → libtorch (GPU) → model.py (KIND_CPU, FORCE_CPU_ONLY_INPUT_TENSORS
+//      "no": it takes the tensor on the GPU anyway, as in Triton) → libtorch → CUDA region, with
+//      no host byte anywhere.
+//   2e. NVIDIA's own DLPack QA models from qa/python_models, unchanged (prepare-carry.sh stages
+//      them from the server repository's mirror into build/gpu-carry/triton-qa; --triton-qa=DIR
+//      names another copy), driven as their QA tests drive them: dlpack_identity (CUDA region in,
+//      an output region too small: Triton's error), dlpack_add_sub (GPU and host inputs),
+//      dlpack_io_identity ×3 in ensemble_io (every GPU/CPU placement of the three outputs),
+//      dlpack_empty_output, variable_gpu_output (five requests in one batch), and dlpack_test (its
+//      unittest suite inside execute; CuPy is not on the lent machine: a stand-in module makes
+//      the tests that need CuPy or several GPUs skip, and the log says which ran).
 //   3. GPU memory (nvidia-smi) before / after 1,000 requests of 1 and of 2 (flat within 64 MiB).
 // prepare-carry.sh bundles this file (server and client inside) into build/gpu-carry; device-run.sh
 // runs it as the step `pygpu`:
@@ -19,20 +31,31 @@
 //   node packages/backends-native/build/gpu-carry/python-gpu-tensors.mjs --out=$OUT/python-gpu-tensors
 //
 // Options: --out=DIR (python-gpu-tensors.json, logs), --python=python3, --gpu=0, --requests=1000,
+// --triton-qa=DIR (qa/python_models of NVIDIA's server repository; default beside this bundle),
 // --device=cpu (a check of this script on a machine without CUDA: CPU models, inputs as bytes, the
 // same models and calls; what needs a GPU is left out).
 // Prints one line per check and a summary; exits 1 if any check failed.
 import { execFileSync, fork, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CudaSharedMemory, createGrpcClient } from "@galley/client";
-import { createChecks } from "./checks.mjs";
+import { createChecks, values } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 // The stub's modules: two folders up from test/gpu/ and from build/gpu-carry/ (the bundle) alike.
 const STUB_DIR = fileURLToPath(new URL("../../../server/python/", import.meta.url));
+// NVIDIA's QA models, staged beside the bundle by prepare-carry.sh.
+const TRITON_QA = fileURLToPath(new URL("./triton-qa/python_models/", import.meta.url));
+
+// Stands in for CuPy (absent on the lent machine) under dlpack_test: a test that reaches for it skips.
+const CUPY_STAND_IN = `import unittest
+
+
+def __getattr__(name):
+    raise unittest.SkipTest("CuPy is not installed on this machine")
+`;
 
 // 0. galley_cuda between two processes: the parent exports, the child (argv "open") maps.
 const IPC_CHECK = String.raw`
@@ -283,7 +306,65 @@ async function main() {
     `${readFileSync(join(repo, "py_decoupled", "config.pbtxt"), "utf8")}model_transaction_policy { decoupled: true }\n`,
   );
 
-  const child = fork(process.argv[1], ["--serve", repo, python], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  // 2d. CUDA region → libtorch → model.py on a KIND_CPU instance → libtorch → CUDA region.
+  pythonModel(repo, "py_double_any", PY_DOUBLE, "no", gpu, true);
+  mkdirSync(join(repo, "ens_mixed", "1"), { recursive: true });
+  const stepIo = (key, value) => `${key} { key: "${value[0]}" value: "${value[1]}" }`;
+  const ensembleStep = (model, inputs, outputs) =>
+    `{ model_name: "${model}" model_version: -1 ${inputs.map((i) => stepIo("input_map", i)).join(" ")} ${outputs
+      .map((o) => stepIo("output_map", o))
+      .join(" ")} }`;
+  writeFileSync(
+    join(repo, "ens_mixed", "config.pbtxt"),
+    `name: "ens_mixed"\nplatform: "ensemble"\nmax_batch_size: 0\n` +
+      `input [ ${fp32("INPUT0", [-1])} ]\noutput [ ${fp32("OUT", [-1])}, ${where} ]\n` +
+      `ensemble_scheduling { step [ ${[
+        ensembleStep("ts_plus_one", [["INPUT__0", "INPUT0"]], [["OUTPUT__0", "a"]]),
+        ensembleStep(
+          "py_double_any",
+          [["INPUT0", "a"]],
+          [
+            ["OUTPUT0", "b"],
+            ["WHERE", "WHERE"],
+          ],
+        ),
+        ensembleStep("ts_plus_one", [["INPUT__0", "b"]], [["OUTPUT__0", "OUT"]]),
+      ].join(", ")} ] }\n`,
+  );
+
+  // 2e. NVIDIA's DLPack QA models, unchanged (on a CPU machine, their CUDA calls made CPU ones).
+  const qa = arg("triton-qa", TRITON_QA);
+  const qaModels = existsSync(qa);
+  const asShipped = (text) => (cpu ? text.replaceAll(/"cuda(:0)?"/g, '"cpu"').replaceAll(".cuda()", ".cpu()") : text);
+  const qaModel = (source, name = source) => {
+    const from = join(qa, source);
+    mkdirSync(join(repo, name, "1"), { recursive: true });
+    writeFileSync(join(repo, name, "1", "model.py"), asShipped(readFileSync(join(from, "model.py"), "utf8")));
+    // As NVIDIA's io test.sh renames its copies (sed of the name line).
+    const config = readFileSync(join(from, "config.pbtxt"), "utf8");
+    const renamed = config.replace(/^name:.*$/m, `name: "${name}"`);
+    writeFileSync(join(repo, name, "config.pbtxt"), cpu ? renamed.replaceAll("KIND_GPU", "KIND_CPU") : renamed);
+  };
+  if (qaModels) {
+    for (const name of ["dlpack_identity", "dlpack_add_sub", "dlpack_empty_output", "variable_gpu_output"])
+      qaModel(name);
+    for (const i of [1, 2, 3]) qaModel("dlpack_io_identity", `dlpack_io_identity_${i}`);
+    mkdirSync(join(repo, "ensemble_io", "1"), { recursive: true });
+    cpSync(join(qa, "ensemble_io", "config.pbtxt"), join(repo, "ensemble_io", "config.pbtxt"));
+    if (!cpu) {
+      qaModel("dlpack_test");
+      mkdirSync(join(out, "stand-ins", "cupy"), { recursive: true });
+      writeFileSync(join(out, "stand-ins", "cupy", "__init__.py"), CUPY_STAND_IN);
+    }
+  }
+
+  const child = fork(process.argv[1], ["--serve", repo, python], {
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+    env: {
+      ...process.env,
+      PYTHONPATH: [join(out, "stand-ins"), process.env.PYTHONPATH].filter(Boolean).join(":"),
+    },
+  });
   const logs = [];
   child.stdout.on("data", (d) => logs.push(d));
   child.stderr.on("data", (d) => logs.push(d));
@@ -313,6 +394,7 @@ async function main() {
   const input = new Float32Array(n).map((_, i) => (i % 1000) / 8);
   const region = cpu ? undefined : await CudaSharedMemory.create(bytes, { device: gpu, client: grpc });
   await region?.write(0, new Uint8Array(input.buffer));
+  const outRegion = cpu ? undefined : await CudaSharedMemory.create(bytes, { device: gpu, client: grpc });
   const infer = (model) =>
     grpc.infer(model, {
       inputs: {
@@ -409,6 +491,12 @@ async function main() {
             equal(a.output("OUTPUT0").fp32(), (v) => v * (i + 1)) &&
             [...a.output("WHERE").data].join() === onGpu("0,1", "1,0"),
         ),
+        withOutputs
+          .map(
+            (a, i) =>
+              `${i + 1}: where ${[...a.output("WHERE").data].join()} ok ${equal(a.output("OUTPUT0").fp32(), (v) => v * (i + 1))}`,
+          )
+          .join("; "),
       );
       check(
         "py_decoupled: host bytes only for the client's outputs",
@@ -416,6 +504,196 @@ async function main() {
         JSON.stringify(counts),
       );
     });
+
+    // 2c. An output made on the GPU into the client's CUDA region.
+    if (outRegion)
+      await attempt("GPU output into a CUDA region", async () => {
+        const before = await transfers();
+        const result = await grpc.infer("py_double", {
+          inputs: { INPUT0: region.input("FP32", [n], 0, bytes) },
+          outputs: [outRegion.output("OUTPUT0", 0, bytes), { name: "WHERE" }],
+        });
+        const counts = delta(before, await transfers(), "py_double");
+        const got = new Float32Array((await outRegion.read(0, bytes)).slice().buffer);
+        check(
+          "py_double → CUDA region: output = 2 × input",
+          equal(got, (v) => v * 2),
+        );
+        check(
+          "py_double → CUDA region: 0 host bytes (the output copied device to device)",
+          counts.hostToDevice === 0 && counts.deviceToHost === 0,
+          `${JSON.stringify(counts)}, WHERE ${[...result.output("WHERE").data].join()}`,
+        );
+        figures.pyDoubleIntoRegion = counts;
+      });
+
+    // 2d. The mixed ensemble.
+    await attempt("ensemble through a Python step on the GPU", async () => {
+      const before = await transfers();
+      const result = await grpc.infer("ens_mixed", {
+        inputs: {
+          INPUT0: region
+            ? region.input("FP32", [n], 0, bytes)
+            : { datatype: "FP32", shape: [n], data: new Uint8Array(input.buffer) },
+        },
+        outputs: [outRegion ? outRegion.output("OUT", 0, bytes) : { name: "OUT" }, { name: "WHERE" }],
+      });
+      const after = await transfers();
+      const got = outRegion
+        ? new Float32Array((await outRegion.read(0, bytes)).slice().buffer)
+        : result.output("OUT").fp32();
+      check(
+        "ens_mixed: OUT = 2 × (x + 1) + 1",
+        equal(got, (v) => 2 * (v + 1) + 1),
+      );
+      const w = [...result.output("WHERE").data].join();
+      check("ens_mixed: the KIND_CPU Python step gets its input on the GPU", w === onGpu("0,1,0", "1,0,1"), w);
+      const ts = delta(before, after, "ts_plus_one");
+      const py = delta(before, after, "py_double_any");
+      figures.ensMixed = { tsPlusOne: ts, pyDoubleAny: py };
+      if (!cpu)
+        check(
+          "ens_mixed: 0 host bytes in every step (device copies only)",
+          [ts, py].every((c) => c.hostToDevice === 0 && c.deviceToHost === 0),
+          JSON.stringify(figures.ensMixed),
+        );
+    });
+
+    // 2e. NVIDIA's DLPack models.
+    if (!qaModels) check(`NVIDIA's DLPack QA models found in ${qa}`, false);
+    else {
+      await attempt("dlpack_identity", async () => {
+        // As python_test.py's test_dlpack_tensor_error: a CUDA region in, an output region too small.
+        const data = new Float32Array(1000).map((_, i) => i / 4);
+        const raw = new Uint8Array(data.buffer);
+        const identityIn = cpu
+          ? undefined
+          : await CudaSharedMemory.create(raw.byteLength, { device: gpu, client: grpc });
+        const tiny = cpu ? undefined : await CudaSharedMemory.create(1, { device: gpu, client: grpc });
+        try {
+          await identityIn?.write(0, raw);
+          const input = identityIn
+            ? identityIn.input("FP32", [1, 1000], 0, raw.byteLength)
+            : { datatype: "FP32", shape: [1, 1000], data: raw };
+          const ok = await grpc.infer("dlpack_identity", { inputs: { INPUT0: input } });
+          check("dlpack_identity: output = input", Buffer.from(ok.output("OUTPUT0").data).equals(Buffer.from(raw)));
+          if (tiny) {
+            const error = await grpc
+              .infer("dlpack_identity", { inputs: { INPUT0: input }, outputs: [tiny.output("OUTPUT0", 0, 1)] })
+              .then(
+                () => "no error",
+                (e) => e.message,
+              );
+            check(
+              "dlpack_identity: a 1-byte output region → 'should be at least 4000 bytes to hold the results'",
+              error.includes("should be at least 4000 bytes to hold the results"),
+              error,
+            );
+          }
+        } finally {
+          await identityIn?.dispose().catch(() => {});
+          await tiny?.dispose().catch(() => {});
+        }
+      });
+
+      await attempt("dlpack_add_sub", async () => {
+        const a = new Float32Array(16).map((_, i) => i + 0.5);
+        const b = new Float32Array(16).map((_, i) => 2 * i - 3);
+        const both = new Uint8Array(128);
+        both.set(new Uint8Array(a.buffer), 0);
+        both.set(new Uint8Array(b.buffer), 64);
+        const r = cpu ? undefined : await CudaSharedMemory.create(128, { device: gpu, client: grpc });
+        try {
+          await r?.write(0, both);
+          for (const where of r ? ["GPU", "host"] : ["host"]) {
+            const inputs =
+              where === "GPU" && r
+                ? { INPUT0: r.input("FP32", [16], 0, 64), INPUT1: r.input("FP32", [16], 64, 64) }
+                : {
+                    INPUT0: { datatype: "FP32", shape: [16], data: new Uint8Array(a.buffer) },
+                    INPUT1: { datatype: "FP32", shape: [16], data: new Uint8Array(b.buffer) },
+                  };
+            const result = await grpc.infer("dlpack_add_sub", { inputs });
+            const sum = result.output("OUTPUT0").fp32();
+            const diff = result.output("OUTPUT1").fp32();
+            check(
+              `dlpack_add_sub (${where} inputs): OUTPUT0 = a + b, OUTPUT1 = a − b`,
+              a.every((v, i) => sum[i] === v + b[i] && diff[i] === v - b[i]),
+            );
+          }
+        } finally {
+          await r?.dispose().catch(() => {});
+        }
+      });
+
+      await attempt("ensemble_io", async () => {
+        // As io_test.py's test_ensemble_io (its default trial): every GPU/CPU choice of the three steps.
+        const x = new Float32Array(1000).map((_, i) => Math.sin(i));
+        let passed = 0;
+        const failed = [];
+        for (let k = 0; k < 8; k++) {
+          const flags = Uint8Array.of(k & 1, (k >> 1) & 1, (k >> 2) & 1);
+          const results = [];
+          for await (const r of grpc.streamInfer("ensemble_io", {
+            inputs: {
+              INPUT0: { datatype: "FP32", shape: [1000], data: new Uint8Array(x.buffer) },
+              GPU_OUTPUT: { datatype: "BOOL", shape: [3], data: flags },
+            },
+          }))
+            results.push(r);
+          const got = results
+            .find((r) => r.outputs.OUTPUT0)
+            ?.output("OUTPUT0")
+            .fp32();
+          if (got && got.length === 1000 && got.every((v, i) => v === x[i])) passed++;
+          else failed.push([...flags].join(""));
+        }
+        check(
+          "ensemble_io: OUTPUT0 = INPUT0 for all 8 placements (with the BLS check inside each step)",
+          passed === 8,
+          failed.join(" "),
+        );
+      });
+
+      await attempt("dlpack_empty_output", async () => {
+        const result = await grpc.infer("dlpack_empty_output", {
+          inputs: { INPUT: { datatype: "FP32", shape: [1, 1], data: new Uint8Array(new Float32Array([1]).buffer) } },
+        });
+        check("dlpack_empty_output: an empty GPU output arrives empty", result.output("OUTPUT").data.byteLength === 0);
+      });
+
+      await attempt("variable_gpu_output", async () => {
+        const one = { INPUT: { datatype: "FP32", shape: [1, 1], data: new Uint8Array(new Float32Array([1]).buffer) } };
+        const answers = await Promise.all(
+          Array.from({ length: 5 }, () => grpc.infer("variable_gpu_output", { inputs: one })),
+        );
+        const sizes = answers.map((a) => a.output("OUTPUT").fp32());
+        const sorted = [...sizes].sort((p, q) => p.length - q.length);
+        check(
+          "variable_gpu_output: five requests in one batch, response i has i + 1 elements equal to i + 1",
+          sorted.every((v, i) => v.length === i + 1 && v.every((e) => e === i + 1)),
+          sizes.map((v) => `[${[...v].join(",")}]`).join(" "),
+        );
+      });
+
+      if (!cpu)
+        await attempt("dlpack_test", async () => {
+          const result = await grpc.infer("dlpack_test", { inputs: {} });
+          const ok = values(result.output("OUTPUT0").data, "FP16")[0] === 1;
+          const log = Buffer.concat(logs).toString();
+          const ran = log.match(/Ran (\d+) tests?/g)?.at(-1) ?? "";
+          const outcome =
+            log
+              .match(/\n(OK|FAILED)[^\n]*/g)
+              ?.at(-1)
+              ?.trim() ?? "";
+          const skipped = [...log.matchAll(/(test_\w+) \(model\.PBTensorTest(?:\.\w+)?\)[^\n]*\.\.\. skipped/g)].map(
+            (m) => m[1],
+          );
+          figures.dlpackTest = { ran, outcome, skipped };
+          check(`dlpack_test: its unittest suite passes in execute (${ran}, ${outcome})`, ok, skipped.join(" "));
+        });
+    }
 
     // 3.
     await attempt("GPU memory over many requests", async () => {
@@ -447,6 +725,7 @@ async function main() {
     });
   } finally {
     await region?.dispose().catch(() => {});
+    await outRegion?.dispose().catch(() => {});
     child.disconnect();
     await new Promise((resolve) => child.once("exit", resolve));
     writeFileSync(join(out, "server.log"), Buffer.concat(logs));

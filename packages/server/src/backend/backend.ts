@@ -57,13 +57,32 @@ export interface BackendInstance {
 
 /**
  * Where a model's instances run when they take tensors on a GPU as they are (`Tensor.device`):
- * client memory in a CUDA region there, and tensors kept there by the same backend.
+ * client memory in a CUDA region there, tensors kept there by the same backend, and those of the
+ * kinds it names in `takes`.
  */
 export interface DevicePlacement {
-  /** Every instance runs on this GPU. */
-  readonly deviceId: number;
-  /** Whose kept tensors it takes: the backend's own name (see `DeviceTensor.kind`). */
+  /**
+   * Every instance runs on this GPU. Absent: the model takes device tensors on any GPU (a Python
+   * model, whose stubs map memory of any GPU and put their own tensors where the model does).
+   */
+  readonly deviceId?: number;
+  /**
+   * What the tensors it keeps on the device are (see `DeviceTensor.kind`): the backend's own name
+   * (tensors only it runs on, by `handle`), or `region` (plain device memory at `pointer`, which any
+   * model on that GPU reads in place).
+   */
   readonly kind: string;
+  /** Other kinds of kept tensors it takes on its GPU besides its own and `region` (e.g. by one device copy). */
+  readonly takes?: readonly string[];
+}
+
+/**
+ * Whether a model placed at `placement` takes, as it is, a tensor of `kind` kept on GPU `deviceId`
+ * (undefined: a model placed on any GPU will keep it, on the GPU it then chooses).
+ */
+export function takesKept(placement: DevicePlacement, kind: string, deviceId: number | undefined): boolean {
+  const sameGpu = placement.deviceId === undefined || deviceId === undefined || placement.deviceId === deviceId;
+  return sameGpu && (kind === placement.kind || kind === "region" || (placement.takes?.includes(kind) ?? false));
 }
 
 /**
@@ -145,9 +164,9 @@ export interface BackendModel {
    */
   directTarget?(): DirectTarget | undefined;
   /**
-   * Set when every instance runs on one GPU and takes device tensors there: the core then leaves
-   * CUDA-region inputs in place for it and may ask it to keep outputs on the device
-   * (`InferenceRequest.deviceOutputs`). Absent: the model gets host bytes only.
+   * Set when the model takes device tensors (every instance on one GPU, or, for a Python model,
+   * any): the core then leaves CUDA-region inputs in place for it and may ask it to keep outputs
+   * on the device (`InferenceRequest.deviceOutputs`). Absent: the model gets host bytes only.
    */
   readonly deviceTensors?: DevicePlacement;
   /**

@@ -2,7 +2,7 @@
 // left in place for a model that runs on their GPU, tensors kept on a GPU copied to the host for
 // any other model, outputs the consumer takes on the device asked of the backend, and outputs
 // written into CUDA regions device to device.
-import type { DevicePlacement } from "../backend/backend.js";
+import { type DevicePlacement, takesKept } from "../backend/backend.js";
 import { InferenceError } from "../base/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../base/inference-request.js";
 import { type DeviceTensor, hostTensor, NO_BYTES } from "../base/tensor.js";
@@ -38,17 +38,15 @@ export type Placement = DevicePlacement | typeof ANY_GPU | undefined;
 /** Whether a model placed at `placement` takes `device` as it is. */
 export function takesOnDevice(placement: Placement, device: DeviceTensor): boolean {
   if (placement === ANY_GPU) return true;
-  return (
-    placement !== undefined &&
-    device.deviceId === placement.deviceId &&
-    (device.kind === "region" || device.kind === placement.kind)
-  );
+  return placement !== undefined && takesKept(placement, device.kind, device.deviceId);
 }
 
 /** Whether a model placed at `placement` reads memory on GPU `deviceId` in place. */
 function onGpu(placement: Placement, deviceId: number | undefined): boolean {
   return (
-    placement !== undefined && deviceId !== undefined && (placement === ANY_GPU || placement.deviceId === deviceId)
+    placement !== undefined &&
+    deviceId !== undefined &&
+    (placement === ANY_GPU || placement.deviceId === undefined || placement.deviceId === deviceId)
   );
 }
 

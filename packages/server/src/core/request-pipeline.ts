@@ -141,9 +141,17 @@ export class RequestPipeline {
     const start = now();
     request.trace?.start(model.name, model.version, request.id, start);
     request.adapt?.(model.config);
-    // Decoupled models get host bytes only.
-    await placeInputs(request, this.sharedMemory, model.name, undefined, []);
-    delete request.deviceOutputs;
+    // As for one response: inputs on the GPU of a model that takes them there stay, and device
+    // outputs go into CUDA regions device to device; the tensors live until the final response.
+    const holds = await this.#placeTensors(request, model, false);
+    try {
+      yield* this.#streamPlaced(model, request, start);
+    } finally {
+      for (const release of holds) release();
+    }
+  }
+
+  async *#streamPlaced(model: LoadedModel, request: InferenceRequest, start: bigint): AsyncGenerator<StreamedResponse> {
     let batchSize: number;
     try {
       batchSize = admit(request, model, start);

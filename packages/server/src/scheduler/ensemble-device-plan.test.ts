@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ModelEnsembling_StepSchema } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import { planDeviceHandoff, type StepPlacement } from "./ensemble-device-plan.js";
+import { ANY_DEVICE, planDeviceHandoff, type StepPlacement } from "./ensemble-device-plan.js";
 
 const step = (model: string, inputs: Record<string, string>, outputs: Record<string, string>) =>
   create(ModelEnsembling_StepSchema, { modelName: model, modelVersion: -1n, inputMap: inputs, outputMap: outputs });
@@ -81,5 +81,36 @@ describe("planDeviceHandoff", () => {
       new Map([["big", 0]]),
     );
     expect(decided(read).big).toBe("host");
+  });
+
+  it("hands tensors between a Python model (any GPU, plain device memory) and libtorch models", () => {
+    // What python-backend.ts declares with FORCE_CPU_ONLY_INPUT_TENSORS "no".
+    const python: StepPlacement = { kind: "region", takes: ["pytorch"] };
+    const mixed = plan([0, 1, 2], ["OUT"], [gpu(0), python, gpu(0), undefined]);
+    // libtorch → Python (one device copy into memory the stub maps) → libtorch (in place).
+    expect(decided(mixed)).toEqual({ big: 0, smooth: 0, OUT: "host" });
+    expect(mixed.decisions.find((d) => d.tensor === "smooth")?.reason).toBe("every reader takes it on GPU 0");
+    // Python → Python: wherever the first model puts it.
+    const both = plan([0, 1, 2], ["OUT"], [gpu(0), python, python, undefined]);
+    expect(decided(both)).toEqual({ big: 0, smooth: ANY_DEVICE, OUT: "host" });
+    expect(both.decisions.find((d) => d.tensor === "smooth")?.reason).toBe(
+      "every reader takes it on the GPU it is made on",
+    );
+    // Readers on two GPUs: one of them would get it from another GPU, so through the host.
+    const split = plan([0, 1, 2, 3], ["OUT", "STATS"], [python, gpu(0), gpu(0), gpu(1)]);
+    expect(decided(split).big).toBe("host");
+    expect(split.decisions.find((d) => d.tensor === "big")?.reason).toBe(
+      "its readers take it on different GPUs (0, 1)",
+    );
+    // A kind the Python model does not take, and a returned tensor a region takes.
+    expect(decided(plan([0, 1, 2], ["OUT"], [gpu(0, "tensorrt"), python, gpu(0), undefined])).big).toBe("host");
+    const returned = planDeviceHandoff(
+      steps,
+      new Set([0, 1, 2]),
+      new Set(["OUT"]),
+      (i) => [gpu(0), gpu(0), python][i],
+      new Map([["OUT", 0]]),
+    );
+    expect(decided(returned).OUT).toBe(0);
   });
 });

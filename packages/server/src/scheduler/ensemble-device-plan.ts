@@ -1,13 +1,13 @@
 // Which tensors of an ensemble may stay on a GPU between steps (issue 19): the planner behind
 // EnsembleScheduler's device hand-off, a pure function of the steps and where their models run.
 import type { ModelEnsembling_Step } from "@galley/proto";
+import { type DevicePlacement, takesKept } from "../backend/backend.js";
 
 /** Where a step's model runs when it takes and keeps tensors on a GPU (`BackendModel.deviceTensors`). */
-export interface StepPlacement {
-  readonly deviceId: number;
-  /** Whose kept tensors it takes (a backend's name): producer and consumers must agree. */
-  readonly kind: string;
-}
+export type StepPlacement = DevicePlacement;
+
+/** The GPU of a tensor kept by a model placed on any GPU whose readers are too (`DevicePlan.keep`). */
+export const ANY_DEVICE = -1;
 
 /** The decision for one tensor a step makes. */
 export interface DeviceDecision {
@@ -24,7 +24,7 @@ export interface DeviceDecision {
 /** A plan: a decision per tensor, and per step the outputs (model names) it may keep on a GPU. */
 export interface DevicePlan {
   decisions: DeviceDecision[];
-  /** Step index → that model's output name → the GPU its consumers take it on. */
+  /** Step index → that model's output name → the GPU its consumers take it on ({@link ANY_DEVICE}: where it is made). */
   keep: Map<number, Map<string, number>>;
 }
 
@@ -57,6 +57,7 @@ export function planDeviceHandoff(
     }
   }
   const name = (index: number) => `step ${index} ('${steps[index]?.modelName ?? ""}')`;
+  const gpu = (p: StepPlacement) => (p.deviceId === undefined ? "any GPU" : `GPU ${p.deviceId}`);
   for (const index of [...live].sort((a, b) => a - b)) {
     const step = steps[index];
     if (!step) continue;
@@ -73,11 +74,11 @@ export function planDeviceHandoff(
         continue;
       }
       const region = returned.has(tensor) ? takenOnDevice.get(tensor) : undefined;
-      if (returned.has(tensor) && region !== made.deviceId) {
+      if (returned.has(tensor) && (region === undefined || (made.deviceId !== undefined && region !== made.deviceId))) {
         decide(
           region === undefined
             ? "the ensemble returns it"
-            : `the ensemble returns it to a caller that takes it on GPU ${region}, it is made on GPU ${made.deviceId}`,
+            : `the ensemble returns it to a caller that takes it on GPU ${region}, it is made on ${gpu(made)}`,
         );
         continue;
       }
@@ -88,22 +89,31 @@ export function planDeviceHandoff(
       }
       const other = consumers.find((c) => {
         const at = where(c);
-        return !at || at.deviceId !== made.deviceId || at.kind !== made.kind;
+        return !at || !takesKept(at, made.kind, made.deviceId);
       });
       if (other !== undefined) {
         const at = where(other);
         decide(
           at
-            ? `${name(other)} reads it on GPU ${at.deviceId} (${at.kind}), it is made on GPU ${made.deviceId} (${made.kind})`
+            ? `${name(other)} reads it on ${gpu(at)} (${at.kind}), it is made on ${gpu(made)} (${made.kind})`
             : `${name(other)} reads it on the host`,
         );
         continue;
       }
+      // Made on any GPU (a Python model): its readers and its caller must want it on one.
+      const wanted = new Set(consumers.flatMap((c) => (where(c)?.deviceId !== undefined ? [where(c)?.deviceId] : [])));
+      if (region !== undefined) wanted.add(region);
+      if (made.deviceId === undefined && wanted.size > 1) {
+        decide(`its readers take it on different GPUs (${[...wanted].join(", ")})`);
+        continue;
+      }
+      const deviceId = made.deviceId ?? [...wanted][0] ?? ANY_DEVICE;
+      const at = deviceId === ANY_DEVICE ? "the GPU it is made on" : `GPU ${deviceId}`;
       decide(
         region === undefined
-          ? `every reader runs on GPU ${made.deviceId}`
-          : `the ensemble returns it to a caller that takes it on GPU ${region}${consumers.length > 0 ? " and every reader runs there" : ""}`,
-        made.deviceId,
+          ? `every reader takes it on ${at}`
+          : `the ensemble returns it to a caller that takes it on GPU ${region}${consumers.length > 0 ? " and every reader takes it there" : ""}`,
+        deviceId,
       );
     }
   }

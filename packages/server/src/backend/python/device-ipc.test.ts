@@ -21,6 +21,9 @@ function fakeApi() {
       ipcHandle: handle,
       read: async (offset, length) => Uint8Array.from({ length }, (_, i) => (offset + i) & 0xff),
       write: async () => {},
+      copyTo: async (offset, target, length) => {
+        log.push(`copy ${what} +${offset} → ${target.toString(16)} ${length}`);
+      },
       close: () => log.push(`close ${what}`),
     };
   };
@@ -96,30 +99,64 @@ describe("DeviceIpc", () => {
     await expect(ipc.lend(bare)).rejects.toThrow("of kind 'other' cannot be shared with the Python stub");
   });
 
-  it("borrows the stub's memory: one mapping per allocation, one host read, given back once", async () => {
+  it("maps the stub's memory once per allocation: in place, copied on the device, read to the host once, given back once", async () => {
     const { api, log } = fakeApi();
     const ipc = new DeviceIpc("borrow", api);
     const given: number[] = [];
     const handle = Buffer.alloc(64, 5).toString("base64");
-    const a = ipc.borrowed({ handle, offset: 8, deviceId: 0, byteSize: 4, key: 11 }, (k) => given.push(k));
-    const b = ipc.borrowed({ handle, offset: 64, deviceId: 0, byteSize: 2, key: 12 }, (k) => given.push(k));
+    const a = await ipc.map({ handle, offset: 8, deviceId: 0, byteSize: 4, key: 11 }, (k) => given.push(k));
+    const b = await ipc.map({ handle, offset: 64, deviceId: 0, byteSize: 2, key: 12 }, (k) => given.push(k));
+    expect(a.kind).toBe("region");
     expect(a.ipc?.offset).toBe(8);
+    expect(a.pointer).toBe(0x1000n + 8n);
+    expect(b.pointer).toBe(0x1000n + 64n);
     expect(await a.toHost()).toEqual(Uint8Array.of(8, 9, 10, 11));
     expect(await a.toHost()).toEqual(Uint8Array.of(8, 9, 10, 11));
     expect(await b.toHost()).toEqual(Uint8Array.of(64, 65));
-    expect(log).toEqual(["open 5"]);
+    // Into a client's region on the device: never more than the tensor, never more than the room.
+    await a.copyTo?.(0x9000n, 100);
+    await b.copyTo?.(0x9000n, 1);
+    expect(log).toEqual(["open 5", "copy open 5 +8 → 9000 4", "copy open 5 +64 → 9000 1"]);
     expect(ipc.opened).toBe(1);
     expect(hostTransfers.snapshot().models.borrow?.deviceToHost).toBe(6);
     a.release();
     a.release();
     await new Promise((r) => setImmediate(r));
     expect(given).toEqual([11]);
-    expect(log).toEqual(["open 5"]);
+    expect(ipc.opened).toBe(1);
     b.release();
     await new Promise((r) => setImmediate(r));
     expect(given).toEqual([11, 12]);
-    expect(log).toEqual(["open 5", "close open 5"]);
+    expect(log.at(-1)).toBe("close open 5");
     expect(ipc.opened).toBe(0);
+  });
+
+  it("gives the stub's memory back when it cannot be mapped", async () => {
+    const ipc = new DeviceIpc("m", async () => ({
+      allocateCudaMemory: async () => {
+        throw new Error("no");
+      },
+      openCudaIpcHandle: async () => {
+        throw new Error("Unable to open CUDA IPC handle on device 0: CUDA_ERROR_INVALID_VALUE");
+      },
+    }));
+    const given: number[] = [];
+    const handle = Buffer.alloc(64, 1).toString("base64");
+    await expect(
+      ipc.map({ handle, offset: 0, deviceId: 0, byteSize: 4, key: 3 }, (k) => given.push(k)),
+    ).rejects.toThrow("CUDA_ERROR_INVALID_VALUE");
+    expect(given).toEqual([3]);
+    expect(ipc.opened).toBe(0);
+  });
+
+  it("lends the stub's own memory back to it as a device copy (a handle does not open where it was made)", async () => {
+    const { api, log } = fakeApi();
+    const ipc = new DeviceIpc("m", api);
+    const handle = Buffer.alloc(64, 6).toString("base64");
+    const own = await ipc.map({ handle, offset: 0, deviceId: 0, byteSize: 8, key: 21 }, () => {});
+    const lent = await ipc.lend(own, () => {});
+    expect(Buffer.from(lent.handle, "base64")).toEqual(Buffer.alloc(64, 7));
+    expect(log).toEqual(["open 6", "alloc 8", "copy open 6 +0 → 2000 8"]);
   });
 
   it("keeps its own loan while a tensor sent back over it is in use", async () => {
@@ -134,11 +171,12 @@ describe("DeviceIpc", () => {
       release: () => {},
     };
     const loan = await ipc.lend(kept);
-    const back = ipc.borrowed({ ...loan, offset: 4, byteSize: 4, server: 1 }, () => {
+    const back = await ipc.map({ ...loan, offset: 4, byteSize: 4, server: 1 }, () => {
       throw new Error("our own loan is not given back to the stub");
     });
-    expect(back.ipc).toBeUndefined();
-    expect(await ipc.pointer({ ...loan, offset: 4, server: 1 })).toBe(0x1000n + 4n);
+    // Our allocation: in place here, and by its handle for another stub.
+    expect(back.pointer).toBe(0x1000n + 4n);
+    expect(back.ipc?.offset).toBe(4);
     ipc.drop([loan.key]); // the stub is done with it, the response is not
     expect(log).toEqual(["alloc 8"]);
     expect(await back.toHost()).toEqual(Uint8Array.of(4, 5, 6, 7));
@@ -146,6 +184,9 @@ describe("DeviceIpc", () => {
     await new Promise((r) => setImmediate(r));
     expect(log).toEqual(["alloc 8", "close alloc"]);
     expect(ipc.lent).toBe(0);
+    await expect(ipc.map({ ...loan, server: 1 }, () => {})).rejects.toThrow(
+      `the Python stub returned device memory ${loan.key} the server does not hold`,
+    );
   });
 
   it("ends every loan and mapping when the stub goes", async () => {
@@ -154,7 +195,7 @@ describe("DeviceIpc", () => {
     const released: string[] = [];
     await ipc.lend(region(released));
     const handle = Buffer.alloc(64, 9).toString("base64");
-    await ipc.pointer({ handle, offset: 0, deviceId: 0, byteSize: 4, key: 1 });
+    await ipc.map({ handle, offset: 0, deviceId: 0, byteSize: 4, key: 1 }, () => {});
     ipc.close();
     await new Promise((r) => setImmediate(r));
     expect(released).toEqual(["region"]);

@@ -61,7 +61,10 @@ export class DeviceIpc {
   async lend(device: DeviceTensor, release: () => void = () => device.release()): Promise<IpcTensor> {
     if (this.#closed) throw new Error("the Python stub has gone");
     const key = this.#nextKey++;
-    if (device.ipc) {
+    // The stub's own memory cannot be opened in the stub (CUDA's rule): it gets a copy.
+    const own =
+      device.ipc && this.#opened.has(`${device.deviceId}:${Buffer.from(device.ipc.handle).toString("base64")}`);
+    if (device.ipc && !own) {
       this.#lent.set(key, { refs: 1, deviceId: device.deviceId, device, offset: device.ipc.offset, release });
       hostTransfers.record(this.#model, { onDevice: device.byteSize });
       return {
@@ -131,92 +134,107 @@ export class DeviceIpc {
   }
 
   /**
-   * A tensor the stub sends back on its GPU (a model's output, a BLS input), as a device tensor
-   * here: its bytes come to the host once when asked (`toHost`, counted). `giveBack` tells the
-   * stub (once) that the server is done with its memory. A tensor over one of our own loans
-   * (`wire.server`) keeps that loan until it is released.
+   * A tensor the stub sends back on its GPU (a model's output, a BLS input) as a device tensor here,
+   * its memory mapped once per allocation: `pointer` for code that runs on it in place (a libtorch
+   * model's input), `copyTo` for one device-to-device copy (a client's CUDA region, memory lent to
+   * another stub), `ipc` for another stub to open it, and its bytes on the host once when asked
+   * (`toHost`, counted). `giveBack` tells the stub (once) that the server is done with its memory.
+   * A tensor over one of our own loans (`wire.server`) keeps that loan until it is released.
    */
-  borrowed(wire: IpcTensor, giveBack: (key: number) => void): DeviceTensor {
+  async map(wire: IpcTensor, giveBack: (key: number) => void): Promise<DeviceTensor> {
+    if (wire.server) return this.#mapLoan(wire);
+    const id = `${wire.deviceId}:${wire.handle}`;
+    let memory: CudaMemory;
+    try {
+      memory = (await this.#open(wire)).memory;
+    } catch (error) {
+      giveBack(wire.key);
+      throw error;
+    }
     let host: Promise<Uint8Array> | undefined;
-    let opened: Promise<{ memory: CudaMemory; offset: number }> | undefined;
     let released = false;
-    const loan = wire.server ? this.#lent.get(wire.key) : undefined;
-    if (loan) loan.refs++;
-    const open = () => {
-      opened ??= this.#open(wire);
-      return opened;
-    };
-    const read = async (): Promise<Uint8Array> => {
-      if (wire.server) {
-        if (!loan) throw new Error(`the Python stub returned device memory ${wire.key} the server does not hold`);
-        if (!loan.memory) {
-          // Another process's memory lent as it was: the whole tensor comes back, or a part of it.
-          const whole = await loan.device.toHost();
-          const start = wire.offset - loan.offset;
-          return whole.subarray(start, start + wire.byteSize);
-        }
-      }
-      const { memory, offset } = await open();
-      const bytes = await memory.read(offset, wire.byteSize);
-      hostTransfers.record(this.#model, { deviceToHost: wire.byteSize });
-      return bytes;
-    };
     return {
-      kind: "python-ipc",
+      kind: "region",
       deviceId: wire.deviceId,
       byteSize: wire.byteSize,
-      // Another stub opens the same memory (a BLS call from one Python model into another).
-      ...(wire.server
-        ? {}
-        : { ipc: { handle: new Uint8Array(Buffer.from(wire.handle, "base64")), offset: wire.offset } }),
+      pointer: memory.pointer + BigInt(wire.offset),
+      ipc: { handle: new Uint8Array(Buffer.from(wire.handle, "base64")), offset: wire.offset },
       toHost: () => {
-        host ??= read();
+        host ??= memory.read(wire.offset, wire.byteSize).then((bytes) => {
+          hostTransfers.record(this.#model, { deviceToHost: wire.byteSize });
+          return bytes;
+        });
         return host;
       },
+      copyTo: (target, room) => memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room)),
       release: () => {
         if (released) return;
         released = true;
-        if (wire.server) {
-          const end = () => this.drop([wire.key]);
-          if (host) void host.then(end, end);
-          else end();
-          return;
-        }
-        const done = () => giveBack(wire.key);
-        if (opened)
-          void opened.then(
-            () => {
-              this.#close(wire);
-              done();
-            },
-            () => done(),
-          );
-        else if (host) void host.then(done, done);
+        const done = () => {
+          this.#close(id);
+          giveBack(wire.key);
+        };
+        if (host) void host.then(done, done);
         else done();
       },
     };
   }
 
-  /** The address here of the memory `wire` names (the stub's, opened; or our own loan's), for code that runs on it in place. */
-  async pointer(wire: IpcTensor): Promise<bigint> {
-    const loan = wire.server ? this.#lent.get(wire.key) : undefined;
-    if (loan && !loan.memory && loan.device.pointer !== undefined)
-      return loan.device.pointer + BigInt(wire.offset - loan.offset);
-    const { memory, offset } = await this.#open(wire);
-    return memory.pointer + BigInt(offset);
-  }
-
-  /** Let go of a mapping {@link DeviceIpc.pointer} opened. */
-  unmap(wire: IpcTensor): void {
-    this.#close(wire);
+  /** One of our own loans sent back (a model returning its input): held until released. */
+  #mapLoan(wire: IpcTensor): DeviceTensor {
+    const loan = this.#lent.get(wire.key);
+    if (!loan) throw new Error(`the Python stub returned device memory ${wire.key} the server does not hold`);
+    loan.refs++;
+    const memory = loan.memory;
+    const delta = wire.offset - loan.offset;
+    let host: Promise<Uint8Array> | undefined;
+    let released = false;
+    const read = async (): Promise<Uint8Array> => {
+      if (!memory) {
+        // Another process's memory lent as it was: the whole tensor comes back, or a part of it.
+        const whole = await loan.device.toHost();
+        return whole.subarray(delta, delta + wire.byteSize);
+      }
+      const bytes = await memory.read(wire.offset, wire.byteSize);
+      hostTransfers.record(this.#model, { deviceToHost: wire.byteSize });
+      return bytes;
+    };
+    const pointer = memory
+      ? memory.pointer + BigInt(wire.offset)
+      : loan.device.pointer !== undefined
+        ? loan.device.pointer + BigInt(delta)
+        : undefined;
+    const ipc = memory?.ipcHandle
+      ? { handle: memory.ipcHandle, offset: wire.offset }
+      : loan.device.ipc
+        ? { handle: loan.device.ipc.handle, offset: loan.device.ipc.offset + delta }
+        : undefined;
+    return {
+      kind: "region",
+      deviceId: wire.deviceId,
+      byteSize: wire.byteSize,
+      ...(pointer !== undefined ? { pointer } : {}),
+      ...(ipc ? { ipc } : {}),
+      toHost: () => {
+        host ??= read();
+        return host;
+      },
+      ...(memory
+        ? {
+            copyTo: (target: bigint, room: number) => memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room)),
+          }
+        : {}),
+      release: () => {
+        if (released) return;
+        released = true;
+        const end = () => this.drop([wire.key]);
+        if (host) void host.then(end, end);
+        else end();
+      },
+    };
   }
 
   async #open(wire: IpcTensor): Promise<{ memory: CudaMemory; offset: number }> {
-    if (wire.server) {
-      const loan = this.#lent.get(wire.key);
-      if (loan?.memory) return { memory: loan.memory, offset: wire.offset };
-      throw new Error(`the Python stub returned device memory ${wire.key} that the server cannot address`);
-    }
     const id = `${wire.deviceId}:${wire.handle}`;
     let entry = this.#opened.get(id);
     if (!entry) {
@@ -232,9 +250,7 @@ export class DeviceIpc {
     return { memory: await entry.memory, offset: wire.offset };
   }
 
-  #close(wire: IpcTensor): void {
-    if (wire.server) return;
-    const id = `${wire.deviceId}:${wire.handle}`;
+  #close(id: string): void {
     const entry = this.#opened.get(id);
     if (!entry || --entry.count > 0) return;
     this.#opened.delete(id);

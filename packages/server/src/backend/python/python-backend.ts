@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { fromModelConfigJson, toModelConfigJson } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../base/log.js";
-import type { Backend, BackendModel } from "../backend.js";
+import type { Backend, BackendModel, DevicePlacement } from "../backend.js";
 import { outputRules } from "../batch-io.js";
 import { processTransport } from "../host/process-transport.js";
 import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
@@ -198,14 +198,13 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
         await Promise.all(opened.map((i) => i.close()));
         throw new Error(`unable to load model '${config.name}': ${explain((failed.reason as Error).message, python)}`);
       }
-      // FORCE_CPU_ONLY_INPUT_TENSORS "no", every instance on one GPU: clients' CUDA-region inputs
-      // reach the stubs in place (each stub that can map them; others get host copies).
-      const gpus = new Set(specs.map((s) => (s.kind === "GPU" ? s.device : -1)));
-      const [gpu] = gpus;
-      const deviceTensors =
-        !forceCpuOnlyInputs && gpus.size === 1 && gpu !== undefined && gpu >= 0
-          ? { deviceId: gpu, kind: "python" }
-          : undefined;
+      // FORCE_CPU_ONLY_INPUT_TENSORS "no" (whatever the instances' kind, as in Triton): tensors on
+      // any GPU reach the stubs there (a client's CUDA region by its handle, another model's kept
+      // tensor by one device copy; a stub without CUDA gets host copies), and the tensors the
+      // model returns on a GPU are mapped here as plain device memory (`region`) for the next model.
+      const deviceTensors: DevicePlacement | undefined = forceCpuOnlyInputs
+        ? undefined
+        : { kind: "region", takes: ["pytorch"] };
       return {
         instances: opened.filter((_, i) => !specs[i]?.passive),
         ...(deviceTensors ? { deviceTensors } : {}),

@@ -14,6 +14,7 @@ import type { WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
 import { type CudaIpcApi, DeviceIpc } from "./device-ipc.js";
 import type {
+  IpcTensor,
   ModelControlOp,
   PyError,
   PyInit,
@@ -58,6 +59,14 @@ export interface PythonInstanceOptions {
 }
 
 /** A non-decoupled request's answer sent after execute returned (see `PyResult.deferred`). */
+/** A request's answer: its outputs, or why it failed. */
+type Outcome = Tensor[] | Error;
+
+/** Let go of the GPU tensors of outputs that go nowhere. */
+function release(outcome: Outcome | undefined): void {
+  if (outcome && !(outcome instanceof Error)) for (const o of outcome) o.device?.release();
+}
+
 interface LateAnswer {
   outcome?: Tensor[] | Error;
   parameters?: Parameters;
@@ -122,6 +131,8 @@ export class PythonInstance implements BackendInstance {
   #nextCarrier = -1;
   /** GPU tensors lent to and borrowed from the stub through CUDA IPC (one per stub process). */
   #ipc: DeviceIpc;
+  /** Decoupled responses still being mapped, by request key: the next waits for the last. */
+  readonly #responding = new Map<number, Promise<void>>();
 
   private constructor(options: PythonInstanceOptions) {
     this.name = options.name;
@@ -273,28 +284,8 @@ export class PythonInstance implements BackendInstance {
         message.request.inputs.map(async (t) => {
           if (t.device) return { name: t.name, datatype: t.datatype, shape: t.shape, data: NO_BYTES, device: t.device };
           if (t.ipc) {
-            const ipc = t.ipc;
-            const pointer = await this.#ipc.pointer(ipc);
-            const borrowed = this.#ipc.borrowed(ipc, (key) => this.#host.post({ kind: "ipc-release", keys: [key] }));
-            const device: DeviceTensor = {
-              kind: "region",
-              deviceId: ipc.deviceId,
-              byteSize: ipc.byteSize,
-              pointer,
-              toHost: () => borrowed.toHost(),
-              release: () => {
-                this.#ipc.unmap(ipc);
-                borrowed.release();
-              },
-            };
-            const tensor: Tensor = {
-              name: t.name,
-              datatype: t.datatype as Tensor["datatype"],
-              shape: t.shape,
-              data: NO_BYTES,
-              parameters: {},
-            };
-            return this.#bls.hold(tensor, device, message.parents);
+            const { device, ...tensor } = await this.#mapped(t, t.ipc);
+            return this.#bls.hold(tensor, device as DeviceTensor, message.parents);
           }
           const { name, datatype, shape, data } = this.#take([t])[0] as Tensor;
           return { name, datatype, shape, data };
@@ -410,7 +401,7 @@ export class PythonInstance implements BackendInstance {
         const answers = await Promise.all(result.deferred.map((i) => this.#awaitLate(keys[i] as number)));
         for (const [n, i] of result.deferred.entries()) late.set(i, answers[n] as LateAnswer);
       }
-      return this.#executed(requests, keys, result, start, inputNs, late);
+      return await this.#executed(requests, keys, result, start, inputNs, late);
     } finally {
       this.#doneExecuting();
       if (!decoupled) for (const key of keys) this.#late.delete(key);
@@ -424,7 +415,9 @@ export class PythonInstance implements BackendInstance {
       return;
     }
     // Taken at once: the stub's blocks it names are released by the frames that follow it.
-    this.#settleLate(key, this.#outputs(request, response), response.parameters);
+    const outputs = this.#outputs(request, response);
+    if (outputs instanceof Promise) void outputs.then((o) => this.#settleLate(key, o, response.parameters));
+    else this.#settleLate(key, outputs, response.parameters);
   }
 
   #settleLate(key: number, outcome: Tensor[] | Error, parameters?: Parameters): void {
@@ -651,21 +644,21 @@ export class PythonInstance implements BackendInstance {
     }, RELEASE_DELAY_MS).unref();
   }
 
-  #executed(
+  async #executed(
     requests: readonly InferenceRequest[],
     keys: number[],
     result: PyResult,
     start: bigint,
     inputNs: bigint,
     late: ReadonlyMap<number, LateAnswer>,
-  ): ExecuteResult {
+  ): Promise<ExecuteResult> {
     const inferNs = now() - start - inputNs;
     const outputStart = now();
     const decoupled = this.#options.init.decoupled;
     const { responses, error } = result;
     const reschedules = this.#options.reschedules === true;
     const rescheduled = new Set(error ? [] : result.rescheduled);
-    const outcome: (Tensor[] | Error)[] = requests.map((request, i) => {
+    const answers: (Outcome | Promise<Outcome>)[] = requests.map((request, i) => {
       if (error) return this.#failed(request, error, result.sent?.[i]);
       if (rescheduled.has(i)) return reschedules ? [] : new InferenceError("RESCHEDULE_UNSUPPORTED");
       if (decoupled) return [];
@@ -675,6 +668,8 @@ export class PythonInstance implements BackendInstance {
       if (!response) return new InferenceError("BACKEND_FAILED", { message: "the model returned no response" });
       return this.#outputs(request, response);
     });
+    // GPU tensors of the stub's are mapped before the batch's answers go on (rare: host tensors are taken at once).
+    const outcome = answers.some((a) => a instanceof Promise) ? await Promise.all(answers) : (answers as Outcome[]);
     for (const [i, key] of keys.entries()) {
       const failure = outcome[i];
       // A rescheduled request's next execution opens it again, under a new key.
@@ -711,17 +706,20 @@ export class PythonInstance implements BackendInstance {
     request: InferenceRequest,
     error: PyError,
     sent: { response: PyResponse; final: boolean } | null | undefined,
-  ): Tensor[] | Error {
+  ): Outcome | Promise<Outcome> {
     const failure = modelError(error.message, error.code);
     if (!sent) return failure;
     // Taken either way: the stub's blocks it names are given back once read.
     const outputs = this.#outputs(request, sent.response);
-    if (sent.final || request.streamed) {
-      this.#options.log.error(`${this.name}: ${error.message}`);
-      return outputs;
-    }
-    if (!(outputs instanceof Error)) for (const o of outputs) o.device?.release();
-    return new InferenceError("BACKEND_FAILED", { message: "expected a single response, got 2" });
+    const decide = (outputs: Outcome): Outcome => {
+      if (sent.final || request.streamed) {
+        this.#options.log.error(`${this.name}: ${error.message}`);
+        return outputs;
+      }
+      release(outputs);
+      return new InferenceError("BACKEND_FAILED", { message: "expected a single response, got 2" });
+    };
+    return outputs instanceof Promise ? outputs.then(decide) : decide(outputs);
   }
 
   /** What the rescheduled request `key` holds waits for its next execution. */
@@ -736,48 +734,83 @@ export class PythonInstance implements BackendInstance {
     this.#bls.reparent(key, carrier);
   }
 
-  /** One response of a decoupled request (the host has already forgotten a final one). */
+  /**
+   * One response of a decoupled request (the host has already forgotten a final one). Responses
+   * whose GPU tensors are being mapped hold back those after them, which keep their order.
+   */
   #respond(key: number, request: InferenceRequest, response: PyResponse | undefined, final: boolean): void {
     const responder = request.responder;
     const outputs = response && this.#outputs(request, response);
-    if (!responder) return;
-    if (outputs instanceof Error) {
-      if (!final) this.#host.end(key);
-      responder(outputs, true);
-    } else responder(outputs && response ? { outputs, parameters: response.parameters ?? {} } : undefined, final);
+    if (!responder) {
+      // Nobody listens: GPU tensors mapped for it are let go.
+      if (outputs instanceof Promise) void outputs.then((o) => release(o));
+      return;
+    }
+    const deliver = (outputs: Outcome | undefined) => {
+      if (outputs instanceof Error) {
+        if (!final) this.#host.end(key);
+        responder(outputs, true);
+      } else responder(outputs && response ? { outputs, parameters: response.parameters ?? {} } : undefined, final);
+    };
+    const before = this.#responding.get(key);
+    if (!before && !(outputs instanceof Promise)) {
+      deliver(outputs);
+      return;
+    }
+    const turn = (before ?? Promise.resolve()).then(() => outputs).then(deliver);
+    this.#responding.set(key, turn);
+    void turn.then(() => {
+      if (this.#responding.get(key) === turn) this.#responding.delete(key);
+    });
   }
 
-  /** A response's outputs, checked against the config, or why the request fails. */
-  #outputs(request: InferenceRequest, response: PyResponse): Tensor[] | Error {
-    let outputs: Tensor[];
+  /**
+   * A response's outputs, checked against the config, or why the request fails. Host tensors are
+   * taken at once (the stub's blocks they name are released by the frames that follow); GPU
+   * tensors of the stub's are mapped here first, so the answer is then a promise.
+   */
+  #outputs(request: InferenceRequest, response: PyResponse): Outcome | Promise<Outcome> {
+    let outputs: (Tensor | Promise<Tensor>)[];
     try {
       // A held device tensor returned as an output gets a handle of its own (see BlsCalls.output).
       outputs = response.outputs.map((t) => {
         if (t.device) return this.#bls.output({ ...t, data: NO_BYTES });
-        if (t.ipc) {
-          // The model's own GPU memory: borrowed until the response is done with it.
-          const device = this.#ipc.borrowed(t.ipc, (key) => this.#host.post({ kind: "ipc-release", keys: [key] }));
-          return {
-            name: t.name,
-            datatype: t.datatype as Tensor["datatype"],
-            shape: t.shape,
-            data: NO_BYTES,
-            parameters: {},
-            device,
-          };
-        }
+        if (t.ipc) return this.#mapped(t, t.ipc);
         return this.#take([t])[0] as Tensor;
       });
     } catch (error) {
       return toInferenceError(error);
     }
-    if (response.error) {
-      for (const o of outputs) o.device?.release();
-      return modelError(response.error.message, response.error.code);
-    }
-    const problem = checkOutputs(this.#options.outputRules, request, outputs);
-    if (problem) for (const o of outputs) o.device?.release();
-    return problem ?? outputs;
+    const check = (outputs: Tensor[]): Outcome => {
+      if (response.error) {
+        for (const o of outputs) o.device?.release();
+        return modelError(response.error.message, response.error.code);
+      }
+      const problem = checkOutputs(this.#options.outputRules, request, outputs);
+      if (problem) for (const o of outputs) o.device?.release();
+      return problem ?? outputs;
+    };
+    if (!outputs.some((o) => o instanceof Promise)) return check(outputs as Tensor[]);
+    return Promise.allSettled(outputs).then((settled) => {
+      const made = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+      const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+      if (!failed) return check(made);
+      for (const o of made) o.device?.release();
+      return toInferenceError(failed.reason);
+    });
+  }
+
+  /** The model's own GPU memory as a tensor here: mapped, and borrowed until the response is done with it. */
+  async #mapped(t: { name: string; datatype: string; shape: number[] }, ipc: IpcTensor): Promise<Tensor> {
+    const device = await this.#ipc.map(ipc, (key) => this.#host.post({ kind: "ipc-release", keys: [key] }));
+    return {
+      name: t.name,
+      datatype: t.datatype as Tensor["datatype"],
+      shape: t.shape,
+      data: NO_BYTES,
+      parameters: {},
+      device,
+    };
   }
 }
 
