@@ -147,9 +147,9 @@ class Denoiser(torch.nn.Module):
         dtype = self.conv_in.weight.dtype
         half = self.freq // 2
         freqs = torch.exp(
-            torch.arange(half, dtype=torch.float32, device=timestep.device) * (-9.210340371976184 / half)
+            torch.arange(half, dtype=torch.float32, device=latents.device) * (-9.210340371976184 / half)
         )
-        args = timestep.to(torch.float32).reshape(-1, 1) * freqs.reshape(1, -1)
+        args = timestep.to(device=latents.device, dtype=torch.float32).reshape(-1, 1) * freqs.reshape(1, -1)
         sinusoid = torch.cat([torch.cos(args), torch.sin(args)], dim=1).to(dtype)
         emb = self.time2(F.silu(self.time1(sinusoid)))
         h = self.conv_in(latents.to(dtype))
@@ -163,6 +163,12 @@ model = Denoiser(width, depth).eval()
 # FP16 on the GPU; FP32 inside on a CPU (its 3D convolutions in FP16 are slow or missing), FP16 at the edges.
 model = model.to(torch.float16 if cuda else torch.float32)
 params = sum(p.numel() for p in model.parameters())
+# Multiply-adds × 2 of the 3D convolutions for one sample (16 × 32 × 32 positions, padding keeps them).
+flops = sum(
+    2 * 16 * 32 * 32 * m.out_channels * m.in_channels * m.kernel_size[0] * m.kernel_size[1] * m.kernel_size[2]
+    for m in model.modules()
+    if isinstance(m, torch.nn.Conv3d)
+)
 os.makedirs(os.path.join(repo, "denoiser", "1"), exist_ok=True)
 path = os.path.join(repo, "denoiser", "1", "model.pt")
 torch.jit.save(torch.jit.script(model), path)
@@ -178,8 +184,8 @@ def denoiser(latents, timestep):
 
 scheduler = DDIM(steps)
 timesteps = scheduler.timesteps.to(device)
-sync = torch.cuda.synchronize if cuda else (lambda: None)
-result = {"params": params, "timesteps": scheduler.timesteps.tolist(), "torch": torch.__version__, "batches": {}}
+sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+result = {"params": params, "gflopPerSample": flops / 1e9, "timesteps": scheduler.timesteps.tolist(), "torch": torch.__version__, "batches": {}}
 
 
 def median_ms(fn, n):
@@ -253,10 +259,14 @@ class TritonPythonModel:
         self.scheduler = DDIM(STEPS)
         # Every step's TIMESTEP, on the device once: a step sends a view of it (no host bytes).
         self.timesteps = self.scheduler.timesteps.to(self.device)
-        self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
+        self.sync = (lambda: torch.cuda.synchronize(self.device)) if self.cuda else (lambda: None)
         self.where = [1, 1]
+        self.calls = []
 
     def denoise(self, latents, timestep):
+        # Each call's time in exec() (the server runs the denoiser and answers) and in mapping its
+        # output here (the server lends it: one copy on the GPU, one IPC handle opened), ms.
+        start = time.perf_counter()
         response = pb_utils.InferenceRequest(
             model_name="denoiser",
             inputs=[
@@ -268,8 +278,10 @@ class TritonPythonModel:
         ).exec()
         if response.has_error():
             raise pb_utils.TritonModelException(response.error().message())
+        answered = time.perf_counter()
         output = pb_utils.get_output_tensor_by_name(response, "NOISE_PRED__0")
         noise_pred = torch.from_dlpack(output)
+        self.calls.append([(answered - start) * 1000.0, (time.perf_counter() - answered) * 1000.0])
         self.where = [int(output.is_cpu()), int(noise_pred.is_cuda)]
         return noise_pred
 
@@ -277,6 +289,7 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             given = pb_utils.get_input_tensor_by_name(request, "LATENTS")
+            self.calls = []
             latents, times = ddim_loop(self.scheduler, torch.from_dlpack(given), self.denoise, self.timesteps, self.sync)
             where = np.array([int(given.is_cpu())] + self.where + [int(latents.is_cuda)], dtype=np.uint8)
             responses.append(
@@ -285,6 +298,7 @@ class TritonPythonModel:
                         pb_utils.Tensor.from_dlpack("LATENTS_OUT", latents),
                         pb_utils.Tensor("STEP_MS", np.array(times, dtype=np.float32)),
                         pb_utils.Tensor("WHERE", where),
+                        pb_utils.Tensor("BLS_MS", np.array(self.calls, dtype=np.float32)),
                     ]
                 )
             )
@@ -325,7 +339,7 @@ function writeModels(repo, gpu, cpu) {
     `name: "ddim_loop"\nbackend: "python"\nmax_batch_size: 0\n` +
       `input [ ${tensor("LATENTS", "TYPE_FP16", latentDims)} ]\n` +
       `output [ ${tensor("LATENTS_OUT", "TYPE_FP16", latentDims)}, ${tensor("STEP_MS", "TYPE_FP32", [STEPS])}, ` +
-      `${tensor("WHERE", "TYPE_UINT8", [4])} ]\n${group}` +
+      `${tensor("WHERE", "TYPE_UINT8", [4])}, ${tensor("BLS_MS", "TYPE_FP32", [STEPS, 2])} ]\n${group}` +
       `parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } }\n`,
   );
 }
@@ -409,7 +423,8 @@ async function main() {
   const baseline = JSON.parse(lines.at(-1));
   figures.baseline = baseline;
   console.log(
-    `denoiser: ${baseline.params} parameters, torch ${baseline.torch}, timesteps ${baseline.timesteps.join(" ")}`,
+    `denoiser: ${baseline.params} parameters, ${baseline.gflopPerSample.toFixed(2)} GFLOP a sample (3D convolutions), ` +
+      `torch ${baseline.torch}, timesteps ${baseline.timesteps.join(" ")}`,
   );
   for (const b of batches) {
     const r = baseline.batches[b];
@@ -446,6 +461,17 @@ async function main() {
     };
   };
   const grpc = createGrpcClient({ baseUrl: `http://127.0.0.1:${ports.grpc}` });
+  /** The denoiser's cumulative statistics: [count, ns] of queue, computeInput, computeInfer, computeOutput. */
+  const denoiserStats = async () => {
+    const stats = (await grpc.statistics("denoiser")).modelStats[0]?.inferenceStats;
+    const entry = (d) => [Number(d?.count ?? 0n), Number(d?.ns ?? 0n)];
+    return {
+      queue: entry(stats?.queue),
+      computeInput: entry(stats?.computeInput),
+      computeInfer: entry(stats?.computeInfer),
+      computeOutput: entry(stats?.computeOutput),
+    };
+  };
   const perSample = SHAPE.reduce((a, b) => a * b, 2);
   const region = cpu
     ? undefined
@@ -525,9 +551,12 @@ async function main() {
             : `NOT bit-equal: max |Δ| ${maxDiff} (accepted up to ${tolerance} × max |x| ${refMax}: another kernel or reduction order in the server's libtorch)`,
         );
 
+        const statsBefore = await denoiserStats();
         const wall = [];
         const inside = [];
         const loops = [];
+        const execs = [];
+        const maps = [];
         let allEqual = true;
         for (let i = 0; i < reps; i++) {
           const t0 = performance.now();
@@ -536,9 +565,22 @@ async function main() {
           const steps = [...r.output("STEP_MS").fp32()];
           inside.push(...steps);
           loops.push(steps.reduce((a, x) => a + x, 0));
+          const calls = r.output("BLS_MS").fp32();
+          for (let k = 0; k < calls.length; k += 2) {
+            execs.push(calls[k]);
+            maps.push(calls[k + 1]);
+          }
           allEqual &&= Buffer.compare(Buffer.from(r.output("LATENTS_OUT").data), Buffer.from(got)) === 0;
         }
         check(`B=${b}: every timed request returns the same latents`, allEqual);
+        // The denoiser's own statistics over the timed calls (ms a call): what the server's libtorch
+        // took, apart from getting the call there and the answer back.
+        const statsAfter = await denoiserStats();
+        const perCall = {};
+        for (const [key, [count, ns]] of Object.entries(statsAfter)) {
+          const calls = count - statsBefore[key][0];
+          perCall[key] = calls > 0 ? (ns - statsBefore[key][1]) / calls / 1e6 : null;
+        }
         const requestStep = median(wall) / STEPS;
         const insideStep = median(inside);
         // What a request costs beyond model.py's loop: gRPC, the input's loan, the output's copy.
@@ -549,6 +591,9 @@ async function main() {
           modelPyStepMs: insideStep,
           modelPyLoopMs: median(loops),
           outsideLoopMs: outside,
+          blsExecMs: median(execs),
+          blsOutputMapMs: median(maps),
+          denoiserStatsMs: perCall,
           requestsMs: wall,
         };
         const ratioInside = insideStep / base.stepMs;
@@ -560,6 +605,11 @@ async function main() {
           `request / ${STEPS} ${requestStep.toFixed(3)} ms (${ratioRequest.toFixed(3)}× the plain loop / ${STEPS}, ${(base.loopMs / STEPS).toFixed(3)} ms; ` +
           `${outside.toFixed(2)} ms of a request outside model.py's loop)`;
         console.log(line);
+        console.log(
+          `B=${b}: a BLS call in model.py: ${median(execs).toFixed(3)} ms in exec() (the denoiser alone: ` +
+            `${base.denoiserCallMs.toFixed(3)} ms in plain Python), ${median(maps).toFixed(3)} ms mapping its output; ` +
+            `the denoiser's statistics, ms a call: ${JSON.stringify(perCall, (_, v) => (typeof v === "number" ? Number(v.toFixed(3)) : v))}`,
+        );
         if (!cpu) {
           check(`B=${b}: model.py's step within 1.1× of plain Python's`, ratioInside <= 1.1, line);
           check(`B=${b}: a request / ${STEPS} within 1.1× of plain Python's step`, ratioRequest <= 1.1, line);
