@@ -16,6 +16,9 @@
 //      client's time per request / 20, each within 1.1× of the plain-Python loop's per-step time
 //      (medians over --reps requests after --warmup);
 //   4. GPU memory (nvidia-smi) flat over --requests requests (64 MiB).
+// Also reported: each BLS call's time in exec() and in mapping its output in model.py, and the
+// denoiser's own statistics a call (compute_infer: what libtorch took in the server), so that a step's
+// overhead can be told apart from the denoiser's time.
 // prepare-carry.sh bundles this file (server and client inside) into build/gpu-carry; device-run.sh
 // runs it as the step `ddim`:
 //
@@ -24,8 +27,9 @@
 // Options: --out=DIR (python-ddim.json, logs), --python=python3, --gpu=0, --batches=1,4,
 // --width=128 and --depth=8 (the denoiser: 4 → W → 2W, depth blocks at 2W, → W → 4), --warmup=3,
 // --reps=10, --requests=50, --tolerance=0.01 (when the bytes differ, the max |Δ| accepted, as a
-// fraction of the plain-Python result's max |x|; 0: the bytes must be equal), --device=cpu (a check of this script on a machine without CUDA: CPU models, B = 1, a small
-// denoiser in FP32 inside, inputs as bytes; step times reported, not checked).
+// fraction of the plain-Python result's max |x|; 0: the bytes must be equal), --device=cpu (a check
+// of this script on a machine without CUDA: CPU models, B = 1, a small denoiser in FP32 inside,
+// inputs as bytes; step times reported, not checked).
 // Prints one line per check and a summary; exits 1 if any check failed.
 import { execFileSync, fork, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
