@@ -6,7 +6,7 @@
 #   bash packages/backends-native/test/gpu/device-run.sh
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
 # GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"; "pygpu", GPU tensors
-# in the Python backend, runs only when named); a later call on the
+# in the Python backend, and "ddim", a DDIM loop in model.py through BLS, run only when named); a later call on the
 # same warm machine can leave out "build" (the addons built by an earlier call are still there).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -97,6 +97,17 @@ if step pygpu && [ -f "$carry/python-gpu-tensors.mjs" ]; then
     ${GALLEY_PYGPU_ARGS:-} 2>&1 | tee "$out/python-gpu-tensors.log"
   pygpu_status=${PIPESTATUS[0]}
   check_status=$((check_status || pygpu_status))
+fi
+
+# A diffusers-style DDIM loop in model.py (issue 50 item 4): 20 steps, each a BLS call into a libtorch
+# denoiser on the GPU, against the same loop in plain Python: outputs, host bytes per step, step time,
+# GPU memory (GALLEY_DDIM_ARGS: e.g. --batches=1,4,8 --depth=10 --reps=20).
+ddim_status=0
+if step ddim && [ -f "$carry/python-ddim.mjs" ]; then
+  timeout "${GALLEY_DDIM_TIMEOUT:-300}" node "$carry/python-ddim.mjs" --device="$device" --python="$python" --out="$out/python-ddim" \
+    ${GALLEY_DDIM_ARGS:-} 2>&1 | tee "$out/python-ddim.log"
+  ddim_status=${PIPESTATUS[0]}
+  check_status=$((check_status || ddim_status))
 fi
 
 # torch_aoti (issue 49 item 4): packages compiled here for CUDA (FP16, BF16, FP32), checked against
