@@ -22,15 +22,41 @@
 // --device=cpu (a check of this script on a machine without CUDA: KIND_CPU, torch on the CPU, the
 // same loads, requests, stub counts and unloads; no GPU figures).
 // Prints one line per check, a table, and a summary; exits 1 if any check failed.
-import { execFileSync, fork } from "node:child_process";
+import { execFileSync, fork, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { createGrpcClient } from "@galley/client";
 import { createChecks } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const N = 256; // the matmul: [1, N] × [N, N]
+// The stub's modules: two folders up from test/gpu/ and from build/gpu-carry/ (the bundle) alike.
+const STUB_DIR = fileURLToPath(new URL("../../../server/python/", import.meta.url));
+
+// What a context is made of, each in a bare Python process (no server): argv[1] is the stage.
+//   driver: the primary context alone (galley_cuda: cuInit, cuDevicePrimaryCtxRetain, as a stub
+//           mapping its first GPU input makes it); torch-init: torch's runtime on the device and one
+//           small tensor (its caching allocator's first segment); torch-matmul: and a matmul (cuBLAS).
+// Prints "ready <pid>" and waits for stdin to close. argv[3] "cpu": no CUDA call (a check here).
+const CONTEXT_PARTS = `
+import os, sys
+stage, gpu, cpu = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "cpu"
+if stage == "driver":
+    import galley_cuda
+    if not cpu:
+        galley_cuda.driver().use(gpu)
+else:
+    import torch
+    if not cpu:
+        x = torch.ones(${N}, ${N}, device="cuda:%d" % gpu)
+        if stage == "torch-matmul":
+            (x @ x).sum().item()
+        torch.cuda.synchronize()
+print("ready", os.getpid(), flush=True)
+sys.stdin.read()
+`;
 
 // Never uses CUDA: torch imported, the input (a host tensor) doubled on the CPU.
 const PY_NOCUDA = `
@@ -187,6 +213,37 @@ async function main() {
     const baseline = { serverMiB: gpuApps().get(server) ?? 0, gpuUsedMiB: gpuUsedMiB(gpu) };
     figures.baseline = baseline;
     console.log(`server alone (no model loaded): ${baseline.serverMiB} MiB; GPU used ${baseline.gpuUsedMiB} MiB`);
+
+    // What a CUDA context costs before any stub: bare processes, one stage at a time.
+    await attempt("context parts", async () => {
+      const script = join(out, "context_parts.py");
+      writeFileSync(script, CONTEXT_PARTS);
+      const env = { ...process.env, PYTHONPATH: [STUB_DIR, process.env.PYTHONPATH].filter(Boolean).join(":") };
+      figures.contextParts = {};
+      for (const stage of ["driver", "torch-init", "torch-matmul"]) {
+        const proc = spawn(python, [script, stage, String(gpu), cpu ? "cpu" : "cuda"], {
+          stdio: ["pipe", "pipe", "pipe"],
+          env,
+        });
+        const errors = [];
+        proc.stderr.on("data", (d) => errors.push(d));
+        const pid = await new Promise((resolve, reject) => {
+          let text = "";
+          proc.stdout.on("data", (d) => {
+            text += d;
+            const m = /ready (\d+)/.exec(text);
+            if (m) resolve(Number(m[1]));
+          });
+          proc.once("exit", (code) => reject(new Error(`${stage} exited with ${code}: ${Buffer.concat(errors)}`)));
+        });
+        const mib = gpuApps().get(pid) ?? 0;
+        figures.contextParts[stage] = mib;
+        proc.stdin.end();
+        await new Promise((resolve) => proc.once("exit", resolve));
+        check(`context parts: ${stage} made a context${cpu ? " (CPU: ran)" : ""}`, cpu || mib > 0, `${mib} MiB`);
+      }
+      console.log(`a bare process's GPU memory (MiB): ${JSON.stringify(figures.contextParts)}`);
+    });
 
     const measure = async (model, count, expectCuda) => {
       const t0 = performance.now();
