@@ -12,7 +12,9 @@
 // /proc/<pid>/cmdline; stubs are named `triton_python_backend_stub <instance>`), MiB per stub, the
 // stubs' total, the server's, the GPU's total used (and against the server alone), torch's own
 // allocated / reserved bytes in each stub (the model returns them), after 2 × count concurrent
-// requests × 10 rounds.
+// requests × 10 rounds. First, what a context is made of, in bare Python processes (no server):
+// cuInit alone (expected: no context), the primary context alone, torch's runtime with one tensor,
+// and with a cuBLAS matmul.
 // prepare-carry.sh bundles this file (server and client inside) into build/gpu-carry; device-run.sh
 // runs it as the step `stubmem`:
 //
@@ -36,6 +38,7 @@ const N = 256; // the matmul: [1, N] × [N, N]
 const STUB_DIR = fileURLToPath(new URL("../../../server/python/", import.meta.url));
 
 // What a context is made of, each in a bare Python process (no server): argv[1] is the stage.
+//   cuinit: cuInit alone (what a stub's start-up probe used to call; expected: no context at all);
 //   driver: the primary context alone (galley_cuda: cuInit, cuDevicePrimaryCtxRetain, as a stub
 //           mapping its first GPU input makes it); torch-init: torch's runtime on the device and one
 //           small tensor (its caching allocator's first segment); torch-matmul: and a matmul (cuBLAS).
@@ -43,10 +46,12 @@ const STUB_DIR = fileURLToPath(new URL("../../../server/python/", import.meta.ur
 const CONTEXT_PARTS = `
 import os, sys
 stage, gpu, cpu = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "cpu"
-if stage == "driver":
+if stage in ("cuinit", "driver"):
     import galley_cuda
     if not cpu:
-        galley_cuda.driver().use(gpu)
+        drv = galley_cuda.driver()  # cuInit
+        if stage == "driver":
+            drv.use(gpu)  # cuDevicePrimaryCtxRetain + cuCtxSetCurrent
 else:
     import torch
     if not cpu:
@@ -220,7 +225,7 @@ async function main() {
       writeFileSync(script, CONTEXT_PARTS);
       const env = { ...process.env, PYTHONPATH: [STUB_DIR, process.env.PYTHONPATH].filter(Boolean).join(":") };
       figures.contextParts = {};
-      for (const stage of ["driver", "torch-init", "torch-matmul"]) {
+      for (const stage of ["cuinit", "driver", "torch-init", "torch-matmul"]) {
         const proc = spawn(python, [script, stage, String(gpu), cpu ? "cpu" : "cuda"], {
           stdio: ["pipe", "pipe", "pipe"],
           env,
@@ -236,11 +241,18 @@ async function main() {
           });
           proc.once("exit", (code) => reject(new Error(`${stage} exited with ${code}: ${Buffer.concat(errors)}`)));
         });
-        const mib = gpuApps().get(pid) ?? 0;
+        const apps = gpuApps();
+        const mib = apps.get(pid) ?? 0;
         figures.contextParts[stage] = mib;
         proc.stdin.end();
         await new Promise((resolve) => proc.once("exit", resolve));
-        check(`context parts: ${stage} made a context${cpu ? " (CPU: ran)" : ""}`, cpu || mib > 0, `${mib} MiB`);
+        if (stage === "cuinit")
+          check(
+            `context parts: cuInit alone makes no context${cpu ? " (CPU: ran)" : ""}`,
+            !apps.has(pid),
+            `${mib} MiB`,
+          );
+        else check(`context parts: ${stage} made a context${cpu ? " (CPU: ran)" : ""}`, cpu || mib > 0, `${mib} MiB`);
       }
       console.log(`a bare process's GPU memory (MiB): ${JSON.stringify(figures.contextParts)}`);
     });
