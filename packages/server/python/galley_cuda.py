@@ -237,9 +237,11 @@ CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 
 class Driver:
-    """The CUDA driver API through ctypes (`GALLEY_LIBCUDA` names another library, for tests)."""
+    """The CUDA driver API through ctypes (`GALLEY_LIBCUDA` names another library, for tests).
+    With `start=False` the library is only loaded and its entry points resolved: no driver call is
+    made (no `cuInit`) until `start`."""
 
-    def __init__(self, library=None):
+    def __init__(self, library=None, start=True):
         name = library or os.environ.get("GALLEY_LIBCUDA") or "libcuda.so.1"
         try:
             self._lib = ctypes.CDLL(name)
@@ -267,7 +269,16 @@ class Driver:
         self._error_string = getattr(lib, "cuGetErrorString", None)
         self._contexts = {}
         self._lock = threading.RLock()
-        self._check(self._init(0), "cuInit")
+        self._started = False
+        if start:
+            self.start()
+
+    def start(self):
+        """`cuInit` (once). It creates no context: that is `use`'s `cuDevicePrimaryCtxRetain`."""
+        with self._lock:
+            if not self._started:
+                self._check(self._init(0), "cuInit")
+                self._started = True
 
     def _check(self, status, what):
         if status != 0:
@@ -320,18 +331,43 @@ class Driver:
         self._check(self._sync(), "cuCtxSynchronize")
 
 
-_driver = None
+# A stub touches the driver only when a GPU tensor first comes or goes (issue 50, item 3): at start
+# it only checks that the driver loads (`probe`); `driver` calls cuInit. cuInit makes no context
+# (no GPU memory: the primary context is made by `Driver.use`, or by torch's runtime), but it does
+# start the driver in the process (its threads and host memory, a process a model forks no longer
+# able to use CUDA), none of which a model that never sees a GPU tensor should pay for.
+_driver = None  # started (cuInit done)
+_loaded = None  # loaded by `probe`, not started
 _driver_error = None
 _driver_lock = threading.Lock()
 
 
+def probe():
+    """Whether this process can use CUDA, without a driver call: libcuda.so.1 loads and has the
+    entry points the stub uses. Raises CudaUnavailable (the same one each time) if not."""
+    global _loaded, _driver_error
+    with _driver_lock:
+        if _driver is not None:
+            return True
+        if _driver_error is None and _loaded is None:
+            try:
+                _loaded = Driver(start=False)
+            except CudaUnavailable as error:
+                _driver_error = error
+        if _driver_error is not None:
+            raise _driver_error
+        return True
+
+
 def driver():
     """The process's Driver, started once; raises CudaUnavailable (the same one each time) without CUDA."""
-    global _driver, _driver_error
+    global _driver, _loaded, _driver_error
     with _driver_lock:
         if _driver is None and _driver_error is None:
             try:
-                _driver = Driver()
+                drv = _loaded if _loaded is not None else Driver(start=False)
+                drv.start()
+                _driver, _loaded = drv, None
             except (CudaUnavailable, CudaError) as error:
                 _driver_error = CudaUnavailable(str(error))
         if _driver is None:

@@ -506,9 +506,10 @@ class Runtime:
             return
         info = {"pid": os.getpid(), "isReady": hasattr(self.model, "is_ready")}
         if init.get("forceCpuOnlyInputs") is False:
-            # Inputs on a GPU come as they are only to a stub that can map them.
+            # Inputs on a GPU come as they are only to a stub that can map them. The driver is
+            # only loaded here: cuInit waits for the first GPU tensor (see galley_cuda.probe).
             try:
-                galley_cuda.driver()
+                galley_cuda.probe()
                 info["cuda"] = True
             except galley_cuda.CudaUnavailable as error:
                 info["cuda"] = False

@@ -6,7 +6,8 @@
 #   bash packages/backends-native/test/gpu/device-run.sh
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
 # GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"; "pygpu", GPU tensors
-# in the Python backend, and "ddim", a DDIM loop in model.py through BLS, run only when named); a later call on the
+# in the Python backend, "ddim", a DDIM loop in model.py through BLS, and "stubmem", the GPU memory of
+# Python stubs, run only when named); a later call on the
 # same warm machine can leave out "build" (the addons built by an earlier call are still there).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -108,6 +109,16 @@ if step ddim && [ -f "$carry/python-ddim.mjs" ]; then
     ${GALLEY_DDIM_ARGS:-} 2>&1 | tee "$out/python-ddim.log"
   ddim_status=${PIPESTATUS[0]}
   check_status=$((check_status || ddim_status))
+fi
+
+# What a Python stub costs on the GPU (issue 50 item 3): MiB per stub process for a model that never
+# uses CUDA and for torch on CUDA with 1, 2 and 4 instances, loaded one at a time (explicit mode).
+stubmem_status=0
+if step stubmem && [ -f "$carry/python-stub-memory.mjs" ]; then
+  timeout "${GALLEY_STUBMEM_TIMEOUT:-180}" node "$carry/python-stub-memory.mjs" --device="$device" --python="$python" --out="$out/python-stub-memory" \
+    ${GALLEY_STUBMEM_ARGS:-} 2>&1 | tee "$out/python-stub-memory.log"
+  stubmem_status=${PIPESTATUS[0]}
+  check_status=$((check_status || stubmem_status))
 fi
 
 # torch_aoti (issue 49 item 4): packages compiled here for CUDA (FP16, BF16, FP32), checked against

@@ -8,6 +8,7 @@ import gc
 import os
 import sys
 import unittest
+import unittest.mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -342,3 +343,145 @@ class StubLoans(unittest.TestCase):
         with self.assertRaises(pb.TritonModelException) as caught:
             pb.Tensor.from_dlpack("X", t)
         self.assertIn("DLPack tensor is not contiguous", caught.exception.message())
+
+
+class RecordingLibrary:
+    """Stands in for libcuda.so.1 (loaded through ctypes.CDLL): each entry point records its call
+    and succeeds, so a test sees which driver calls a code path makes."""
+
+    NAMES = (
+        "cuInit",
+        "cuDeviceGet",
+        "cuDevicePrimaryCtxRetain",
+        "cuCtxSetCurrent",
+        "cuIpcOpenMemHandle_v2",
+        "cuIpcCloseMemHandle",
+        "cuIpcGetMemHandle",
+        "cuMemGetAddressRange_v2",
+        "cuCtxSynchronize",
+    )
+
+    def __init__(self, init_status=0):
+        self.calls = []
+        recorder = self
+
+        class Entry:
+            def __init__(self, name):
+                self.name, self.restype = name, None
+
+            def __call__(self, *args):
+                recorder.calls.append(self.name)
+                return init_status if self.name == "cuInit" else 0
+
+        for name in self.NAMES:
+            setattr(self, name, Entry(name))
+
+
+class LazyDriver(unittest.TestCase):
+    """No driver call until the first GPU tensor (issue 50, item 3): a stub whose model never sees
+    one makes no CUDA state at all; the start-up probe only loads the library."""
+
+    def setUp(self):
+        self.saved = (gc_._driver, gc_._loaded, gc_._driver_error)
+        gc_._driver = gc_._loaded = gc_._driver_error = None
+        self.library = RecordingLibrary()
+        self.loads = []
+        real = ctypes.CDLL
+
+        def load(name, *args, **kwargs):
+            self.loads.append(name)
+            return self.library if name == "fake-libcuda" else real(name, *args, **kwargs)
+
+        patcher = unittest.mock.patch.object(gc_.ctypes, "CDLL", load)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        env = unittest.mock.patch.dict(os.environ, {"GALLEY_LIBCUDA": "fake-libcuda"})
+        env.start()
+        self.addCleanup(env.stop)
+
+    def tearDown(self):
+        gc_._driver, gc_._loaded, gc_._driver_error = self.saved
+
+    def test_probe_loads_the_library_and_calls_nothing(self):
+        self.assertTrue(gc_.probe())
+        self.assertTrue(gc_.probe())
+        self.assertEqual(self.loads, ["fake-libcuda"])
+        self.assertEqual(self.library.calls, [])
+
+    def test_the_first_use_calls_cuinit_once_then_retains_the_primary_context(self):
+        gc_.probe()
+        drv = gc_.driver()
+        self.assertEqual(self.library.calls, ["cuInit"])
+        self.assertIs(gc_.driver(), drv)
+        drv.open(bytes(64), 0)
+        drv.open(bytes(64), 0)
+        self.assertEqual(
+            self.library.calls,
+            [
+                "cuInit",
+                "cuDeviceGet",
+                "cuDevicePrimaryCtxRetain",
+                "cuCtxSetCurrent",
+                "cuIpcOpenMemHandle_v2",
+                "cuCtxSetCurrent",
+                "cuIpcOpenMemHandle_v2",
+            ],
+        )
+        self.assertEqual(self.loads, ["fake-libcuda"])  # loaded once, by the probe
+
+    def test_a_driver_that_refuses_to_start_is_unavailable_after_the_probe_said_yes(self):
+        self.library = RecordingLibrary(init_status=100)  # CUDA_ERROR_NO_DEVICE
+        self.assertTrue(gc_.probe())
+        with self.assertRaises(gc_.CudaUnavailable) as caught:
+            gc_.driver()
+        self.assertIn("cuInit failed", str(caught.exception))
+        self.assertIs(gc_._driver_error, caught.exception)
+        with self.assertRaises(gc_.CudaUnavailable):
+            gc_.probe()
+        self.assertEqual(self.library.calls, ["cuInit"])
+
+    def test_a_missing_library_fails_the_probe(self):
+        os.environ["GALLEY_LIBCUDA"] = "/nonexistent/libcuda.so.1"
+        with self.assertRaises(gc_.CudaUnavailable) as caught:
+            gc_.probe()
+        self.assertIn("cannot be loaded", str(caught.exception))
+        with self.assertRaises(gc_.CudaUnavailable):
+            gc_.driver()
+
+    def test_the_stub_starts_a_gpu_input_model_without_a_driver_call(self):
+        import tempfile
+
+        import galley_python_stub as stub
+        import triton_python_backend_utils as pb_utils
+
+        folder = tempfile.mkdtemp()
+        # A version folder of its own name: the stub imports the file as `<version>.model`.
+        version = os.path.join(folder, "lazy_cuda_model", "v_lazy_cuda")
+        os.makedirs(version)
+        with open(os.path.join(version, "model.py"), "w") as f:
+            f.write("class TritonPythonModel:\n    def execute(self, requests):\n        return []\n")
+        self.addCleanup(setattr, pb_utils, "_runtime", pb_utils._runtime)
+        self.addCleanup(setattr, pb_utils, "_model_dir", getattr(pb_utils, "_model_dir", None))
+        runtime = stub.Runtime(Channel())
+        pb_utils._runtime = runtime
+        init = {
+            "args": {"model_instance_name": "lazy_cuda_model_0_0"},
+            "shm": "galley-test-lazy-",
+            "decoupled": False,
+            "outputs": [],
+            "file": os.path.join(version, "model.py"),
+            "forceCpuOnlyInputs": False,
+        }
+        runtime.start(init)
+        started = [m for m in runtime.channel.sent if m.get("kind") == "started"]
+        self.assertEqual(len(started), 1, runtime.channel.sent)
+        self.assertIs(started[0]["info"]["cuda"], True)
+        self.assertEqual(self.library.calls, [])
+        # The first GPU input the server lends starts the driver and maps it.
+        handle = base64.b64encode(bytes(64)).decode()
+        dlpack, _ = runtime.open_loan({"handle": handle, "offset": 0, "deviceId": 0, "byteSize": 16, "key": 1}, "FP32", [4])
+        self.assertEqual(self.library.calls[:3], ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"])
+        self.assertIn("cuIpcOpenMemHandle_v2", self.library.calls)
+        del dlpack
+        gc.collect()
+        self.assertEqual(self.library.calls[-2:], ["cuCtxSynchronize", "cuIpcCloseMemHandle"])
