@@ -32,6 +32,8 @@ export interface Binding {
   cudaIpcOpen(handle: Uint8Array, device: number): Promise<RawCudaMemory>;
   /** cuMemAlloc of `byteSize` (> 0) bytes on `device`, with its IPC handle; rejects as cudaIpcOpen. */
   cudaAlloc(byteSize: number, device: number): Promise<RawCudaMemory>;
+  /** cuMemGetAddressRange + cuIpcGetMemHandle of device memory this process got elsewhere; rejects as cudaIpcOpen. */
+  cudaExport(pointer: bigint, device: number): Promise<{ handle: Uint8Array; offset: number; allocationSize: number }>;
 }
 
 /** Device memory as `cudaIpcOpen`/`cudaAlloc` resolve it (see native/memory/cuda_memory.h). */

@@ -135,3 +135,27 @@ export async function allocateCudaMemory(byteSize: number, device: number): Prom
     throw fail((error as Error).message, error);
   }
 }
+
+/**
+ * The CUDA IPC handle of the allocation that holds `pointer` on `device` — device memory this
+ * process got from another library (a libtorch tensor, from `cudaMalloc`) — and the pointer's
+ * offset in it, so that another process maps that very memory with {@link openCudaIpcHandle}.
+ *
+ * Rejects with `Unable to export CUDA memory on device <d>: <why>` (memory the driver cannot
+ * share, e.g. from `cudaMallocAsync` or virtual-memory pools, or no driver).
+ */
+export async function exportCudaIpcHandle(
+  pointer: bigint,
+  device: number,
+): Promise<{ handle: Uint8Array; offset: number; allocationSize: number }> {
+  const fail = (why: string, cause?: unknown) =>
+    new Error(`Unable to export CUDA memory on device ${String(device)}: ${why}`, cause ? { cause } : undefined);
+  if (typeof pointer !== "bigint" || pointer <= 0n) throw fail("the pointer must be a device address");
+  checkDevice(device, fail);
+  try {
+    return await binding(fail).cudaExport(pointer, device);
+  } catch (error) {
+    if ((error as Error).message.startsWith("Unable to export")) throw error;
+    throw fail((error as Error).message, error);
+  }
+}

@@ -9,7 +9,13 @@
 // For other Galley packages.
 export { type Binding, loadBinding, type NvmlRawReading, type NvmlRawSample, type RawCudaMemory } from "./binding.js";
 export { type CudaProbe, probeCuda } from "./cuda.js";
-export { allocateCudaMemory, CUDA_IPC_HANDLE_BYTES, type CudaMemory, openCudaIpcHandle } from "./cuda-memory.js";
+export {
+  allocateCudaMemory,
+  CUDA_IPC_HANDLE_BYTES,
+  type CudaMemory,
+  exportCudaIpcHandle,
+  openCudaIpcHandle,
+} from "./cuda-memory.js";
 export { type GpuField, type GpuReadings, type GpuSample, sampleGpus } from "./gpu-metrics.js";
 export {
   type MapSharedMemoryOptions,

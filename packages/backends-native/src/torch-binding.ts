@@ -17,6 +17,8 @@ export interface RawDeviceTensor {
   /** The CUDA ordinal, or -1 for a CPU tensor (and once disposed). */
   readonly deviceId: number;
   readonly byteSize: number;
+  /** The device address of a contiguous CUDA tensor (another process may map its allocation by CUDA IPC); null otherwise. */
+  readonly pointer: bigint | null;
   readonly datatype: string;
   readonly shape: number[];
   readonly disposed: boolean;

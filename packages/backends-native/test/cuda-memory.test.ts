@@ -3,7 +3,13 @@
 // (allocate, write, read back, IPC handles, ranges), run by test/gpu/device-run.sh.
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { allocateCudaMemory, CUDA_IPC_HANDLE_BYTES, loadBinding, openCudaIpcHandle } from "../src/index.js";
+import {
+  allocateCudaMemory,
+  CUDA_IPC_HANDLE_BYTES,
+  exportCudaIpcHandle,
+  loadBinding,
+  openCudaIpcHandle,
+} from "../src/index.js";
 
 const gpuMachine = existsSync("/dev/nvidiactl") && existsSync("/dev/nvidia0");
 
@@ -35,6 +41,19 @@ describe("CUDA memory: argument checks (before the driver is touched)", () => {
     expect(() => binding.cudaIpcOpen(new Uint8Array(64), -1)).toThrow(RangeError);
     expect(() => binding.cudaAlloc(0, 0)).toThrow("byteSize must be positive");
     expect(() => binding.cudaAlloc(2 ** 60, 0)).toThrow(RangeError);
+    expect(() => binding.cudaExport(1 as unknown as bigint, 0)).toThrow(TypeError);
+    expect(() => binding.cudaExport(0n, 0)).toThrow("pointer must be a device address");
+    expect(() => binding.cudaExport(2n ** 70n, 0)).toThrow("pointer must be a device address");
+    expect(() => binding.cudaExport(0x1000n, -1)).toThrow(RangeError);
+  });
+
+  it("refuses to export what is not a device address", async () => {
+    for (const pointer of [0n, -4n, 1 as unknown as bigint]) {
+      await expect(exportCudaIpcHandle(pointer, 0)).rejects.toThrow(
+        "Unable to export CUDA memory on device 0: the pointer must be a device address",
+      );
+    }
+    await expect(exportCudaIpcHandle(0x1000n, -1)).rejects.toThrow(/the device must be a non-negative integer/);
   });
 });
 
@@ -45,6 +64,9 @@ describe.skipIf(gpuMachine)("CUDA memory without a CUDA driver", () => {
     );
     await expect(allocateCudaMemory(16, 0)).rejects.toThrow(
       /^Unable to allocate 16 bytes on CUDA device 0: the CUDA driver is unavailable: libcuda\.so\.1/,
+    );
+    await expect(exportCudaIpcHandle(0x1000n, 0)).rejects.toThrow(
+      /^Unable to export CUDA memory on device 0: the CUDA driver is unavailable: libcuda\.so\.1/,
     );
   });
 

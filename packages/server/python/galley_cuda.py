@@ -376,12 +376,16 @@ def driver():
 
 
 class IpcMappings:
-    """The allocations of the server mapped here: one mapping per handle, closed when the last
-    tensor over it is dropped."""
+    """The allocations of the server mapped here: one mapping per handle. One no tensor uses stays
+    mapped while it is among the `idle` most recently used (the server hands the same allocations
+    out again: libtorch's, a client's region), and is closed when pushed out or by `close_all`."""
 
-    def __init__(self, drv):
+    IDLE = 16
+
+    def __init__(self, drv, idle=IDLE):
         self._driver = drv
-        self._maps = {}  # (handle bytes, device) -> [pointer, count]
+        self._idle = idle
+        self._maps = {}  # (handle bytes, device) -> [pointer, count], least recently released first
         # Re-entrant: the garbage collector may drop a tensor (and release its mapping) inside it.
         self._lock = threading.RLock()
 
@@ -396,6 +400,7 @@ class IpcMappings:
 
     def release(self, handle, device):
         key = (bytes(handle), device)
+        closing = []
         with self._lock:
             entry = self._maps.get(key)
             if entry is None:
@@ -403,8 +408,28 @@ class IpcMappings:
             entry[1] -= 1
             if entry[1] > 0:
                 return
+            # Idle: kept, most recently released last; the oldest idle ones beyond the limit go.
             del self._maps[key]
-        self._driver.close(entry[0], device)
+            self._maps[key] = entry
+            idle = [k for k, e in self._maps.items() if e[1] == 0]
+            for k in idle[: max(0, len(idle) - self._idle)]:
+                closing.append((k, self._maps.pop(k)[0]))
+        for (_, dev), pointer in closing:
+            self._driver.close(pointer, dev)
+
+    def close_all(self):
+        """Close every idle mapping (those in use close when their last tensor goes)."""
+        with self._lock:
+            closing = [(k, e[0]) for k, e in self._maps.items() if e[1] == 0]
+            for k, _ in closing:
+                del self._maps[k]
+        for (_, dev), pointer in closing:
+            self._driver.close(pointer, dev)
+
+    def in_use(self):
+        """How many mappings tensors use now."""
+        with self._lock:
+            return sum(1 for e in self._maps.values() if e[1] > 0)
 
     def __len__(self):
         return len(self._maps)

@@ -113,6 +113,7 @@ static Napi::Object InitGalleyNative(Napi::Env env, Napi::Object exports) {
   exports.Set("mapSharedMemory", Napi::Function::New(env, galley::MapSharedMemory, "mapSharedMemory"));
   exports.Set("cudaIpcOpen", Napi::Function::New(env, galley::CudaIpcOpen, "cudaIpcOpen"));
   exports.Set("cudaAlloc", Napi::Function::New(env, galley::CudaAlloc, "cudaAlloc"));
+  exports.Set("cudaExport", Napi::Function::New(env, galley::CudaExport, "cudaExport"));
   exports.Set("sampleGpus", Napi::Function::New(env, galley::SampleGpusAsync, "sampleGpus"));
   return exports;
 }

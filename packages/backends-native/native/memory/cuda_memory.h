@@ -18,5 +18,8 @@ namespace galley {
 // becomes an Error that names the call and the driver's text; nothing throws across a thread.
 Napi::Value CudaIpcOpen(const Napi::CallbackInfo& info);
 Napi::Value CudaAlloc(const Napi::CallbackInfo& info);
+// cudaExport(pointer: bigint, device) -> Promise<{handle, offset, allocationSize}>: the IPC handle of
+// the allocation holding device memory this process got elsewhere (libtorch's), and the offset.
+Napi::Value CudaExport(const Napi::CallbackInfo& info);
 
 }  // namespace galley

@@ -103,6 +103,7 @@ Napi::Function TorchDeviceTensor::Define(Napi::Env env) {
                                    {
                                        InstanceAccessor<&TorchDeviceTensor::DeviceId>("deviceId"),
                                        InstanceAccessor<&TorchDeviceTensor::ByteSize>("byteSize"),
+                                       InstanceAccessor<&TorchDeviceTensor::Pointer>("pointer"),
                                        InstanceAccessor<&TorchDeviceTensor::Datatype>("datatype"),
                                        InstanceAccessor<&TorchDeviceTensor::Shape>("shape"),
                                        InstanceAccessor<&TorchDeviceTensor::Disposed>("disposed"),
@@ -168,6 +169,13 @@ Napi::Value TorchDeviceTensor::DeviceId(const Napi::CallbackInfo& info) {
 
 Napi::Value TorchDeviceTensor::ByteSize(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), tensor_.defined() ? static_cast<double>(tensor_.nbytes()) : 0);
+}
+
+// The device address of a contiguous CUDA tensor (another process maps its allocation by CUDA
+// IPC), null otherwise (host tensors, strided views, disposed handles).
+Napi::Value TorchDeviceTensor::Pointer(const Napi::CallbackInfo& info) {
+  if (!tensor_.defined() || !tensor_.is_cuda() || !tensor_.is_contiguous()) return info.Env().Null();
+  return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(tensor_.data_ptr())));
 }
 
 Napi::Value TorchDeviceTensor::Datatype(const Napi::CallbackInfo& info) {

@@ -30,6 +30,7 @@ class TorchDeviceTensor : public Napi::ObjectWrap<TorchDeviceTensor> {
  private:
   Napi::Value DeviceId(const Napi::CallbackInfo& info);
   Napi::Value ByteSize(const Napi::CallbackInfo& info);
+  Napi::Value Pointer(const Napi::CallbackInfo& info);
   Napi::Value Datatype(const Napi::CallbackInfo& info);
   Napi::Value Shape(const Napi::CallbackInfo& info);
   Napi::Value Disposed(const Napi::CallbackInfo& info);

@@ -167,7 +167,7 @@ class FakeDriver:
 class Mappings(unittest.TestCase):
     def test_one_mapping_per_allocation_closed_by_the_last_tensor(self):
         drv = FakeDriver()
-        mappings = gc_.IpcMappings(drv)
+        mappings = gc_.IpcMappings(drv, idle=0)
         handle = base64.b64encode(bytes(range(64))).decode()
         released = []
         a = gc_.open_tensor(mappings, {"handle": handle, "offset": 256, "deviceId": 0}, "FP32", [4], lambda: released.append("a"))
@@ -190,6 +190,32 @@ class Mappings(unittest.TestCase):
         self.assertEqual(drv.closed, [(0x7001000, 0)])
         self.assertEqual(released, ["a", "b"])
         self.assertEqual(len(mappings), 0)
+
+    def test_idle_mappings_stay_for_the_next_tensor_then_the_oldest_close(self):
+        drv = FakeDriver()
+        mappings = gc_.IpcMappings(drv, idle=2)
+        wire = lambda n: {"handle": base64.b64encode(bytes([n]) * 64).decode(), "offset": 0, "deviceId": 0}
+        t = gc_.open_tensor(mappings, wire(1), "FP32", [1])
+        del t
+        gc.collect()
+        # Released, still mapped: the same allocation again opens nothing.
+        self.assertEqual((len(mappings), mappings.in_use(), drv.closed), (1, 0, []))
+        again = gc_.open_tensor(mappings, wire(1), "FP32", [1])
+        self.assertEqual(len(drv.opened), 1)
+        self.assertEqual(mappings.in_use(), 1)
+        for n in (2, 3, 4):
+            x = gc_.open_tensor(mappings, wire(n), "FP32", [1])
+            del x
+            gc.collect()
+        # Three idle, two kept: the least recently released (2) closed; 1 is in use whatever its age.
+        self.assertEqual(drv.closed, [(0x7002000, 0)])
+        self.assertEqual((len(mappings), mappings.in_use()), (3, 1))
+        mappings.close_all()
+        self.assertEqual(sorted(drv.closed), [(0x7002000, 0), (0x7003000, 0), (0x7004000, 0)])
+        self.assertEqual(mappings.in_use(), 1)
+        del again
+        gc.collect()
+        self.assertEqual(len(mappings), 1)
 
 
 class WithoutCuda(unittest.TestCase):
@@ -293,9 +319,13 @@ class StubLoans(unittest.TestCase):
         view = gc_.DLPackTensor(_pointer(buffer) + 24, gc_.kDLCUDA, 0, "FP32", [2], keep=t)
         self.assertEqual(pb.Tensor.from_dlpack("V", view)._to_shm()["ipc"]["offset"], 24)
         self.assertEqual(len(self.drv.opened), 1)
-        # Nothing refers to the mapping any more: closed, and the loan given back after the next frame.
+        # Nothing refers to the mapping any more: idle (kept for the server's next loan of it, closed
+        # when pushed out or at the end), and the loan given back after the next frame.
         del t, out, view
         gc.collect()
+        self.assertEqual(self.drv.closed, [])
+        self.assertEqual(self.runtime.mappings.in_use(), 0)
+        self.runtime.mappings.close_all()
         self.assertEqual(self.drv.closed, [_pointer(buffer)])
         self.runtime.flush()
         self.assertIn({"kind": "ipc-drop", "keys": [7]}, self.runtime.channel.sent)
@@ -484,4 +514,5 @@ class LazyDriver(unittest.TestCase):
         self.assertIn("cuIpcOpenMemHandle_v2", self.library.calls)
         del dlpack
         gc.collect()
+        runtime.mappings.close_all()
         self.assertEqual(self.library.calls[-2:], ["cuCtxSynchronize", "cuIpcCloseMemHandle"])

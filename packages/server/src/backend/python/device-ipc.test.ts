@@ -5,7 +5,7 @@ import type { CudaMemory } from "@galley/backends-native";
 import { describe, expect, it } from "vitest";
 import { hostTransfers } from "../../base/host-transfers.js";
 import type { DeviceTensor } from "../../base/tensor.js";
-import { type CudaIpcApi, DeviceIpc } from "./device-ipc.js";
+import { type CudaIpcApi, DeviceIpc, IDLE_MAPPINGS } from "./device-ipc.js";
 
 function fakeApi() {
   const log: string[] = [];
@@ -35,6 +35,12 @@ function fakeApi() {
     openCudaIpcHandle: async (handle) => {
       log.push(`open ${handle[0]}`);
       return memory(1 << 20, null, `open ${handle[0]}`);
+    },
+    // libtorch's allocations here are at 0x7000_0000 and up (1 MiB each); anything else the driver refuses.
+    exportCudaIpcHandle: async (pointer) => {
+      if (pointer < 0x7000_0000n) throw new Error("Unable to export CUDA memory on device 0: cuIpcGetMemHandle failed");
+      log.push(`export ${pointer.toString(16)}`);
+      return { handle: new Uint8Array(64).fill(Number((pointer >> 20n) & 0xffn)), offset: Number(pointer & 0xfffffn) };
     },
   };
   return { api: async () => api, log };
@@ -127,8 +133,72 @@ describe("DeviceIpc", () => {
     b.release();
     await new Promise((r) => setImmediate(r));
     expect(given).toEqual([11, 12]);
-    expect(log.at(-1)).toBe("close open 5");
+    // Idle, still mapped: torch hands the same allocation out again, and it is not opened twice.
+    expect(ipc.opened).toBe(1);
+    const c = await ipc.map({ handle, offset: 0, deviceId: 0, byteSize: 4, key: 13 }, (k) => given.push(k));
+    c.release();
+    await new Promise((r) => setImmediate(r));
+    expect(log.filter((l) => l.startsWith("open") || l.startsWith("close"))).toEqual(["open 5"]);
+  });
+
+  it(`keeps at most ${IDLE_MAPPINGS} idle mappings of the stub's, closing the least recently used`, async () => {
+    const { api, log } = fakeApi();
+    const ipc = new DeviceIpc("m", api);
+    const wire = (n: number) => ({
+      handle: Buffer.alloc(64, n).toString("base64"),
+      offset: 0,
+      deviceId: 0,
+      byteSize: 4,
+      key: n,
+    });
+    const inUse = await ipc.map(wire(100), () => {});
+    for (let n = 1; n <= IDLE_MAPPINGS + 2; n++) (await ipc.map(wire(n), () => {})).release();
+    await new Promise((r) => setImmediate(r));
+    // The one in use stays whatever its age; the two oldest idle ones went.
+    expect(ipc.opened).toBe(IDLE_MAPPINGS + 1);
+    expect(log.filter((l) => l.startsWith("close"))).toEqual(["close open 1", "close open 2"]);
+    inUse.release();
+    await new Promise((r) => setImmediate(r));
+    expect(log.filter((l) => l.startsWith("close"))).toEqual(["close open 1", "close open 2", "close open 3"]);
+    ipc.close();
+    await new Promise((r) => setImmediate(r));
+    expect(log.filter((l) => l.startsWith("close"))).toHaveLength(IDLE_MAPPINGS + 3);
     expect(ipc.opened).toBe(0);
+  });
+
+  it("lends a libtorch tensor by the handle of libtorch's allocation, with no copy; a copy only where the driver refuses", async () => {
+    const { api, log } = fakeApi();
+    const ipc = new DeviceIpc("m", api);
+    const released: string[] = [];
+    const kept = (pointer: bigint): DeviceTensor => ({
+      kind: "pytorch",
+      deviceId: 0,
+      byteSize: 64,
+      pointer,
+      toHost: async () => new Uint8Array(64),
+      copyTo: async () => {
+        log.push("device copy");
+      },
+      release: () => released.push(pointer.toString(16)),
+    });
+    const byHandle = await ipc.lend(kept(0x7030_0040n));
+    expect(byHandle).toMatchObject({ offset: 0x40, byteSize: 64 });
+    expect(Buffer.from(byHandle.handle, "base64")).toEqual(Buffer.alloc(64, 0x03));
+    expect(released).toEqual([]); // held until the stub gives it back
+    // Sent back by the stub (a model returning its input): in place here, and by the same handle.
+    const back = await ipc.map({ ...byHandle, offset: 0x50, byteSize: 16, server: 1 }, () => {});
+    expect(back.pointer).toBe(0x7030_0050n);
+    expect(back.ipc?.offset).toBe(0x50);
+    expect(Buffer.from(back.ipc?.handle ?? []).equals(Buffer.alloc(64, 0x03))).toBe(true);
+    ipc.drop([byHandle.key]);
+    expect(released).toEqual([]);
+    back.release();
+    await new Promise((r) => setImmediate(r));
+    expect(released).toEqual(["70300040"]);
+    const copied = await ipc.lend(kept(0x1000n));
+    expect(Buffer.from(copied.handle, "base64")).toEqual(Buffer.alloc(64, 7));
+    expect(log).toEqual(["export 70300040", "alloc 64", "device copy"]);
+    expect(released).toEqual(["70300040", "1000"]);
   });
 
   it("gives the stub's memory back when it cannot be mapped", async () => {
@@ -138,6 +208,9 @@ describe("DeviceIpc", () => {
       },
       openCudaIpcHandle: async () => {
         throw new Error("Unable to open CUDA IPC handle on device 0: CUDA_ERROR_INVALID_VALUE");
+      },
+      exportCudaIpcHandle: async () => {
+        throw new Error("no");
       },
     }));
     const given: number[] = [];

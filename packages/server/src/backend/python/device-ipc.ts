@@ -1,9 +1,12 @@
 // GPU tensors between the server and a Python stub through CUDA IPC (issue 50; the design is in
-// `python/galley_cuda.py`). The server lends device memory to the stub (a client's CUDA region by
-// the client's own handle, a tensor a GPU model kept by a device-to-device copy into memory it
-// allocates with a handle) and borrows the stub's (a model's torch tensor, opened here with the
-// stub's handle). Each loan has a key; the borrower gives it back, and a stub that goes away gives
-// everything back at once (`close`).
+// `python/galley_cuda.py`). The server lends device memory to the stub (a client's CUDA region or
+// another stub's tensor by its own handle, a tensor a libtorch model kept by the handle of
+// libtorch's allocation, and only what cannot be shared so by a device-to-device copy into memory
+// it allocates) and borrows the stub's (a model's torch tensor, opened here with the stub's
+// handle). Each loan has a key; the borrower gives it back, and a stub that goes away gives
+// everything back at once (`close`). The stub's allocations stay mapped here a while after their
+// last tensor goes ({@link IDLE_MAPPINGS}): torch's caching allocator hands the same ones out
+// again, and opening a handle costs far more than a denoising step's arithmetic.
 import type { CudaMemory } from "@galley/backends-native";
 import { hostTransfers } from "../../base/host-transfers.js";
 import type { DeviceTensor } from "../../base/tensor.js";
@@ -13,12 +16,20 @@ import type { IpcTensor } from "./python-messages.js";
 export interface CudaIpcApi {
   allocateCudaMemory(byteSize: number, device: number): Promise<CudaMemory>;
   openCudaIpcHandle(handle: Uint8Array, device: number): Promise<CudaMemory>;
+  exportCudaIpcHandle(pointer: bigint, device: number): Promise<{ handle: Uint8Array; offset: number }>;
 }
 
 const nativeApi = async (): Promise<CudaIpcApi> => {
   const native = await import("@galley/backends-native");
-  return { allocateCudaMemory: native.allocateCudaMemory, openCudaIpcHandle: native.openCudaIpcHandle };
+  return {
+    allocateCudaMemory: native.allocateCudaMemory,
+    openCudaIpcHandle: native.openCudaIpcHandle,
+    exportCudaIpcHandle: native.exportCudaIpcHandle,
+  };
 };
+
+/** How many of the stub's allocations stay mapped here with no tensor over them (least recently used go first). */
+export const IDLE_MAPPINGS = 16;
 
 interface Opened {
   memory: Promise<CudaMemory>;
@@ -35,6 +46,8 @@ interface Loan {
   device: DeviceTensor;
   /** Its byte offset in the allocation the handle names. */
   offset: number;
+  /** The handle it was lent by (absent for memory allocated here, which has its own). */
+  handle?: Uint8Array;
   release: () => void;
 }
 
@@ -65,7 +78,14 @@ export class DeviceIpc {
     const own =
       device.ipc && this.#opened.has(`${device.deviceId}:${Buffer.from(device.ipc.handle).toString("base64")}`);
     if (device.ipc && !own) {
-      this.#lent.set(key, { refs: 1, deviceId: device.deviceId, device, offset: device.ipc.offset, release });
+      this.#lent.set(key, {
+        refs: 1,
+        deviceId: device.deviceId,
+        device,
+        offset: device.ipc.offset,
+        handle: device.ipc.handle,
+        release,
+      });
       hostTransfers.record(this.#model, { onDevice: device.byteSize });
       return {
         handle: Buffer.from(device.ipc.handle).toString("base64"),
@@ -74,6 +94,30 @@ export class DeviceIpc {
         byteSize: device.byteSize,
         key,
       };
+    }
+    if (device.pointer !== undefined && device.kind !== "region" && !own) {
+      // A libtorch tensor: the stub maps libtorch's allocation (the tensor is kept until it gives it back).
+      const exported = await (await this.#api())
+        .exportCudaIpcHandle(device.pointer, device.deviceId)
+        .catch(() => undefined);
+      if (exported && !this.#closed) {
+        this.#lent.set(key, {
+          refs: 1,
+          deviceId: device.deviceId,
+          device,
+          offset: exported.offset,
+          handle: exported.handle,
+          release,
+        });
+        hostTransfers.record(this.#model, { onDevice: device.byteSize });
+        return {
+          handle: Buffer.from(exported.handle).toString("base64"),
+          offset: exported.offset,
+          deviceId: device.deviceId,
+          byteSize: device.byteSize,
+          key,
+        };
+      }
     }
     if (!device.copyTo) {
       throw new Error(
@@ -128,7 +172,7 @@ export class DeviceIpc {
     return this.#lent.size;
   }
 
-  /** How many of the stub's allocations are open here. */
+  /** How many of the stub's allocations are mapped here (in use or idle). */
   get opened(): number {
     return this.#opened.size;
   }
@@ -204,11 +248,8 @@ export class DeviceIpc {
       : loan.device.pointer !== undefined
         ? loan.device.pointer + BigInt(delta)
         : undefined;
-    const ipc = memory?.ipcHandle
-      ? { handle: memory.ipcHandle, offset: wire.offset }
-      : loan.device.ipc
-        ? { handle: loan.device.ipc.handle, offset: loan.device.ipc.offset + delta }
-        : undefined;
+    const handle = memory?.ipcHandle ?? loan.handle;
+    const ipc = handle ? { handle, offset: wire.offset } : undefined;
     return {
       kind: "region",
       deviceId: wire.deviceId,
@@ -253,11 +294,21 @@ export class DeviceIpc {
   #close(id: string): void {
     const entry = this.#opened.get(id);
     if (!entry || --entry.count > 0) return;
+    // Kept mapped, most recently used last; the oldest idle one beyond the limit is closed.
     this.#opened.delete(id);
-    void entry.memory.then(
-      (memory) => memory.close(),
-      () => {},
-    );
+    this.#opened.set(id, entry);
+    let idle = 0;
+    for (const e of this.#opened.values()) if (e.count === 0) idle++;
+    for (const [other, e] of this.#opened) {
+      if (idle <= IDLE_MAPPINGS) break;
+      if (e.count > 0) continue;
+      this.#opened.delete(other);
+      idle--;
+      void e.memory.then(
+        (memory) => memory.close(),
+        () => {},
+      );
+    }
   }
 
   /** The stub is gone: every loan ends, every mapping of its memory closes. */

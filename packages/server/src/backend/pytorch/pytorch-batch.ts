@@ -216,6 +216,8 @@ function keptTensor(handle: TorchKeptTensor, model: string): DeviceTensor {
     deviceId: handle.deviceId,
     byteSize: handle.byteSize,
     handle,
+    // Where it is in this process: another process (a Python stub) maps libtorch's allocation.
+    ...(handle.pointer !== null && handle.pointer !== undefined ? { pointer: handle.pointer } : {}),
     toHost() {
       host ??= handle.toHost().then((data) => {
         hostTransfers.record(model, { deviceToHost: data.byteLength });

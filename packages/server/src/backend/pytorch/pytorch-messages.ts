@@ -14,6 +14,8 @@ export interface TorchKeptTensor {
   /** The CUDA ordinal, -1 on the CPU or once disposed. */
   readonly deviceId: number;
   readonly byteSize: number;
+  /** Its device address here (contiguous CUDA tensors; null otherwise, absent from older addons). */
+  readonly pointer?: bigint | null;
   readonly datatype: string;
   readonly shape: number[];
   readonly disposed: boolean;
