@@ -564,6 +564,9 @@ class Tensor:
         rt = _rt()
         if self._gpu is not None:
             wire = {"name": self._name, "datatype": self._datatype, "shape": list(self._shape), "s": -1, "z": 0, "o": 0, "n": 0}
+            if 0 in self._shape:
+                # An empty GPU tensor has no device memory to share: it goes as an empty host tensor.
+                return wire
             wire["ipc"] = rt.lend_gpu(self._gpu, self._datatype, self._shape)
             return wire
         array = self._array

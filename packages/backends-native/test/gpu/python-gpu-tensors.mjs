@@ -680,20 +680,29 @@ async function main() {
 
       if (!cpu)
         await attempt("dlpack_test", async () => {
+          const from = Buffer.concat(logs).length;
           const result = await grpc.infer("dlpack_test", { inputs: {} });
           const ok = values(result.output("OUTPUT0").data, "FP16")[0] === 1;
-          const log = Buffer.concat(logs).toString();
+          // What the stub wrote while it ran the suite (its stderr reaches the server's log, a
+          // moment after the answer perhaps: the summary is waited for, 5 s at most).
+          const written = () => Buffer.concat(logs).subarray(from).toString();
+          for (let waited = 0; !/Ran \d+ tests?/.test(written()) && waited < 5000; waited += 50)
+            await new Promise((r) => setTimeout(r, 50));
+          const log = written();
           const ran = log.match(/Ran (\d+) tests?/g)?.at(-1) ?? "";
-          const outcome =
-            log
-              .match(/\n(OK|FAILED)[^\n]*/g)
-              ?.at(-1)
-              ?.trim() ?? "";
+          // The stub's stderr reaches the server's log line by line (perhaps prefixed).
+          const outcome = log.match(/\b(?:OK|FAILED)(?: \([^)\n]*\))?(?=\s*$)/gm)?.at(-1) ?? "";
           const skipped = [...log.matchAll(/(test_\w+) \(model\.PBTensorTest(?:\.\w+)?\)[^\n]*\.\.\. skipped/g)].map(
             (m) => m[1],
           );
-          figures.dlpackTest = { ran, outcome, skipped };
-          check(`dlpack_test: its unittest suite passes in execute (${ran}, ${outcome})`, ok, skipped.join(" "));
+          const failures = [...log.matchAll(/(?:FAIL|ERROR): (test_\w+)/g)].map((m) => m[1]);
+          const errors = [...log.matchAll(/^.*\b\w*(?:Error|Exception): .*$/gm)].map((m) => m[0].trim().slice(0, 300));
+          figures.dlpackTest = { ran, outcome, skipped, failures, errors };
+          check(
+            `dlpack_test: its unittest suite passes in execute (${ran}, ${outcome})`,
+            ok,
+            [`skipped: ${skipped.join(" ")}`, `failed: ${failures.join(" ")}`, ...errors.slice(-6)].join(" | "),
+          );
         });
     }
 

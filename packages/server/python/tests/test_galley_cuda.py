@@ -351,6 +351,17 @@ class StubLoans(unittest.TestCase):
         self.runtime.dispatch({"kind": "ipc-release", "keys": [ipc["key"]]})
         self.assertEqual(self.runtime.lent, {})
 
+    def test_an_empty_gpu_tensor_goes_as_an_empty_host_tensor(self):
+        # Triton's dlpack_empty_output: torch.ones((0,), device="cuda") has no memory to share.
+        pb = self.pb
+        empty = gc_.DLPackTensor(0, gc_.kDLCUDA, 0, "FP32", [0])
+        out = pb.Tensor.from_dlpack("OUTPUT", empty)
+        self.assertFalse(out.is_cpu())
+        wire = out._to_shm()
+        self.assertEqual((wire["s"], wire["n"], wire["shape"]), (-1, 0, [0]))
+        self.assertNotIn("ipc", wire)
+        self.assertEqual(self.runtime.lent, {})
+
     def test_a_raw_cuda_capsule_keeps_its_producer(self):
         pb = self.pb
         _, buffer = self.drv.allocation(32, 1)

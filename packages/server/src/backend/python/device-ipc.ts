@@ -231,6 +231,8 @@ export class DeviceIpc {
     loan.refs++;
     const memory = loan.memory;
     const delta = wire.offset - loan.offset;
+    // The lent tensor itself (not a view of part of it): its own device copy serves.
+    const whole = delta === 0 && wire.byteSize === loan.device.byteSize;
     let host: Promise<Uint8Array> | undefined;
     let released = false;
     const read = async (): Promise<Uint8Array> => {
@@ -264,7 +266,9 @@ export class DeviceIpc {
         ? {
             copyTo: (target: bigint, room: number) => memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room)),
           }
-        : {}),
+        : whole && loan.device.copyTo
+          ? { copyTo: (target: bigint, room: number) => loan.device.copyTo?.(target, room) ?? Promise.resolve() }
+          : {}),
       release: () => {
         if (released) return;
         released = true;

@@ -264,14 +264,22 @@ export class PythonInstance implements BackendInstance {
     );
   }
 
-  /** `torch.from_dlpack` of a held BLS output: lend it to the stub (one copy on the device). */
+  /**
+   * `torch.from_dlpack` of a held BLS output: lend it to the stub, by a handle of its own where it
+   * can have one (the stub may keep the tensor after it drops the BLS output), else by one copy.
+   */
   async #deviceExport(call: number, ref: number): Promise<void> {
-    const device = this.#bls.heldDevice(ref);
+    const own = this.#bls.retained(ref);
+    const held = this.#bls.heldDevice(ref);
     try {
-      if (!device) throw new Error("the device tensor is no longer held");
-      const tensor = await this.#ipc.lend(device, () => {});
+      if (!held) throw new Error("the device tensor is no longer held");
+      // Without a handle of its own, the memory is the holder's: the stub gets a copy.
+      const tensor = own
+        ? await this.#ipc.lend(own)
+        : await this.#ipc.lend(Object.assign(Object.create(held) as DeviceTensor, { pointer: undefined }), () => {});
       this.#host.post({ kind: "device-exported", call, tensor });
     } catch (error) {
+      own?.release();
       this.#host.post({ kind: "device-exported", call, error: (error as Error).message });
     }
   }

@@ -131,6 +131,22 @@ describe("BlsCalls' device tensors", () => {
     );
   });
 
+  it("gives a borrower that may outlive the hold (a Python stub mapping it) a handle of its own", async () => {
+    const open = new Set([7]);
+    const { calls, call, live } = setup(open);
+    const held = outputOf(await call(1, bytes(1, 2, 3, 4), true, [7]));
+    const ref = held.device?.ref as number;
+    const own = calls.retained(ref);
+    expect(live.handles).toBe(2);
+    // The model drops the BLS output; the borrower still reads the memory.
+    calls.drop([ref]);
+    expect(live.handles).toBe(1);
+    expect([...(await (own as DeviceTensor).toHost())]).toEqual([2, 4, 6, 8]);
+    own?.release();
+    expect(live.handles).toBe(0);
+    expect(calls.retained(ref)).toBeUndefined();
+  });
+
   it("lets go of what the model drops, of what its batch's other requests still hold only when they end, and of everything with the instance", async () => {
     const open = new Set([1, 2]);
     const { calls, call, live } = setup(open);

@@ -327,6 +327,16 @@ export class BlsCalls {
     return this.#held.get(ref)?.tensor;
   }
 
+  /**
+   * A handle of its own on the device tensor held as `ref` (its rows: the memory lives until both
+   * are let go), for a borrower that may outlive the hold; undefined where it cannot have one.
+   */
+  retained(ref: number): DeviceTensor | undefined {
+    const held = this.#held.get(ref);
+    const rows = held?.shape[0];
+    return held?.tensor.rows && rows !== undefined ? held.tensor.rows(0, rows) : undefined;
+  }
+
   #hold(tensor: Tensor, device: DeviceTensor, parents: readonly number[]): WireTensor {
     const ref = this.#nextRef++;
     const open = parents.filter((key) => this.#options.isOpen(key));
