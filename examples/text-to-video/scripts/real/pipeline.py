@@ -67,9 +67,14 @@ def timesteps(step: int, steps: int) -> Tuple[int, int]:
     return t, prev
 
 
+_TABLES: Dict[torch.device, Tensor] = {}
+
+
 def ddim_step(latent: Tensor, eps: Tensor, t: Tensor, prev: Tensor) -> Tuple[Tensor, Tensor]:
     """DDIM (eta = 0) for a batch: `t`, `prev` are [batch] timesteps (prev -1: the end)."""
-    table = torch.tensor(ALPHA_BAR + [1.0], dtype=torch.float64, device=latent.device)
+    table = _TABLES.get(latent.device)
+    if table is None:
+        table = _TABLES[latent.device] = torch.tensor(ALPHA_BAR + [1.0], dtype=torch.float64, device=latent.device)
     shape = [-1] + [1] * (latent.dim() - 1)
     a = table[t].reshape(shape).float()
     a_prev = table[prev].reshape(shape).float()  # index -1 is the appended 1.0
