@@ -132,6 +132,23 @@ def copy_repository(out):
         shutil.copytree(os.path.join(MODELS, name, "1"), os.path.join(out, name, "1"))
 
 
+def write_python_model(out):
+    """Baseline (iii): text_to_video_python, the whole loop in one Python-backend model.py."""
+    folder = os.path.join(out, "text_to_video_python")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(os.path.join(folder, "1"))
+    os.makedirs(os.path.join(folder, "configs"))
+    real = os.path.join(HERE, "real")
+    shutil.copyfile(os.path.join(real, "python_model.py"), os.path.join(folder, "1", "model.py"))
+    shutil.copyfile(os.path.join(real, "pipeline.py"), os.path.join(folder, "1", "pipeline.py"))
+    with open(os.path.join(real, "python_model.pbtxt")) as f:
+        config = f.read()
+    with open(os.path.join(folder, "config.pbtxt"), "w") as f:
+        f.write(config)
+    with open(os.path.join(folder, "configs", "gpu.pbtxt"), "w") as f:
+        f.write(config.replace("kind: KIND_CPU", "kind: KIND_GPU"))
+
+
 def sample_inputs(name, s, device, small):
     if name == "text_encoder":
         return (torch.randint(0, 259, (2, s.tokens), device=device),)
@@ -148,12 +165,14 @@ def sample_inputs(name, s, device, small):
     return (torch.randn(2, LATENT_CHANNELS, size, size, device=device),)
 
 
-def generate(out, small, dtype_name, device):
+def generate(out, small, dtype_name, device, python_model=False):
     s = SMALL if small else FULL
     scale_name = "small" if small else "full"
     dtype = {"fp16": torch.float16, "fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
     os.makedirs(out, exist_ok=True)
     copy_repository(out)
+    if python_model:
+        write_python_model(out)
     report = {"out": out, "scale": scale_name, "dtype": dtype_name, "device": device, "untrained": True, "models": {}}
     for name in GENERATED:
         started = time.time()
@@ -203,6 +222,11 @@ def main():
     parser.add_argument("--small", action="store_true", help="tiny widths and depths, the same architectures (CPU tests)")
     parser.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], help="weights' dtype (default fp16, fp32 with --small)")
     parser.add_argument("--device", default=None, help="where the check forward runs (default cuda if available, else cpu)")
+    parser.add_argument(
+        "--python-model",
+        action="store_true",
+        help="also write text_to_video_python, baseline (iii): the whole loop in one Python-backend model.py",
+    )
     parser.add_argument("--counts", action="store_true", help="print parameter counts (meta device) and exit")
     parser.add_argument("--memory", action="store_true", help="print peak-memory estimates per batch size and exit")
     args = parser.parse_args()
@@ -220,7 +244,7 @@ def main():
         return
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = args.dtype or ("fp32" if args.small else "fp16")
-    print(json.dumps(generate(args.out, args.small, dtype, device), indent=2))
+    print(json.dumps(generate(args.out, args.small, dtype, device, args.python_model), indent=2))
 
 
 if __name__ == "__main__":

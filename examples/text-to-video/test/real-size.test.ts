@@ -5,7 +5,8 @@
 // serves it with its CPU configs, and a short video goes through the example's loop and client;
 // the models' outputs are checked for shape and finiteness. The full-size parameter counts are
 // computed on the meta device (nothing allocated) and checked against the issue's sizes. Baselines
-// (i) and (ii) run on the same files, and (i)'s video is compared with the server's.
+// (i) and (ii) run on the same files, (iii) (the loop in one Python-backend model.py) is served by
+// the same server, and (i)'s and (iii)'s videos are compared with the pipeline's.
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -40,9 +41,13 @@ const children: ChildProcess[] = [];
 
 beforeAll(async () => {
   repo = mkdtempSync(join(tmpdir(), "galley-t2v-real-"));
-  const { stdout } = await run(python, [join(SCRIPTS, "generate-real-models.py"), "--small", "--out", repo], {
-    timeout: 60_000,
-  });
+  const { stdout } = await run(
+    python,
+    [join(SCRIPTS, "generate-real-models.py"), "--small", "--python-model", "--out", repo],
+    {
+      timeout: 60_000,
+    },
+  );
   generated = JSON.parse(stdout);
   server = createServer({
     modelRepositories: [repo],
@@ -72,7 +77,14 @@ describe("models-real --small", () => {
       // The label inside the TorchScript file too (an extra file of its archive).
       expect(readFileSync(join(repo, name, "1", "model.pt")).includes("UNTRAINED: ")).toBe(true);
     }
-    for (const name of ["super_resolution", "frame_interpolation", "tokenizer", "preflight", "text_to_video"])
+    for (const name of [
+      "super_resolution",
+      "frame_interpolation",
+      "tokenizer",
+      "preflight",
+      "text_to_video",
+      "text_to_video_python",
+    ])
       expect(existsSync(join(repo, name, "1"))).toBe(true);
   });
 
@@ -144,6 +156,25 @@ describe("models-real --small", () => {
     for (let i = 0; i < bytes.length; i++) sum += Math.abs((bytes[i] as number) - (video.rgb[i] as number));
     expect(sum / bytes.length).toBeLessThan(1);
     child.kill();
+  });
+
+  it("baseline (iii), the loop in one Python-backend model.py, makes the pipeline's video", async () => {
+    const request = { prompt: "a red fox running in snow", resolution: "256x256", frames: 3, steps: 3, seed: 13 };
+    const reply = await client.infer("text_to_video_python", {
+      inputs: {
+        PROMPT: tensor.bytes([1], [request.prompt]),
+        RESOLUTION: tensor.bytes([1], [request.resolution]),
+        FRAMES: tensor.int32([1], [request.frames]),
+        STEPS: tensor.int32([1], [request.steps]),
+        SEED: tensor.int32([1], [request.seed]),
+      },
+    });
+    expect(reply.output("VIDEO").shape).toEqual([3, 256, 256, 3]);
+    const bytes = reply.output("VIDEO").uint8();
+    const video = await generateVideo(client, request);
+    let sum = 0;
+    for (let i = 0; i < bytes.length; i++) sum += Math.abs((bytes[i] as number) - (video.rgb[i] as number));
+    expect(sum / bytes.length).toBeLessThan(1);
   });
 
   it("baseline (ii) batches 3 users' steps (at most 2 a call)", async () => {
