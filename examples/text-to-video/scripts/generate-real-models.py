@@ -15,6 +15,7 @@ only real folders and refuses a model file whose link leads out of the model's f
   python3 scripts/generate-real-models.py --small --dtype fp32 --out /tmp/t2v-small   # CPU-sized
   python3 scripts/generate-real-models.py --counts        # parameter counts only (meta device)
   python3 scripts/generate-real-models.py --memory        # peak-memory estimates per batch size
+  ... --python-model    # also text_to_video_python, baseline (iii): the loop in one Python-backend model.py
 
 The committed configs (models-real/*/config.pbtxt for the CPU, configs/gpu.pbtxt for
 `--model-config-name gpu`) serve either size: the text width is a -1 dimension.
