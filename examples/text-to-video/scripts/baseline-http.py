@@ -74,7 +74,15 @@ def percentile(values, q):
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def bench(url: str, users: int, videos: int, resolution: str, frames: int, steps: int) -> dict:
+def post(url: str, body: bytes):
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/video", data=body, method="POST"), timeout=3600) as response:
+        return response.read(), response.headers
+
+
+def bench(url: str, users: int, videos: int, resolution: str, frames: int, steps: int, warmup: int = 1) -> dict:
+    # Untimed videos first (TorchScript's first calls of a shape optimize and compile; CUDA's allocator grows).
+    for _ in range(warmup):
+        post(url, json.dumps({"prompt": "warm-up", "resolution": resolution, "frames": frames, "steps": steps}).encode())
     latencies, first_steps, shapes, errors = [], [], [], []
     lock = threading.Lock()
 
@@ -85,10 +93,9 @@ def bench(url: str, users: int, videos: int, resolution: str, frames: int, steps
             ).encode()
             started = time.perf_counter()
             try:
-                with urllib.request.urlopen(urllib.request.Request(f"{url}/video", data=body, method="POST"), timeout=3600) as response:
-                    data = response.read()
-                    shape = [int(d) for d in response.headers["X-Video-Shape"].split(",")]
-                    first = float(response.headers["X-First-Step-Seconds"])
+                data, headers = post(url, body)
+                shape = [int(d) for d in headers["X-Video-Shape"].split(",")]
+                first = float(headers["X-First-Step-Seconds"])
             except Exception as error:
                 with lock:
                     errors.append(str(error))
@@ -136,6 +143,7 @@ def main():
     parser.add_argument("--resolution", default="256x256")
     parser.add_argument("--frames", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed videos before each user count")
     args = parser.parse_args()
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.mode in ("serve", "self-test"):
@@ -148,7 +156,7 @@ def main():
         threading.Thread(target=server.serve_forever, daemon=True).start()
         args.url = f"http://{args.host}:{server.server_address[1]}"
     for users in (int(u) for u in args.users.split(",")):
-        result = bench(args.url, users, args.videos, args.resolution, args.frames, args.steps)
+        result = bench(args.url, users, args.videos, args.resolution, args.frames, args.steps, args.warmup)
         result["device"] = device
         print(json.dumps(result), flush=True)
         if result["errors"]:

@@ -54,8 +54,11 @@ def main():
     parser.add_argument("--resolution", default="256x256")
     parser.add_argument("--frames", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed videos before each user count")
     args = parser.parse_args()
     for users in (int(u) for u in args.users.split(",")):
+        for _ in range(args.warmup):
+            infer(args.url, args.model, "warm-up", args.resolution, args.frames, args.steps)
         latencies, shapes, errors = [], [], []
         lock = threading.Lock()
 

@@ -9,20 +9,25 @@ models-real repository (UNTRAINED weights), per token setting (resolution) and u
                                      (--bench: the command that runs it, e.g. the bundled
                                      `node <carry>/text-to-video-bench.mjs`)
 
-(iii), NVIDIA's tutorial shape (the loop in one Python-backend model.py), is not here yet.
+  (iii) baseline-python-backend.py    the loop in one Python-backend model.py (text_to_video_python),
+                                     served by Galley over REST (--serve: the command that starts
+                                     scripts/serve-http.ts, e.g. `node <carry>/t2v-serve-http.mjs`)
 Writes <out>/t2v-real.json (every result) and prints a table with the issue's ratios.
 
   python3 scripts/real-benchmark.py --out /tmp/t2v-real-out --bench "node carry/text-to-video-bench.mjs" \\
-      --config gpu --graphs                                   # the GPU run (full size, FP16)
+      --serve "node carry/t2v-serve-http.mjs" --config gpu --graphs                                  # the GPU run (full size, FP16)
   python3 scripts/real-benchmark.py --small --resolutions 256x256 --users 1,2 --frames 3 --steps 3 \\
-      --bench "npx tsx ../../bench/text-to-video.ts"          # a check on the CPU (CPU configs)
+      --bench "npx tsx ../../bench/text-to-video.ts" --serve "npx tsx scripts/serve-http.ts"   # a check on the CPU
   ... --config gpu --kind-cpu                                 # the GPU configs, KIND_CPU (no ONNX Runtime)
 """
 import argparse
+import importlib.util
 import json
 import os
 import re
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -58,6 +63,53 @@ def galley_rows(text):
     return rows
 
 
+def kind_cpu(repo):
+    """Every configs/gpu.pbtxt of the (generated) repository with KIND_CPU instead of KIND_GPU."""
+    for root, _dirs, files in os.walk(repo):
+        for f in files:
+            if root.endswith("configs") and f == "gpu.pbtxt":
+                path = os.path.join(root, f)
+                with open(path) as r:
+                    text = r.read()
+                with open(path, "w") as w:
+                    w.write(text.replace("kind: KIND_GPU", "kind: KIND_CPU"))
+
+
+def python_backend(args, device):
+    """(iii): text_to_video_python written into the repository, served alone, driven per resolution."""
+    spec = importlib.util.spec_from_file_location("generate_real_models", os.path.join(HERE, "generate-real-models.py"))
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    generator.write_python_model(args.repo)
+    if args.kind_cpu:
+        kind_cpu(args.repo)
+    command = shlex.split(args.serve) + [f"--models={args.repo}", "--load=text_to_video_python"]
+    if args.config:
+        command.append(f"--config={args.config}")
+    # Its own process group, stopped as a whole (npx or tsx would leave the server behind).
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    runs = []
+    try:
+        line = server.stdout.readline()
+        if not line.startswith("{"):
+            raise SystemExit(f"the server did not start: {shlex.join(command)}")
+        url = f"http://127.0.0.1:{json.loads(line)['port']}"
+        for resolution in args.resolutions.split(","):
+            text, seconds = run(
+                [args.python, os.path.join(HERE, "baseline-python-backend.py"), "--url", url, "--users", args.users, "--videos", str(args.videos)]
+                + ["--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps)],
+                args.timeout,
+            )
+            for row in json_lines(text):
+                runs.append({"which": "iii", "resolution": resolution, "seconds": seconds, **row})
+            print(f"{resolution} (iii): {seconds} s", flush=True)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        shutil.rmtree(os.path.join(args.repo, "text_to_video_python"), ignore_errors=True)
+    return runs
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", default=sys.executable)
@@ -72,6 +124,7 @@ def main():
     parser.add_argument("--videos", type=int, default=1, help="videos per user, (i) and (iv)")
     parser.add_argument("--graphs", action="store_true", help="also (ii) with the denoiser as CUDA graphs")
     parser.add_argument("--bench", default=None, help="the command that runs bench/text-to-video.ts (none: (iv) left out)")
+    parser.add_argument("--serve", default=None, help="the command that runs scripts/serve-http.ts (none: (iii) left out)")
     parser.add_argument("--config", default=None, help="--model-config-name for Galley (gpu on a GPU)")
     parser.add_argument(
         "--kind-cpu",
@@ -89,15 +142,9 @@ def main():
     text, seconds = run(generate, args.timeout)
     results["generated"] = json.loads(text)
     print(f"generated {args.repo} in {seconds} s", flush=True)
+    shutil.rmtree(os.path.join(args.repo, "text_to_video_python"), ignore_errors=True)  # (iii) only while it runs
     if args.kind_cpu:
-        for root, _dirs, files in os.walk(args.repo):
-            for f in files:
-                if root.endswith("configs") and f == "gpu.pbtxt":
-                    path = os.path.join(root, f)
-                    with open(path) as r:
-                        text = r.read()
-                    with open(path, "w") as w:
-                        w.write(text.replace("kind: KIND_GPU", "kind: KIND_CPU"))
+        kind_cpu(args.repo)
     for resolution in args.resolutions.split(","):
         common = ["--repo", args.repo, "--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps)] + device
         variants = [("ii", [args.python, os.path.join(HERE, "baseline-batched.py"), "--users", args.users] + common)]
@@ -130,6 +177,8 @@ def main():
                 which = "iv" if mode == "pipeline" else "galley step by step"
                 results["runs"].append({"which": which, "resolution": resolution, "users": users, **row})
             print(f"{resolution} (iv): {seconds} s", flush=True)
+    if args.serve:
+        results["runs"] += python_backend(args, device)
     with open(os.path.join(args.out, "t2v-real.json"), "w") as f:
         json.dump(results, f, indent=2)
     print("\n| resolution | users | which | videos/min | p50 s | step p50 ms | denoiser batch |")
@@ -143,11 +192,12 @@ def main():
     print()
     for resolution in args.resolutions.split(","):
         for users in (int(u) for u in args.users.split(",")):
-            iv, ii, i = (by.get((resolution, users, w)) for w in ("iv", "ii", "i"))
+            iv, ii, i, iii = (by.get((resolution, users, w)) for w in ("iv", "ii", "i", "iii"))
             if iv and ii and i:
                 print(
                     f"{resolution}, {users} users: (iv)/(ii) {iv['videos_per_min'] / ii['videos_per_min']:.2f} (target >= 0.9), "
                     f"(iv)/(i) {iv['videos_per_min'] / i['videos_per_min']:.2f}"
+                    + (f", (iv)/(iii) {iv['videos_per_min'] / iii['videos_per_min']:.2f}" if iii else "")
                 )
 
 

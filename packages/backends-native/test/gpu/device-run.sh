@@ -163,7 +163,8 @@ fi
 # Issue 51's benchmark on the real-size, UNTRAINED models (only when named: GALLEY_GPU_STEPS=t2vreal):
 # examples/text-to-video/scripts/real-benchmark.py generates models-real outside the tree (full size,
 # FP16; --small on a CPU), then per resolution (256, 1,024, 4,096 tokens) and user count runs
-# baselines (i) and (ii) and Galley's pipeline (the bundled bench, --config=gpu). GALLEY_T2VREAL_ARGS
+# baselines (i), (ii), (iii) (the loop in a Python-backend model.py, served by the bundled
+# scripts/serve-http.ts) and Galley's pipeline (the bundled bench, --config=gpu). GALLEY_T2VREAL_ARGS
 # replaces the sizes (e.g. "--resolutions 256x256 --users 1,8 --steps 10").
 if step t2vreal && [ -f "$carry/text-to-video-bench.mjs" ]; then
   if [ "$device" = cpu ]; then
@@ -176,7 +177,8 @@ if step t2vreal && [ -f "$carry/text-to-video-bench.mjs" ]; then
   fi
   # shellcheck disable=SC2086
   timeout "${GALLEY_T2VREAL_TIMEOUT:-540}" "$python" examples/text-to-video/scripts/real-benchmark.py --python="$(command -v "$python")" \
-    --device "$device" --out "$out/t2v-real" --bench "node $carry/text-to-video-bench.mjs" "${t2vreal_config[@]}" $t2vreal_args \
+    --device "$device" --out "$out/t2v-real" --bench "node $carry/text-to-video-bench.mjs" \
+    --serve "node $carry/t2v-serve-http.mjs" "${t2vreal_config[@]}" $t2vreal_args \
     2>&1 | tee "$out/t2v-real.log"
   [ "${PIPESTATUS[0]}" = 0 ] || t2v_status=1
 fi

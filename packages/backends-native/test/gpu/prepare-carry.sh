@@ -64,6 +64,8 @@ want stubmem && bundle packages/backends-native/test/gpu/python-stub-memory.mjs 
 # The text-to-video example's GPU check and benchmark (the GPU variant: --model-config-name gpu).
 want t2v && bundle examples/text-to-video/scripts/gpu-check.mjs t2v-gpu-check.mjs
 want t2v t2vreal && bundle bench/text-to-video.ts text-to-video-bench.mjs
+# Issue 51's benchmark on real-size models: a server over HTTP for baseline (iii) (Python backend).
+want t2vreal && bundle examples/text-to-video/scripts/serve-http.ts t2v-serve-http.mjs
 # Scripted (JS) models in these checks: the js backend's worker entry, found beside the bundles; its
 # TypeScript models go through tsx (and its esbuild).
 bundle packages/server/src/backend/js/js-worker.ts js-worker.js
