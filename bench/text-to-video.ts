@@ -25,7 +25,8 @@
 // expired, waiting has not paid off, ...), counted per mode at the most users: a batcher that waits
 // stalls every loop of the pipeline's lockstep call.
 // On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
-// the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle).
+// the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle),
+// or a generated models-real repository (with --resolution=256x256|512x512|1024x1024 --frames=32).
 import { type ChildProcess, fork } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { type Profiler, Session } from "node:inspector/promises";
@@ -50,17 +51,22 @@ const STEPS = option("steps", 20);
 const FRAMES = option("frames", 8);
 /** The pipeline's PROGRESS_INTERVAL_MS: galley-video's 100 ms; 0 streams a response every step. */
 const PROGRESS_MS = option("progress-ms", 100);
-const RESOLUTION = "64x64";
+/** `--resolution=HxW`, one of the served preflight's (models-real: 256x256, 512x512, 1024x1024). */
+const RESOLUTION = process.argv.find((a) => a.startsWith("--resolution="))?.split("=")[1] ?? "64x64";
 /** `--users=8` (or `--users=1,8`): the user counts to run; the ratios need 8. */
 const USERS = (process.argv.find((a) => a.startsWith("--users="))?.split("=")[1] ?? "1,4,8").split(",").map(Number);
 
 async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
   const keyframes = Math.max(2, Math.ceil(FRAMES / 2));
-  const side = 64 / 32;
+  const [height = 64, width = 64] = RESOLUTION.split("x").map(Number);
   const encoded = await client.infer("encode_prompt", { inputs: { PROMPT: tensor.bytes([1, 1], [prompt]) } });
+  const embeddingShape = encoded.output("EMBEDDING").shape;
   const embedding = encoded.output("EMBEDDING").fp32();
-  const shape = [keyframes, 4, side, side];
-  let latent = Float32Array.from({ length: keyframes * 4 * side * side }, (_, i) => Math.sin(i * 12.9898) % 1);
+  const shape = [keyframes, 4, height / 32, width / 32];
+  let latent = Float32Array.from(
+    { length: keyframes * 4 * (height / 32) * (width / 32) },
+    (_, i) => Math.sin(i * 12.9898) % 1,
+  );
   let x0 = new Float32Array(latent.length);
   for (let step = 0; step < STEPS; step++) {
     const { t, prev } = timesteps(step, STEPS);
@@ -68,7 +74,7 @@ async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
       inputs: {
         LATENT: tensor.fp32([1, ...shape], latent),
         TIMESTEP: tensor.fp32([1, 1], [t]),
-        TEXT_EMBEDDING: tensor.fp32([1, 32, 64], embedding),
+        TEXT_EMBEDDING: tensor.fp32(embeddingShape, embedding),
       },
     });
     const eps = reply.output("NOISE_PRED").fp32();

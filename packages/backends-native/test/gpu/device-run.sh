@@ -7,7 +7,8 @@
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
 # GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"; "pygpu", GPU tensors
 # in the Python backend, "ddim", a DDIM loop in model.py through BLS, and "stubmem", the GPU memory of
-# Python stubs, run only when named); a later call on the
+# Python stubs, and "t2vreal", the text-to-video benchmark on real-size untrained models, run only
+# when named); a later call on the
 # same warm machine can leave out "build" (the addons built by an earlier call are still there).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -158,6 +159,28 @@ if step t2v && [ -f "$carry/t2v-gpu-check.mjs" ]; then
       ${GALLEY_T2V_BENCH_ARGS:---reps=1 --videos=2} 2>&1 | tee "$out/t2v-bench.log"
     [ "${PIPESTATUS[0]}" = 0 ] || t2v_status=1
   fi
+fi
+# Issue 51's benchmark on the real-size, UNTRAINED models (only when named: GALLEY_GPU_STEPS=t2vreal):
+# examples/text-to-video/scripts/real-benchmark.py generates models-real outside the tree (full size,
+# FP16; --small on a CPU), then per resolution (256, 1,024, 4,096 tokens) and user count runs
+# baselines (i), (ii), (iii) (the loop in a Python-backend model.py, served by the bundled
+# scripts/serve-http.ts) and Galley's pipeline (the bundled bench, --config=gpu). GALLEY_T2VREAL_ARGS
+# replaces the sizes (e.g. "--resolutions 256x256 --users 1,8 --steps 10").
+if step t2vreal && [ -f "$carry/text-to-video-bench.mjs" ]; then
+  if [ "$device" = cpu ]; then
+    # The GPU configs with KIND_CPU (the bundle has no ONNX Runtime for the CPU configs' Real-ESRGAN).
+    t2vreal_args=${GALLEY_T2VREAL_ARGS:---small --resolutions 256x256 --users 1,2 --frames 3 --steps 3}
+    t2vreal_config=(--config gpu --kind-cpu)
+  else
+    t2vreal_args=${GALLEY_T2VREAL_ARGS:---graphs}
+    t2vreal_config=(--config gpu)
+  fi
+  # shellcheck disable=SC2086
+  timeout "${GALLEY_T2VREAL_TIMEOUT:-540}" "$python" examples/text-to-video/scripts/real-benchmark.py --python="$(command -v "$python")" \
+    --device "$device" --out "$out/t2v-real" --bench "node $carry/text-to-video-bench.mjs" \
+    --serve "node $carry/t2v-serve-http.mjs" "${t2vreal_config[@]}" $t2vreal_args \
+    2>&1 | tee "$out/t2v-real.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || t2v_status=1
 fi
 bench_status=0
 step bench || { echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, pytorch2 $pt2_status, text-to-video $t2v_status"; exit $((test_status || check_status || aoti_status || pt2_status || t2v_status)); }

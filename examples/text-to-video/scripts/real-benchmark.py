@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Issue 51's benchmark in one command (a sketch of item 6): on one machine, with one generated
+models-real repository (UNTRAINED weights), per token setting (resolution) and user count:
+
+  (i)   baseline-http.py self-test   a Python http.server, one video at a time
+  (ii)  baseline-batched.py          in-process loop, every user's step batched (and with --graphs,
+                                     the same with the denoiser as CUDA graphs)
+  (iv)  bench/text-to-video.ts       Galley: the pipeline (the loop in the server) and step by step
+                                     (--bench: the command that runs it, e.g. the bundled
+                                     `node <carry>/text-to-video-bench.mjs`)
+
+  (iii) baseline-python-backend.py    the loop in one Python-backend model.py (text_to_video_python),
+                                     served by Galley over REST (--serve: the command that starts
+                                     scripts/serve-http.ts, e.g. `node <carry>/t2v-serve-http.mjs`)
+Writes <out>/t2v-real.json (every result) and prints a table with the issue's ratios.
+
+  python3 scripts/real-benchmark.py --out /tmp/t2v-real-out --bench "node carry/text-to-video-bench.mjs" \\
+      --serve "node carry/t2v-serve-http.mjs" --config gpu --graphs                                  # the GPU run (full size, FP16)
+  python3 scripts/real-benchmark.py --small --resolutions 256x256 --users 1,2 --frames 3 --steps 3 \\
+      --bench "npx tsx ../../bench/text-to-video.ts" --serve "npx tsx scripts/serve-http.ts"   # a check on the CPU
+  ... --config gpu --kind-cpu                                 # the GPU configs, KIND_CPU (no ONNX Runtime)
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(command, timeout, env=None):
+    started = time.time()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr[-4000:])
+        raise SystemExit(f"failed ({result.returncode}): {shlex.join(command)}")
+    return result.stdout, round(time.time() - started, 1)
+
+
+def json_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def galley_rows(text):
+    """The bench's table rows: {(users, mode): {videos_per_min, p50_ms, p95_ms, denoiser_batch}}."""
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\| (\d+) \| (pipeline|step by step) \| ([\d.]+)[^|]*\| ([\d.]+)[^|]*\| ([\d.]+)[^|]*\|[^|]*\| ([\d.]+)", line)
+        if m:
+            rows[(int(m.group(1)), m.group(2))] = {
+                "videos_per_min": float(m.group(3)),
+                "p50_ms": float(m.group(4)),
+                "p95_ms": float(m.group(5)),
+                "denoiser_batch": float(m.group(6)),
+            }
+    return rows
+
+
+def kind_cpu(repo):
+    """Every configs/gpu.pbtxt of the (generated) repository with KIND_CPU instead of KIND_GPU."""
+    for root, _dirs, files in os.walk(repo):
+        for f in files:
+            if root.endswith("configs") and f == "gpu.pbtxt":
+                path = os.path.join(root, f)
+                with open(path) as r:
+                    text = r.read()
+                with open(path, "w") as w:
+                    w.write(text.replace("kind: KIND_GPU", "kind: KIND_CPU"))
+
+
+def python_backend(args, device):
+    """(iii): text_to_video_python written into the repository, served alone, driven per resolution."""
+    spec = importlib.util.spec_from_file_location("generate_real_models", os.path.join(HERE, "generate-real-models.py"))
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    generator.write_python_model(args.repo)
+    if args.kind_cpu:
+        kind_cpu(args.repo)
+    command = shlex.split(args.serve) + [f"--models={args.repo}", "--load=text_to_video_python"]
+    if args.config:
+        command.append(f"--config={args.config}")
+    # Its own process group, stopped as a whole (npx or tsx would leave the server behind).
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    runs = []
+    try:
+        line = server.stdout.readline()
+        if not line.startswith("{"):
+            raise SystemExit(f"the server did not start: {shlex.join(command)}")
+        url = f"http://127.0.0.1:{json.loads(line)['port']}"
+        for resolution in args.resolutions.split(","):
+            text, seconds = run(
+                [args.python, os.path.join(HERE, "baseline-python-backend.py"), "--url", url, "--users", args.users, "--videos", str(args.videos)]
+                + ["--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps)],
+                args.timeout,
+            )
+            for row in json_lines(text):
+                runs.append({"which": "iii", "resolution": resolution, "seconds": seconds, **row})
+            print(f"{resolution} (iii): {seconds} s", flush=True)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        shutil.rmtree(os.path.join(args.repo, "text_to_video_python"), ignore_errors=True)
+    return runs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--repo", default="/tmp/galley-t2v-real", help="where the models are generated (outside the tree: ~1.2 GB)")
+    parser.add_argument("--out", default="/tmp/galley-t2v-real-out")
+    parser.add_argument("--small", action="store_true", help="the --small models (a CPU check)")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--resolutions", default="256x256,512x512,1024x1024", help="256, 1,024, 4,096 tokens with 32 frames")
+    parser.add_argument("--users", default="1,4,8,16")
+    parser.add_argument("--frames", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--videos", type=int, default=1, help="videos per user, (i) and (iv)")
+    parser.add_argument("--graphs", action="store_true", help="also (ii) with the denoiser as CUDA graphs")
+    parser.add_argument("--bench", default=None, help="the command that runs bench/text-to-video.ts (none: (iv) left out)")
+    parser.add_argument("--serve", default=None, help="the command that runs scripts/serve-http.ts (none: (iii) left out)")
+    parser.add_argument("--config", default=None, help="--model-config-name for Galley (gpu on a GPU)")
+    parser.add_argument(
+        "--kind-cpu",
+        action="store_true",
+        help="serve the GPU configs (configs/gpu.pbtxt) with KIND_CPU: a CPU check of the GPU run (no ONNX Runtime needed)",
+    )
+    parser.add_argument("--timeout", type=int, default=240, help="seconds per command")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    device = ["--device", args.device] if args.device else []
+    results = {"untrained": True, "args": vars(args), "runs": []}
+    generate = [args.python, os.path.join(HERE, "generate-real-models.py"), "--out", args.repo] + device
+    if args.small:
+        generate.append("--small")
+    text, seconds = run(generate, args.timeout)
+    results["generated"] = json.loads(text)
+    print(f"generated {args.repo} in {seconds} s", flush=True)
+    shutil.rmtree(os.path.join(args.repo, "text_to_video_python"), ignore_errors=True)  # (iii) only while it runs
+    if args.kind_cpu:
+        kind_cpu(args.repo)
+    for resolution in args.resolutions.split(","):
+        common = ["--repo", args.repo, "--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps)] + device
+        variants = [("ii", [args.python, os.path.join(HERE, "baseline-batched.py"), "--users", args.users] + common)]
+        if args.graphs:
+            variants.append(("ii graphs", variants[0][1] + ["--cuda-graph"]))
+        variants.append(
+            ("i", [args.python, os.path.join(HERE, "baseline-http.py"), "self-test", "--users", args.users, "--videos", str(args.videos)] + common)
+        )
+        for name, command in variants:
+            text, seconds = run(command, args.timeout)
+            for row in json_lines(text):
+                results["runs"].append({"which": name, "resolution": resolution, "seconds": seconds, **row})
+            print(f"{resolution} ({name}): {seconds} s", flush=True)
+        if args.bench:
+            command = shlex.split(args.bench) + [
+                f"--models={args.repo}",
+                f"--resolution={resolution}",
+                f"--frames={args.frames}",
+                f"--steps={args.steps}",
+                f"--users={args.users}",
+                f"--videos={args.videos}",
+                "--reps=1",
+            ]
+            if args.config:
+                command.append(f"--config={args.config}")
+            text, seconds = run(command, args.timeout)
+            with open(os.path.join(args.out, f"galley-{resolution}.md"), "w") as f:
+                f.write(text)
+            for (users, mode), row in galley_rows(text).items():
+                which = "iv" if mode == "pipeline" else "galley step by step"
+                results["runs"].append({"which": which, "resolution": resolution, "users": users, **row})
+            print(f"{resolution} (iv): {seconds} s", flush=True)
+    if args.serve:
+        results["runs"] += python_backend(args, device)
+    with open(os.path.join(args.out, "t2v-real.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    print("\n| resolution | users | which | videos/min | p50 s | step p50 ms | denoiser batch |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    by = {}
+    for r in results["runs"]:
+        by[(r["resolution"], r["users"], r["which"])] = r
+        p50 = r.get("p50_s", (r.get("p50_ms") or 0) / 1000)
+        batch = r.get("average_batch", r.get("denoiser_batch", ""))
+        print(f"| {r['resolution']} | {r['users']} | {r['which']} | {r['videos_per_min']} | {p50:.3f} | {r.get('step_p50_ms', '')} | {batch} |")
+    print()
+    for resolution in args.resolutions.split(","):
+        for users in (int(u) for u in args.users.split(",")):
+            iv, ii, i, iii = (by.get((resolution, users, w)) for w in ("iv", "ii", "i", "iii"))
+            if iv and ii and i:
+                print(
+                    f"{resolution}, {users} users: (iv)/(ii) {iv['videos_per_min'] / ii['videos_per_min']:.2f} (target >= 0.9), "
+                    f"(iv)/(i) {iv['videos_per_min'] / i['videos_per_min']:.2f}"
+                    + (f", (iv)/(iii) {iv['videos_per_min'] / iii['videos_per_min']:.2f}" if iii else "")
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+// models-real (issue 51): scripts/generate-real-models.py builds the real-size architectures
+// (T5-base-size text encoder, DiT-XL/2-size video denoiser, SD-VAE-decoder-size decoder), UNTRAINED.
+// Here, with --small (the same architectures at tiny widths and depths, FP32), it writes a
+// repository into a temporary folder from models-real's committed configs, a real server (port 0)
+// serves it with its CPU configs, and a short video goes through the example's loop and client;
+// the models' outputs are checked for shape and finiteness. The full-size parameter counts are
+// computed on the meta device (nothing allocated) and checked against the issue's sizes. Baselines
+// (i) and (ii) run on the same files, (iii) (the loop in one Python-backend model.py) is served by
+// the same server, and (i)'s and (iii)'s videos are compared with the pipeline's.
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { createGrpcClient, type GrpcClient, tensor } from "@galley/client";
+import { createLogger, createServer, type GalleyServer } from "@galley/server";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateVideo, type Progress } from "../src/video.js";
+
+const SCRIPTS = fileURLToPath(new URL("../scripts", import.meta.url));
+const run = promisify(execFile);
+
+/** python3 when it imports torch, else Debian's /usr/bin/python3 (as package.json's models:torch). */
+function pythonWithTorch(): string {
+  try {
+    execFileSync("python3", ["-c", "import torch"], { stdio: "ignore", timeout: 60_000 });
+    return "python3";
+  } catch {
+    return "/usr/bin/python3";
+  }
+}
+
+const python = pythonWithTorch();
+let repo: string;
+let server: GalleyServer;
+let client: GrpcClient;
+let generated: { scale: string; untrained: boolean; models: Record<string, { parameters: number }> };
+const failedToLoad: string[] = [];
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  repo = mkdtempSync(join(tmpdir(), "galley-t2v-real-"));
+  const { stdout } = await run(
+    python,
+    [join(SCRIPTS, "generate-real-models.py"), "--small", "--python-model", "--out", repo],
+    {
+      timeout: 60_000,
+    },
+  );
+  generated = JSON.parse(stdout);
+  server = createServer({
+    modelRepositories: [repo],
+    http: false,
+    grpc: { host: "127.0.0.1", port: 0 },
+    metrics: false,
+    log: createLogger({ write: () => {} }),
+  });
+  const { grpc, failedModels } = await server.listen();
+  failedToLoad.push(...failedModels);
+  client = createGrpcClient({ baseUrl: `http://127.0.0.1:${grpc?.port}` });
+});
+
+afterAll(async () => {
+  for (const child of children) child.kill();
+  await server?.close();
+  if (repo) rmSync(repo, { recursive: true, force: true });
+});
+
+describe("models-real --small", () => {
+  it("writes every model, labelled UNTRAINED, and the server loads them all", () => {
+    expect(failedToLoad).toEqual([]);
+    expect(generated.scale).toBe("small");
+    expect(generated.untrained).toBe(true);
+    for (const name of ["text_encoder", "denoiser", "vae_decoder"]) {
+      expect(readFileSync(join(repo, name, "1", "untrained.txt"), "utf8")).toMatch(/^UNTRAINED: /);
+      // The label inside the TorchScript file too (an extra file of its archive).
+      expect(readFileSync(join(repo, name, "1", "model.pt")).includes("UNTRAINED: ")).toBe(true);
+    }
+    for (const name of [
+      "super_resolution",
+      "frame_interpolation",
+      "tokenizer",
+      "preflight",
+      "text_to_video",
+      "text_to_video_python",
+    ])
+      expect(existsSync(join(repo, name, "1"))).toBe(true);
+  });
+
+  it("text_encoder and denoiser answer finite tensors of the interface's shapes", async () => {
+    const encoded = await client.infer("text_encoder", {
+      inputs: { TOKENS: tensor.int64([2, 77], new BigInt64Array(154).fill(5n)) },
+    });
+    const embedding = encoded.output("EMBEDDING");
+    expect(embedding.shape).toEqual([2, 77, 64]);
+    expect(embedding.fp32().every(Number.isFinite)).toBe(true);
+    const latent = Float32Array.from({ length: 2 * 16 * 4 * 8 * 8 }, (_, i) => Math.sin(i));
+    const denoised = await client.infer("denoiser", {
+      inputs: {
+        LATENT: tensor.fp32([2, 16, 4, 8, 8], latent),
+        TIMESTEP: tensor.fp32([2, 1], [900, 10]),
+        TEXT_EMBEDDING: tensor.fp32([2, 77, 64], embedding.fp32()),
+      },
+    });
+    const noise = denoised.output("NOISE_PRED");
+    expect(noise.shape).toEqual([2, 16, 4, 8, 8]);
+    const values = noise.fp32();
+    expect(values.every(Number.isFinite)).toBe(true);
+    expect(values.some((v) => v !== 0)).toBe(true);
+  });
+
+  it("makes a video through text_to_video (256x256: 8x8 latents, 3 frames, 3 steps)", async () => {
+    const seen: Progress[] = [];
+    const video = await generateVideo(
+      client,
+      { prompt: "a red fox running in snow", resolution: "256x256", frames: 3, steps: 3, previewEvery: 2, seed: 7 },
+      (p) => seen.push(p),
+    );
+    expect([video.count, video.height, video.width]).toEqual([3, 256, 256]);
+    expect(video.rgb.length).toBe(3 * 256 * 256 * 3);
+    expect(new Set(video.rgb).size).toBeGreaterThan(1);
+    expect(seen.map((p) => p.stage)).toEqual(["denoise", "denoise", "denoise", "decode", "done"]);
+    // Previews are the VAE's output for one keyframe: 8x the 8x8 latent.
+    const preview = seen.find((p) => p.preview)?.preview;
+    expect([preview?.height, preview?.width]).toEqual([64, 64]);
+  });
+
+  it("baseline (i) serves the same video as Galley's loop (the same files, noise and DDIM)", async () => {
+    const child = spawn(
+      python,
+      [join(SCRIPTS, "baseline-http.py"), "serve", "--repo", repo, "--port", "0", "--device", "cpu"],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    children.push(child);
+    const port = await new Promise<number>((resolve, reject) => {
+      let text = "";
+      child.stdout?.on("data", (chunk: Buffer) => {
+        text += chunk.toString();
+        const match = /http:\/\/[\d.]+:(\d+)/.exec(text);
+        if (match) resolve(Number(match[1]));
+      });
+      child.on("exit", (code) => reject(new Error(`baseline-http.py exited ${code}`)));
+    });
+    const request = { prompt: "a red fox running in snow", resolution: "256x256", frames: 3, steps: 3, seed: 11 };
+    const response = await fetch(`http://127.0.0.1:${port}/video`, { method: "POST", body: JSON.stringify(request) });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("X-Video-Shape")).toBe("3,256,256,3");
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    const video = await generateVideo(client, request);
+    expect(bytes.length).toBe(video.rgb.length);
+    // Galley's loop updates in doubles, the baseline in float32 tensors: a level or so apart.
+    let sum = 0;
+    for (let i = 0; i < bytes.length; i++) sum += Math.abs((bytes[i] as number) - (video.rgb[i] as number));
+    expect(sum / bytes.length).toBeLessThan(1);
+    child.kill();
+  });
+
+  it("baseline (iii), the loop in one Python-backend model.py, makes the pipeline's video", async () => {
+    const request = { prompt: "a red fox running in snow", resolution: "256x256", frames: 3, steps: 3, seed: 13 };
+    const reply = await client.infer("text_to_video_python", {
+      inputs: {
+        PROMPT: tensor.bytes([1], [request.prompt]),
+        RESOLUTION: tensor.bytes([1], [request.resolution]),
+        FRAMES: tensor.int32([1], [request.frames]),
+        STEPS: tensor.int32([1], [request.steps]),
+        SEED: tensor.int32([1], [request.seed]),
+      },
+    });
+    expect(reply.output("VIDEO").shape).toEqual([3, 256, 256, 3]);
+    const bytes = reply.output("VIDEO").uint8();
+    const video = await generateVideo(client, request);
+    let sum = 0;
+    for (let i = 0; i < bytes.length; i++) sum += Math.abs((bytes[i] as number) - (video.rgb[i] as number));
+    expect(sum / bytes.length).toBeLessThan(1);
+  });
+
+  it("baseline (ii) batches 3 users' steps (at most 2 a call)", async () => {
+    const { stdout } = await run(
+      python,
+      [
+        join(SCRIPTS, "baseline-batched.py"),
+        ...["--repo", repo, "--device", "cpu", "--users", "3", "--max-batch", "2"],
+        ...["--resolution", "256x256", "--frames", "3", "--steps", "3"],
+      ],
+      { timeout: 60_000 },
+    );
+    const result = JSON.parse(stdout.trim());
+    expect(result).toMatchObject({ users: 3, keyframes: 2, tokens_per_sample: 32, average_batch: 1.5 });
+    expect(result.video_shape).toEqual([3, 256, 256, 3]);
+    expect(result.videos_per_min).toBeGreaterThan(0);
+  });
+});
+
+describe("generate-real-models.py --counts (full size, meta device)", () => {
+  it("counts the issue's sizes: DiT-XL/2 ~450 M, T5-base encoder ~110 M, SD VAE decoder ~50 M", async () => {
+    const { stdout } = await run(python, [join(SCRIPTS, "generate-real-models.py"), "--counts"], { timeout: 60_000 });
+    const { parameters, tokens } = JSON.parse(stdout);
+    const within = (value: number, expected: number, share: number) =>
+      expect(Math.abs(value - expected) / expected).toBeLessThan(share);
+    within(parameters.denoiser.full, 450e6, 0.03);
+    within(parameters.text_encoder.full, 110e6, 0.03);
+    within(parameters.vae_decoder.full, 50e6, 0.03);
+    expect(Object.values(tokens)).toEqual([256, 1024, 4096]);
+  });
+});
