@@ -1,5 +1,9 @@
 // The PASS/FAIL bookkeeping the GPU check scripts share: each check is printed as it is decided
-// and kept for the script's JSON summary; a step that throws becomes one failed check.
+// and kept for the script's JSON summary; a step that throws becomes one failed check. Also the
+// GPU memory readings (nvidia-smi) several of them report.
+import { execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 /** `results` (name, ok, detail), `check(name, ok, detail)` and `attempt(name, body)`. */
 export function createChecks() {
@@ -51,4 +55,54 @@ export function values(bytes, datatype) {
           : s * 2 ** (e - 15) * (1 + f / 1024);
   }
   return out;
+}
+
+/** Print how many checks passed, write `<name>.json` (results and figures) into `out`, set the exit code. */
+export function finishChecks(out, name, results, figures) {
+  const failed = results.filter((r) => !r.ok);
+  console.log(`${results.length - failed.length}/${results.length} checks passed`);
+  writeFileSync(join(out, `${name}.json`), JSON.stringify({ results, figures }, null, 2));
+  process.exitCode = failed.length > 0 ? 1 : 0;
+}
+
+/** GPU memory in use on `gpu` (MiB, nvidia-smi); NaN where there is none. */
+export function gpuMemoryMiB(gpu) {
+  try {
+    const text = execFileSync(
+      "nvidia-smi",
+      ["--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", `${gpu}`],
+      {
+        encoding: "utf8",
+      },
+    );
+    return Number(text.trim());
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * GPU memory (MiB) of each process using a GPU, with the end of its command line (Python stubs are
+ * named `triton_python_backend_stub <instance>`); empty where there is no GPU.
+ */
+export function gpuProcesses() {
+  try {
+    const text = execFileSync("nvidia-smi", ["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"], {
+      encoding: "utf8",
+    });
+    return text
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => {
+        const [pid, mib] = line.split(",").map((v) => v.trim());
+        let command = "";
+        try {
+          command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim().slice(-80);
+        } catch {}
+        return { pid: Number(pid), mib: Number(mib), command };
+      });
+  } catch {
+    return [];
+  }
 }

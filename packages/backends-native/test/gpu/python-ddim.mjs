@@ -31,12 +31,13 @@
 // of this script on a machine without CUDA: CPU models, B = 1, a small denoiser in FP32 inside,
 // inputs as bytes; step times reported, not checked).
 // Prints one line per check and a summary; exits 1 if any check failed.
-import { execFileSync, fork, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CudaSharedMemory, createGrpcClient } from "@galley/client";
-import { createChecks, values } from "./checks.mjs";
+import { forkServer, serveChecks, transferDelta } from "./check-server.mjs";
+import { createChecks, finishChecks, gpuMemoryMiB, gpuProcesses, values } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const STEPS = 20;
@@ -348,44 +349,6 @@ function writeModels(repo, gpu, cpu) {
   );
 }
 
-function gpuMemoryMiB(gpu) {
-  try {
-    const text = execFileSync(
-      "nvidia-smi",
-      ["--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", `${gpu}`],
-      {
-        encoding: "utf8",
-      },
-    );
-    return Number(text.trim());
-  } catch {
-    return Number.NaN;
-  }
-}
-
-/** GPU memory (MiB) of each process using the GPU, with its command line (the server, the stub). */
-function processMemory() {
-  try {
-    const text = execFileSync("nvidia-smi", ["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"], {
-      encoding: "utf8",
-    });
-    return text
-      .trim()
-      .split("\n")
-      .filter(Boolean)
-      .map((line) => {
-        const [pid, mib] = line.split(",").map((v) => v.trim());
-        let command = "";
-        try {
-          command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim().slice(-80);
-        } catch {}
-        return { pid: Number(pid), mib: Number(mib), command };
-      });
-  } catch {
-    return [];
-  }
-}
-
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -440,30 +403,10 @@ async function main() {
   }
 
   writeModels(repo, gpu, cpu);
-  const child = fork(process.argv[1], ["--serve", repo, python], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
-  const logs = [];
-  child.stdout.on("data", (d) => logs.push(d));
-  child.stderr.on("data", (d) => logs.push(d));
-  const ports = await new Promise((resolve, reject) => {
-    child.once("message", resolve);
-    child.once("exit", (code) => reject(new Error(`the server exited with ${code}: ${Buffer.concat(logs)}`)));
-  });
+  const server = await forkServer(repo, python);
+  const { ports, transfers } = server;
   check("server starts with the models", ports.failed.length === 0, JSON.stringify(ports.failed));
-  const transfers = () =>
-    new Promise((resolve) => {
-      child.once("message", resolve);
-      child.send("transfers");
-    });
-  const zero = { hostToDevice: 0, deviceToHost: 0, onDevice: 0 };
-  const delta = (before, after, model) => {
-    const a = after.models[model] ?? zero;
-    const b = before.models[model] ?? zero;
-    return {
-      hostToDevice: a.hostToDevice - b.hostToDevice,
-      deviceToHost: a.deviceToHost - b.deviceToHost,
-      onDevice: a.onDevice - b.onDevice,
-    };
-  };
+  const delta = transferDelta;
   const grpc = createGrpcClient({ baseUrl: `http://127.0.0.1:${ports.grpc}` });
   /** The denoiser's cumulative statistics: [count, ns] of queue, computeInput, computeInfer, computeOutput. */
   const denoiserStats = async () => {
@@ -640,7 +583,7 @@ async function main() {
         if (i % Math.max(1, Math.floor(requests / 5)) === 0) curve.push([i, gpuMemoryMiB(gpu)]);
       }
       const end = gpuMemoryMiB(gpu);
-      figures.memory = { batch: b, startMiB: start, endMiB: end, curve, processes: processMemory() };
+      figures.memory = { batch: b, startMiB: start, endMiB: end, curve, processes: gpuProcesses() };
       console.log(`GPU memory per process (MiB): ${JSON.stringify(figures.memory.processes)}`);
       if (!cpu)
         check(
@@ -651,33 +594,10 @@ async function main() {
     });
   } finally {
     await region?.dispose().catch(() => {});
-    child.disconnect();
-    await new Promise((resolve) => child.once("exit", resolve));
-    writeFileSync(join(out, "server.log"), Buffer.concat(logs));
+    await server.stop(join(out, "server.log"));
   }
-  const failed = results.filter((r) => !r.ok);
-  console.log(`${results.length - failed.length}/${results.length} checks passed`);
-  writeFileSync(join(out, "python-ddim.json"), JSON.stringify({ results, figures }, null, 2));
-  process.exitCode = failed.length > 0 ? 1 : 0;
+  finishChecks(out, "python-ddim", results, figures);
 }
 
-if (process.argv[2] === "--serve") {
-  const { createServer, createLogger, hostTransfers } = await import("@galley/server");
-  const server = createServer({
-    modelRepositories: [process.argv[3]],
-    pythonExecutable: process.argv[4] ?? "python3",
-    allowClientShm: true,
-    http: false,
-    grpc: { host: "127.0.0.1", port: 0 },
-    metrics: false,
-    log: createLogger({ verboseLevel: 1 }),
-  });
-  const addresses = await server.listen();
-  process.on("message", (m) => {
-    if (m === "transfers") process.send?.(hostTransfers.snapshot());
-  });
-  process.send?.({ grpc: addresses.grpc?.port, failed: addresses.failedModels });
-  process.on("disconnect", () => void server.close().then(() => process.exit(0)));
-} else {
-  await main();
-}
+if (process.argv[2] === "--serve") await serveChecks(process.argv.slice(3));
+else await main();

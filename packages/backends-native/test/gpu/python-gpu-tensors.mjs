@@ -35,13 +35,14 @@
 // --device=cpu (a check of this script on a machine without CUDA: CPU models, inputs as bytes, the
 // same models and calls; what needs a GPU is left out).
 // Prints one line per check and a summary; exits 1 if any check failed.
-import { execFileSync, fork, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CudaSharedMemory, createGrpcClient } from "@galley/client";
-import { createChecks, values } from "./checks.mjs";
+import { forkServer, serveChecks, transferDelta } from "./check-server.mjs";
+import { createChecks, finishChecks, gpuMemoryMiB, gpuProcesses, values } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 // The stub's modules: two folders up from test/gpu/ and from build/gpu-carry/ (the bundle) alike.
@@ -218,44 +219,6 @@ function pythonModel(repo, name, source, force, gpu, cpu) {
   );
 }
 
-function gpuMemoryMiB(gpu) {
-  try {
-    const text = execFileSync(
-      "nvidia-smi",
-      ["--query-gpu=memory.used", "--format=csv,noheader,nounits", `-i`, String(gpu)],
-      {
-        encoding: "utf8",
-      },
-    );
-    return Number(text.trim());
-  } catch {
-    return Number.NaN;
-  }
-}
-
-/** GPU memory (MiB) of each process using the GPU, with its command line (stubs are named `triton_python_backend_stub <instance>`). */
-function stubMemory() {
-  try {
-    const text = execFileSync("nvidia-smi", ["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"], {
-      encoding: "utf8",
-    });
-    return text
-      .trim()
-      .split("\n")
-      .filter(Boolean)
-      .map((line) => {
-        const [pid, mib] = line.split(",").map((v) => v.trim());
-        let command = "";
-        try {
-          command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim().slice(-80);
-        } catch {}
-        return { pid: Number(pid), mib: Number(mib), command };
-      });
-  } catch {
-    return [];
-  }
-}
-
 async function main() {
   const out = arg("out", mkdtempSync(join(tmpdir(), "galley-python-gpu-")));
   const python = arg("python", "python3");
@@ -360,36 +323,15 @@ async function main() {
     }
   }
 
-  const child = fork(process.argv[1], ["--serve", repo, python], {
-    stdio: ["ignore", "pipe", "pipe", "ipc"],
+  const server = await forkServer(repo, python, {
     env: {
       ...process.env,
       PYTHONPATH: [join(out, "stand-ins"), process.env.PYTHONPATH].filter(Boolean).join(":"),
     },
   });
-  const logs = [];
-  child.stdout.on("data", (d) => logs.push(d));
-  child.stderr.on("data", (d) => logs.push(d));
-  const ports = await new Promise((resolve, reject) => {
-    child.once("message", resolve);
-    child.once("exit", (code) => reject(new Error(`the server exited with ${code}: ${Buffer.concat(logs)}`)));
-  });
+  const { ports, logs, transfers } = server;
   check("server starts with the models", ports.failed.length === 0, JSON.stringify(ports.failed));
-  const transfers = () =>
-    new Promise((resolve) => {
-      child.once("message", resolve);
-      child.send("transfers");
-    });
-  const zero = { hostToDevice: 0, deviceToHost: 0, onDevice: 0 };
-  const delta = (before, after, model) => {
-    const a = after.models[model] ?? zero;
-    const b = before.models[model] ?? zero;
-    return {
-      hostToDevice: a.hostToDevice - b.hostToDevice,
-      deviceToHost: a.deviceToHost - b.deviceToHost,
-      onDevice: a.onDevice - b.onDevice,
-    };
-  };
+  const delta = transferDelta;
   const grpc = createGrpcClient({ baseUrl: `http://127.0.0.1:${ports.grpc}` });
   const n = 1 << 18; // 1 MiB of FP32
   const bytes = n * 4;
@@ -731,39 +673,16 @@ async function main() {
         );
       console.log(`one py_double + one py_bls request: ${ms.toFixed(2)} ms`);
       // What each stub costs on the GPU (its CUDA context, torch's cache): issue 50 item 3.
-      figures.stubGpuMiB = stubMemory();
+      figures.stubGpuMiB = gpuProcesses();
       console.log(`GPU memory per process (MiB): ${JSON.stringify(figures.stubGpuMiB)}`);
     });
   } finally {
     await region?.dispose().catch(() => {});
     await outRegion?.dispose().catch(() => {});
-    child.disconnect();
-    await new Promise((resolve) => child.once("exit", resolve));
-    writeFileSync(join(out, "server.log"), Buffer.concat(logs));
+    await server.stop(join(out, "server.log"));
   }
-  const failed = results.filter((r) => !r.ok);
-  console.log(`${results.length - failed.length}/${results.length} checks passed`);
-  writeFileSync(join(out, "python-gpu-tensors.json"), JSON.stringify({ results, figures }, null, 2));
-  process.exitCode = failed.length > 0 ? 1 : 0;
+  finishChecks(out, "python-gpu-tensors", results, figures);
 }
 
-if (process.argv[2] === "--serve") {
-  const { createServer, createLogger, hostTransfers } = await import("@galley/server");
-  const server = createServer({
-    modelRepositories: [process.argv[3]],
-    pythonExecutable: process.argv[4] ?? "python3",
-    allowClientShm: true,
-    http: false,
-    grpc: { host: "127.0.0.1", port: 0 },
-    metrics: false,
-    log: createLogger({ verboseLevel: 1 }),
-  });
-  const addresses = await server.listen();
-  process.on("message", (m) => {
-    if (m === "transfers") process.send?.(hostTransfers.snapshot());
-  });
-  process.send?.({ grpc: addresses.grpc?.port, failed: addresses.failedModels });
-  process.on("disconnect", () => void server.close().then(() => process.exit(0)));
-} else {
-  await main();
-}
+if (process.argv[2] === "--serve") await serveChecks(process.argv.slice(3));
+else await main();

@@ -24,13 +24,14 @@
 // --device=cpu (a check of this script on a machine without CUDA: KIND_CPU, torch on the CPU, the
 // same loads, requests, stub counts and unloads; no GPU figures).
 // Prints one line per check, a table, and a summary; exits 1 if any check failed.
-import { execFileSync, fork, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createGrpcClient } from "@galley/client";
-import { createChecks } from "./checks.mjs";
+import { forkServer, serveChecks } from "./check-server.mjs";
+import { createChecks, finishChecks, gpuMemoryMiB, gpuProcesses } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const N = 256; // the matmul: [1, N] × [N, N]
@@ -126,35 +127,13 @@ function writeModel(repo, name, source, count, { gpu, cpu, force }) {
 }
 
 /** pid -> MiB of each process with a CUDA context (nvidia-smi); empty without nvidia-smi. */
-function gpuApps() {
-  try {
-    const text = execFileSync("nvidia-smi", ["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"], {
-      encoding: "utf8",
-    });
-    const apps = new Map();
-    for (const line of text.trim().split("\n").filter(Boolean)) {
-      const [pid, mib] = line.split(",").map((v) => v.trim());
-      apps.set(Number(pid), Number(mib));
-    }
-    return apps;
-  } catch {
-    return new Map();
-  }
-}
+/** GPU memory (MiB) of each process using a GPU, by pid. */
+const gpuApps = () => new Map(gpuProcesses().map((p) => [p.pid, p.mib]));
 
+/** GPU memory in use on `gpu` (MiB), null where there is none. */
 function gpuUsedMiB(gpu) {
-  try {
-    const text = execFileSync(
-      "nvidia-smi",
-      ["--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", String(gpu)],
-      {
-        encoding: "utf8",
-      },
-    );
-    return Number(text.trim());
-  } catch {
-    return null;
-  }
+  const used = gpuMemoryMiB(gpu);
+  return Number.isNaN(used) ? null : used;
 }
 
 /** The stub processes of `model` ({pid, instance}), from /proc: `triton_python_backend_stub <model>_<group>_<index>`. */
@@ -201,15 +180,9 @@ async function main() {
   const counts = [1, 2, 4];
   for (const count of counts) writeModel(repo, `py_cuda_${count}`, PY_CUDA, count, where);
 
-  const child = fork(process.argv[1], ["--serve", repo, python], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
-  const logs = [];
-  child.stdout.on("data", (d) => logs.push(d));
-  child.stderr.on("data", (d) => logs.push(d));
-  const ports = await new Promise((resolve, reject) => {
-    child.once("message", resolve);
-    child.once("exit", (code) => reject(new Error(`the server exited with ${code}: ${Buffer.concat(logs)}`)));
-  });
-  const server = child.pid;
+  const served = await forkServer(repo, python, { explicit: true });
+  const { ports } = served;
+  const server = served.child.pid;
   try {
     const grpc = createGrpcClient({ baseUrl: `http://127.0.0.1:${ports.grpc}` });
     const input = new Float32Array(N).map((_, i) => (i % 100) / 4);
@@ -355,30 +328,10 @@ async function main() {
         console.log(`${s.count} | ${s.perStubMiB} | ${s.stubsMiB} | ${s.overServerAloneMiB ?? "n/a"}`);
     }
   } finally {
-    child.disconnect();
-    await new Promise((resolve) => child.once("exit", resolve));
-    writeFileSync(join(out, "server.log"), Buffer.concat(logs));
+    await served.stop(join(out, "server.log"));
   }
-  const failed = results.filter((r) => !r.ok);
-  console.log(`${results.length - failed.length}/${results.length} checks passed`);
-  writeFileSync(join(out, "python-stub-memory.json"), JSON.stringify({ results, figures }, null, 2));
-  process.exitCode = failed.length > 0 ? 1 : 0;
+  finishChecks(out, "python-stub-memory", results, figures);
 }
 
-if (process.argv[2] === "--serve") {
-  const { createServer, createLogger } = await import("@galley/server");
-  const server = createServer({
-    modelRepositories: [process.argv[3]],
-    pythonExecutable: process.argv[4] ?? "python3",
-    controlMode: "explicit",
-    http: false,
-    grpc: { host: "127.0.0.1", port: 0 },
-    metrics: false,
-    log: createLogger({ verboseLevel: 1 }),
-  });
-  const addresses = await server.listen();
-  process.send?.({ grpc: addresses.grpc?.port, failed: addresses.failedModels });
-  process.on("disconnect", () => void server.close().then(() => process.exit(0)));
-} else {
-  await main();
-}
+if (process.argv[2] === "--serve") await serveChecks(process.argv.slice(3));
+else await main();
