@@ -314,6 +314,7 @@ def _device_problem(device_type):
     return TritonModelException("DLDevice type %d is not support by Python backend." % device_type)
 
 
+_DLPACK_STRINGS = "DLPack does not have support for string tensors."
 _NOT_CONTIGUOUS = "DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are supported."
 
 
@@ -490,9 +491,7 @@ class Tensor:
             return self._held
         if self._gpu is not None:
             return self._gpu.dlpack.__dlpack__()
-        if self._datatype == "BYTES":
-            raise TritonModelException("DLPack does not support BYTES tensors ('%s')" % self._name)
-        return self._array.__dlpack__()
+        return self._host_capsule()
 
     def __dlpack__(self, stream=None):
         """The tensor as a DLPack capsule for `torch.from_dlpack(tensor)` and the like (CPU tensors)."""
@@ -500,9 +499,18 @@ class Tensor:
             return self._held.__dlpack__(stream)
         if self._gpu is not None:
             return self._gpu.dlpack.__dlpack__()
+        return self._host_capsule()
+
+    def _host_capsule(self):
         if self._datatype == "BYTES":
-            raise TritonModelException("DLPack does not support BYTES tensors ('%s')" % self._name)
-        return self._array.__dlpack__()
+            raise TritonModelException(_DLPACK_STRINGS)
+        array = self._array
+        if array.flags.writeable or array.dtype == np.bool_:
+            return array.__dlpack__()
+        # numpy will not export a read-only array (one it took from an old-style capsule) as DLPack 0.x;
+        # the memory is writable where it lives, as Triton's tensors in shared memory are.
+        array = np.ascontiguousarray(array)
+        return galley_cuda.DLPackTensor(array.ctypes.data, galley_cuda.kDLCPU, 0, self._datatype, array.shape, array).__dlpack__()
 
     def __dlpack_device__(self):
         if self._held is not None:

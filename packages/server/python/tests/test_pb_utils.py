@@ -46,8 +46,21 @@ class BytesTensors(unittest.TestCase):
         back = pb_utils.Tensor.from_dlpack("y", t.to_dlpack())
         self.assertEqual(back.name(), "y")
         self.assertEqual(back.as_numpy().tolist(), [[0, 1, 2], [3, 4, 5]])
-        with self.assertRaises(pb_utils.TritonModelException):
+        with self.assertRaises(pb_utils.TritonModelException) as raised:
             pb_utils.Tensor("s", np.array([b"a"], dtype=np.object_)).to_dlpack()
+        self.assertEqual(str(raised.exception), "DLPack does not have support for string tensors.")
+
+    def test_dlpack_of_a_read_only_array(self):
+        # numpy takes an old-style capsule as a read-only array and will not export that as DLPack 0.x
+        # (NVIDIA's dlpack_test: from_dlpack(pb_tensor.to_dlpack()) of a tensor made from a capsule).
+        source = pb_utils.Tensor("x", np.arange(4, dtype=np.float32))
+        taken = pb_utils.Tensor.from_dlpack("y", source.to_dlpack())
+        frozen = np.arange(3, dtype=np.int16)
+        frozen.flags.writeable = False
+        for tensor, expected in ((taken, [0, 1, 2, 3]), (pb_utils.Tensor("z", frozen), [0, 1, 2])):
+            again = pb_utils.Tensor.from_dlpack("w", tensor.to_dlpack())
+            self.assertEqual(again.as_numpy().tolist(), expected)
+            self.assertEqual(np.from_dlpack(tensor).tolist(), expected)
 
 
 class Errors(unittest.TestCase):
