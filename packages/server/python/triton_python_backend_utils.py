@@ -247,13 +247,16 @@ class PreferredMemory:
 
 class _Held:
     """A tensor the server holds on a GPU for this model (a BLS output): released when no Tensor
-    refers to it any more (or when the requests of the batch that made the call have ended)."""
+    refers to it any more (or when the requests of the batch that made the call have ended).
+    `loan`: the server's CUDA IPC loan of its memory, sent with the reply where it cost no copy;
+    mapped on first use, given back unopened if never used."""
 
-    def __init__(self, device, datatype, shape):
+    def __init__(self, device, datatype, shape, loan=None):
         self.device = device
         self.datatype = datatype
         self.shape = shape
-        weakref.finalize(self, _drop_held, device["ref"])
+        self._loan = [loan] if loan is not None else []
+        weakref.finalize(self, _drop_held, device["ref"], self._loan)
 
     _mapped = None
 
@@ -269,7 +272,15 @@ class _Held:
                     "pass it to another BLS call or return it, or ask for TRITONSERVER_MEMORY_CPU"
                     % (self.device["deviceId"], _cuda_problem())
                 )
-            self._mapped = _rt().device_export(self.device["ref"], self.datatype, self.shape)
+            if self._loan:
+                loan = self._loan.pop()
+                try:
+                    self._mapped = _rt().open_loan(loan, self.datatype, self.shape)[0]
+                except Exception:
+                    _rt().ipc_drops.append(loan["key"])
+                    raise
+            else:
+                self._mapped = _rt().device_export(self.device["ref"], self.datatype, self.shape)
         return self._mapped
 
     def __dlpack_device__(self):
@@ -334,12 +345,14 @@ def _gpu_tensor(name, owner, capsule):
     return Tensor._on_gpu(name, datatype, shape, _OnGpu(dlpack, located))
 
 
-def _drop_held(ref):
+def _drop_held(ref, unopened=()):
     # Queued, not sent: the frame that hands this tensor to the server (a response, a BLS call)
     # may not have gone out yet; the drop follows the next frame.
     runtime = _runtime
     if runtime is not None:
         runtime.drop(ref)
+        for loan in unopened:
+            runtime.ipc_drops.append(loan["key"])
 
 
 def _text(value, what):
@@ -439,12 +452,14 @@ class Tensor:
     @classmethod
     def _from_shm(cls, ref):
         ipc = ref.get("ipc")
+        device = ref.get("device")
+        if device is not None:
+            # Held by the server (a BLS output), with a loan of its memory mapped on first use.
+            held = _Held(device, ref["datatype"], ref["shape"], ipc)
+            return cls._on_device(ref["name"], ref["datatype"], ref["shape"], held)
         if ipc is not None:
             dlpack, loan = _rt().open_loan(ipc, ref["datatype"], ref["shape"])
             return cls._on_gpu(ref["name"], ref["datatype"], ref["shape"], _OnGpu(dlpack, loan))
-        device = ref.get("device")
-        if device is not None:
-            return cls._on_device(ref["name"], ref["datatype"], ref["shape"], _Held(device, ref["datatype"], ref["shape"]))
         rt = _rt()
         datatype = ref["datatype"]
         shape = ref["shape"]

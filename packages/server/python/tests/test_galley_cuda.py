@@ -330,6 +330,29 @@ class StubLoans(unittest.TestCase):
         self.runtime.flush()
         self.assertIn({"kind": "ipc-drop", "keys": [7]}, self.runtime.channel.sent)
 
+    def test_a_bls_output_comes_with_its_loan_mapped_on_first_use_or_given_back_unopened(self):
+        # The server sends a GPU BLS output as its reference and, where it cost no copy, a loan of
+        # its memory: torch.from_dlpack maps that loan (no device-export round trip).
+        pb = self.pb
+        handle, buffer = self.drv.allocation(64, 0)
+        buffer.view(np.float32)[:4] = [5, 6, 7, 8]
+        wire = {"handle": base64.b64encode(handle).decode(), "offset": 0, "deviceId": 0, "byteSize": 16, "key": 11}
+        device = {"ref": 4, "deviceId": 0, "byteSize": 16}
+        shm = {"name": "OUT", "datatype": "FP32", "shape": [4], "s": -1, "z": 0, "o": 0, "n": 0, "device": device}
+        used = pb.Tensor._from_shm({**shm, "ipc": wire})
+        self.assertFalse(used.is_cpu())
+        info = gc_.capsule_info(used.to_dlpack().__dlpack__())
+        self.assertEqual(info, (gc_.kDLCUDA, 0, "FP32", [4], _pointer(buffer)))
+        self.assertEqual(len(self.drv.opened), 1)
+        unused = pb.Tensor._from_shm({**shm, "device": {**device, "ref": 5}, "ipc": {**wire, "key": 12}})
+        self.assertEqual(self.runtime.channel.sent, [])  # nothing asked of the server
+        del used, unused, info
+        gc.collect()
+        self.runtime.flush()
+        sent = {m["kind"]: sorted(m.get("refs", m.get("keys", []))) for m in self.runtime.channel.sent}
+        self.assertEqual(sent, {"bls-drop": [4, 5], "ipc-drop": [11, 12]})
+        self.assertEqual(len(self.drv.opened), 1)  # the unused loan was never mapped
+
     def test_a_tensor_the_model_made_is_lent_to_the_server_until_released(self):
         pb = self.pb
         handle, buffer = self.drv.allocation(256, 0)

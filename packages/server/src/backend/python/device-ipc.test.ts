@@ -201,6 +201,35 @@ describe("DeviceIpc", () => {
     expect(released).toEqual(["70300040", "1000"]);
   });
 
+  it("shares without a copy or not at all (a BLS reply's loans): a region, a libtorch tensor; not the stub's own memory", async () => {
+    const { api, log } = fakeApi();
+    const ipc = new DeviceIpc("m", api);
+    const released: string[] = [];
+    const torch = (pointer: bigint): DeviceTensor => ({
+      kind: "pytorch",
+      deviceId: 0,
+      byteSize: 8,
+      pointer,
+      toHost: async () => new Uint8Array(8),
+      copyTo: async () => {
+        log.push("device copy");
+      },
+      release: () => released.push(pointer.toString(16)),
+    });
+    expect(await ipc.share(region(released))).toMatchObject({ offset: 32, byteSize: 16 });
+    expect(await ipc.share(torch(0x7010_0000n))).toMatchObject({ offset: 0, byteSize: 8 });
+    expect(await ipc.share(torch(0x1000n))).toBeUndefined(); // the driver refuses: only a copy would do
+    const handle = Buffer.alloc(64, 6).toString("base64");
+    const own = await ipc.map({ handle, offset: 0, deviceId: 0, byteSize: 8, key: 21 }, () => {});
+    expect(await ipc.share(own)).toBeUndefined();
+    expect(log).toEqual(["export 70100000", "open 6"]);
+    expect(released).toEqual([]); // nothing let go by a refusal: the caller still holds it
+    expect(ipc.lent).toBe(2);
+    ipc.close();
+    expect(released).toEqual(["region", "70100000"]);
+    await expect(ipc.share(region(released))).rejects.toThrow("the Python stub has gone");
+  });
+
   it("gives the stub's memory back when it cannot be mapped", async () => {
     const ipc = new DeviceIpc("m", async () => ({
       allocateCudaMemory: async () => {

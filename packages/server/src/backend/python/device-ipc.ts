@@ -67,63 +67,51 @@ export class DeviceIpc {
   }
 
   /**
+   * Lend `device` to the stub without copying it — another process's memory by its own handle, a
+   * libtorch tensor by the handle of libtorch's allocation — or undefined where only a copy can
+   * share it (nothing is lent then, and `release` has not run).
+   */
+  async share(device: DeviceTensor, release: () => void = () => device.release()): Promise<IpcTensor | undefined> {
+    if (this.#closed) throw new Error("the Python stub has gone");
+    // The stub's own memory cannot be opened in the stub (CUDA's rule): it gets a copy.
+    const own =
+      device.ipc && this.#opened.has(`${device.deviceId}:${Buffer.from(device.ipc.handle).toString("base64")}`);
+    if (device.ipc && !own) return this.#lendHandle(device, device.ipc, release);
+    if (device.pointer === undefined || device.kind === "region" || own) return undefined;
+    // A libtorch tensor: the stub maps libtorch's allocation (the tensor is kept until it gives it back).
+    const exported = await (await this.#api())
+      .exportCudaIpcHandle(device.pointer, device.deviceId)
+      .catch(() => undefined);
+    return exported && !this.#closed ? this.#lendHandle(device, exported, release) : undefined;
+  }
+
+  #lendHandle(device: DeviceTensor, ipc: { handle: Uint8Array; offset: number }, release: () => void): IpcTensor {
+    const key = this.#nextKey++;
+    this.#lent.set(key, { refs: 1, deviceId: device.deviceId, device, offset: ipc.offset, handle: ipc.handle, release });
+    hostTransfers.record(this.#model, { onDevice: device.byteSize });
+    return {
+      handle: Buffer.from(ipc.handle).toString("base64"),
+      offset: ipc.offset,
+      deviceId: device.deviceId,
+      byteSize: device.byteSize,
+      key,
+    };
+  }
+
+  /**
    * Lend `device` to the stub: memory of another process (a client's CUDA region) by its own
    * handle, a kept tensor by one device-to-device copy into memory allocated here. `release` runs
    * when the loan ends (the stub gave it back and nothing here uses it).
    */
   async lend(device: DeviceTensor, release: () => void = () => device.release()): Promise<IpcTensor> {
-    if (this.#closed) throw new Error("the Python stub has gone");
-    const key = this.#nextKey++;
-    // The stub's own memory cannot be opened in the stub (CUDA's rule): it gets a copy.
-    const own =
-      device.ipc && this.#opened.has(`${device.deviceId}:${Buffer.from(device.ipc.handle).toString("base64")}`);
-    if (device.ipc && !own) {
-      this.#lent.set(key, {
-        refs: 1,
-        deviceId: device.deviceId,
-        device,
-        offset: device.ipc.offset,
-        handle: device.ipc.handle,
-        release,
-      });
-      hostTransfers.record(this.#model, { onDevice: device.byteSize });
-      return {
-        handle: Buffer.from(device.ipc.handle).toString("base64"),
-        offset: device.ipc.offset,
-        deviceId: device.deviceId,
-        byteSize: device.byteSize,
-        key,
-      };
-    }
-    if (device.pointer !== undefined && device.kind !== "region" && !own) {
-      // A libtorch tensor: the stub maps libtorch's allocation (the tensor is kept until it gives it back).
-      const exported = await (await this.#api())
-        .exportCudaIpcHandle(device.pointer, device.deviceId)
-        .catch(() => undefined);
-      if (exported && !this.#closed) {
-        this.#lent.set(key, {
-          refs: 1,
-          deviceId: device.deviceId,
-          device,
-          offset: exported.offset,
-          handle: exported.handle,
-          release,
-        });
-        hostTransfers.record(this.#model, { onDevice: device.byteSize });
-        return {
-          handle: Buffer.from(exported.handle).toString("base64"),
-          offset: exported.offset,
-          deviceId: device.deviceId,
-          byteSize: device.byteSize,
-          key,
-        };
-      }
-    }
+    const shared = await this.share(device, release);
+    if (shared) return shared;
     if (!device.copyTo) {
       throw new Error(
         `a tensor on GPU ${device.deviceId} of kind '${device.kind}' cannot be shared with the Python stub`,
       );
     }
+    const key = this.#nextKey++;
     const memory = await (await this.#api()).allocateCudaMemory(Math.max(device.byteSize, 1), device.deviceId);
     try {
       await device.copyTo(memory.pointer, memory.byteSize);

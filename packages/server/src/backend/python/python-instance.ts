@@ -10,7 +10,7 @@ import { checkOutputs, type OutputRules } from "../batch-io.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
 import { processTransport } from "../host/process-transport.js";
 import { BlsCalls, type InferencePath } from "../scripted/bls-calls.js";
-import type { WireBlsRequest } from "../scripted/bls-wire.js";
+import type { BlsReply, WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
 import { type CudaIpcApi, DeviceIpc } from "./device-ipc.js";
 import type {
@@ -132,6 +132,8 @@ export class PythonInstance implements BackendInstance {
   /** GPU tensors lent to and borrowed from the stub through CUDA IPC (one per stub process). */
   #ipc: DeviceIpc;
   /** Decoupled responses still being mapped, by request key: the next waits for the last. */
+  /** BLS replies waiting for their GPU outputs' loans, by call (each posts after the one before). */
+  readonly #replying = new Map<number, Promise<void>>();
   readonly #responding = new Map<number, Promise<void>>();
 
   private constructor(options: PythonInstanceOptions) {
@@ -182,36 +184,69 @@ export class PythonInstance implements BackendInstance {
     });
     this.#bls = new BlsCalls({
       inference: options.inference,
-      reply: (message) => {
-        const pool = this.#shm();
-        const response: PyResponse | undefined = message.response && {
-          outputs: message.response.outputs.map((t) =>
-            t.device
-              ? { name: t.name, datatype: t.datatype, shape: t.shape, ...NO_SHM, device: t.device }
-              : pool.put(t),
-          ),
-          parameters: message.response.parameters,
-        };
-        this.#host.post({
-          kind: "bls-reply",
-          call: message.call,
-          ...(response ? { response } : {}),
-          ...(message.error
-            ? {
-                error: {
-                  message: message.error.message,
-                  code: message.error.code,
-                  ...(message.error.refused ? { refused: true } : {}),
-                },
-              }
-            : {}),
-          final: message.final,
-        });
-      },
+      reply: (message) => this.#blsReply(message),
       signalOf: (key) => this.#host.request(key)?.signal,
       isOpen: (key) => this.#host.request(key) !== undefined,
       traceOf: (key) => this.#host.request(key)?.trace,
       tracing: "explicit",
+    });
+  }
+
+  /**
+   * A BLS reply to the stub. GPU outputs go as references the server holds, each with a loan of its
+   * memory where one costs no copy (a libtorch output by its allocation's handle), so that the
+   * model's `torch.from_dlpack` maps it without asking; replies of one call keep their order.
+   */
+  #blsReply(message: BlsReply): void {
+    const outputs = message.response?.outputs ?? [];
+    const lend = this.#host.info?.cuda === true && outputs.some((t) => t.device);
+    const before = this.#replying.get(message.call);
+    if (!lend && !before) return this.#postBlsReply(message, []);
+    const loans = lend ? Promise.all(outputs.map((t) => t.device && this.#share(t.device.ref))) : [];
+    const ipc = this.#ipc; // a new one when the stub restarts: a reply to the old stub is dropped
+    const posted = (before ?? Promise.resolve()).then(async () => {
+      const lent = await loans;
+      if (this.#ipc === ipc) this.#postBlsReply(message, lent);
+    });
+    this.#replying.set(message.call, posted);
+    void posted.finally(() => {
+      if (this.#replying.get(message.call) === posted) this.#replying.delete(message.call);
+    });
+  }
+
+  /** A loan of the held BLS output `ref` by a handle of its own, if it can have one without a copy. */
+  async #share(ref: number): Promise<IpcTensor | undefined> {
+    const own = this.#bls.retained(ref);
+    if (!own) return undefined;
+    const shared = await this.#ipc.share(own).catch(() => undefined);
+    if (!shared) own.release();
+    return shared;
+  }
+
+  #postBlsReply(message: BlsReply, loans: readonly (IpcTensor | undefined)[]): void {
+    const pool = this.#shm();
+    const response: PyResponse | undefined = message.response && {
+      outputs: message.response.outputs.map((t, i) => {
+        if (!t.device) return pool.put(t);
+        const ipc = loans[i];
+        return { name: t.name, datatype: t.datatype, shape: t.shape, ...NO_SHM, device: t.device, ...(ipc ? { ipc } : {}) };
+      }),
+      parameters: message.response.parameters,
+    };
+    this.#host.post({
+      kind: "bls-reply",
+      call: message.call,
+      ...(response ? { response } : {}),
+      ...(message.error
+        ? {
+            error: {
+              message: message.error.message,
+              code: message.error.code,
+              ...(message.error.refused ? { refused: true } : {}),
+            },
+          }
+        : {}),
+      final: message.final,
     });
   }
 
