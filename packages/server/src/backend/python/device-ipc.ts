@@ -87,7 +87,14 @@ export class DeviceIpc {
 
   #lendHandle(device: DeviceTensor, ipc: { handle: Uint8Array; offset: number }, release: () => void): IpcTensor {
     const key = this.#nextKey++;
-    this.#lent.set(key, { refs: 1, deviceId: device.deviceId, device, offset: ipc.offset, handle: ipc.handle, release });
+    this.#lent.set(key, {
+      refs: 1,
+      deviceId: device.deviceId,
+      device,
+      offset: ipc.offset,
+      handle: ipc.handle,
+      release,
+    });
     hostTransfers.record(this.#model, { onDevice: device.byteSize });
     return {
       handle: Buffer.from(ipc.handle).toString("base64"),

@@ -229,7 +229,14 @@ export class PythonInstance implements BackendInstance {
       outputs: message.response.outputs.map((t, i) => {
         if (!t.device) return pool.put(t);
         const ipc = loans[i];
-        return { name: t.name, datatype: t.datatype, shape: t.shape, ...NO_SHM, device: t.device, ...(ipc ? { ipc } : {}) };
+        return {
+          name: t.name,
+          datatype: t.datatype,
+          shape: t.shape,
+          ...NO_SHM,
+          device: t.device,
+          ...(ipc ? { ipc } : {}),
+        };
       }),
       parameters: message.response.parameters,
     };
