@@ -201,7 +201,10 @@ export class PythonInstance implements BackendInstance {
     const outputs = message.response?.outputs ?? [];
     const lend = this.#host.info?.cuda === true && outputs.some((t) => t.device);
     const before = this.#replying.get(message.call);
-    if (!lend && !before) return this.#postBlsReply(message, []);
+    if (!lend && !before) {
+      this.#postBlsReply(message, []);
+      return;
+    }
     const loans = lend ? Promise.all(outputs.map((t) => t.device && this.#share(t.device.ref))) : [];
     const ipc = this.#ipc; // a new one when the stub restarts: a reply to the old stub is dropped
     const posted = (before ?? Promise.resolve()).then(async () => {
