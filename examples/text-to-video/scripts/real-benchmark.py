@@ -83,7 +83,7 @@ def python_backend(args, device):
     generator.write_python_model(args.repo)
     if args.kind_cpu:
         kind_cpu(args.repo)
-    command = shlex.split(args.serve) + [f"--models={args.repo}", "--load=text_to_video_python"]
+    command = shlex.split(args.serve) + [f"--models={args.repo}", "--load=text_to_video_python", f"--python={args.python}"]
     if args.config:
         command.append(f"--config={args.config}")
     # Its own process group, stopped as a whole (npx or tsx would leave the server behind).
