@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -35,13 +36,80 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+class GpuSampler:
+    """nvidia-smi sampling GPU 0 every 100 ms while a command runs: mean utilisation and peak memory
+    used (MiB, the whole card). Nothing on a machine without nvidia-smi."""
+
+    def __init__(self):
+        self.process = None
+        if shutil.which("nvidia-smi"):
+            query = ["nvidia-smi", "--id=0", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits", "-lms", "100"]
+            self.process = subprocess.Popen(query, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def stop(self):
+        if self.process is None:
+            return {}
+        self.process.terminate()
+        text, _ = self.process.communicate(timeout=10)
+        samples = []
+        for line in text.splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 2 and all(p.isdigit() for p in parts):
+                samples.append((int(parts[0]), int(parts[1])))
+        if not samples:
+            return {}
+        return {"gpu_util_mean": round(sum(u for u, _ in samples) / len(samples), 1), "gpu_mem_peak_mib": max(m for _, m in samples)}
+
+
+def children_cpu_s():
+    """CPU seconds (user + system) of every child process that has exited and been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def tree_cpu_s(root):
+    """CPU seconds (user + system) of a running process and its living descendants (Linux /proc)."""
+    parents, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total = 0.0
+    for pid in cpu:
+        p = pid
+        while p and p != root:
+            p = parents.get(p)
+        if p == root:
+            total += cpu[pid]
+    return total
+
+
 def run(command, timeout, env=None):
+    """The command's stdout and wall seconds, and what it cost: GPU (nvidia-smi) and host CPU seconds
+    of the command and everything it started (its server, the Python stubs)."""
     started = time.time()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    cpu = children_cpu_s()
+    gpu = GpuSampler()
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    finally:
+        costs = gpu.stop()
     if result.returncode != 0:
         sys.stderr.write(result.stderr[-4000:])
         raise SystemExit(f"failed ({result.returncode}): {shlex.join(command)}")
+    costs["cpu_s"] = round(children_cpu_s() - cpu, 2)
+    run.costs = costs
     return result.stdout, round(time.time() - started, 1)
+
+
+run.costs = {}
 
 
 def json_lines(text):
@@ -75,7 +143,7 @@ def kind_cpu(repo):
                     w.write(text.replace("kind: KIND_GPU", "kind: KIND_CPU"))
 
 
-def python_backend(args, device):
+def python_backend(args, device, commands):
     """(iii): text_to_video_python written into the repository, served alone, driven per resolution."""
     spec = importlib.util.spec_from_file_location("generate_real_models", os.path.join(HERE, "generate-real-models.py"))
     generator = importlib.util.module_from_spec(spec)
@@ -95,14 +163,18 @@ def python_backend(args, device):
             raise SystemExit(f"the server did not start: {shlex.join(command)}")
         url = f"http://127.0.0.1:{json.loads(line)['port']}"
         for resolution in args.resolutions.split(","):
+            served = tree_cpu_s(server.pid)
             text, seconds = run(
                 [args.python, os.path.join(HERE, "baseline-python-backend.py"), "--url", url, "--users", args.users, "--videos", str(args.videos)]
                 + ["--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps)],
                 args.timeout,
             )
+            # The clients' CPU and the server's (its stub included) over the same runs.
+            costs = {**run.costs, "cpu_s": round(run.costs["cpu_s"] + tree_cpu_s(server.pid) - served, 2)}
             for row in json_lines(text):
                 runs.append({"which": "iii", "resolution": resolution, "seconds": seconds, **row})
-            print(f"{resolution} (iii): {seconds} s", flush=True)
+            commands.append({"which": "iii", "resolution": resolution, "seconds": seconds, **costs})
+            print(f"{resolution} (iii): {seconds} s {json.dumps(costs)}", flush=True)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
@@ -135,7 +207,9 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     device = ["--device", args.device] if args.device else []
-    results = {"untrained": True, "args": vars(args), "runs": []}
+    # runs: one row per variant, resolution and user count; commands: what each command cost as a
+    # whole (every user count of one variant and resolution): peak GPU memory, mean utilisation, CPU.
+    results = {"untrained": True, "args": vars(args), "runs": [], "commands": []}
     generate = [args.python, os.path.join(HERE, "generate-real-models.py"), "--out", args.repo] + device
     if args.small:
         generate.append("--small")
@@ -157,7 +231,8 @@ def main():
             text, seconds = run(command, args.timeout)
             for row in json_lines(text):
                 results["runs"].append({"which": name, "resolution": resolution, "seconds": seconds, **row})
-            print(f"{resolution} ({name}): {seconds} s", flush=True)
+            results["commands"].append({"which": name, "resolution": resolution, "seconds": seconds, **run.costs})
+            print(f"{resolution} ({name}): {seconds} s {json.dumps(run.costs)}", flush=True)
         if args.bench:
             command = shlex.split(args.bench) + [
                 f"--models={args.repo}",
@@ -176,9 +251,10 @@ def main():
             for (users, mode), row in galley_rows(text).items():
                 which = "iv" if mode == "pipeline" else "galley step by step"
                 results["runs"].append({"which": which, "resolution": resolution, "users": users, **row})
-            print(f"{resolution} (iv): {seconds} s", flush=True)
+            results["commands"].append({"which": "iv", "resolution": resolution, "seconds": seconds, **run.costs})
+            print(f"{resolution} (iv): {seconds} s {json.dumps(run.costs)}", flush=True)
     if args.serve:
-        results["runs"] += python_backend(args, device)
+        results["runs"] += python_backend(args, device, results["commands"])
     with open(os.path.join(args.out, "t2v-real.json"), "w") as f:
         json.dump(results, f, indent=2)
     print("\n| resolution | users | which | videos/min | p50 s | step p50 ms | denoiser batch |")
@@ -189,6 +265,10 @@ def main():
         p50 = r.get("p50_s", (r.get("p50_ms") or 0) / 1000)
         batch = r.get("average_batch", r.get("denoiser_batch", ""))
         print(f"| {r['resolution']} | {r['users']} | {r['which']} | {r['videos_per_min']} | {p50:.3f} | {r.get('step_p50_ms', '')} | {batch} |")
+    print("\n| resolution | which (every user count) | seconds | CPU s | mean GPU util % | peak GPU memory MiB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for c in results["commands"]:
+        print(f"| {c['resolution']} | {c['which']} | {c['seconds']} | {c.get('cpu_s', '')} | {c.get('gpu_util_mean', '')} | {c.get('gpu_mem_peak_mib', '')} |")
     print()
     for resolution in args.resolutions.split(","):
         for users in (int(u) for u in args.users.split(",")):
