@@ -218,3 +218,50 @@ describe("BlsCalls' device tensors", () => {
     expect(live.handles).toBe(2);
   });
 });
+
+describe("BlsCalls' cancellation", () => {
+  it("links each call to its request's signal while it runs, and unlinks it after (a loop of many calls)", async () => {
+    const parent = new AbortController();
+    let listening = 0;
+    const add = parent.signal.addEventListener.bind(parent.signal);
+    const remove = parent.signal.removeEventListener.bind(parent.signal);
+    parent.signal.addEventListener = ((...args: Parameters<typeof add>) => {
+      listening++;
+      add(...args);
+    }) as typeof add;
+    parent.signal.removeEventListener = ((...args: Parameters<typeof remove>) => {
+      listening--;
+      remove(...args);
+    }) as typeof remove;
+    const signals: AbortSignal[] = [];
+    let release: () => void = () => {};
+    const calls = new BlsCalls({
+      traceOf: () => undefined,
+      tracing: "parents",
+      inference: () => ({
+        async infer(request: InferenceRequest): Promise<InferenceResponse> {
+          if (request.signal) signals.push(request.signal);
+          if (request.id === "wait") await new Promise<void>((resolve) => (release = resolve));
+          return { modelName: request.modelName, modelVersion: "1", id: request.id, parameters: {}, outputs: [] };
+        },
+        stream: () => {
+          throw new Error("not used");
+        },
+      }),
+      reply: () => {},
+      signalOf: (key) => (key === 7 ? parent.signal : undefined),
+      isOpen: () => true,
+    });
+    const wire = (id: string) => ({ model: "m", version: "", id, inputs: [], outputs: [], parameters: {} });
+    for (let i = 1; i <= 50; i++) await calls.run(i, wire(""), false, [7]);
+    expect(listening).toBe(0);
+    const waiting = calls.run(51, wire("wait"), false, [7]);
+    await new Promise((r) => setImmediate(r));
+    expect(listening).toBe(1);
+    parent.abort();
+    expect(signals.at(-1)?.aborted).toBe(true);
+    release();
+    await waiting;
+    expect(listening).toBe(0);
+  });
+});

@@ -124,10 +124,11 @@ export class BlsCalls {
     const controller = new AbortController();
     this.#calls.set(call, controller);
     const parentSignals = parents.flatMap((key) => this.#options.signalOf(key) ?? []);
-    if (!ownSignal && parents.length > 0 && parentSignals.length === parents.length) {
-      const onAbort = () => {
-        if (parentSignals.every((s) => s.aborted)) controller.abort();
-      };
+    const onAbort = () => {
+      if (parentSignals.every((s) => s.aborted)) controller.abort();
+    };
+    const linked = !ownSignal && parents.length > 0 && parentSignals.length === parents.length;
+    if (linked) {
       for (const signal of parentSignals) signal.addEventListener("abort", onAbort, { once: true });
       onAbort();
     }
@@ -209,6 +210,8 @@ export class BlsCalls {
     } finally {
       trace?.end();
       if (this.#calls.get(call) === controller) this.#calls.delete(call);
+      // A request may make thousands of calls (a denoising loop): each one's listener goes with it.
+      if (linked) for (const signal of parentSignals) signal.removeEventListener("abort", onAbort);
     }
   }
 
