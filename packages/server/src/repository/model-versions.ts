@@ -4,6 +4,9 @@ import type { LoadedModel } from "./loaded-model.js";
 /** Triton's model states, as the repository index reports them. */
 export type ModelState = "UNKNOWN" | "READY" | "UNAVAILABLE" | "LOADING" | "UNLOADING";
 
+/** The reason an evicted version's index row gives (it is loaded again on demand). */
+export const EVICTED_REASON = "evicted to fit the memory budget";
+
 /** A version's state and, when not READY, why. */
 export interface VersionStatus {
   state: ModelState;
@@ -44,10 +47,10 @@ export class ModelVersions {
     return this.#states.size > 0;
   }
 
-  /** With strict readiness: every version READY, except those unloaded on purpose. */
+  /** With strict readiness: every version READY, except those unloaded on purpose (or evicted). */
   get allReady(): boolean {
     for (const status of this.#states.values()) {
-      if (status.state !== "READY" && status.reason !== "unloaded") return false;
+      if (status.state !== "READY" && status.reason !== "unloaded" && status.reason !== EVICTED_REASON) return false;
     }
     return true;
   }
