@@ -227,6 +227,7 @@ export const ERRORS = {
   LOAD_FAILED: ["INTERNAL", "failed to load '{model}', {detail}"],
   LOAD_FAILED_REASON: ["INVALID_ARG", "load failed for model '{model}': {detail}"],
   POLL_FAILED: ["INTERNAL", "failed to load '{model}', failed to poll from model repository"],
+  MEMORY_BUDGET_FULL: ["UNAVAILABLE", "not enough room in --model-memory-budget {detail}"],
   BAD_LOAD_PARAMETER: ["INVALID_ARG", "Unrecognized load parameter '{name}' with type '{type}'"],
   BAD_CONFIG_OVERRIDE: ["INVALID_ARG", "Invalid config override: {detail}"],
   FILE_OVERRIDE_ESCAPES: [

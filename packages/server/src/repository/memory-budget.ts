@@ -36,7 +36,8 @@ const mib = (bytes: number) => `${(bytes / MIB).toFixed(1)} MiB`;
  * loaded, again until everything fits. A model is never evicted while a request is queued or
  * running on it, while it keeps an open sequence, within `minResidencyNs` of its load, when its
  * config pins it, or when it was loaded from overrides (it could not be loaded again from disk).
- * When a load's known size cannot be made to fit, the load is refused; a model loaded for the
+ * When a load's known size cannot be made to fit, the load is refused (MEMORY_BUDGET_FULL: the
+ * version is UNAVAILABLE with that reason, which, like an eviction, leaves the server ready); a model loaded for the
  * first time (its size unknown) that leaves the models over the budget stays loaded, with a warning.
  */
 export class MemoryBudget {
@@ -63,7 +64,8 @@ export class MemoryBudget {
    * Load one version of `name` within the budget: `load` runs in its turn, after room was made
    * for `expectedBytes` (its last measured size; 0 when unknown).
    *
-   * @throws {@link InferenceError} LOAD_FAILED when the room cannot be made.
+   * @throws {@link InferenceError} MEMORY_BUDGET_FULL when the room cannot be made now, LOAD_FAILED
+   * when the model is larger than the whole budget.
    */
   async admit(name: string, expectedBytes: number, load: () => Promise<LoadedModel>): Promise<LoadedModel> {
     const previous = this.#turn;
@@ -83,11 +85,10 @@ export class MemoryBudget {
       }
       const room = await this.#makeRoom(name, budget - expectedBytes);
       if (!room.fits) {
-        throw new InferenceError("LOAD_FAILED", {
-          model: name,
+        throw new InferenceError("MEMORY_BUDGET_FULL", {
           detail:
-            `not enough room in --model-memory-budget host:${mib(budget)}: it needs ${mib(expectedBytes)}, ` +
-            `and ${mib(room.used)} is held by models that cannot be evicted now (busy, pinned, or loaded within --model-min-residency)`,
+            `host:${mib(budget)} for '${name}': it needs ${mib(expectedBytes)}, and ${mib(room.used)} is held ` +
+            "by models that cannot be evicted now (busy, pinned, or loaded within --model-min-residency)",
         });
       }
       const model = await load();

@@ -62,9 +62,10 @@ export interface ModelManagerOptions {
   clock?: Clock;
 }
 
-/** Counts per model name for metrics: loads started on demand, evictions. */
+/** Counts per model name for metrics: loads started on demand, requests waiting for one now, evictions. */
 export interface MemoryCounters {
   onDemandLoads: ReadonlyMap<string, number>;
+  waiting: ReadonlyMap<string, number>;
   evictions: ReadonlyMap<string, number>;
 }
 
@@ -292,7 +293,11 @@ export class ModelManager {
 
   /** Loads on demand and evictions so far, by model. */
   get counters(): MemoryCounters {
-    return { onDemandLoads: this.#onDemand?.counts ?? new Map(), evictions: this.#budget?.evictions ?? new Map() };
+    return {
+      onDemandLoads: this.#onDemand?.counts ?? new Map(),
+      waiting: this.#onDemand?.waiting ?? new Map(),
+      evictions: this.#budget?.evictions ?? new Map(),
+    };
   }
 
   /** The budget in force (`--model-memory-budget`), when there is one. */

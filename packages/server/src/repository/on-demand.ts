@@ -33,6 +33,8 @@ export class OnDemandLoads {
   readonly #running = new Map<string, Promise<void>>();
   /** Loads started on demand, by model name, for metrics. */
   readonly counts = new Map<string, number>();
+  /** Requests waiting for a load on demand now, by model name. */
+  readonly waiting = new Map<string, number>();
 
   constructor(options: OnDemandOptions) {
     this.#options = options;
@@ -52,7 +54,15 @@ export class OnDemandLoads {
       const forget = () => this.#running.delete(name);
       running.then(forget, forget);
     }
-    return this.#bounded(name, running, wait, requestId);
+    this.waiting.set(name, (this.waiting.get(name) ?? 0) + 1);
+    const done = () => {
+      const left = (this.waiting.get(name) ?? 1) - 1;
+      if (left > 0) this.waiting.set(name, left);
+      else this.waiting.delete(name);
+    };
+    const bounded = this.#bounded(name, running, wait, requestId);
+    bounded.then(done, done);
+    return bounded;
   }
 
   async #start(name: string, unknown: InferenceError): Promise<void> {

@@ -275,6 +275,15 @@ function memoryMetrics(
     const counter = new Counter({ name, help, labelNames: ["model"], registers: [registry] });
     for (const [model, count] of values) counter.inc({ model }, count);
   }
+  if (counters.waiting.size > 0) {
+    const waiting = new Gauge({
+      name: "galley_model_load_waiting_requests",
+      help: "Requests waiting now for their model's load on demand",
+      labelNames: ["model"],
+      registers: [registry],
+    });
+    for (const [model, count] of counters.waiting) waiting.set({ model }, count);
+  }
 }
 
 /**
