@@ -2,16 +2,18 @@
 // (statistics' memory_usage, metrics, log); --load-on-demand in explicit mode (HTTP, gRPC, BLS), one
 // load shared by concurrent requests; --model-memory-budget with LRU eviction, pinned models,
 // minimum residency on a clock the test moves, and requests in flight that eviction never fails.
-import { rmSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import { pythonWithNumpy } from "./python-harness.js";
 import {
   cleanup,
   expectGrpcError,
   grpcFailure,
   type InferenceClient,
   int32Bytes,
+  pushable,
   type Running,
   readInt32,
   recordingLog,
@@ -86,6 +88,39 @@ describe("memory accounting", () => {
     expect(sampleValue(metrics, "galley_model_memory_bytes", { model: "big", version: "1", kind: "host" })).toBe(bytes);
     expect(lines.filter((l) => /loaded 'big' version 1: \d+\.\d MiB host/.test(l))).toHaveLength(1);
   });
+
+  it("counts a Python model's stub process: its resident set is the model's", async () => {
+    const repo = tempRepository();
+    mkdirSync(join(repo, "py", "1"), { recursive: true });
+    writeFileSync(
+      join(repo, "py", "config.pbtxt"),
+      `name: "py"
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+`,
+    );
+    writeFileSync(
+      join(repo, "py", "1", "model.py"),
+      `import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.weights = np.ones(96 * 1024 * 1024, dtype=np.uint8)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy() + int(self.weights[0]))]) for r in requests]
+`,
+    );
+    const s = await startServer({ modelRepositories: [repo], pythonExecutable: pythonWithNumpy() });
+    expect(await infer(s.client, "py", 1)).toBe(2);
+    const bytes = Number((await s.client.modelStatistics({ name: "py" })).modelStats[0]?.memoryUsage[0]?.byteSize);
+    // The stub's 96 MiB of weights, its interpreter and numpy: far more than this process grew by.
+    expect(bytes).toBeGreaterThan(96 * MIB);
+  });
 });
 
 describe("explicit mode without --load-on-demand", () => {
@@ -150,12 +185,39 @@ describe("--load-on-demand", () => {
     expect(lines.filter((l) => l.includes("successfully loaded 'slow'"))).toHaveLength(1);
   });
 
+  it("a ModelStreamInfer request loads its model; default-mode answers keep the requests' order", async () => {
+    const repo = tempRepository();
+    memoryModel(repo, "slow", { mib: 1, offset: 100, gatedLoad: true });
+    memoryModel(repo, "ready", { mib: 1, offset: 200 });
+    const s = await onDemandServer(repo);
+    expect(await infer(s.client, "ready", 0)).toBe(200);
+    const requests = pushable<Parameters<InferenceClient["modelInfer"]>[0]>();
+    const stream = s.client.modelStreamInfer(requests);
+    const request = (model: string, value: number) => ({
+      modelName: model,
+      inputs: [{ name: "IN", datatype: "INT32", shape: [1n] }],
+      rawInputContents: [int32Bytes([value])],
+    });
+    requests.push(request("slow", 1));
+    requests.push(request("ready", 2));
+    await waitFor(() => s.server.core.memoryCounters().waiting.get("slow") === 1, {
+      what: "the stream's request waiting",
+    });
+    openLoad(repo, "slow");
+    const answers: number[] = [];
+    for await (const message of stream) {
+      expect(message.errorMessage).toBe("");
+      answers.push(readInt32(message.inferResponse?.rawOutputContents[0])[0] as number);
+      if (answers.length === 2) requests.end();
+    }
+    expect(answers).toEqual([101, 202]);
+  });
+
   it("a BLS call from a JS model loads the model it calls", async () => {
     const repo = tempRepository();
     memoryModel(repo, "a", { mib: 1, offset: 7 });
     memoryModel(repo, "caller", { mib: 1, offset: 0 });
     // caller: OUT = a(IN) through BLS.
-    const { writeFileSync } = await import("node:fs");
     writeFileSync(
       join(repo, "caller", "1", "model.mjs"),
       `export default class {
