@@ -62,6 +62,9 @@ export interface ModelManagerOptions {
   clock?: Clock;
 }
 
+/** What a lookup answers for a model with no READY version: with loading on demand, it loads. */
+const NOT_LOADED: ReadonlySet<string> = new Set(["MODEL_NOT_FOUND", "MODEL_NO_VERSIONS", "MODEL_VERSION_NOT_READY"]);
+
 /** Counts per model name for metrics: loads started on demand, requests waiting for one now, evictions. */
 export interface MemoryCounters {
   onDemandLoads: ReadonlyMap<string, number>;
@@ -272,7 +275,7 @@ export class ModelManager {
       if (
         !this.#onDemand ||
         this.#stopping ||
-        !(error instanceof InferenceError) ||
+        !(error instanceof InferenceError && NOT_LOADED.has(error.id)) ||
         (entry?.versions.ready.size ?? 0) > 0
       )
         throw error;
