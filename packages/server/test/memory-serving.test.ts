@@ -314,6 +314,52 @@ describe("--model-memory-budget", () => {
     expect(s.server.core.isReady()).toBe(true);
   });
 
+  it("explicit load requests take their turn under the budget; a model loaded with overrides is never evicted", async () => {
+    const repo = tempRepository();
+    for (const [i, name] of ["a", "b", "c", "d"].entries()) memoryModel(repo, name, { mib: 64, offset: 10 * i });
+    const s = await onDemandServer(repo, {
+      modelMemoryBudget: { host: BUDGET },
+      modelMinResidencySecs: 0,
+      loadModels: ["a"],
+    });
+    // a was loaded at startup (--load-model), b with a config override: both explicit.
+    const config = JSON.stringify({
+      name: "b",
+      backend: "js",
+      max_batch_size: 0,
+      input: [{ name: "IN", data_type: "TYPE_INT32", dims: [1] }],
+      output: [{ name: "OUT", data_type: "TYPE_INT32", dims: [1] }],
+    });
+    await s.client.repositoryModelLoad({
+      modelName: "b",
+      parameters: { config: { parameterChoice: { case: "stringParam", value: config } } },
+    });
+    // A load request for c needs room: a (a plain explicit load) goes, b (overridden) stays.
+    await s.client.repositoryModelLoad({ modelName: "c" });
+    expect(await states(s.client)).toMatchObject({
+      a: "UNAVAILABLE: evicted to fit the memory budget",
+      b: "READY",
+      c: "READY",
+    });
+    // a comes back on demand, which evicts c, the only evictable one.
+    expect(await infer(s.client, "a", 1)).toBe(1);
+    expect(await states(s.client)).toMatchObject({
+      a: "READY",
+      b: "READY",
+      c: "UNAVAILABLE: evicted to fit the memory budget",
+    });
+    // An unload request takes a model out of the budget: d then loads without evicting anything.
+    await s.client.repositoryModelUnload({ modelName: "a" });
+    expect(await infer(s.client, "d", 1)).toBe(31);
+    expect(s.server.core.memoryCounters().evictions).toEqual(
+      new Map([
+        ["a", 1],
+        ["c", 1],
+      ]),
+    );
+    expect((await states(s.client)).a).toBe("UNAVAILABLE: unloaded");
+  });
+
   it("never evicts a pinned model", async () => {
     const repo = tempRepository();
     memoryModel(repo, "pinned", { mib: 64, offset: 1, pinned: true });
