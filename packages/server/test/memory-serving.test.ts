@@ -173,7 +173,7 @@ describe("--load-on-demand", () => {
       },
       { what: "10 requests waiting for the load" },
     );
-    expect((await states(s.client)).slow).toBe("LOADING");
+    await waitFor(async () => (await states(s.client)).slow === "LOADING", { what: "slow LOADING" });
     openLoad(repo, "slow");
     expect(await Promise.all(grpc)).toEqual([100, 101, 102, 103, 104, 105]);
     const answers = await Promise.all(
@@ -280,7 +280,7 @@ describe("--load-on-demand", () => {
     expect(failure.rawMessage).toBe(
       "Request for unknown model: 'slow' has no available versions: still loading on demand after 5000 ms",
     );
-    expect((await states(s.client)).slow).toBe("LOADING");
+    await waitFor(async () => (await states(s.client)).slow === "LOADING", { what: "slow LOADING" });
     openLoad(repo, "slow");
     await waitFor(async () => (await states(s.client)).slow === "READY", { what: "slow READY" });
     expect(await infer(s.client, "slow", 1)).toBe(4);
