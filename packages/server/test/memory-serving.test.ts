@@ -235,6 +235,44 @@ describe("--load-on-demand", () => {
     expect(await states(s.client)).toEqual({ a: "READY", caller: "READY" });
   });
 
+  it("an ensemble's step loads its composing model when it is not loaded", async () => {
+    const repo = tempRepository();
+    memoryModel(repo, "a", { mib: 1, offset: 5 });
+    mkdirSync(join(repo, "ens", "1"), { recursive: true });
+    writeFileSync(
+      join(repo, "ens", "config.pbtxt"),
+      `name: "ens"
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+ensemble_scheduling { step { model_name: "a" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "Y" } } }
+`,
+    );
+    const s = await onDemandServer(repo);
+    const run = async (value: number) => {
+      const response = await s.client.modelInfer({
+        modelName: "ens",
+        inputs: [{ name: "X", datatype: "INT32", shape: [1n] }],
+        rawInputContents: [int32Bytes([value])],
+      });
+      return readInt32(response.rawOutputContents[0])[0];
+    };
+    // The ensemble's load loads a (as Triton's does); unloading a leaves the ensemble READY.
+    expect(await run(1)).toBe(6);
+    await s.client.repositoryModelUnload({ modelName: "a" });
+    expect(await states(s.client)).toEqual({ a: "UNAVAILABLE: unloaded", ens: "READY" });
+    // The step finds a unloaded and loads it on demand.
+    expect(await run(2)).toBe(7);
+    expect((await states(s.client)).a).toBe("READY");
+    expect(s.server.core.memoryCounters().onDemandLoads).toEqual(
+      new Map([
+        ["ens", 1],
+        ["a", 1],
+      ]),
+    );
+  });
+
   it("names that are no repository model folder get Triton's unknown-model error and load nothing", async () => {
     const repo = tempRepository();
     memoryModel(repo, "a", { mib: 1, offset: 1 });
