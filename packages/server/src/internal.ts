@@ -42,6 +42,7 @@ export {
 } from "./core/shared-memory.js";
 export type { GpuMetricsSource } from "./frontend/metrics/gpu-metrics.js";
 export type { LoadedModel } from "./repository/loaded-model.js";
+export { hostMemorySource, type MemorySource, measureWith } from "./repository/memory-source.js";
 export type {
   ControlMode,
   IndexEntry,

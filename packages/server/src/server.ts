@@ -11,6 +11,7 @@ import {
 } from "./backend/python/python-backend.js";
 import { createPyTorchBackend } from "./backend/pytorch/pytorch-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
+import type { Clock } from "./base/clock.js";
 import { shrinkHeap } from "./base/heap.js";
 import type { InferenceRequest, InferenceResponse } from "./base/inference-request.js";
 import { createLogger, type Logger } from "./base/log.js";
@@ -30,7 +31,12 @@ import { listenHttp1 } from "./frontend/transport/listen-http1.js";
 import { listenHttp2 } from "./frontend/transport/listen-http2.js";
 import type { Listener } from "./frontend/transport/listener.js";
 import { gpuFinder } from "./gpus.js";
-import { type ControlMode, ModelManager } from "./repository/model-manager.js";
+import {
+  type ControlMode,
+  type MemoryBudgetLimits,
+  type MemorySource,
+  ModelManager,
+} from "./repository/model-manager.js";
 import { RateLimiter, type ResourceLimit } from "./scheduler/rate-limiter.js";
 
 /** Where a frontend listens. Port 0 picks a free port (see {@link GalleyServer.listen}). */
@@ -56,6 +62,33 @@ export interface ServerOptions {
   controlMode?: ControlMode;
   /** `--load-model` for explicit mode; `*` loads everything. */
   loadModels?: string[];
+  /**
+   * `--load-on-demand` (explicit mode only; default false): an inference request (HTTP, gRPC, an
+   * ensemble step, a BLS call) for a repository model with no READY version loads it, and waits
+   * for the load. Off, explicit mode is Triton's.
+   */
+  loadOnDemand?: boolean;
+  /** `--load-on-demand-wait-secs` (default 120): the longest a request waits for a load on demand (its own `timeout` may be shorter). */
+  loadOnDemandWaitSecs?: number;
+  /**
+   * `--model-memory-budget` (needs `loadOnDemand`): host bytes (and, read but not enforced yet, bytes
+   * per GPU) the loaded models may hold together; idle models are evicted least recently used first.
+   */
+  modelMemoryBudget?: MemoryBudgetLimits;
+  /** `--model-min-residency` (default 30): seconds after its load during which a model is never evicted. */
+  modelMinResidencySecs?: number;
+  /**
+   * Measures each model version's memory across its load (default: host RSS and stub processes).
+   *
+   * @internal
+   */
+  memorySource?: MemorySource;
+  /**
+   * Time for model residency, recency and load-on-demand waits (tests drive it).
+   *
+   * @internal
+   */
+  clock?: Clock;
   /** `--repository-poll-secs` (default 15). */
   pollSecs?: number;
   /** `--strict-readiness` (default true). */
@@ -199,6 +232,17 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     ...(options.rateLimit === "execution_count"
       ? { rateLimiter: new RateLimiter(options.rateLimitResources ?? []) }
       : {}),
+    ...(options.loadOnDemand
+      ? {
+          onDemand: {
+            ...(options.loadOnDemandWaitSecs !== undefined ? { waitMs: options.loadOnDemandWaitSecs * 1000 } : {}),
+          },
+        }
+      : {}),
+    ...(options.modelMemoryBudget ? { memoryBudget: options.modelMemoryBudget } : {}),
+    ...(options.modelMinResidencySecs !== undefined ? { minResidencySecs: options.modelMinResidencySecs } : {}),
+    ...(options.memorySource ? { memory: options.memorySource } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
     // Ensembles run their steps through the core, so each step is validated, scheduled and counted.
     // and learn where each step's model runs, to hand tensors over on a GPU between such steps.
     infer: Object.assign((request: InferenceRequest): Promise<InferenceResponse> => core.infer(request), {

@@ -46,6 +46,7 @@ describe("REST handler", () => {
     let inferCalls = 0;
     const port = await serve({
       model: () => model,
+      inferenceModel: () => model,
       infer: async () => {
         inferCalls++;
         return { modelName: "m", modelVersion: "1", id: "", parameters: {}, outputs: [] };
@@ -83,7 +84,7 @@ describe("REST handler", () => {
   it("answers an error thrown by the core with its status, unlogged", async () => {
     const logged: string[] = [];
     const port = await serve({
-      model: () => {
+      inferenceModel: () => {
         throw new InferenceError("MODEL_VERSION_NOT_READY", { model: "m", version: "2" });
       },
       log: { error: (line: string) => logged.push(line) } as never,

@@ -230,6 +230,7 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
     let calls = 0;
     const port = await serve({
       model: () => model,
+      inferenceModel: () => model,
       infer: async () => {
         calls++;
         if (calls === 1) throw new TypeError("x is not a function");
@@ -252,6 +253,7 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
     const big = new Uint8Array(64 * 1024 * 1024);
     const port = await serve({
       model: () => model,
+      inferenceModel: () => model,
       infer: (request) =>
         new Promise((resolve) => {
           const id = request.id ?? "";
@@ -304,6 +306,7 @@ describe("the lean HTTP/1 path over a stand-in core", () => {
     const answered: string[] = [];
     const port = await serve({
       model: () => model,
+      inferenceModel: () => model,
       infer: (request) =>
         new Promise((resolve) => {
           started();

@@ -99,7 +99,11 @@ describe("REST model repository extension (explicit control)", () => {
       "batch_stats",
       "memory_usage",
     ]);
-    expect(stats.model_stats[0]).toMatchObject({ response_stats: {}, memory_usage: [] });
+    // memory_usage: Triton's field for what a model holds; Galley fills it with the host memory measured at load.
+    expect(stats.model_stats[0]).toMatchObject({
+      response_stats: {},
+      memory_usage: [{ type: "CPU", id: 0, byte_size: expect.any(Number) }],
+    });
     expect(stats.model_stats[0]?.batch_stats).toMatchObject([{ batch_size: 1 }]);
     const all = (await send(h.port, "GET", "/v2/models/stats")).json() as { model_stats: { name: string }[] };
     expect(all.model_stats.map((m) => m.name)).toEqual(["simple"]);

@@ -101,7 +101,9 @@ describe("/metrics", () => {
           ? ["model", "reason", "version"]
           : sample.name === "galley_tensor_transfer_bytes"
             ? ["model", "path", "version"]
-            : ["model", "version"],
+            : sample.name === "galley_model_memory_bytes"
+              ? ["kind", "model", "version"]
+              : ["model", "version"],
       );
     }
 

@@ -188,6 +188,11 @@ export interface BackendModel {
    * for every request to finish.
    */
   readonly unloadTimeoutMs?: number;
+  /**
+   * The processes the model's instances run in besides the server's own (a Python model's stubs),
+   * so the server can count their memory as the model's. Absent: none.
+   */
+  processIds?(): readonly number[];
   /** Release the instances; those still executing (past {@link unloadTimeoutMs}) are ended. */
   unload(): Promise<void>;
 }

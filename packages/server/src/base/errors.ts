@@ -30,6 +30,15 @@ export const ERRORS = {
     "failed to get model version from specified version string '{version}' (details: stoll), version should be an integral value > 0",
   ],
   MODEL_NOT_READY_HTTP: ["INVALID_ARG", "Model version not ready"],
+  // Loading on demand (`--load-on-demand`): Triton's words for a model with no ready version, and why.
+  ON_DEMAND_LOAD_FAILED: [
+    "UNAVAILABLE",
+    "Request for unknown model: '{model}' has no available versions: loading it on demand failed: {detail}",
+  ],
+  ON_DEMAND_LOAD_TIMEOUT: [
+    "UNAVAILABLE",
+    "Request for unknown model: '{model}' has no available versions: still loading on demand after {ms} ms",
+  ],
   STATS_MODEL_UNAVAILABLE: ["INVALID_ARG", "requested model '{model}' is not available"],
 
   // Inference request validation (PROTOCOL.md §1.3, §2.2)
@@ -218,6 +227,7 @@ export const ERRORS = {
   LOAD_FAILED: ["INTERNAL", "failed to load '{model}', {detail}"],
   LOAD_FAILED_REASON: ["INVALID_ARG", "load failed for model '{model}': {detail}"],
   POLL_FAILED: ["INTERNAL", "failed to load '{model}', failed to poll from model repository"],
+  MEMORY_BUDGET_FULL: ["UNAVAILABLE", "not enough room in --model-memory-budget {detail}"],
   BAD_LOAD_PARAMETER: ["INVALID_ARG", "Unrecognized load parameter '{name}' with type '{type}'"],
   BAD_CONFIG_OVERRIDE: ["INVALID_ARG", "Invalid config override: {detail}"],
   FILE_OVERRIDE_ESCAPES: [

@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import type { ControlMode } from "../repository/model-manager.js";
 import type { ServerOptions } from "../server.js";
 import { parseBackendConfig } from "./backend-config.js";
+import { bareLoadOnDemand, MEMORY_OPTIONS, readMemoryFlags } from "./memory-options.js";
 import { parseTraceConfig } from "./trace-options.js";
 import { readTritonOnlyFlags, TRITON_ONLY_OPTIONS, type TritonOnlyFlags } from "./triton-only-flags.js";
 import { tritonIntBool } from "./triton-values.js";
@@ -43,6 +44,13 @@ Models
   --model-config-name <name>     use <model>/configs/<name>.pbtxt where present
   --model-load-thread-count <n>  versions loaded at once (default: 4)
   --model-load-retry-count <n>   times a version that failed to load is loaded again at once (default: 0)
+  --load-on-demand[=<bool>]      explicit mode: an inference request for a repository model that is not
+                                 loaded loads it and waits (default: false)
+  --load-on-demand-wait-secs <n> the longest a request waits for that load (default: 120)
+  --model-memory-budget host:<size>[,gpu<N>:<size>]   with --load-on-demand: idle models are evicted,
+                                 least recently used first, to keep the loaded models within <size>
+                                 (bytes, or KiB/MiB/GiB/TiB, KB/MB/GB/TB); gpu budgets are read, not enforced yet
+  --model-min-residency <secs>   a model is not evicted within this time of its load (default: 30)
   --model-namespacing <bool>     false only (the default): a model name is unique across repositories
   --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
   --backend-config python,python-executable=<path>         (default: python3 on PATH)
@@ -153,7 +161,7 @@ const RESTRICTED_APIS = new Set([
 export function parseServeArgs(args: string[]): ServeOptions | "help" {
   let parsed: ReturnType<typeof parse>;
   try {
-    parsed = parse(args);
+    parsed = parse(bareLoadOnDemand(args));
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -178,6 +186,12 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   const loadModels = v["load-model"] ?? [];
   if (loadModels.length > 0 && controlMode !== "explicit") {
     throw new UsageError("--load-model can only be used with --model-control-mode=explicit");
+  }
+  let memory: ReturnType<typeof readMemoryFlags>;
+  try {
+    memory = readMemoryFlags(v, controlMode);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
   const httpHost = v["http-address"] ?? "0.0.0.0";
   const http = bool("--allow-http", v["allow-http"], true) && {
@@ -290,6 +304,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     metrics,
     controlMode,
     loadModels,
+    ...memory,
     pollSecs: int("--repository-poll-secs", v["repository-poll-secs"], 15, 1),
     strictReadiness: bool("--strict-readiness", v["strict-readiness"], true),
     autoComplete,
@@ -394,6 +409,7 @@ function parse(args: string[]) {
       "log-error": text,
       "log-format": text,
       help: { type: "boolean" },
+      ...MEMORY_OPTIONS,
       ...TRITON_ONLY_OPTIONS,
     },
   });

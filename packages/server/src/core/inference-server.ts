@@ -6,11 +6,19 @@ import { now } from "../base/clock.js";
 import type { Logger, LogSettings } from "../base/log.js";
 import type { ResponseCache } from "../cache/response-cache.js";
 import { LoadedModel } from "../repository/loaded-model.js";
-import type { IndexEntry, LoadOverrides, ModelManager } from "../repository/model-manager.js";
+import type {
+  IndexEntry,
+  LoadOverrides,
+  MemoryBudgetLimits,
+  MemoryCounters,
+  MemoryUsage,
+  ModelManager,
+  OnDemandWait,
+} from "../repository/model-manager.js";
 import { directRoute, recordDirect } from "./direct-route.js";
 import { RequestPipeline } from "./request-pipeline.js";
 
-export type { LoadOverrides };
+export type { LoadOverrides, MemoryBudgetLimits, MemoryCounters, MemoryUsage, OnDemandWait };
 
 import { InferenceError } from "../base/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../base/inference-request.js";
@@ -55,6 +63,8 @@ export interface ModelView {
   readonly config: ModelConfig;
   readonly decoupled: boolean;
   readonly stats: ModelStatistics;
+  /** What the version holds, measured across its load and warmup. */
+  readonly memory: readonly MemoryUsage[];
 }
 
 /** One entry of the repository index: a model folder, and a version's state when it has one. */
@@ -101,7 +111,14 @@ export const EXTENSIONS = [
   "logging",
 ];
 
-/** No device memory to hold for a request (shared: never written). */
+/** How long a request may wait for a load on demand: its `timeout` parameter (µs) and its cancellation. */
+function waitOf(request: InferenceRequest): OnDemandWait {
+  const timeout = request.parameters.timeout;
+  return {
+    ...(typeof timeout === "number" || typeof timeout === "bigint" ? { timeoutUs: Number(timeout) } : {}),
+    ...(request.signal ? { signal: request.signal } : {}),
+  };
+}
 
 /**
  * The protocol-neutral core. Frontends translate wire requests into calls on this object and
@@ -235,6 +252,27 @@ export class InferenceServer {
     return this.models.resolve(name, version);
   }
 
+  /**
+   * The model version a request for inference runs on: as {@link model}, except that with loading
+   * on demand (`--load-on-demand`) a repository model with no READY version is loaded first, and
+   * the answer is then a promise, bounded by `wait` and the server's limit.
+   *
+   * @throws {@link InferenceError} as {@link model}, or why the load on demand failed.
+   */
+  inferenceModel(name: string, version: string, wait?: OnDemandWait): ModelView | Promise<ModelView> {
+    return this.models.acquire(name, version, wait);
+  }
+
+  /** Loads on demand and evictions so far, by model (the metrics endpoint reports them). */
+  memoryCounters(): MemoryCounters {
+    return this.models.counters;
+  }
+
+  /** `--model-memory-budget`, when there is one. */
+  memoryBudget(): MemoryBudgetLimits | undefined {
+    return this.models.memoryBudget;
+  }
+
   /** Every READY model version (the metrics endpoint reports them). */
   readyModels(): ModelView[] {
     return this.models.readyVersions();
@@ -336,13 +374,29 @@ export class InferenceServer {
   infer(request: InferenceRequest, resolved?: ModelView): Promise<InferenceResponse> {
     const start = now();
     try {
-      const model = this.#loaded(request, resolved);
-      const trace = request.trace;
-      if (!trace) return this.#pipeline.infer(model, request, start);
-      trace.start(model.name, model.version, request.id, start);
-      return this.#pipeline.infer(model, request, start).finally(() => trace.capture("REQUEST_END"));
+      const found = this.#loaded(request, resolved);
+      if (found instanceof Promise) return found.then((model) => this.#infer(model, request, start));
+      return this.#infer(found, request, start);
     } catch (error) {
       return Promise.reject(error);
+    }
+  }
+
+  /** Run `request` on `model`, which counts it as busy (not evictable) until it ends. */
+  #infer(model: LoadedModel, request: InferenceRequest, start: bigint): Promise<InferenceResponse> {
+    this.models.hold(model);
+    const release = () => this.models.release(model);
+    const trace = request.trace;
+    try {
+      if (!trace) return this.#pipeline.infer(model, request, start).finally(release);
+      trace.start(model.name, model.version, request.id, start);
+      return this.#pipeline.infer(model, request, start).finally(() => {
+        release();
+        trace.capture("REQUEST_END");
+      });
+    } catch (error) {
+      release();
+      throw error;
     }
   }
 
@@ -378,13 +432,19 @@ export class InferenceServer {
    * @throws {@link InferenceError} with Triton's code and message.
    */
   async *stream(request: InferenceRequest, resolved?: ModelView): AsyncGenerator<StreamedResponse> {
-    const model = this.#loaded(request, resolved);
+    const found = this.#loaded(request, resolved);
+    const model = found instanceof Promise ? await found : found;
     if (!model.decoupled) {
       request.streamed = true;
       yield { response: await this.infer(request, model), final: true, empty: false };
       return;
     }
-    yield* this.#pipeline.stream(model, request);
+    this.models.hold(model);
+    try {
+      yield* this.#pipeline.stream(model, request);
+    } finally {
+      this.models.release(model);
+    }
   }
 
   /**
@@ -392,8 +452,9 @@ export class InferenceServer {
    * {@link model}, with nothing awaited in between, so it cannot have been unloaded), or the
    * one the request names.
    */
-  #loaded(request: InferenceRequest, resolved: ModelView | undefined): LoadedModel {
-    if (resolved instanceof LoadedModel) return resolved;
-    return this.models.resolve(request.modelName, request.modelVersion);
+  #loaded(request: InferenceRequest, resolved: ModelView | undefined): LoadedModel | Promise<LoadedModel> {
+    // An evicted version was taken out of service after the frontend found it: look again.
+    if (resolved instanceof LoadedModel && !resolved.evicted) return resolved;
+    return this.models.acquire(request.modelName, request.modelVersion, waitOf(request), request.id);
   }
 }

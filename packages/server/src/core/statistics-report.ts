@@ -37,7 +37,8 @@ export function statisticsResponse(models: readonly LoadedModel[]): ModelStatist
             computeInfer: duration(b.computeInfer),
             computeOutput: duration(b.computeOutput),
           })),
-        memoryUsage: [],
+        // What the version holds, measured across its load (Triton's field for backend-reported usage).
+        memoryUsage: m.memory.map((u) => ({ type: u.type, id: BigInt(u.id), byteSize: BigInt(u.byteSize) })),
       };
     }),
   });

@@ -2,6 +2,10 @@ import type { ModelConfig } from "@galley/proto";
 import type { BackendModel } from "../backend/backend.js";
 import type { ModelStatistics } from "../base/statistics.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
+import type { MemoryUsage } from "./memory-source.js";
+
+/** The config parameter that keeps a model loaded whatever the memory budget: `parameters { key: "galley.pinned" value: { string_value: "true" } }`. */
+export const PINNED_PARAMETER = "galley.pinned";
 
 /** One READY model version: its final config, its scheduler over the backend's instances, its statistics. */
 export class LoadedModel {
@@ -16,6 +20,27 @@ export class LoadedModel {
     /** Shared with the scheduler, which records queue and execution times into it. */
     readonly stats: ModelStatistics,
   ) {}
+
+  /** What the version holds, measured across its load and warmup (the statistics' `memory_usage`). */
+  memory: MemoryUsage[] = [];
+  /** When it became READY and when a request last started on it (the clock's nanoseconds): eviction's order. */
+  loadedAtNs = 0n;
+  lastUsedNs = 0n;
+  /** Requests started on it and not finished: it is idle (evictable) only at 0. */
+  active = 0;
+  /** Set once eviction has taken it out of service: a request that found it before then looks again. */
+  evicted = false;
+
+  /** Marked pinned in its config: never evicted. */
+  get pinned(): boolean {
+    const value = this.config.parameters[PINNED_PARAMETER]?.stringValue.trim().toLowerCase();
+    return value === "true" || value === "1" || value === "yes";
+  }
+
+  /** No request queued or running, and no state kept between requests (an open sequence). */
+  get idle(): boolean {
+    return this.active === 0 && !(this.scheduler.holding?.() ?? false);
+  }
 
   get decoupled(): boolean {
     return this.config.modelTransactionPolicy?.decoupled ?? false;

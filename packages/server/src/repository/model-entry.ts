@@ -14,6 +14,8 @@ export interface ModelEntry {
   loadedFor: Set<string>;
   /** Serialises loads and unloads of this model. */
   queue: Promise<void>;
+  /** The last load came from overrides (a `config` or `file:` contents): it cannot be loaded again from disk. */
+  overridden?: boolean;
   /** Loads queued or running: an ensemble that needs the model waits for them instead of reloading it. */
   loading: number;
 }

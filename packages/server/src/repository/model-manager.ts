@@ -1,4 +1,5 @@
 import type { BackendRegistry } from "../backend/registry.js";
+import { type Clock, systemClock } from "../base/clock.js";
 import { InferenceError } from "../base/errors.js";
 import type { LoadOverrides } from "../base/load-overrides.js";
 import type { Logger } from "../base/log.js";
@@ -8,15 +9,21 @@ import { type ControlMode, pollRepositories, startupModels } from "./control-mod
 import { LoadChecks } from "./load-checks.js";
 import { LoadPipeline } from "./load-pipeline.js";
 import type { LoadedModel } from "./loaded-model.js";
+import { MemoryBudget, type MemoryBudgetLimits } from "./memory-budget.js";
+import { bytesOf, type MemorySource } from "./memory-source.js";
 import { type ModelEntry, modelEntry } from "./model-entry.js";
 import { validateModelName } from "./model-name.js";
-import type { IndexEntry, VersionStatus } from "./model-versions.js";
+import { EVICTED_REASON, type IndexEntry, type VersionStatus } from "./model-versions.js";
+import { OnDemandLoads, type OnDemandWait } from "./on-demand.js";
 import { scanRepositories } from "./repository-scan.js";
 import { VersionLoader } from "./version-loader.js";
 
 export type { LoadOverrides } from "../base/load-overrides.js";
 export type { ControlMode } from "./control-mode.js";
+export type { MemoryBudgetLimits } from "./memory-budget.js";
+export type { MemorySource, MemoryUsage } from "./memory-source.js";
 export type { IndexEntry, ModelState, VersionStatus } from "./model-versions.js";
+export type { OnDemandWait } from "./on-demand.js";
 
 /** Options for {@link ModelManager}; defaults are tritonserver's. */
 export interface ModelManagerOptions {
@@ -40,6 +47,29 @@ export interface ModelManagerOptions {
   infer?: ComposingInfer;
   /** `--rate-limit execution_count`: instances execute only with their resources. */
   rateLimiter?: RateLimiter;
+  /**
+   * `--load-on-demand` (explicit mode only): a request for a repository model with no READY
+   * version loads it; `waitMs` (`--load-on-demand-wait-secs`) bounds how long the request waits.
+   */
+  onDemand?: { waitMs?: number };
+  /** `--model-memory-budget`: idle models are evicted, least recently used first, to stay under it. */
+  memoryBudget?: MemoryBudgetLimits;
+  /** `--model-min-residency` in seconds (default 30): no model is evicted sooner after its load. */
+  minResidencySecs?: number;
+  /** Measures each version's memory across its load (default: host RSS). */
+  memory?: MemorySource;
+  /** Time for residency, recency and on-demand waits (tests control it). */
+  clock?: Clock;
+}
+
+/** What a lookup answers for a model with no READY version: with loading on demand, it loads. */
+const NOT_LOADED: ReadonlySet<string> = new Set(["MODEL_NOT_FOUND", "MODEL_NO_VERSIONS", "MODEL_VERSION_NOT_READY"]);
+
+/** Counts per model name for metrics: loads started on demand, requests waiting for one now, evictions. */
+export interface MemoryCounters {
+  onDemandLoads: ReadonlyMap<string, number>;
+  waiting: ReadonlyMap<string, number>;
+  evictions: ReadonlyMap<string, number>;
 }
 
 /**
@@ -53,10 +83,46 @@ export class ModelManager {
   readonly #options: ModelManagerOptions;
   readonly #models = new Map<string, ModelEntry>();
   readonly #pipeline: LoadPipeline;
+  readonly #clock: Clock;
+  readonly #onDemand: OnDemandLoads | undefined;
+  readonly #budget: MemoryBudget | undefined;
+  /** Each version's host bytes when last loaded (`name/version`): what the budget makes room for next time. */
+  readonly #lastMeasured = new Map<string, number>();
   #stopping = false;
 
   constructor(options: ModelManagerOptions) {
     this.#options = options;
+    this.#clock = options.clock ?? systemClock;
+    if (options.onDemand && this.controlMode !== "explicit") {
+      throw new Error("loading on demand (--load-on-demand) needs --model-control-mode=explicit");
+    }
+    if (options.memoryBudget && !options.onDemand) {
+      throw new Error("--model-memory-budget needs --load-on-demand: an evicted model is loaded again when asked for");
+    }
+    this.#onDemand = options.onDemand
+      ? new OnDemandLoads({
+          ...options.onDemand,
+          clock: this.#clock,
+          inRepository: async (name) => (await this.#scan()).has(name),
+          load: (name) => this.#loadOnDemand(name),
+        })
+      : undefined;
+    this.#budget = options.memoryBudget
+      ? new MemoryBudget(
+          options.memoryBudget,
+          BigInt(Math.round((options.minResidencySecs ?? 30) * 1e9)),
+          {
+            loaded: () => this.readyVersions(),
+            evictable: (name) => {
+              const entry = this.#models.get(name);
+              return entry !== undefined && entry.loading === 0 && !entry.overridden;
+            },
+            evict: (name) => this.#evict(name),
+            now: () => this.#clock.now(),
+          },
+          options.log,
+        )
+      : undefined;
     const checks = new LoadChecks({
       backends: options.backends,
       autoComplete: options.autoComplete,
@@ -68,7 +134,11 @@ export class ModelManager {
       log: options.log,
       source: { scan: () => this.#scan(), configName: options.configName },
       checks,
-      versions: new VersionLoader(options),
+      versions: new VersionLoader({
+        ...options,
+        now: () => this.#clock.now(),
+        ...(this.#budget ? { admit: (name, version, load) => this.#admit(name, version, load) } : {}),
+      }),
     });
   }
 
@@ -117,8 +187,13 @@ export class ModelManager {
     entry.loading++;
     const abort = new AbortController();
     entry.aborts.add(abort);
+    const overridden = overrides.config !== undefined || (overrides.files?.size ?? 0) > 0;
     const run = entry.queue
       .then(() => this.#pipeline.run(entry, overrides, chain, abort.signal))
+      .then(() => {
+        // A model loaded from overrides could not be loaded again from disk: never evicted.
+        entry.overridden = overridden;
+      })
       .finally(() => {
         entry.loading--;
         entry.aborts.delete(abort);
@@ -183,6 +258,85 @@ export class ModelManager {
     const entry = this.#models.get(name);
     if (!entry) throw new InferenceError("MODEL_NOT_FOUND", { model: name });
     return entry.versions.resolve(version);
+  }
+
+  /**
+   * The version a request for inference runs on, as {@link resolve} finds it; with loading on
+   * demand, a repository model with no READY version is loaded first (one load for every request
+   * that asks meanwhile), and the promise settles once it is READY or the wait is over.
+   *
+   * @throws {@link InferenceError} as {@link resolve}, or why the load on demand failed.
+   */
+  acquire(name: string, version: string, wait: OnDemandWait = {}, requestId = ""): LoadedModel | Promise<LoadedModel> {
+    try {
+      return this.resolve(name, version);
+    } catch (error) {
+      const entry = this.#models.get(name);
+      if (
+        !this.#onDemand ||
+        this.#stopping ||
+        !(error instanceof InferenceError && NOT_LOADED.has(error.id)) ||
+        (entry?.versions.ready.size ?? 0) > 0
+      )
+        throw error;
+      return this.#onDemand.wait(name, error, wait, requestId).then(() => this.resolve(name, version));
+    }
+  }
+
+  /** A request starts on `model`: busy until {@link release}, and the most recently used from now. */
+  hold(model: LoadedModel): void {
+    model.active++;
+    model.lastUsedNs = this.#clock.now();
+  }
+
+  /** The request {@link hold} counted has finished. */
+  release(model: LoadedModel): void {
+    model.active--;
+  }
+
+  /** Loads on demand and evictions so far, by model. */
+  get counters(): MemoryCounters {
+    return {
+      onDemandLoads: this.#onDemand?.counts ?? new Map(),
+      waiting: this.#onDemand?.waiting ?? new Map(),
+      evictions: this.#budget?.evictions ?? new Map(),
+    };
+  }
+
+  /** The budget in force (`--model-memory-budget`), when there is one. */
+  get memoryBudget(): MemoryBudgetLimits | undefined {
+    return this.#budget?.limits;
+  }
+
+  /** A load on demand: the one load path, unless a load of the model is already queued or running. */
+  #loadOnDemand(name: string): Promise<void> {
+    const entry = this.#entry(name);
+    if (entry.loading > 0) return entry.queue;
+    if (entry.versions.ready.size > 0) return Promise.resolve();
+    this.#options.log.info(`loading '${name}' on demand`);
+    return this.load(name);
+  }
+
+  /** One version's load in the memory budget's turn, making room for what it took last time. */
+  async #admit(name: string, version: number, load: () => Promise<LoadedModel>): Promise<LoadedModel> {
+    const key = `${name}/${version}`;
+    const budget = this.#budget as MemoryBudget;
+    const loaded = await budget.admit(name, this.#lastMeasured.get(key) ?? 0, load);
+    this.#lastMeasured.set(key, bytesOf(loaded.memory, "CPU"));
+    return loaded;
+  }
+
+  /**
+   * Evict a model: its versions leave service now (requests that found them look again, and load
+   * it again on demand), then unload once drained, UNAVAILABLE with {@link EVICTED_REASON}.
+   */
+  #evict(name: string): Promise<void> {
+    const entry = this.#models.get(name);
+    if (!entry) return Promise.resolve();
+    for (const model of entry.versions.ready.values()) model.evicted = true;
+    const run = this.#pipeline.unload(entry, EVICTED_REASON);
+    entry.queue = entry.queue.then(() => run).catch(() => undefined);
+    return run;
   }
 
   /** READY versions of one model (all models when `name` is empty), for statistics. */

@@ -4,6 +4,11 @@ import type { LoadedModel } from "./loaded-model.js";
 /** Triton's model states, as the repository index reports them. */
 export type ModelState = "UNKNOWN" | "READY" | "UNAVAILABLE" | "LOADING" | "UNLOADING";
 
+/** The reason an evicted version's index row gives (it is loaded again on demand). */
+export const EVICTED_REASON = "evicted to fit the memory budget";
+/** How the reason of a version whose load the memory budget refused begins (MEMORY_BUDGET_FULL). */
+const NO_ROOM = "not enough room in --model-memory-budget";
+
 /** A version's state and, when not READY, why. */
 export interface VersionStatus {
   state: ModelState;
@@ -44,10 +49,15 @@ export class ModelVersions {
     return this.#states.size > 0;
   }
 
-  /** With strict readiness: every version READY, except those unloaded on purpose. */
+  /**
+   * With strict readiness: every version READY, except those unloaded on purpose, evicted, or
+   * refused by the memory budget (they load again when a request needs them).
+   */
   get allReady(): boolean {
     for (const status of this.#states.values()) {
-      if (status.state !== "READY" && status.reason !== "unloaded") return false;
+      if (status.state === "READY" || status.reason === "unloaded") continue;
+      if (status.reason === EVICTED_REASON || status.reason.startsWith(NO_ROOM)) continue;
+      return false;
     }
     return true;
   }

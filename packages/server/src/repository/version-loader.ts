@@ -11,6 +11,7 @@ import { createScheduler } from "./create-scheduler.js";
 import { loadInitialStates } from "./initial-state.js";
 import { LoadSlots } from "./load-slots.js";
 import { LoadedModel } from "./loaded-model.js";
+import { describeMemory, hostMemorySource, type MemorySource } from "./memory-source.js";
 import { readModelFile } from "./model-file.js";
 import { warmUp } from "./warmup.js";
 
@@ -29,6 +30,12 @@ export interface VersionLoaderOptions {
   infer?: ComposingInfer;
   /** `--rate-limit execution_count`: instances execute only with their resources. */
   rateLimiter?: RateLimiter;
+  /** What measures a version's memory across its load and warmup (default: host RSS, {@link hostMemorySource}). */
+  memory?: MemorySource;
+  /** The memory budget's turn for one version's load (see `MemoryBudget.admit`); absent: no budget. */
+  admit?: (name: string, version: number, load: () => Promise<LoadedModel>) => Promise<LoadedModel>;
+  /** The clock's nanoseconds, for `LoadedModel.loadedAtNs` (default: process.hrtime). */
+  now?: () => bigint;
 }
 
 /**
@@ -39,10 +46,12 @@ export interface VersionLoaderOptions {
 export class VersionLoader {
   readonly #options: VersionLoaderOptions;
   readonly #slots: LoadSlots;
+  readonly #memory: MemorySource;
 
   constructor(options: VersionLoaderOptions) {
     this.#options = options;
     this.#slots = new LoadSlots(options.loadThreads ?? 4);
+    this.#memory = options.memory ?? hostMemorySource();
   }
 
   /** @throws Error with the reason the version is UNAVAILABLE. */
@@ -55,20 +64,38 @@ export class VersionLoader {
   ): Promise<LoadedModel> {
     await this.#slots.acquire();
     try {
-      const retries = this.#options.loadRetries ?? 0;
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await this.#loadOnce(name, version, config, modelPath, signal);
-        } catch (error) {
-          if (attempt >= retries || signal.aborted) throw error;
-          this.#options.log.warn(
-            `failed to load '${name}' version ${version}: ${(error as Error).message}; ` +
-              `retrying (${attempt + 1} of --model-load-retry-count ${retries})`,
-          );
-        }
-      }
+      const load = async () => {
+        const loaded = await this.#loadRetrying(name, version, config, modelPath, signal);
+        loaded.loadedAtNs = this.#options.now?.() ?? process.hrtime.bigint();
+        loaded.lastUsedNs = loaded.loadedAtNs;
+        return loaded;
+      };
+      const admit = this.#options.admit;
+      // An ensemble holds nothing of its own: its composing models load (and are admitted) apart.
+      return admit && config.platform !== Platform.ensemble ? await admit(name, version, load) : await load();
     } finally {
       this.#slots.release();
+    }
+  }
+
+  async #loadRetrying(
+    name: string,
+    version: number,
+    config: ModelConfig,
+    modelPath: string,
+    signal: AbortSignal,
+  ): Promise<LoadedModel> {
+    const retries = this.#options.loadRetries ?? 0;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#loadOnce(name, version, config, modelPath, signal);
+      } catch (error) {
+        if (attempt >= retries || signal.aborted) throw error;
+        this.#options.log.warn(
+          `failed to load '${name}' version ${version}: ${(error as Error).message}; ` +
+            `retrying (${attempt + 1} of --model-load-retry-count ${retries})`,
+        );
+      }
     }
   }
 
@@ -104,6 +131,7 @@ export class VersionLoader {
     }
     const labels = await readLabels(config, modelPath);
     const initialStates = await loadInitialStates(config, modelPath);
+    const measured = await this.#memory.begin();
     const model = await backend.load({
       config,
       version,
@@ -126,7 +154,13 @@ export class VersionLoader {
     }
     const stats = new ModelStatistics();
     const scheduler = createScheduler(config, { pool, stats, log, initialStates });
-    return new LoadedModel(name, version, config, model, scheduler, labels, stats);
+    const loaded = new LoadedModel(name, version, config, model, scheduler, labels, stats);
+    loaded.memory = await measured(model);
+    log.info(
+      `loaded '${name}' version ${version}: ${describeMemory(loaded.memory)}` +
+        `${config.modelWarmup.length > 0 ? " (measured after warmup)" : ""}`,
+    );
+    return loaded;
   }
 }
 

@@ -20,6 +20,11 @@ export interface Scheduler {
   enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult>;
   /** Take no more requests; resolves once every accepted request has finished. */
   drain(): Promise<void>;
+  /**
+   * True while the scheduler keeps state that lives between requests (an open sequence): the
+   * model is then not idle, and a memory budget does not evict it. False when absent.
+   */
+  holding?(): boolean;
 }
 
 /**

@@ -20,6 +20,7 @@ export function abortingCore(model: ModelView): {
   });
   const core: Partial<InferenceServer> = {
     model: () => model,
+    inferenceModel: () => model,
     infer: (request: InferenceRequest) =>
       new Promise((_, reject) => {
         request.signal?.addEventListener("abort", () => {

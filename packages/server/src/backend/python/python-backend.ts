@@ -222,6 +222,7 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
           return true;
         },
         ...(options.unloadTimeoutMs !== undefined ? { unloadTimeoutMs: options.unloadTimeoutMs } : {}),
+        processIds: () => opened.flatMap((i) => (i.pid === undefined ? [] : [i.pid])),
         async unload() {
           await Promise.all(opened.map((i) => i.close()));
         },

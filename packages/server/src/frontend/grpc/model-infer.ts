@@ -18,7 +18,7 @@ import { now } from "../../base/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../../base/inference-request.js";
 import type { Trace } from "../../base/trace.js";
-import type { InferenceServer, ModelView } from "../../core/inference-server.js";
+import type { InferenceServer, ModelView, OnDemandWait } from "../../core/inference-server.js";
 import { decodeModelInfer, leanRequestFromGrpc, requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
 import { GrpcTrace } from "./grpc-trace.js";
 import type { GrpcFrontendOptions } from "./inference-service.js";
@@ -90,11 +90,29 @@ export async function modelInfer<T>(
 /** A unary request run: refused while shutting down and for a decoupled model, converted after its model is found. */
 function infer(server: InferenceServer, req: ModelInferInput, signal: AbortSignal, trace?: Trace) {
   if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-  const model = server.model(req.modelName, req.modelVersion);
+  const found = server.inferenceModel(req.modelName, req.modelVersion, waitOf(req, signal));
+  if (found instanceof Promise) return found.then((model) => run(server, req, model, signal, trace));
+  return run(server, req, found, signal, trace);
+}
+
+function run(server: InferenceServer, req: ModelInferInput, model: ModelView, signal: AbortSignal, trace?: Trace) {
   if (model.decoupled) throw new InferenceError("DECOUPLED_GRPC");
   const request = coreRequest(req, signal);
   if (trace) request.trace = trace;
   return server.infer(request, model);
+}
+
+/** How long a request waits for its model's load on demand: its `timeout` parameter (µs), its cancellation. */
+function waitOf(req: ModelInferInput, signal: AbortSignal): OnDemandWait {
+  let timeout: unknown;
+  if ("$typeName" in req) {
+    const choice = req.parameters.timeout?.parameterChoice;
+    timeout = choice?.case === "int64Param" || choice?.case === "uint64Param" ? choice.value : undefined;
+  } else timeout = req.parameters.timeout;
+  return {
+    ...(typeof timeout === "number" || typeof timeout === "bigint" ? { timeoutUs: Number(timeout) } : {}),
+    signal,
+  };
 }
 
 function coreRequest(req: ModelInferInput, signal: AbortSignal): InferenceRequest {
@@ -106,6 +124,12 @@ function wantsEmptyFinal(req: ModelInferInput): boolean {
   if (!("$typeName" in req)) return req.parameters.triton_enable_empty_final_response === true;
   const choice = req.parameters.triton_enable_empty_final_response?.parameterChoice;
   return choice?.case === "boolParam" && choice.value;
+}
+
+/** A default-mode request's place in a stream's answers: its message once made, or `skip` (it turned out decoupled). */
+interface Slot {
+  message?: ModelStreamInferResponse;
+  skip?: boolean;
 }
 
 /**
@@ -124,7 +148,7 @@ export async function* streamInfer(
 ): AsyncGenerator<ModelStreamInferResponse> {
   const { closeOnError } = context;
   /** Default-mode responses wait here for the requests before them; decoupled ones do not. */
-  const slots: { message?: ModelStreamInferResponse }[] = [];
+  const slots: Slot[] = [];
   const ready: ModelStreamInferResponse[] = [];
   let fatal: unknown;
   let wake: (() => void) | undefined;
@@ -132,8 +156,10 @@ export async function* streamInfer(
   let inputDone = false;
   const notify = () => wake?.();
   const flushSlots = () => {
-    while (slots.length > 0 && slots[0]?.message)
-      ready.push((slots.shift() as { message: ModelStreamInferResponse }).message);
+    for (let first = slots[0]; first && (first.message || first.skip); first = slots[0]) {
+      slots.shift();
+      if (first.message) ready.push(first.message);
+    }
     notify();
   };
   const final = (value: boolean) => ({ triton_final_response: toInferParameter(value) });
@@ -147,7 +173,7 @@ export async function* streamInfer(
 
   const serve = async (req: ModelInferInput, readStart: bigint, readEnd: bigint) => {
     let model: ModelView | undefined;
-    let slot: { message?: ModelStreamInferResponse } | undefined;
+    let slot: Slot | undefined;
     const sampled = server.tracing.sample(req.modelName);
     const trace = sampled && new GrpcTrace(sampled, [readStart, readEnd]);
     if (trace) openTraces.add(trace);
@@ -168,10 +194,23 @@ export async function* streamInfer(
     };
     try {
       if (!server.accepting) throw new InferenceError("SHUTTING_DOWN_GRPC");
-      model = server.model(req.modelName, req.modelVersion);
-      if (!model.decoupled) {
+      const found = server.inferenceModel(req.modelName, req.modelVersion, waitOf(req, context.signal));
+      if (found instanceof Promise) {
+        // Loading on demand: hold this request's place among the default-mode answers meanwhile.
         slot = {};
         slots.push(slot);
+        model = await found;
+        if (model.decoupled) {
+          slot.skip = true;
+          slot = undefined;
+          flushSlots();
+        }
+      } else {
+        model = found;
+        if (!model.decoupled) {
+          slot = {};
+          slots.push(slot);
+        }
       }
       const wantEmptyFinal = wantsEmptyFinal(req);
       const request = coreRequest(req, context.signal);

@@ -63,6 +63,9 @@ async function generate(
   trace?: Trace,
 ): Promise<HttpAnswer> {
   const { request, server } = ctx;
+  // With loading on demand, a model not loaded yet is loaded first (bounded by the server's limit).
+  const found = server.inferenceModel(modelName, modelVersion, { signal: request.signal });
+  if (found instanceof Promise) await found;
   const metadata = server.modelMetadata(modelName, modelVersion);
   const encoding = request.header("content-encoding");
   // Triton reads generate bodies as they arrive: even gzip and deflate are refused.

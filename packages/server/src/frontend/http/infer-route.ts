@@ -16,24 +16,51 @@ import { encodeInferResponse } from "./infer-response.js";
  * so that the lean path reads the body straight into place (`HttpRequest.body`).
  */
 export function handleInfer(ctx: Context, modelName: string, modelVersion: string): Promise<HttpAnswer> {
+  const found = ctx.server.inferenceModel(modelName, modelVersion, { signal: ctx.request.signal });
+  if (!(found instanceof Promise)) return inferOn(ctx, notDecoupled(found), modelName, modelVersion);
+  // Loading on demand: the body is asked for now, so that it arrives while the model loads (placed
+  // without knowing whether a raw input is BYTES), and the request goes on once the model is READY.
+  // The wait is bounded by the server's limit and the client: the request's `timeout` is in the body.
+  let body: Promise<Body>;
+  try {
+    body = askBody(ctx, undefined);
+  } catch (error) {
+    // Reported after the model's own errors, as for a READY model (`inferOn` meets it again).
+    body = Promise.reject(error);
+  }
+  body.catch(() => undefined);
+  return found.then((model) => inferOn(ctx, notDecoupled(model), modelName, modelVersion, body));
+}
+
+/** Ask for the body, placed for `model` (see {@link bodyOffset}). */
+function askBody(ctx: Context, model: ModelView | undefined): Promise<Body> {
+  // Triton limits the JSON header, JSON and raw input data and the decompressed body, not the
+  // binary data; the body as a whole is bounded by --http-max-body-size.
+  return ctx.request.body({
+    limit: ctx.bodyLimit,
+    limitError: "BODY_TOO_LARGE",
+    decompressedLimit: ctx.limit,
+    encoding: requestEncoding(ctx.request.header("content-encoding")),
+    offset: bodyOffset(ctx.request.header("inference-header-content-length"), model),
+  });
+}
+
+function inferOn(
+  ctx: Context,
+  model: ModelView,
+  modelName: string,
+  modelVersion: string,
+  asked?: Promise<Body>,
+): Promise<HttpAnswer> {
   const { server, request } = ctx;
-  const model = inferModel(server, modelName, modelVersion);
   // Sampled here, as Triton samples once the model is known (before the body is read).
   const trace = server.tracing.sample(modelName);
   trace?.capture("HTTP_RECV_START");
   try {
-    const encoding = requestEncoding(request.header("content-encoding"));
+    requestEncoding(request.header("content-encoding"));
     const replyEncoding = responseEncoding(request.header("accept-encoding"));
     const lengthHeader = request.header("inference-header-content-length");
-    // Triton limits the JSON header, JSON and raw input data and the decompressed body, not the
-    // binary data; the body as a whole is bounded by --http-max-body-size.
-    const body = request.body({
-      limit: ctx.bodyLimit,
-      limitError: "BODY_TOO_LARGE",
-      decompressedLimit: ctx.limit,
-      encoding,
-      offset: bodyOffset(lengthHeader, model),
-    });
+    const body = asked ?? askBody(ctx, model);
     const steps = { model, modelName, modelVersion, lengthHeader, replyEncoding, maxInputSize: ctx.limit };
     const answer = infer(server, body, steps, request.signal, trace);
     return trace ? answer.catch((error: unknown) => endTrace(trace, error)) : answer;
@@ -48,9 +75,8 @@ function endTrace(trace: Trace, error: unknown): never {
   throw error;
 }
 
-/** The model an infer request names; 501 for a decoupled one, which answers over gRPC streams only. */
-export function inferModel(server: InferenceServer, modelName: string, modelVersion: string): ModelView {
-  const model = server.model(modelName, modelVersion);
+/** 501 for a decoupled model, which answers over gRPC streams only. */
+function notDecoupled(model: ModelView): ModelView {
   if (model.decoupled) throw new InferenceError("DECOUPLED_HTTP");
   return model;
 }
@@ -60,9 +86,9 @@ export function inferModel(server: InferenceServer, modelName: string, modelVers
  * starts 8-byte aligned (typed arrays over it need no copy), or so that a raw BYTES input has
  * room for its length prefix.
  */
-function bodyOffset(lengthHeader: string | undefined, model: ModelView): number {
+function bodyOffset(lengthHeader: string | undefined, model: ModelView | undefined): number {
   const planned = lengthHeader === undefined ? -1 : atoi(lengthHeader);
-  return planned === 0 ? (rawIsBytes(model) ? 4 : 0) : planned > 0 ? (8 - (planned % 8)) % 8 : 0;
+  return planned === 0 ? (model && rawIsBytes(model) ? 4 : 0) : planned > 0 ? (8 - (planned % 8)) % 8 : 0;
 }
 
 interface InferSteps {

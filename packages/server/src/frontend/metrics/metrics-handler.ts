@@ -207,6 +207,7 @@ async function render(
       for (const m of models.filter((x) => x.config.responseCache?.enable)) gauge.set(labels(m), value(m));
     }
   }
+  memoryMetrics(server, models, registry, labelNames, labels);
   const transfers = new Counter({
     name: "galley_tensor_transfer_bytes",
     help: "Tensor bytes by path: copied host_to_device or device_to_host, or used on_device without crossing the host",
@@ -221,6 +222,68 @@ async function render(
   }
   const text = await registry.metrics();
   return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + (options.extra?.() ?? "");
+}
+
+/**
+ * Galley's memory metrics: what each READY version holds (`galley_model_memory_bytes`, by `kind`
+ * host or gpu, with `device` for a GPU), the budget (`galley_model_memory_budget_bytes`), and per
+ * model, loads on demand and evictions so far (counters that outlive the versions they counted).
+ */
+function memoryMetrics(
+  server: InferenceServer,
+  models: readonly ModelView[],
+  registry: Registry,
+  labelNames: string[],
+  labels: (m: ModelView) => Record<string, string>,
+): void {
+  const bytes = new Gauge({
+    name: "galley_model_memory_bytes",
+    help: "Memory a model version holds, measured across its load and warmup (host: resident set growth and its stub processes)",
+    labelNames: [...labelNames, "kind", "device"],
+    registers: [registry],
+  });
+  for (const m of models) {
+    for (const usage of m.memory) {
+      const kind: Record<string, string> =
+        usage.type === "CPU" ? { kind: "host" } : { kind: "gpu", device: String(usage.id) };
+      bytes.inc(tritonOrder({ ...labels(m), ...kind }), usage.byteSize);
+    }
+  }
+  const budget = server.memoryBudget();
+  if (budget) {
+    const limit = new Gauge({
+      name: "galley_model_memory_budget_bytes",
+      help: "--model-memory-budget: memory the loaded models may hold together",
+      labelNames: ["kind", "device"],
+      registers: [registry],
+    });
+    if (budget.host !== undefined) limit.set({ kind: "host" }, budget.host);
+    for (const [device, size] of budget.gpus ?? [])
+      limit.set(tritonOrder({ device: String(device), kind: "gpu" }), size);
+  }
+  const counters = server.memoryCounters();
+  const counted: [string, string, ReadonlyMap<string, number>][] = [
+    [
+      "galley_model_loads_on_demand_total",
+      "Loads started by an inference request (--load-on-demand)",
+      counters.onDemandLoads,
+    ],
+    ["galley_model_evictions_total", "Models unloaded to fit --model-memory-budget", counters.evictions],
+  ];
+  for (const [name, help, values] of counted) {
+    if (values.size === 0) continue;
+    const counter = new Counter({ name, help, labelNames: ["model"], registers: [registry] });
+    for (const [model, count] of values) counter.inc({ model }, count);
+  }
+  if (counters.waiting.size > 0) {
+    const waiting = new Gauge({
+      name: "galley_model_load_waiting_requests",
+      help: "Requests waiting now for their model's load on demand",
+      labelNames: ["model"],
+      registers: [registry],
+    });
+    for (const [model, count] of counters.waiting) waiting.set({ model }, count);
+  }
 }
 
 /**

@@ -197,6 +197,11 @@ export class SequenceBatcher implements Scheduler {
     return true;
   }
 
+  /** Open sequences live between requests: a model that has one is not idle. */
+  holding(): boolean {
+    return this.#sequences.size > 0;
+  }
+
   drain(): Promise<void> {
     this.#draining = true;
     return new Promise((resolve) => {
