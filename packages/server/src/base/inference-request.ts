@@ -94,3 +94,11 @@ export interface InferenceResponse {
   parameters: Parameters;
   outputs: Tensor[];
 }
+
+/** A request's `priority` parameter (Triton's: 1 is the highest level, 0 the model's default), if it has a usable one. */
+export function priorityOf(request: InferenceRequest): number | undefined {
+  const value = request.parameters.priority;
+  if (value === undefined || typeof value === "boolean" || typeof value === "string") return undefined;
+  const n = Number(value);
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}

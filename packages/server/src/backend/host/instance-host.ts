@@ -18,6 +18,8 @@ export interface HostedRequest<Response> {
   readonly signal?: AbortSignal | undefined;
   /** The request's trace, when it is traced: calls it makes (BLS) are traced as its children. */
   readonly trace?: Trace | undefined;
+  /** The request's `priority` parameter, when it has one: calls it makes (BLS) inherit it. */
+  readonly priority?: number | undefined;
   /** A response from the instance; `final` ends the request (the host forgets it first). */
   respond(response: Response | undefined, final: boolean): void;
   /** The instance went away while it held the request, which has ended. */

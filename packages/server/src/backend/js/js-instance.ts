@@ -1,7 +1,7 @@
 import type { ModelRateLimiter } from "@galley/proto";
 import { now } from "../../base/clock.js";
 import { backendError, ERRORS, InferenceError, modelError, toInferenceError } from "../../base/errors.js";
-import type { InferenceRequest } from "../../base/inference-request.js";
+import { type InferenceRequest, priorityOf } from "../../base/inference-request.js";
 import type { Logger } from "../../base/log.js";
 import type { Tensor } from "../../base/tensor.js";
 import { workerEntry } from "../../base/worker-entry.js";
@@ -118,6 +118,7 @@ export class JsInstance implements BackendInstance {
       inference: options.inference,
       reply: (message, transfer) => this.#host.post(message, transfer),
       signalOf: (key) => this.#host.request(key)?.signal,
+      priorityOf: (key) => this.#host.request(key)?.priority,
       isOpen: (key) => this.#host.request(key) !== undefined,
       traceOf: (key) => this.#host.request(key)?.trace,
       tracing: "parents",
@@ -157,6 +158,7 @@ export class JsInstance implements BackendInstance {
       const key = this.#host.open({
         signal: request.signal,
         trace: request.trace,
+        priority: priorityOf(request),
         respond: (response, final) => this.#respond(key, request, response, final),
         fail: (error) => request.responder?.(error, true),
       });

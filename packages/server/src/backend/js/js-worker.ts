@@ -90,7 +90,9 @@ serveThread((port, fail, slot) => {
   /** `memory_limit_mb` in bytes (0: none): V8's heap limit does not count ArrayBuffers, so this does. */
   let memoryLimit = 0;
   /** Requests not yet finished, by key: cancellation and late sends find them here. */
-  const open = new Map<number, { controller: AbortController; finished: boolean; traced: boolean }>();
+  // usualPath: the request is traced or has a priority, so its BLS calls go through the scheduler
+  // (where traces are made and priority levels are kept), never a direct route.
+  const open = new Map<number, { controller: AbortController; finished: boolean; usualPath: boolean }>();
   /** The decoupled batches' turn: each runs when the one before it has returned from `execute`. */
   let executing: Promise<void> = Promise.resolve();
 
@@ -221,7 +223,7 @@ serveThread((port, fail, slot) => {
       request.timeoutMicroseconds === undefined &&
       request.preferredMemory?.kind !== "gpu" &&
       !request.inputs.some((t) => t.device) &&
-      !parents.some((key) => open.get(key)?.traced)
+      !parents.some((key) => open.get(key)?.usualPath)
     );
   }
 
@@ -316,7 +318,8 @@ serveThread((port, fail, slot) => {
   function makeRequest(wire: WireRequest): Request {
     const inputs: InputTensor[] = wire.inputs.map(wrapTensor);
     const controller = new AbortController();
-    const state = { controller, finished: false, traced: wire.traced === true };
+    const priority = Number(wire.parameters.priority ?? 0);
+    const state = { controller, finished: false, usualPath: wire.traced === true || priority >= 1 };
     open.set(wire.key, state);
     if (wire.cancelled) controller.abort();
     const requested = wire.outputs.length > 0 ? wire.outputs : modelOutputs;

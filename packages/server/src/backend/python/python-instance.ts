@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { ModelRateLimiter } from "@galley/proto";
 import { now } from "../../base/clock.js";
 import { InferenceError, modelError, toInferenceError } from "../../base/errors.js";
-import type { InferenceRequest } from "../../base/inference-request.js";
+import { type InferenceRequest, priorityOf } from "../../base/inference-request.js";
 import type { Logger } from "../../base/log.js";
 import { type DeviceTensor, hostTensor, NO_BYTES, type Parameters, type Tensor } from "../../base/tensor.js";
 import type { BackendInstance, ExecuteResult } from "../backend.js";
@@ -186,6 +186,7 @@ export class PythonInstance implements BackendInstance {
       inference: options.inference,
       reply: (message) => this.#blsReply(message),
       signalOf: (key) => this.#host.request(key)?.signal,
+      priorityOf: (key) => this.#host.request(key)?.priority,
       isOpen: (key) => this.#host.request(key) !== undefined,
       traceOf: (key) => this.#host.request(key)?.trace,
       tracing: "explicit",
@@ -418,6 +419,7 @@ export class PythonInstance implements BackendInstance {
         const key = this.#host.open({
           signal: request.signal,
           trace: request.trace,
+          priority: priorityOf(request),
           respond: (response, final) =>
             decoupled ? this.#respond(key, request, response, final) : this.#answerLate(key, request, response),
           fail: (error) => (decoupled ? request.responder?.(error, true) : this.#settleLate(key, error)),

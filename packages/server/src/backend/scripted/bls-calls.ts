@@ -1,7 +1,7 @@
 import { type ErrorId, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../base/inference-request.js";
 import type { LoadOverrides } from "../../base/load-overrides.js";
-import { type DeviceTensor, NO_BYTES, type Tensor } from "../../base/tensor.js";
+import { type DeviceTensor, NO_BYTES, type Parameters, type Tensor } from "../../base/tensor.js";
 import type { Trace } from "../../base/trace.js";
 import type { DirectRecord, DirectRoute } from "../backend.js";
 import {
@@ -72,6 +72,8 @@ export interface BlsCallsOptions {
   isOpen(key: number): boolean;
   /** The trace of an open request of the instance, by key, when it is traced. */
   traceOf(key: number): Trace | undefined;
+  /** The `priority` parameter of an open request of the instance, by key, when it has one. */
+  priorityOf?(key: number): number | undefined;
   /**
    * Which calls are traced: `parents` — every call of a traced batch, as a child of the first
    * traced request in it (scripted models); `explicit` — a call that names its parent
@@ -181,7 +183,7 @@ export class BlsCalls {
         modelName: wire.model,
         modelVersion: wire.version,
         id: wire.id,
-        parameters: wire.parameters,
+        parameters: this.#withPriority(wire.parameters, parents),
         inputs: wire.inputs.map((t) => this.#input(t)),
         outputs: wire.outputs.map((name) => ({ name, parameters: {} })),
         signal: controller.signal,
@@ -213,6 +215,21 @@ export class BlsCalls {
       // A request may make thousands of calls (a denoising loop): each one's listener goes with it.
       if (linked) for (const signal of parentSignals) signal.removeEventListener("abort", onAbort);
     }
+  }
+
+  /**
+   * A call without a `priority` of its own runs at its requests' (the highest among them, 1 being
+   * the highest): a pipeline's steps keep the priority its client asked for.
+   */
+  #withPriority(parameters: Parameters, parents: readonly number[]): Parameters {
+    if (parameters.priority !== undefined || !this.#options.priorityOf) return parameters;
+    let highest: number | undefined;
+    for (const key of parents) {
+      const priority = this.#options.priorityOf(key);
+      if (priority === undefined || priority < 1) continue;
+      if (highest === undefined || priority < highest) highest = priority;
+    }
+    return highest === undefined ? parameters : { ...parameters, priority: highest };
   }
 
   #firstTrace(parents: readonly number[]): Trace | undefined {
