@@ -199,6 +199,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     ...(options.rateLimit === "execution_count"
       ? { rateLimiter: new RateLimiter(options.rateLimitResources ?? []) }
       : {}),
+    ...(options.metrics !== false && options.metrics?.histogramLatencies ? { histogramLatencies: true } : {}),
     // Ensembles run their steps through the core, so each step is validated, scheduled and counted.
     // and learn where each step's model runs, to hand tensors over on a GPU between such steps.
     infer: Object.assign((request: InferenceRequest): Promise<InferenceResponse> => core.infer(request), {

@@ -95,7 +95,9 @@ export class RequestPipeline {
         const response = this.#response(request, model, hit, batchSize);
         const written = this.#writeSharedOutputs(request, response);
         if (written) await written;
-        model.stats.recordSuccess(now() - start, 0n);
+        const total = now() - start;
+        model.stats.recordFirstResponse(total);
+        model.stats.recordSuccess(total, 0n);
         return response;
       }
     }
@@ -115,7 +117,9 @@ export class RequestPipeline {
       const response = this.#response(request, model, outputs, batchSize, parameters);
       const written = this.#writeSharedOutputs(request, response);
       if (written) await written;
-      model.stats.recordSuccess(now() - start, queueNs);
+      const total = now() - start;
+      model.stats.recordFirstResponse(total);
+      model.stats.recordSuccess(total, queueNs);
       return response;
     } catch (error) {
       const failure = toInferenceError(error);
@@ -178,9 +182,15 @@ export class RequestPipeline {
       (error: unknown) => responder(toInferenceError(error), true),
     );
     let done = false;
+    let first = true;
     try {
       // Never ended: the model's final response returns from the loop.
       for await (const { response, final } of queue) {
+        // Triton observes the first response the model sends (an error one too), not a bare final flag.
+        if (first && response !== undefined) {
+          first = false;
+          model.stats.recordFirstResponse(now() - start);
+        }
         // An error response is the model's own: a backend failure, as an error it raises.
         if (response instanceof Error) throw backendError(response);
         if (response) request.trace?.captureTensors("TENSOR_BACKEND_OUTPUT", response.outputs);

@@ -40,6 +40,8 @@ export interface ModelManagerOptions {
   infer?: ComposingInfer;
   /** `--rate-limit execution_count`: instances execute only with their resources. */
   rateLimiter?: RateLimiter;
+  /** `--metrics-config histogram_latencies=true`: each version keeps its first-response histogram. */
+  histogramLatencies?: boolean;
 }
 
 /**
