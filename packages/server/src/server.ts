@@ -265,7 +265,11 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         addresses.grpc = listener.address;
       }
       if (http) {
-        const rest = createRestFrontend(core, http);
+        // Load reports read the GPU metrics started below (once they are), as Triton's read its metrics.
+        const load = metrics
+          ? { metricsText: () => customMetrics.render(), gpuMemoryFreeBytes: () => gpuMetrics?.memoryFreeBytes() }
+          : undefined;
+        const rest = createRestFrontend(core, load ? { ...http, load } : http);
         const host = http.host ?? "0.0.0.0";
         const listener = await open("http", host, http.port, () => listenHttp1(rest, host, http.port, http));
         addresses.http = listener.address;

@@ -30,6 +30,8 @@ export class ModelStatistics {
   readonly failures = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
   /** Requests waiting in the scheduler (the pending-request gauge). */
   pending = 0;
+  /** Requests in the core's pipeline now, waiting or not (`pending` of them in the scheduler). */
+  inflight = 0;
   /** Per batch size: compute durations of executions with that many elements. */
   readonly batches = new Map<number, { computeInput: Duration; computeInfer: Duration; computeOutput: Duration }>();
   /** Seconds the load took. */

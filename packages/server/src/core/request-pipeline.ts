@@ -63,6 +63,7 @@ export class RequestPipeline {
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
     // The regions it names stay registered until it ends, as Triton's requests hold theirs.
     const regions = this.sharedMemory.holdFor(request);
+    model.stats.inflight++;
     try {
       request.adapt?.(model.config);
       const cache = model.config.responseCache?.enable ? this.cache : undefined;
@@ -74,6 +75,7 @@ export class RequestPipeline {
         for (const release of holds) release();
       }
     } finally {
+      model.stats.inflight--;
       regions();
     }
   }
@@ -134,9 +136,11 @@ export class RequestPipeline {
    */
   async *stream(model: LoadedModel, request: InferenceRequest): AsyncGenerator<StreamedResponse> {
     const regions = this.sharedMemory.holdFor(request);
+    model.stats.inflight++;
     try {
       yield* this.#stream(model, request);
     } finally {
+      model.stats.inflight--;
       regions();
     }
   }
