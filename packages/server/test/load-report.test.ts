@@ -4,8 +4,8 @@
 // that executes show in the report, exactly; after the gate opens both go back to 0.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { GpuMetricsSource } from "@galley/backends-native";
 import { afterEach, describe, expect, it } from "vitest";
+import type { GpuMetricsSource } from "../src/frontend/metrics/gpu-metrics.js";
 import { cleanup, startServer, tempRepository, waitFor } from "./support/harness.js";
 import { sampleValue, scrape } from "./support/metrics.js";
 
@@ -14,9 +14,9 @@ afterEach(cleanup);
 const GIB = 1 << 30;
 const MIB = 1 << 20;
 /** One stand-in GPU with 1 GiB, 1 MiB of it used (no NVML here). */
-const oneGpu = {
+const oneGpu: GpuMetricsSource = {
   sample: async () => ({
-    available: true as const,
+    available: true,
     driverVersion: "",
     gpus: [
       {
@@ -29,7 +29,7 @@ const oneGpu = {
       },
     ],
   }),
-} as unknown as GpuMetricsSource;
+};
 
 /** `gated` (waits until the file `gate` exists) and `echo`, both returning their INT32 input. */
 function repository(): { repo: string; gate: string } {
@@ -126,7 +126,7 @@ describe("endpoint-load-metrics (ORCA)", () => {
 
   it("leaves free GPU memory out where there is no GPU reading", async () => {
     const { repo } = repository();
-    const noGpu = { sample: async () => ({ available: false, reason: "no GPU here" }) } as unknown as GpuMetricsSource;
+    const noGpu: GpuMetricsSource = { sample: async () => ({ available: false, reason: "no GPU here" }) };
     const { httpUrl } = await startServer({ modelRepositories: [repo], http: true, metrics: { gpuSource: noGpu } });
     expect((await generate(httpUrl as string, "echo", { "endpoint-load-metrics-format": "json" })).header).toBe(
       'JSON {"named_metrics":{"num_requests_waiting":0,"num_requests_running":0}}',
