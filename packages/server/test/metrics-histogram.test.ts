@@ -3,12 +3,21 @@
 // cumulative buckets, `_count` one per request, `_sum` in whole milliseconds, Triton's default
 // buckets and a model's own through `model_metrics`, the first response of a decoupled model
 // (not its last), and nothing of it when the setting is off.
-import { appendFileSync, readFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
 import type { ModelInferRequest, ModelInferRequestSchema } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
-import { cleanup, copyModel, range, simpleRequest, startServer, tempRepository } from "./support/harness.js";
+import {
+  cleanup,
+  copyModel,
+  expectGrpcError,
+  range,
+  simpleRequest,
+  startServer,
+  tempRepository,
+} from "./support/harness.js";
 import { findSamples, type Scrape, scrape } from "./support/metrics.js";
 
 afterEach(cleanup);
@@ -117,6 +126,36 @@ describe(`${FAMILY} (histogram_latencies=true)`, () => {
     const h = histogram(await scrape(metricsUrl), { model: "simple", version: "1" });
     expect(h.le).toEqual(["0.5", "1", "10", "250", "+Inf"]);
     expect(h.count).toBe(3);
+  });
+
+  it("observes an error answered to an accepted request, not a request refused by validation", async () => {
+    const repo = tempRepository();
+    mkdirSync(join(repo, "fails", "1"), { recursive: true });
+    writeFileSync(
+      join(repo, "fails", "config.pbtxt"),
+      `name: "fails"\nbackend: "js"\nmax_batch_size: 0
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n`,
+    );
+    writeFileSync(
+      join(repo, "fails", "1", "model.mjs"),
+      `export default class { execute() { throw new Error("the model fails"); } }\n`,
+    );
+    const { client, metricsUrl } = await startServer({
+      modelRepositories: [repo],
+      metrics: { histogramLatencies: true },
+    });
+    const request = (shape: bigint) => ({
+      modelName: "fails",
+      inputs: [{ name: "IN", datatype: "INT32", shape: [shape] }] as ModelInferRequest["inputs"],
+      rawInputContents: [int32(range(Number(shape)))],
+    });
+    await expectGrpcError(client.modelInfer(request(1n)), Code.Internal);
+    // Two elements where the config has one: refused before scheduling.
+    await expectGrpcError(client.modelInfer(request(2n)), Code.InvalidArgument);
+    const s = await scrape(metricsUrl);
+    expect(histogram(s, { model: "fails", version: "1" }).count).toBe(1);
+    expect(findSamples(s, "nv_inference_request_failure", { model: "fails" }).reduce((a, x) => a + x.value, 0)).toBe(2);
   });
 
   it("is absent when histogram_latencies is off, as by default", async () => {

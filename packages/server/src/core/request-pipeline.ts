@@ -125,7 +125,11 @@ export class RequestPipeline {
       return response;
     } catch (error) {
       const failure = toInferenceError(error);
-      model.stats.recordFailure(now() - start, failureReason(failure));
+      const total = now() - start;
+      // Accepted, then answered with an error (the model's, a queue's rejection, a cancellation):
+      // Triton sends that as a response, and observes it as the first.
+      model.stats.recordFirstResponse(total);
+      model.stats.recordFailure(total, failureReason(failure));
       throw failure;
     }
   }
