@@ -64,6 +64,7 @@ const STARTS_WORK: ReadonlySet<Route["kind"]> = new Set(["infer", "generate", "g
 export function createRestFrontend(server: InferenceServer, options: HttpFrontendOptions = {}): HttpService {
   const limit = options.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE;
   const bodyLimit = Math.max(limit, options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE);
+  const load = options.load;
   const handle: HttpHandler = (request) => {
     try {
       const route = matchRoute(request.target);
@@ -75,7 +76,7 @@ export function createRestFrontend(server: InferenceServer, options: HttpFronten
       if (!methodsOf(route).includes(request.method)) throw new InferenceError("METHOD_NOT_ALLOWED");
       // Draining: a request that arrives on a kept-alive connection is answered, but starts no work.
       if (!server.accepting && STARTS_WORK.has(route.kind)) throw new InferenceError("SERVER_NOT_READY");
-      const ctx: Context = { server, request, limit, bodyLimit, ...(options.load ? { load: options.load } : {}) };
+      const ctx: Context = load ? { server, request, limit, bodyLimit, load } : { server, request, limit, bodyLimit };
       return dispatch(ctx, route).catch((error: unknown) => failure(server, request, error));
     } catch (error) {
       return Promise.resolve(failure(server, request, error));
