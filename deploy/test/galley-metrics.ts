@@ -28,7 +28,7 @@ const oneGpu: GpuMetricsSource = {
 
 /**
  * The metric names a running Galley exports: a server with every optional family switched on
- * (response cache, batch-size histogram, GPU metrics from a stand-in GPU, since NVML is absent
+ * (response cache, batch-size and first-response histograms, GPU metrics from a stand-in GPU, since NVML is absent
  * here) and an empty repository, scraped once. Families with no
  * samples yet still print their `# TYPE` line; histograms and summaries add their suffixes.
  */
@@ -38,7 +38,7 @@ export async function exportedMetricNames(): Promise<Set<string>> {
     modelRepositories: [repository],
     http: false,
     grpc: false,
-    metrics: { host: "127.0.0.1", port: 0, batchSizeHistogram: true, gpuSource: oneGpu },
+    metrics: { host: "127.0.0.1", port: 0, batchSizeHistogram: true, histogramLatencies: true, gpuSource: oneGpu },
     responseCacheBytes: 1 << 20,
     log: createLogger({ info: false, warning: false, error: false }),
   });

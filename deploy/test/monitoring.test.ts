@@ -30,6 +30,7 @@ describe("Galley's exported metrics", () => {
       "nv_inference_queue_duration_us",
       "nv_inference_compute_infer_duration_us",
       "nv_inference_pending_request_count",
+      "nv_inference_first_response_histogram_ms_bucket",
       "nv_cache_num_hits_per_model",
       "nv_cpu_utilization",
       "nv_gpu_utilization",
@@ -132,6 +133,23 @@ describe("Grafana dashboard", () => {
     expect(batch).toMatch(
       /rate\(nv_inference_count\{.*\}\[.*\]\)\) \/ sum by \(model\) \(rate\(nv_inference_exec_count/,
     );
+  });
+});
+
+describe("Grafana dashboard: first-response quantiles", () => {
+  const dashboard = JSON.parse(readFileSync(join(deployDir, "grafana/galley-dashboard.json"), "utf8")) as Dashboard;
+  const panel = dashboard.panels.find((p) => p.title === "Time to first response: p50, p95, p99");
+
+  it("shows p50, p95 and p99 per model from Triton's first-response histogram buckets, in ms", () => {
+    const exprs = (panel?.targets ?? []).map((t) => t.expr);
+    expect(exprs).toHaveLength(3);
+    ["0.5", "0.95", "0.99"].forEach((q, i) => {
+      expect(exprs[i]).toBe(
+        `histogram_quantile(${q}, sum by (model, le) (rate(nv_inference_first_response_histogram_ms_bucket{model=~"$model",instance=~"$instance"}[$__rate_interval])))`,
+      );
+      expect(problems(exprs[i] ?? "")).toEqual([]);
+    });
+    expect((panel as unknown as { fieldConfig: { defaults: { unit: string } } }).fieldConfig.defaults.unit).toBe("ms");
   });
 });
 

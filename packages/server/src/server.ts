@@ -243,6 +243,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     ...(options.modelMinResidencySecs !== undefined ? { minResidencySecs: options.modelMinResidencySecs } : {}),
     ...(options.memorySource ? { memory: options.memorySource } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.metrics !== false && options.metrics?.histogramLatencies ? { histogramLatencies: true } : {}),
     // Ensembles run their steps through the core, so each step is validated, scheduled and counted.
     // and learn where each step's model runs, to hand tensors over on a GPU between such steps.
     infer: Object.assign((request: InferenceRequest): Promise<InferenceResponse> => core.infer(request), {
@@ -308,7 +309,11 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         addresses.grpc = listener.address;
       }
       if (http) {
-        const rest = createRestFrontend(core, http);
+        // Load reports read the GPU metrics started below (once they are), as Triton's read its metrics.
+        const load = metrics
+          ? { metricsText: () => customMetrics.render(), gpuMemoryFreeBytes: () => gpuMetrics?.memoryFreeBytes() }
+          : undefined;
+        const rest = createRestFrontend(core, load ? { ...http, load } : http);
         const host = http.host ?? "0.0.0.0";
         const listener = await open("http", host, http.port, () => listenHttp1(rest, host, http.port, http));
         addresses.http = listener.address;

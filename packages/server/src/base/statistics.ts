@@ -1,3 +1,5 @@
+import { LatencyHistogram } from "./latency-histogram.js";
+
 /** A cumulative count and duration, as the statistics extension reports it. */
 export interface Duration {
   count: number;
@@ -5,6 +7,8 @@ export interface Duration {
 }
 
 const zero = (): Duration => ({ count: 0, ns: 0n });
+
+const NS_PER_MS = 1_000_000n;
 
 /** Statistics of one model version (PROTOCOL.md §8); metrics read the same numbers. */
 export class ModelStatistics {
@@ -26,10 +30,29 @@ export class ModelStatistics {
   readonly failures = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
   /** Requests waiting in the scheduler (the pending-request gauge). */
   pending = 0;
+  /** Requests in the core's pipeline now, waiting or not (`pending` of them in the scheduler). */
+  inflight = 0;
   /** Per batch size: compute durations of executions with that many elements. */
   readonly batches = new Map<number, { computeInput: Duration; computeInfer: Duration; computeOutput: Duration }>();
   /** Seconds the load took. */
   loadSeconds = 0;
+  /**
+   * `nv_inference_first_response_histogram_ms` (`--metrics-config histogram_latencies=true`), over
+   * the given bucket bounds; absent (and nothing observed) otherwise.
+   */
+  readonly firstResponse: LatencyHistogram | undefined;
+
+  constructor(firstResponseBuckets?: readonly number[]) {
+    this.firstResponse = firstResponseBuckets ? new LatencyHistogram(firstResponseBuckets) : undefined;
+  }
+
+  /**
+   * A request's first response was sent `ns` after it started: observed in whole milliseconds
+   * (truncated, as Triton's integer division does).
+   */
+  recordFirstResponse(ns: bigint): void {
+    this.firstResponse?.observe(Number(ns / NS_PER_MS));
+  }
 
   /** One request finished successfully after `totalNs`, of which `queueNs` waiting. */
   recordSuccess(totalNs: bigint, queueNs: bigint): void {

@@ -62,6 +62,28 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
     });
   });
 
+  it("turns the first-response histogram on for histogram_latencies=true exactly, as Triton's core does", () => {
+    const metrics = (...args: string[]) => {
+      const options = parseServeArgs(["--model-repository=/m", ...args]);
+      return options === "help" ? undefined : options.server.metrics;
+    };
+    expect(metrics()).toMatchObject({ histogramLatencies: false });
+    expect(metrics("--metrics-config=histogram_latencies=true")).toMatchObject({ histogramLatencies: true });
+    // Triton compares with "true": anything else leaves the histograms off, without an error.
+    expect(metrics("--metrics-config=histogram_latencies=1")).toMatchObject({ histogramLatencies: false });
+    expect(
+      metrics("--metrics-config=histogram_latencies=true", "--metrics-config=histogram_latencies=false"),
+    ).toMatchObject({ histogramLatencies: false });
+    // No longer among the settings Galley accepts without using.
+    const options = parseServeArgs(["--model-repository=/m", "--metrics-config=histogram_latencies=true"]);
+    expect(options !== "help" && options.warnings.filter((w) => w.includes("histogram_latencies"))).toEqual([]);
+    for (const bad of ["histogram_latencies", "histogram_latencies=", "=true", "group,histogram_latencies=true"]) {
+      expect(() => parseServeArgs(["--model-repository=/m", `--metrics-config=${bad}`])).toThrow(
+        `Bad option: "--metrics-config".\n--metrics-config option format is <setting>=<value>. Got ${bad}`,
+      );
+    }
+  });
+
   it("takes repeated repositories, --model-store, and --flag=value spelling", () => {
     const options = parseServeArgs([
       "--model-repository=/a",

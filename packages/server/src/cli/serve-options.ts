@@ -102,9 +102,10 @@ Metrics
   --allow-gpu-metrics <bool>     per-GPU nv_gpu_* metrics through NVML where there is one (default: true)
   --metrics-interval-ms <ms>     how often GPU metrics are sampled (default: 2000)
   --allow-cpu-metrics <bool>     nv_cpu_utilization and nv_cpu_memory_*_bytes (default: true)
-  --metrics-config counter_latencies=<bool>   repeatable; also batch_size_histogram=<bool> (Galley's, off);
-                                 Triton's other settings (summary_latencies, histogram_latencies,
-                                 summary_quantiles, ...) are accepted and not used
+  --metrics-config counter_latencies=<bool>   repeatable; also histogram_latencies=true
+                                 (nv_inference_first_response_histogram_ms, off by default),
+                                 batch_size_histogram=<bool> (Galley's, off); Triton's other settings
+                                 (summary_latencies, summary_quantiles, ...) are accepted and not used
 Tracing (Triton's trace extension; the trace-setting API changes all but the file)
   --trace-config triton,file=<path>           where traces are written (none: tracing stays off)
   --trace-config level=<OFF|TIMESTAMPS|TENSORS>   repeatable; levels combine (default: OFF)
@@ -227,6 +228,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   };
   let counterLatencies = true;
   let batchSizeHistogram = false;
+  let histogramLatencies = false;
   const unusedMetricsConfig: string[] = [];
   for (const setting of v["metrics-config"] ?? []) {
     // tritonserver's ParseMetricsConfigOption: <setting>=<value>, no group name, neither part empty.
@@ -241,6 +243,8 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     if (key === "counter_latencies") counterLatencies = bool("--metrics-config counter_latencies", value, true);
     else if (key === "batch_size_histogram")
       batchSizeHistogram = bool("--metrics-config batch_size_histogram", value, false);
+    // Triton's core turns the histograms on for exactly "true"; any other value leaves them off.
+    else if (key === "histogram_latencies") histogramLatencies = value === "true";
     else unusedMetricsConfig.push(setting);
   }
   const metrics = bool("--allow-metrics", v["allow-metrics"], true) && {
@@ -248,6 +252,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
     port: port("--metrics-port", v["metrics-port"], 8002),
     counterLatencies,
     batchSizeHistogram,
+    histogramLatencies,
     allowGpuMetrics: bool("--allow-gpu-metrics", v["allow-gpu-metrics"], true),
     intervalMs: int("--metrics-interval-ms", v["metrics-interval-ms"], 2000, 1, MAX_TIMEOUT_SECS * 1000),
     ...(tritonOnly.allowCpuMetrics !== undefined ? { allowCpuMetrics: tritonOnly.allowCpuMetrics } : {}),
@@ -337,7 +342,7 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
       ...(unusedMetricsConfig.length > 0
         ? [
             `${unusedMetricsConfig.map((m) => `--metrics-config=${m}`).join(" ")}: accepted, not used by Galley ` +
-              "(it exports latency counters only: no summaries or latency histograms)",
+              "(it exports latency counters and the first-response histogram, no summaries)",
           ]
         : []),
       ...tritonOnly.unused,

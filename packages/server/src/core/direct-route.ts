@@ -43,7 +43,9 @@ export function recordDirect(model: LoadedModel, record: DirectRecord): void {
       ns(execution.outputNs),
     );
   }
-  if (record.failure === undefined) model.stats.recordSuccess(ns(record.totalNs), 0n);
-  else model.stats.recordFailure(ns(record.totalNs), FAILURES.has(record.failure) ? record.failure : "OTHER");
+  if (record.failure === undefined) {
+    model.stats.recordFirstResponse(ns(record.totalNs));
+    model.stats.recordSuccess(ns(record.totalNs), 0n);
+  } else model.stats.recordFailure(ns(record.totalNs), FAILURES.has(record.failure) ? record.failure : "OTHER");
   if (record.transfers) hostTransfers.record(model.name, record.transfers);
 }

@@ -63,6 +63,7 @@ export class RequestPipeline {
     if (model.decoupled) throw new InferenceError("DECOUPLED_INFER", { model: model.name });
     // The regions it names stay registered until it ends, as Triton's requests hold theirs.
     const regions = this.sharedMemory.holdFor(request);
+    model.stats.inflight++;
     try {
       request.adapt?.(model.config);
       const cache = model.config.responseCache?.enable ? this.cache : undefined;
@@ -74,6 +75,7 @@ export class RequestPipeline {
         for (const release of holds) release();
       }
     } finally {
+      model.stats.inflight--;
       regions();
     }
   }
@@ -95,7 +97,9 @@ export class RequestPipeline {
         const response = this.#response(request, model, hit, batchSize);
         const written = this.#writeSharedOutputs(request, response);
         if (written) await written;
-        model.stats.recordSuccess(now() - start, 0n);
+        const total = now() - start;
+        model.stats.recordFirstResponse(total);
+        model.stats.recordSuccess(total, 0n);
         return response;
       }
     }
@@ -115,11 +119,17 @@ export class RequestPipeline {
       const response = this.#response(request, model, outputs, batchSize, parameters);
       const written = this.#writeSharedOutputs(request, response);
       if (written) await written;
-      model.stats.recordSuccess(now() - start, queueNs);
+      const total = now() - start;
+      model.stats.recordFirstResponse(total);
+      model.stats.recordSuccess(total, queueNs);
       return response;
     } catch (error) {
       const failure = toInferenceError(error);
-      model.stats.recordFailure(now() - start, failureReason(failure));
+      const total = now() - start;
+      // Accepted, then answered with an error (the model's, a queue's rejection, a cancellation):
+      // Triton sends that as a response, and observes it as the first.
+      model.stats.recordFirstResponse(total);
+      model.stats.recordFailure(total, failureReason(failure));
       throw failure;
     }
   }
@@ -130,9 +140,11 @@ export class RequestPipeline {
    */
   async *stream(model: LoadedModel, request: InferenceRequest): AsyncGenerator<StreamedResponse> {
     const regions = this.sharedMemory.holdFor(request);
+    model.stats.inflight++;
     try {
       yield* this.#stream(model, request);
     } finally {
+      model.stats.inflight--;
       regions();
     }
   }
@@ -178,9 +190,15 @@ export class RequestPipeline {
       (error: unknown) => responder(toInferenceError(error), true),
     );
     let done = false;
+    let first = true;
     try {
       // Never ended: the model's final response returns from the loop.
       for await (const { response, final } of queue) {
+        // Triton observes the first response the model sends (an error one too), not a bare final flag.
+        if (first && response !== undefined) {
+          first = false;
+          model.stats.recordFirstResponse(now() - start);
+        }
         // An error response is the model's own: a backend failure, as an error it raises.
         if (response instanceof Error) throw backendError(response);
         if (response) request.trace?.captureTensors("TENSOR_BACKEND_OUTPUT", response.outputs);

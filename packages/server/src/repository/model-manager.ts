@@ -70,6 +70,8 @@ export interface MemoryCounters {
   onDemandLoads: ReadonlyMap<string, number>;
   waiting: ReadonlyMap<string, number>;
   evictions: ReadonlyMap<string, number>;
+  /** `--metrics-config histogram_latencies=true`: each version keeps its first-response histogram. */
+  histogramLatencies?: boolean;
 }
 
 /**

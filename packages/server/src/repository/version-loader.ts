@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { Platform, PYTHON_BASED_RUNTIME } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { BackendRegistry } from "../backend/registry.js";
+import { FIRST_RESPONSE_BUCKETS, FIRST_RESPONSE_HISTOGRAM } from "../base/latency-histogram.js";
 import type { Logger } from "../base/log.js";
 import { ModelStatistics } from "../base/statistics.js";
 import type { ComposingInfer } from "../scheduler/ensemble-scheduler.js";
@@ -36,6 +37,8 @@ export interface VersionLoaderOptions {
   admit?: (name: string, version: number, load: () => Promise<LoadedModel>) => Promise<LoadedModel>;
   /** The clock's nanoseconds, for `LoadedModel.loadedAtNs` (default: process.hrtime). */
   now?: () => bigint;
+  /** `--metrics-config histogram_latencies=true`: each version keeps its first-response histogram. */
+  histogramLatencies?: boolean;
 }
 
 /**
@@ -108,7 +111,7 @@ export class VersionLoader {
   ): Promise<LoadedModel> {
     const log = this.#options.log;
     if (config.platform === Platform.ensemble) {
-      const stats = new ModelStatistics();
+      const stats = this.#statistics(config);
       const scheduler = createScheduler(config, {
         pool: new InstancePool([]),
         stats,
@@ -152,7 +155,7 @@ export class VersionLoader {
       await model.unload();
       throw error;
     }
-    const stats = new ModelStatistics();
+    const stats = this.#statistics(config);
     const scheduler = createScheduler(config, { pool, stats, log, initialStates });
     const loaded = new LoadedModel(name, version, config, model, scheduler, labels, stats);
     loaded.memory = await measured(model);
@@ -161,6 +164,20 @@ export class VersionLoader {
         `${config.modelWarmup.length > 0 ? " (measured after warmup)" : ""}`,
     );
     return loaded;
+  }
+
+  /**
+   * A version's statistics; with histogram latencies on, its first-response histogram over the
+   * config's `model_metrics` buckets for that family, else Triton's defaults.
+   */
+  #statistics(config: ModelConfig): ModelStatistics {
+    if (!this.#options.histogramLatencies) return new ModelStatistics();
+    let buckets = FIRST_RESPONSE_BUCKETS;
+    for (const control of config.modelMetrics?.metricControl ?? []) {
+      if (control.metricIdentifier?.family !== FIRST_RESPONSE_HISTOGRAM) continue;
+      if (control.metricOptions.case === "histogramOptions") buckets = control.metricOptions.value.buckets;
+    }
+    return new ModelStatistics(buckets);
   }
 }
 

@@ -3,6 +3,7 @@ import type { HttpAnswer, HttpRequest } from "../transport/http-exchange.js";
 import { parseBody } from "./json-access.js";
 import type { JsonValue } from "./json-parse.js";
 import { jsonBytes } from "./json-write.js";
+import type { LoadSource } from "./load-report.js";
 
 /** What a route works with. */
 export interface Context {
@@ -12,6 +13,8 @@ export interface Context {
   limit: number;
   /** `--http-max-body-size`: an inference request's body as received (binary data included). */
   bodyLimit: number;
+  /** Where load reports read from (metrics on); without it no `endpoint-load-metrics` header. */
+  load?: LoadSource;
 }
 
 const JSON_TYPE = { "Content-Type": "application/json" };

@@ -9,6 +9,7 @@ import { encodeGenerateResponse } from "./generate-response.js";
 import { httpStatus } from "./http-status.js";
 import { internalError, invalidArgument, parseBody } from "./json-access.js";
 import { jsonBytes } from "./json-write.js";
+import { endpointLoadMetrics, LOAD_METRICS, LOAD_METRICS_FORMAT } from "./load-report.js";
 
 const ONE_RESPONSE =
   "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses";
@@ -76,9 +77,30 @@ async function generate(
   const call: InferenceRequest = { ...decoded, signal: request.signal };
   if (trace) call.trace = trace;
   const responses = server.stream(call);
-  if (!streaming) return answerOne(responses, request.signal, trace);
-  const where = `HTTP POST ${request.target}`;
-  return streamEvents(responses, request.signal, server.log, where, trace);
+  const answer = streaming
+    ? await streamEvents(responses, request.signal, server.log, `HTTP POST ${request.target}`, trace)
+    : await answerOne(responses, request.signal, trace);
+  return withLoadReport(ctx, answer);
+}
+
+/**
+ * A load report on a response that starts (Triton's `StartResponse`), when the request asked for
+ * one with `endpoint-load-metrics-format` and metrics are on: read once the answer's status is
+ * known, so it tells the load as the response leaves. A format other than `text` or `json` gets
+ * no header and an error logged, as in Triton.
+ */
+function withLoadReport(ctx: Context, answer: HttpAnswer): HttpAnswer {
+  const format = ctx.request.header(LOAD_METRICS_FORMAT);
+  if (format === undefined || !ctx.load) return answer;
+  const report = endpointLoadMetrics(format, ctx.server.readyModels(), ctx.load);
+  if (report === undefined) {
+    ctx.server.log.error(
+      `${LOAD_METRICS_FORMAT} is set to an invalid type: ${format}; no ${LOAD_METRICS} header written`,
+    );
+    return answer;
+  }
+  answer.headers = { ...answer.headers, [LOAD_METRICS]: report };
+  return answer;
 }
 
 // Both answers read the responses to the end even once the client is gone (`gone`): the aborted

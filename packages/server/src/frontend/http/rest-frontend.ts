@@ -16,6 +16,7 @@ import { type Context, json } from "./context.js";
 import { handleGenerate } from "./generate-route.js";
 import { httpStatus } from "./http-status.js";
 import { handleInfer } from "./infer-route.js";
+import type { LoadSource } from "./load-report.js";
 import { handleModelConfig, handleModelMetadata, handleModelReady, handleStatistics } from "./model-routes.js";
 import { handleIndex, handleLoad, handleUnload } from "./repository-routes.js";
 import { handleHealth, handleLogging, handleServerMetadata, handleSharedMemory, handleTrace } from "./server-routes.js";
@@ -41,6 +42,12 @@ export interface HttpFrontendOptions extends Http1Timeouts {
   maxBodySize?: number;
   /** `--http-restricted-api=<apis>:<key>=<value>`: the header `<key>` must carry `<value>`. */
   restricted?: readonly { apis: readonly string[]; key: string; value: string }[];
+  /**
+   * What ORCA load reports (`endpoint-load-metrics`) read; set by the server when metrics are on.
+   *
+   * @internal
+   */
+  load?: LoadSource;
 }
 
 /** Routes refused (503 `Server not ready`) once the server has begun shutting down. */
@@ -57,6 +64,7 @@ const STARTS_WORK: ReadonlySet<Route["kind"]> = new Set(["infer", "generate", "g
 export function createRestFrontend(server: InferenceServer, options: HttpFrontendOptions = {}): HttpService {
   const limit = options.maxInputSize ?? DEFAULT_MAX_INPUT_SIZE;
   const bodyLimit = Math.max(limit, options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE);
+  const load = options.load;
   const handle: HttpHandler = (request) => {
     try {
       const route = matchRoute(request.target);
@@ -68,9 +76,8 @@ export function createRestFrontend(server: InferenceServer, options: HttpFronten
       if (!methodsOf(route).includes(request.method)) throw new InferenceError("METHOD_NOT_ALLOWED");
       // Draining: a request that arrives on a kept-alive connection is answered, but starts no work.
       if (!server.accepting && STARTS_WORK.has(route.kind)) throw new InferenceError("SERVER_NOT_READY");
-      return dispatch({ server, request, limit, bodyLimit }, route).catch((error: unknown) =>
-        failure(server, request, error),
-      );
+      const ctx: Context = load ? { server, request, limit, bodyLimit, load } : { server, request, limit, bodyLimit };
+      return dispatch(ctx, route).catch((error: unknown) => failure(server, request, error));
     } catch (error) {
       return Promise.resolve(failure(server, request, error));
     }

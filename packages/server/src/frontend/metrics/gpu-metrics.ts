@@ -27,6 +27,8 @@ export interface GpuMetricsOptions {
 export interface GpuMetrics {
   /** Add the GPU families to `registry`, one series per GPU per reading it has now. */
   register(registry: Registry): void;
+  /** Free memory (total − used) of every GPU in the latest sample, summed; undefined without a reading. */
+  memoryFreeBytes(): number | undefined;
   /** Stop sampling (idempotent). */
   close(): void;
 }
@@ -144,6 +146,11 @@ export async function startGpuMetrics(options: GpuMetricsOptions): Promise<GpuMe
         });
         for (const [uuid, { joules }] of counted) counter.inc({ gpu_uuid: uuid }, joules);
       }
+    },
+    memoryFreeBytes() {
+      const read = latest.filter((g) => g.memoryTotalBytes !== undefined && g.memoryUsedBytes !== undefined);
+      if (read.length === 0) return undefined;
+      return read.reduce((sum, g) => sum + (g.memoryTotalBytes as number) - (g.memoryUsedBytes as number), 0);
     },
     close() {
       closed = true;

@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { cpus, freemem, totalmem } from "node:os";
 import { Counter, Gauge, Registry } from "prom-client";
 import { type HostTransferCounts, hostTransfers } from "../../base/host-transfers.js";
+import { FIRST_RESPONSE_HISTOGRAM } from "../../base/latency-histogram.js";
 import type { InferenceServer, ModelView } from "../../core/inference-server.js";
 import type { HttpAnswer, HttpHandler } from "../transport/http-exchange.js";
 import type { GpuMetrics, GpuMetricsSource } from "./gpu-metrics.js";
@@ -15,6 +16,11 @@ export interface MetricsOptions {
    * of executions by batch size, to see at a glance whether batching happens.
    */
   batchSizeHistogram?: boolean;
+  /**
+   * `histogram_latencies` (off by default): `nv_inference_first_response_histogram_ms` per model,
+   * over Triton's default buckets or the model config's `model_metrics` ones.
+   */
+  histogramLatencies?: boolean;
   /** Text in Prometheus' format appended after Galley's own metrics (Python models' custom metric families). */
   extra?: () => string;
   /**
@@ -220,7 +226,7 @@ async function render(
     const counts = counted[m.name];
     for (const [path, key] of TRANSFER_PATHS) transfers.inc(tritonOrder({ ...labels(m), path }), counts?.[key] ?? 0);
   }
-  const text = await registry.metrics();
+  const text = (await registry.metrics()) + (options.histogramLatencies ? firstResponseHistogram(models, labels) : "");
   return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + (options.extra?.() ?? "");
 }
 
@@ -295,6 +301,38 @@ export function tritonOrder(labels: Record<string, string>): Record<string, stri
   return Object.fromEntries(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
+const escapeLabel = (value: string) => value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
+const labelText = (l: Record<string, string>) =>
+  Object.entries(l)
+    .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
+    .join(",");
+
+/**
+ * `nv_inference_first_response_histogram_ms`, Triton's one latency histogram, from each version's
+ * own buckets (written out: prom-client's histograms share one set of buckets per family, Triton's
+ * differ per model through `model_metrics`). Versions loaded without it have no series.
+ */
+function firstResponseHistogram(models: ModelView[], labels: (m: ModelView) => Record<string, string>): string {
+  const lines = [
+    `# HELP ${FIRST_RESPONSE_HISTOGRAM} Duration from request to first response in milliseconds`,
+    `# TYPE ${FIRST_RESPONSE_HISTOGRAM} histogram`,
+  ];
+  for (const m of models) {
+    const histogram = m.stats.firstResponse;
+    if (!histogram) continue;
+    const base = labels(m);
+    let within = 0;
+    for (const [i, le] of histogram.bounds.entries()) {
+      within += histogram.counts[i] ?? 0;
+      lines.push(`${FIRST_RESPONSE_HISTOGRAM}_bucket{${labelText({ ...base, le: String(le) })}} ${within}`);
+    }
+    lines.push(`${FIRST_RESPONSE_HISTOGRAM}_bucket{${labelText({ ...base, le: "+Inf" })}} ${histogram.count}`);
+    lines.push(`${FIRST_RESPONSE_HISTOGRAM}_sum{${labelText(base)}} ${histogram.sum}`);
+    lines.push(`${FIRST_RESPONSE_HISTOGRAM}_count{${labelText(base)}} ${histogram.count}`);
+  }
+  return `${lines.join("\n")}\n`;
+}
+
 /**
  * `galley_inference_batch_size`: executions by batch size, from the same per-size counts as the
  * statistics' `batch_stats` (written out directly: the counts exist already, nothing is observed twice).
@@ -304,11 +342,6 @@ function batchSizeHistogram(models: ModelView[], labels: (m: ModelView) => Recor
     "# HELP galley_inference_batch_size Model executions by batch size (from batch_stats)",
     "# TYPE galley_inference_batch_size histogram",
   ];
-  const escapeLabel = (value: string) => value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
-  const labelText = (l: Record<string, string>) =>
-    Object.entries(l)
-      .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
-      .join(",");
   for (const m of models) {
     const sizes = [...m.stats.batches].map(([size, b]) => [size, b.computeInfer.count] as const);
     const base = labels(m);
