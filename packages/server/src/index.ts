@@ -14,6 +14,7 @@
  */
 
 export type { JsIsolation } from "./backend/js/js-backend.js";
+export type { Clock } from "./base/clock.js";
 // Errors: Triton's codes and texts.
 export { ERRORS, type ErrorId, InferenceError, type TritonCode } from "./base/errors.js";
 export {
@@ -53,6 +54,7 @@ export type { LogSettingValue } from "./core/log-settings.js";
 export type { TraceConfig, TraceSettings, TraceSettingsReport, TraceUpdate } from "./core/trace-settings.js";
 export { type Endpoint, EndpointError } from "./endpoint-error.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
+export type { LoadSource } from "./frontend/http/load-report.js";
 export type { HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 // Running the server.

@@ -27,6 +27,7 @@ export { DirectRouteGone } from "./backend/backend.js";
 export type { TorchIO } from "./backend/pytorch/pytorch-io.js";
 export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./base/datatype.js";
 export { InferenceError } from "./base/errors.js";
+export type { LatencyHistogram } from "./base/latency-histogram.js";
 export type { Duration, ModelStatistics } from "./base/statistics.js";
 export type { ResponseCache } from "./cache/response-cache.js";
 export type { InferenceServerOptions } from "./core/inference-server.js";
