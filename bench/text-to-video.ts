@@ -14,7 +14,11 @@
 // Modes alternate within each repetition; medians and min-max spreads over the repetitions; the
 // load average before and after.
 // Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100] [--clients=inline]
-//   [--users=1,4,8]
+//   [--users=1,4,8] [--warmups=0]
+// --warmups=<n>: besides the warm-up at the most users, n untimed runs of each mode at every user
+// count first. TorchScript's profiling executor specializes a model on the first runs at each new
+// shape (batch size), the second of them compiling its fusions (a second at a real-size text
+// encoder): real-size runs on a GPU need 2 or more, or a run's first videos pay it.
 // --trace=<file>: after the measured runs, one more pipeline run at the most users with every
 // text_to_video request traced (Triton's trace extension, children included), then where a video's
 // time went from that trace (galley trace-summary's report), the file kept.
@@ -55,6 +59,7 @@ const PROGRESS_MS = option("progress-ms", 100);
 const RESOLUTION = process.argv.find((a) => a.startsWith("--resolution="))?.split("=")[1] ?? "64x64";
 /** `--users=8` (or `--users=1,8`): the user counts to run; the ratios need 8. */
 const USERS = (process.argv.find((a) => a.startsWith("--users="))?.split("=")[1] ?? "1,4,8").split(",").map(Number);
+const WARMUPS = option("warmups", 0);
 
 async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
   const keyframes = Math.max(2, Math.ceil(FRAMES / 2));
@@ -333,6 +338,8 @@ async function main(): Promise<void> {
   // (a model's first batch of a new size can cost tens of ms).
   await run(url, "pipeline", Math.max(...USERS));
   await run(url, "step by step", Math.max(...USERS));
+  for (let i = 0; i < WARMUPS; i++)
+    for (const users of USERS) for (const mode of ["pipeline", "step by step"] as const) await run(url, mode, users);
   const results = new Map<string, Run[]>();
   for (let rep = 0; rep < REPS; rep++)
     for (const users of USERS)

@@ -91,24 +91,37 @@ def tree_cpu_s(root):
     return total
 
 
-def run(command, timeout, env=None):
+def run(command, timeout, env=None, required=False):
     """The command's stdout and wall seconds, and what it cost: GPU (nvidia-smi) and host CPU seconds
-    of the command and everything it started (its server, the Python stubs)."""
+    of the command and everything it started (its server, the Python stubs). A command that fails or
+    runs out of time is reported (run.failures) and measures nothing; the others still run, unless
+    this one was required."""
     started = time.time()
     cpu = children_cpu_s()
     gpu = GpuSampler()
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        failure = None if result.returncode == 0 else f"exit {result.returncode}"
+        stdout, stderr = result.stdout, result.stderr
+    except subprocess.TimeoutExpired as e:
+        failure = f"no result in {timeout} s"
+        stdout, stderr = "", (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
     finally:
         costs = gpu.stop()
-    if result.returncode != 0:
-        sys.stderr.write(result.stderr[-4000:])
-        raise SystemExit(f"failed ({result.returncode}): {shlex.join(command)}")
     costs["cpu_s"] = round(children_cpu_s() - cpu, 2)
     run.costs = costs
-    return result.stdout, round(time.time() - started, 1)
+    seconds = round(time.time() - started, 1)
+    if failure:
+        sys.stderr.write(stderr[-4000:])
+        run.failures.append({"command": shlex.join(command), "failure": failure, "seconds": seconds, "stderr": stderr[-2000:]})
+        if required:
+            raise SystemExit(f"failed ({failure}): {shlex.join(command)}")
+        print(f"FAILED ({failure}): {shlex.join(command)}", flush=True)
+        return "", seconds
+    return stdout, seconds
 
 
+run.failures = []
 run.costs = {}
 
 
@@ -166,7 +179,7 @@ def python_backend(args, device, commands):
             served = tree_cpu_s(server.pid)
             text, seconds = run(
                 [args.python, os.path.join(HERE, "baseline-python-backend.py"), "--url", url, "--users", args.users, "--videos", str(args.videos)]
-                + ["--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps)],
+                + ["--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps), "--warmup", str(args.warmup)],
                 args.timeout,
             )
             # The clients' CPU and the server's (its stub included) over the same runs.
@@ -203,24 +216,36 @@ def main():
         action="store_true",
         help="serve the GPU configs (configs/gpu.pbtxt) with KIND_CPU: a CPU check of the GPU run (no ONNX Runtime needed)",
     )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=3,
+        help="untimed runs at each user count in every variant first (TorchScript compiles its fusions on a shape's second run)",
+    )
     parser.add_argument("--timeout", type=int, default=240, help="seconds per command")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     device = ["--device", args.device] if args.device else []
     # runs: one row per variant, resolution and user count; commands: what each command cost as a
     # whole (every user count of one variant and resolution): peak GPU memory, mean utilisation, CPU.
-    results = {"untrained": True, "args": vars(args), "runs": [], "commands": []}
+    results = {"untrained": True, "args": vars(args), "runs": [], "commands": [], "failures": run.failures}
+
+    def save():  # after every command: a run cut short by its time limit keeps what it measured
+        with open(os.path.join(args.out, "t2v-real.json"), "w") as f:
+            json.dump(results, f, indent=2)
+
     generate = [args.python, os.path.join(HERE, "generate-real-models.py"), "--out", args.repo] + device
     if args.small:
         generate.append("--small")
-    text, seconds = run(generate, args.timeout)
+    text, seconds = run(generate, args.timeout, required=True)
     results["generated"] = json.loads(text)
     print(f"generated {args.repo} in {seconds} s", flush=True)
     shutil.rmtree(os.path.join(args.repo, "text_to_video_python"), ignore_errors=True)  # (iii) only while it runs
     if args.kind_cpu:
         kind_cpu(args.repo)
     for resolution in args.resolutions.split(","):
-        common = ["--repo", args.repo, "--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps)] + device
+        common = ["--repo", args.repo, "--resolution", resolution, "--frames", str(args.frames), "--steps", str(args.steps)]
+        common += ["--warmup", str(args.warmup)] + device
         variants = [("ii", [args.python, os.path.join(HERE, "baseline-batched.py"), "--users", args.users] + common)]
         if args.graphs:
             variants.append(("ii graphs", variants[0][1] + ["--cuda-graph"]))
@@ -233,6 +258,7 @@ def main():
                 results["runs"].append({"which": name, "resolution": resolution, "seconds": seconds, **row})
             results["commands"].append({"which": name, "resolution": resolution, "seconds": seconds, **run.costs})
             print(f"{resolution} ({name}): {seconds} s {json.dumps(run.costs)}", flush=True)
+            save()
         if args.bench:
             command = shlex.split(args.bench) + [
                 f"--models={args.repo}",
@@ -242,6 +268,7 @@ def main():
                 f"--users={args.users}",
                 f"--videos={args.videos}",
                 "--reps=1",
+                f"--warmups={args.warmup}",
             ]
             if args.config:
                 command.append(f"--config={args.config}")
@@ -253,10 +280,13 @@ def main():
                 results["runs"].append({"which": which, "resolution": resolution, "users": users, **row})
             results["commands"].append({"which": "iv", "resolution": resolution, "seconds": seconds, **run.costs})
             print(f"{resolution} (iv): {seconds} s {json.dumps(run.costs)}", flush=True)
+            save()
     if args.serve:
-        results["runs"] += python_backend(args, device, results["commands"])
-    with open(os.path.join(args.out, "t2v-real.json"), "w") as f:
-        json.dump(results, f, indent=2)
+        try:
+            results["runs"] += python_backend(args, device, results["commands"])
+        except SystemExit as e:
+            run.failures.append({"command": "(iii)", "failure": str(e)})
+    save()
     print("\n| resolution | users | which | videos/min | p50 s | step p50 ms | denoiser batch |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     by = {}
