@@ -23,6 +23,7 @@ export const USAGE = `Usage: galley-video "<prompt>" [options]
   --steps <n>                denoising steps (default 20)
   --resolution <HxW>         output size, one the server supports (default 128x128)
   --seed <n>                 noise seed (default: from the prompt)
+  --priority <n>             request priority: 1 interactive, 2 batch (default: the server's, 2)
   --preview-dir <dir>        save a preview PNG every --preview-every steps there
   --preview-every <k>        (default 5)
   --fps <n>                  GIF frame rate (default 8)
@@ -59,6 +60,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         steps: { type: "string" },
         resolution: { type: "string" },
         seed: { type: "string" },
+        priority: { type: "string" },
         "preview-dir": { type: "string" },
         "preview-every": { type: "string" },
         fps: { type: "string" },
@@ -82,6 +84,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     const frames = integer("frames", values.frames as string | undefined, 1);
     const steps = integer("steps", values.steps as string | undefined, 1);
     const seed = integer("seed", values.seed as string | undefined, 0);
+    const priority = integer("priority", values.priority as string | undefined, 1);
     const fps = integer("fps", values.fps as string | undefined, 1) ?? 8;
     const previewDir = values["preview-dir"] as string | undefined;
     const previewEvery = integer("preview-every", values["preview-every"] as string | undefined, 1) ?? 5;
@@ -143,6 +146,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         ...(steps !== undefined ? { steps } : {}),
         ...(values.resolution !== undefined ? { resolution: String(values.resolution) } : {}),
         ...(seed !== undefined ? { seed } : {}),
+        ...(priority !== undefined ? { priority } : {}),
         ...(previewDir ? { previewEvery } : {}),
         progressIntervalMs: 100, // a bar redrawn 10 times a second; saves the server a response per step
         ...(io.signal ? { signal: io.signal } : {}),

@@ -28,6 +28,11 @@ export interface GenerateOptions {
   progressIntervalMs?: number;
   /** Aborting cancels the request on the server: the denoising loop stops. */
   signal?: AbortSignal;
+  /**
+   * Triton's request `priority`, which the pipeline's denoising calls carry: with the example's
+   * denoiser, 1 (interactive) is served before the default 2 (batch jobs) at every step.
+   */
+  priority?: number;
 }
 
 export interface Progress {
@@ -60,6 +65,7 @@ export async function generateVideo(
   for await (const response of client.streamInfer("text_to_video", {
     inputs,
     ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.priority !== undefined ? { priority: options.priority } : {}),
   })) {
     const stage = response.output("STAGE").strings()[0] ?? "";
     const [step = 0, total = 0] = response.output("STEP").int32();
