@@ -46,7 +46,7 @@ export class LoadPipeline {
     let source: ModelSource;
     let copy: ModelCopy | undefined;
     try {
-      ({ source, copy } = await modelSource(entry.name, overrides, this.#options.source));
+      ({ source, copy } = await modelSource(entry.name, overrides, this.#options.source, signal));
     } catch (error) {
       if (error instanceof InferenceError && error.id !== "POLL_FAILED") throw error;
       throw new InferenceError("POLL_FAILED", { model: entry.name }, { cause: error });

@@ -30,8 +30,8 @@ export interface ModelRepository {
   models(): Promise<string[]>;
   /** What changes when the model's files change: polling reloads a model only then. */
   fingerprint(name: string): Promise<string>;
-  /** The model's files as a local folder. */
-  fetch(name: string): Promise<ModelCopy>;
+  /** The model's files as a local folder; `signal` (an unload, shutdown) abandons a download. */
+  fetch(name: string, signal?: AbortSignal): Promise<ModelCopy>;
 }
 
 /** A repository on the local file system: models are read where they are. */

@@ -26,6 +26,7 @@ export async function modelSource(
   name: string,
   overrides: LoadOverrides,
   options: SourceOptions,
+  signal?: AbortSignal,
 ): Promise<{ source: ModelSource; copy?: ModelCopy }> {
   if (overrides.files && overrides.files.size > 0 && overrides.config === undefined) {
     throw new InferenceError("FILE_OVERRIDE_NEEDS_CONFIG", { model: name });
@@ -49,7 +50,7 @@ export async function modelSource(
   const repositories = (await options.scan()).get(name) ?? [];
   if (repositories.length === 0) throw new Error(`no model folder named '${name}' in the model repositories`);
   if (repositories.length > 1) throw new Error(`model '${name}' appears in more than one repository`);
-  const copy = await (repositories[0] as ModelRepository).fetch(name);
+  const copy = await (repositories[0] as ModelRepository).fetch(name, signal);
   try {
     const source = await readModelSource(copy.path, options.configName ? { configName: options.configName } : {});
     return { source: config ? { ...source, config } : source, copy };

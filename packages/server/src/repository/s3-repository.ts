@@ -119,7 +119,7 @@ export class S3Repository implements ModelRepository {
     return fingerprintOf(await this.#objects(name));
   }
 
-  async fetch(name: string): Promise<ModelCopy> {
+  async fetch(name: string, signal?: AbortSignal): Promise<ModelCopy> {
     validateModelName(name);
     const objects = await this.#objects(name);
     if (objects.length === 0) throw new Error(`no model folder named '${name}' in ${this.location}`);
@@ -153,7 +153,7 @@ export class S3Repository implements ModelRepository {
       });
       const queue = [...targets];
       const worker = async () => {
-        for (let t = queue.shift(); t; t = queue.shift()) await this.#download(t.object, t.path, name);
+        for (let t = queue.shift(); t; t = queue.shift()) await this.#download(t.object, t.path, name, signal);
       };
       await Promise.all(Array.from({ length: DOWNLOADS }, worker));
     } catch (error) {
@@ -164,7 +164,8 @@ export class S3Repository implements ModelRepository {
   }
 
   /** One object into the copy: a folder marker becomes a folder; a file is never written twice or past its listed size. */
-  async #download(object: S3Object, path: string, model: string): Promise<void> {
+  async #download(object: S3Object, path: string, model: string, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) throw new InferenceError("LOAD_FAILED", { model, detail: "the load was cancelled" });
     if (object.key.endsWith("/")) {
       await mkdir(path, { recursive: true, mode: 0o700 });
       return;
@@ -174,7 +175,9 @@ export class S3Repository implements ModelRepository {
     });
     let body: NodeJS.ReadableStream;
     try {
-      const got = await this.#client.send(new GetObjectCommand({ Bucket: this.#where.bucket, Key: object.key }));
+      const got = await this.#client.send(new GetObjectCommand({ Bucket: this.#where.bucket, Key: object.key }), {
+        ...(signal ? { abortSignal: signal } : {}),
+      });
       body = got.Body as NodeJS.ReadableStream;
     } catch (error) {
       const { name, message } = described(error);
@@ -193,7 +196,7 @@ export class S3Repository implements ModelRepository {
       },
     });
     try {
-      await pipeline(body, bounded, createWriteStream(path, { flags: "wx", mode: 0o600 }));
+      await pipeline(body, bounded, createWriteStream(path, { flags: "wx", mode: 0o600 }), signal ? { signal } : {});
     } catch (error) {
       throw conflict(error as NodeJS.ErrnoException, object, model, this.location);
     }
