@@ -121,7 +121,7 @@ describe("an s3:// model repository", () => {
     expect(copies()).toEqual([]);
   }, 180_000);
 
-  it("explicit load downloads a copy, unload deletes it, a load after a change downloads afresh", async () => {
+  it("explicit load downloads a copy, a config override reads it, unload deletes it, a load after a change downloads afresh", async () => {
     const { client } = await startServer({ modelRepositories: [url()], controlMode: "explicit" });
     expect(copies()).toEqual([]);
     await client.repositoryModelLoad({ modelName: "simple" });
@@ -130,6 +130,15 @@ describe("an s3:// model repository", () => {
     expect(readdirSync(join(mount, copy as string, "simple", "1"))).toEqual(["model.onnx"]);
     const response = await client.modelInfer(simpleRequest(range(16), range(16)));
     expect(readInt32(response.rawOutputContents[0])).toEqual(range(16).map((v) => 2 * v));
+    // A config override applies to the downloaded files as to a folder's; the reload's new copy
+    // replaces the old one once it serves.
+    await client.repositoryModelLoad({
+      modelName: "simple",
+      parameters: { config: { parameterChoice: { case: "stringParam", value: '{"max_batch_size":"16"}' } } },
+    });
+    expect((await client.modelConfig({ name: "simple" })).config?.maxBatchSize).toBe(16);
+    expect(copies().length).toBe(1);
+    expect(copies()).not.toEqual([copy]);
     await client.repositoryModelUnload({ modelName: "simple" });
     expect(copies()).toEqual([]);
 
