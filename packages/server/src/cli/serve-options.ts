@@ -33,7 +33,12 @@ export const SERVE_USAGE = `Usage: galley serve --model-repository <path> [optio
 Options are named and defaulted as tritonserver's; booleans take true/on/1 or false/off/0.
 
 Models
-  --model-repository, --model-store <path>  model repository; repeatable (required)
+  --model-repository, --model-store <path>  model repository; repeatable (required): a folder,
+                                 or s3://bucket/path, s3://[http://|https://]host:port/bucket/path
+                                 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+                                 AWS_DEFAULT_REGION, AWS_PROFILE; models download to
+                                 TRITON_AWS_MOUNT_DIRECTORY or the temp folder; limits:
+                                 GALLEY_S3_MAX_FILES, GALLEY_S3_MAX_MODEL_BYTES)
   --model-control-mode <none|poll|explicit>  (default: none)
   --load-model <name>            load at startup in explicit mode; repeatable; '*' loads all
   --repository-poll-secs <n>     rescan interval in poll mode (default: 15)

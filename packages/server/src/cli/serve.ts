@@ -1,6 +1,6 @@
-import { stat } from "node:fs/promises";
 import { createLogger } from "../base/log.js";
 import { EndpointError } from "../endpoint-error.js";
+import { openRepository } from "../repository/model-repository.js";
 import { createServer } from "../server.js";
 import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 
@@ -38,9 +38,10 @@ export async function serve(args: string[]): Promise<number> {
   }
   for (const warning of options.warnings) log.warn(warning);
   for (const repository of options.server.modelRepositories ?? []) {
-    const info = await stat(repository).catch(() => undefined);
-    if (!info?.isDirectory()) {
-      log.error(`failed to stat model repository path '${repository}': not a directory`);
+    try {
+      await openRepository(repository).check();
+    } catch (error) {
+      log.error((error as Error).message);
       return 1;
     }
   }

@@ -1,5 +1,5 @@
 import type { ModelEntry } from "./model-entry.js";
-import { fingerprintOf } from "./repository-scan.js";
+import type { ModelRepository } from "./model-repository.js";
 
 /** `--model-control-mode`. */
 export type ControlMode = "none" | "poll" | "explicit";
@@ -22,20 +22,23 @@ export interface PollActions {
 /**
  * One poll (poll mode): load the models that are new or whose files changed since their last
  * load (a failed model is retried only then, as Triton does), unload the READY models whose
- * folder is gone. Models loaded from overrides are left alone. Resolves once every load and
+ * folder is gone (from a folder, or from object storage: compared by their objects' ETags and
+ * modification times). Models loaded from overrides are left alone. Resolves once every load and
  * unload it started has settled.
  */
 export async function pollRepositories(
-  found: ReadonlyMap<string, readonly string[]>,
+  found: ReadonlyMap<string, readonly ModelRepository[]>,
   models: ReadonlyMap<string, ModelEntry>,
   entry: (name: string) => ModelEntry,
   actions: PollActions,
 ): Promise<void> {
   const work: Promise<unknown>[] = [];
-  for (const [name, paths] of found) {
+  for (const [name, repositories] of found) {
     const model = entry(name);
     if (model.overrideFolder) continue;
-    const fingerprint = paths.length === 1 && paths[0] ? await fingerprintOf(paths[0]) : "duplicate";
+    const only = repositories.length === 1 ? repositories[0] : undefined;
+    // A model whose files cannot be listed now is left as it is until the next poll.
+    const fingerprint = only ? await only.fingerprint(name).catch(() => model.fingerprint) : "duplicate";
     if (fingerprint !== model.fingerprint) work.push(actions.load(name).catch(() => undefined));
   }
   for (const [name, model] of models) {

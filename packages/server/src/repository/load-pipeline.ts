@@ -6,8 +6,8 @@ import { removeFileOverrides } from "./file-overrides.js";
 import type { LoadChecks } from "./load-checks.js";
 import type { LoadedModel } from "./loaded-model.js";
 import type { ModelEntry } from "./model-entry.js";
+import type { ModelCopy } from "./model-repository.js";
 import { modelSource, type SourceOptions } from "./model-source.js";
-import { fingerprintOf } from "./repository-scan.js";
 import type { VersionLoader } from "./version-loader.js";
 
 /** The steps {@link LoadPipeline} runs, each its own module. */
@@ -44,8 +44,9 @@ export class LoadPipeline {
       throw new InferenceError("LOAD_FAILED", { model: entry.name, detail: "the load was cancelled" });
     const started = process.hrtime.bigint();
     let source: ModelSource;
+    let copy: ModelCopy | undefined;
     try {
-      source = await modelSource(entry.name, overrides, this.#options.source);
+      ({ source, copy } = await modelSource(entry.name, overrides, this.#options.source, signal));
     } catch (error) {
       if (error instanceof InferenceError && error.id !== "POLL_FAILED") throw error;
       throw new InferenceError("POLL_FAILED", { model: entry.name }, { cause: error });
@@ -56,19 +57,26 @@ export class LoadPipeline {
     // during which ready and infer answer "not ready" rather than "unknown model".
     const settle = entry.versions.beginLoad(plannedVersions(source));
     try {
-      await this.#loadSource(entry, source, written, chain, started, signal);
+      await this.#loadSource(entry, source, copy, written, chain, started, signal);
     } catch (error) {
       if (written && entry.overrideFolder !== written) await removeFileOverrides(written);
+      if (copy && entry.copy !== copy) await copy.remove?.();
       throw error;
     } finally {
       settle();
     }
   }
 
-  /** Unload every version of `entry` (and its `file:` overrides); each version ends UNAVAILABLE with `reason`. */
+  /**
+   * Unload every version of `entry` (and its `file:` overrides, its downloaded copy); each version
+   * ends UNAVAILABLE with `reason`.
+   */
   async unload(entry: ModelEntry, reason: string): Promise<void> {
     const unloaded = await entry.versions.unloadAll(reason);
     entry.fingerprint = undefined;
+    const copy = entry.copy;
+    entry.copy = undefined;
+    await copy?.remove?.();
     if (entry.overrideFolder) {
       await removeFileOverrides(entry.overrideFolder);
       entry.overrideFolder = undefined;
@@ -79,6 +87,7 @@ export class LoadPipeline {
   async #loadSource(
     entry: ModelEntry,
     source: ModelSource,
+    copy: ModelCopy | undefined,
     written: string | undefined,
     chain: readonly string[],
     started: bigint,
@@ -86,7 +95,7 @@ export class LoadPipeline {
   ): Promise<void> {
     const versions = entry.versions;
     // Polling retries a failed model only when its files change, as Triton does.
-    const fingerprint = source.path && !entry.overrideFolder ? await fingerprintOf(source.path) : undefined;
+    const fingerprint = copy?.fingerprint;
     const check = await this.#options.checks.check(source, entry.name, chain);
     if (check.diagnostics.length > 0 || !check.config) {
       entry.fingerprint = fingerprint;
@@ -134,7 +143,11 @@ export class LoadPipeline {
     entry.fingerprint = fingerprint;
     if (entry.overrideFolder && entry.overrideFolder !== source.path) await removeFileOverrides(entry.overrideFolder);
     entry.overrideFolder = written;
+    // The old versions read the old copy until they are retired.
+    const oldCopy = entry.copy;
+    entry.copy = copy;
     await versions.retire(previous, loaded);
+    if (oldCopy && oldCopy !== copy) await oldCopy.remove?.();
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     for (const model of loaded.values()) model.stats.loadSeconds = seconds;
     this.#log.info(

@@ -1,3 +1,4 @@
+import type { ModelCopy } from "./model-repository.js";
 import { ModelVersions } from "./model-versions.js";
 
 /** What the model manager keeps for one model name, loaded or not. */
@@ -6,6 +7,8 @@ export interface ModelEntry {
   versions: ModelVersions;
   /** The files the last load saw (see `fingerprintOf`): polling reloads only when it changes. */
   fingerprint?: string;
+  /** The downloaded copy (object storage) the serving versions read, removed on unload. */
+  copy?: ModelCopy;
   /** A temporary folder holding `file:` overrides, removed on unload. */
   overrideFolder?: string;
   /** One per load queued or running, aborted by an unload or by shutdown so a stuck load cannot hold them. */

@@ -13,6 +13,7 @@ import { MemoryBudget, type MemoryBudgetLimits } from "./memory-budget.js";
 import { bytesOf, type MemorySource } from "./memory-source.js";
 import { type ModelEntry, modelEntry } from "./model-entry.js";
 import { validateModelName } from "./model-name.js";
+import { type ModelRepository, openRepository } from "./model-repository.js";
 import { EVICTED_REASON, type IndexEntry, type VersionStatus } from "./model-versions.js";
 import { OnDemandLoads, type OnDemandWait } from "./on-demand.js";
 import { scanRepositories } from "./repository-scan.js";
@@ -27,6 +28,7 @@ export type { OnDemandWait } from "./on-demand.js";
 
 /** Options for {@link ModelManager}; defaults are tritonserver's. */
 export interface ModelManagerOptions {
+  /** `--model-repository`: folders, or `s3://` locations (see `openRepository`). */
   repositories: readonly string[];
   backends: BackendRegistry;
   log: Logger;
@@ -90,10 +92,13 @@ export class ModelManager {
   readonly #budget: MemoryBudget | undefined;
   /** Each version's host bytes when last loaded (`name/version`): what the budget makes room for next time. */
   readonly #lastMeasured = new Map<string, number>();
+  readonly #repositories: readonly ModelRepository[];
   #stopping = false;
 
+  /** @throws Error for an `s3://` repository path that names no bucket. */
   constructor(options: ModelManagerOptions) {
     this.#options = options;
+    this.#repositories = options.repositories.map(openRepository);
     this.#clock = options.clock ?? systemClock;
     if (options.onDemand && this.controlMode !== "explicit") {
       throw new Error("loading on demand (--load-on-demand) needs --model-control-mode=explicit");
@@ -386,7 +391,7 @@ export class ModelManager {
     return entry;
   }
 
-  #scan(): Promise<Map<string, string[]>> {
-    return scanRepositories(this.#options.repositories);
+  #scan(): Promise<Map<string, ModelRepository[]>> {
+    return scanRepositories(this.#repositories);
   }
 }

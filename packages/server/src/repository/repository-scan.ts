@@ -1,18 +1,27 @@
 import { createHash } from "node:crypto";
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
+import type { ModelRepository } from "./model-repository.js";
 
-/** Model folders by name across every repository (a name in two repositories has two paths). */
-export async function scanRepositories(repositories: readonly string[]): Promise<Map<string, string[]>> {
-  const found = new Map<string, string[]>();
+/**
+ * Model folders by name across every repository (a name in two repositories has two). A folder
+ * repository that cannot be read has no models; an object store whose listing fails fails the
+ * scan, so a poll during an outage unloads nothing.
+ */
+export async function scanRepositories(
+  repositories: readonly ModelRepository[],
+): Promise<Map<string, ModelRepository[]>> {
+  const found = new Map<string, ModelRepository[]>();
   for (const repository of repositories) {
-    const entries = await readdir(repository, { withFileTypes: true }).catch(() => []);
-    for (const e of entries) {
-      if (!e.isDirectory()) continue;
-      found.set(e.name, [...(found.get(e.name) ?? []), join(repository, e.name)]);
-    }
+    for (const name of await repository.models()) found.set(name, [...(found.get(name) ?? []), repository]);
   }
   return found;
+}
+
+/** The sub-folders of a folder (none when it cannot be read). */
+export async function modelFolders(repository: string): Promise<string[]> {
+  const entries = await readdir(repository, { withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isDirectory()).map((e) => e.name);
 }
 
 /** What changes when a model changes on disk: every file's path, size and modification time. */
