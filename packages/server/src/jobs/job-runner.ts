@@ -17,6 +17,12 @@ import { jobInputs, videoMapping } from "./video-mapping.js";
 /** How often a running job's progress is written to the store at most (previews always are). */
 export const PROGRESS_WRITE_MS = 250;
 
+/**
+ * How long a cancelled job's pipeline may take to end its request (its final response) before
+ * the runner stops waiting and frees the job's slot.
+ */
+export const CANCEL_GRACE_MS = 10_000;
+
 /** What the runner works with. */
 export interface JobRunnerOptions {
   store: JobStore;
@@ -116,7 +122,22 @@ export class JobRunner {
       };
       let video: Frames | undefined;
       let lastWrite = 0;
-      for await (const { response, empty } of core.stream(request)) {
+      const responses = core.stream(request)[Symbol.asyncIterator]();
+      const abandoned = new Promise<"abandoned">((resolve) =>
+        controller.signal.addEventListener(
+          "abort",
+          () => setTimeout(() => resolve("abandoned"), CANCEL_GRACE_MS).unref(),
+          { once: true },
+        ),
+      );
+      for (;;) {
+        const next = await Promise.race([responses.next(), abandoned]);
+        if (next === "abandoned") {
+          log.warn(`jobs: ${job.model} did not end cancelled job ${job.id} within ${CANCEL_GRACE_MS} ms`);
+          break;
+        }
+        if (next.done) break;
+        const { response, empty } = next.value;
         if (empty || controller.signal.aborted) continue;
         const find = async (name: string | undefined): Promise<Tensor | undefined> => {
           const tensor = name === undefined ? undefined : response.outputs.find((t) => t.name === name);
