@@ -82,7 +82,7 @@ describe("a video from create to content", () => {
 
 describe("cancelling", () => {
   it("stops a running job's denoising loop at its next step and deletes its outputs", async () => {
-    const long = await call(api.base, "POST", "/v1/videos", { ...small, prompt: "a long one", steps: 100 });
+    const long = await call(api.base, "POST", "/v1/videos", { ...small, prompt: "a long one", steps: 1000 });
     await waitFor(api.base, long.body.id, (v) => v.status === "in_progress" && v.progress > 0);
     const cancelled = await call(api.base, "DELETE", `/v1/videos/${long.body.id}`);
     expect(cancelled.status).toBe(200);
@@ -105,7 +105,7 @@ describe("cancelling", () => {
   });
 
   it("cancels a queued job, which then never runs, and serves high priority first", async () => {
-    const blocker = await call(api.base, "POST", "/v1/videos", { ...small, prompt: "blocker", steps: 100 });
+    const blocker = await call(api.base, "POST", "/v1/videos", { ...small, prompt: "blocker", steps: 1000 });
     await waitFor(api.base, blocker.body.id, (v) => v.status === "in_progress");
     const low = await call(api.base, "POST", "/v1/videos", { ...small, prompt: "low", priority: "low" });
     const normal = await call(api.base, "POST", "/v1/videos", { ...small, prompt: "normal" });
@@ -165,7 +165,7 @@ describe("hostile input", () => {
     await refused({ ...small, frames: 1.5 }, "frames");
     await refused({ ...small, frames: undefined, seconds: "100" }, "seconds");
     await refused({ ...small, seconds: 1 }, "seconds");
-    await refused({ ...small, steps: 101 }, "steps");
+    await refused({ ...small, steps: 1001 }, "steps");
     await refused({ ...small, steps: "2; DROP TABLE" }, "steps");
     await refused({ ...small, seed: -1 }, "seed");
     await refused({ ...small, seed: 2 ** 31 }, "seed");
@@ -237,7 +237,7 @@ describe("admission", () => {
         expect(answer.status).toBe(401);
         expect(answer.body.error.code).toBe("invalid_api_key");
       }
-      const running = await call(limited.base, "POST", "/v1/videos", { ...small, steps: 100 }, alice);
+      const running = await call(limited.base, "POST", "/v1/videos", { ...small, steps: 1000 }, alice);
       await waitFor(limited.base, running.body.id, (v) => v.status === "in_progress", { headers: alice });
       const queued = await call(limited.base, "POST", "/v1/videos", small, bob);
       expect(queued.body.status).toBe("queued");

@@ -137,7 +137,8 @@ export async function createJobService(core: InferenceServer, options: JobsOptio
     setInterval(() => void runner.fill().catch(failure("claiming")), pollMs),
     setInterval(() => void store.renew(owner, Date.now() + leaseMs).catch(failure("renewing leases")), leaseMs / 3),
     setInterval(() => void recover().catch(failure("recovering")), leaseMs / 2),
-    setInterval(() => void sweep().catch(failure("retention")), 60_000),
+    // Expired jobs go within a minute, or half their retention when that is shorter.
+    setInterval(() => void sweep().catch(failure("retention")), Math.min(60_000, retentionSecs * 500)),
   ];
   for (const timer of timers) timer.unref();
   void runner.fill().catch(failure("claiming"));
