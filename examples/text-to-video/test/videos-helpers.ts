@@ -23,6 +23,7 @@ export async function startVideosServer(jobs: JobsOptions = {}): Promise<VideosS
     http: { host: "127.0.0.1", port: 0 },
     grpc: false,
     metrics: false,
+    // GIFs unless a test asks for ffmpeg.
     jobs: { jobsDir: dir, ffmpeg: false, ...jobs },
     log: createLogger({ write: () => {} }),
   });
