@@ -33,7 +33,14 @@ describe("a video from create to content", () => {
     const video = await waitFor(api.base, created.body.id, (v) => v.status === "completed", {
       each: (v) => statuses.add((v as { status: string }).status),
     });
-    expect(video).toMatchObject({ status: "completed", progress: 100, size: "64x64", frames: 3, steps: 2, error: null });
+    expect(video).toMatchObject({
+      status: "completed",
+      progress: 100,
+      size: "64x64",
+      frames: 3,
+      steps: 2,
+      error: null,
+    });
     expect(video.completed_at).toBeGreaterThanOrEqual(video.created_at);
     expect(video.expires_at).toBe(video.created_at + 86_400);
     expect(video.queue_position).toBeUndefined();
@@ -76,7 +83,8 @@ describe("a video from create to content", () => {
 
   it("pages through the list with limit, after and order", async () => {
     const ids: string[] = [];
-    for (let i = 0; i < 3; i++) ids.push((await call(api.base, "POST", "/v1/videos", { ...small, prompt: `page ${i}` })).body.id);
+    for (let i = 0; i < 3; i++)
+      ids.push((await call(api.base, "POST", "/v1/videos", { ...small, prompt: `page ${i}` })).body.id);
     const first = await call(api.base, "GET", "/v1/videos?limit=2");
     expect(first.body.data.map((v: { id: string }) => v.id)).toEqual([ids[2], ids[1]]);
     expect(first.body.has_more).toBe(true);
@@ -236,11 +244,20 @@ describe("hostile input", () => {
 
 describe("admission", () => {
   it("answers 429 with Retry-After when the queue is full, and keeps each API key's videos apart", async () => {
-    const limited = await startVideosServer({ concurrency: 1, maxQueued: 1, apiKeys: ["alice-0123456789abcdef", "bob-0123456789abcdef"] });
+    const limited = await startVideosServer({
+      concurrency: 1,
+      maxQueued: 1,
+      apiKeys: ["alice-0123456789abcdef", "bob-0123456789abcdef"],
+    });
     try {
       const alice = { authorization: "Bearer alice-0123456789abcdef" };
       const bob = { authorization: "Bearer bob-0123456789abcdef" };
-      for (const headers of [{}, { authorization: "Bearer wrong-0123456789abcdef" }, { authorization: "Basic abc" }]) {
+      const refusedHeaders: Record<string, string>[] = [
+        {},
+        { authorization: "Bearer wrong-0123456789abcdef" },
+        { authorization: "Basic abc" },
+      ];
+      for (const headers of refusedHeaders) {
         const answer = await call(limited.base, "POST", "/v1/videos", small, headers);
         expect(answer.status).toBe(401);
         expect(answer.body.error.code).toBe("invalid_api_key");

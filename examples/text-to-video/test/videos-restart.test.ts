@@ -90,7 +90,11 @@ describe("galley serve --videos-api across SIGKILL", () => {
     expect(done.progress).toBe(100);
     const content = await fetch(`${third.base}/v1/videos/${queued.body.id}/content`);
     expect(content.status).toBe(200);
-    expect(Buffer.from(await content.arrayBuffer()).subarray(0, 6).toString("latin1")).toBe("GIF89a");
+    expect(
+      Buffer.from(await content.arrayBuffer())
+        .subarray(0, 6)
+        .toString("latin1"),
+    ).toBe("GIF89a");
     await kill(third.child);
   }, 120_000);
 });

@@ -65,19 +65,33 @@ describe("webhooks, event streams and retention", () => {
     expect(done.status).toBe(200);
     const hook = await hookFor(done.body.id);
     const payload = JSON.parse(hook.body);
-    expect(payload).toMatchObject({ type: "video.completed", data: { id: done.body.id, object: "video", status: "completed", progress: 100 } });
+    expect(payload).toMatchObject({
+      type: "video.completed",
+      data: { id: done.body.id, object: "video", status: "completed", progress: 100 },
+    });
     const { "webhook-id": id, "webhook-timestamp": timestamp, "webhook-signature": signature } = hook.headers;
     const key = Buffer.from(SECRET.slice(6), "base64");
-    expect(signature).toBe(`v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${hook.body}`).digest("base64")}`);
+    expect(signature).toBe(
+      `v1,${createHmac("sha256", key).update(`${id}.${timestamp}.${hook.body}`).digest("base64")}`,
+    );
 
     const cancelled = await call(api.base, "POST", "/v1/videos", { ...small, steps: 1000, webhook_url: hookUrl });
     await waitFor(api.base, cancelled.body.id, (v) => v.status === "in_progress");
     await call(api.base, "DELETE", `/v1/videos/${cancelled.body.id}`);
-    expect(JSON.parse((await hookFor(cancelled.body.id)).body)).toMatchObject({ type: "video.cancelled", data: { status: "cancelled" } });
+    expect(JSON.parse((await hookFor(cancelled.body.id)).body)).toMatchObject({
+      type: "video.cancelled",
+      data: { status: "cancelled" },
+    });
   });
 
   it("refuses malformed and non-http webhook URLs", async () => {
-    for (const webhook_url of ["nope", "ftp://example.com/x", "https://u:p@example.com/", 42, `https://example.com/${"a".repeat(3000)}`]) {
+    for (const webhook_url of [
+      "nope",
+      "ftp://example.com/x",
+      "https://u:p@example.com/",
+      42,
+      `https://example.com/${"a".repeat(3000)}`,
+    ]) {
       const answer = await call(api.base, "POST", "/v1/videos", { ...small, webhook_url });
       expect(answer.status, String(webhook_url).slice(0, 40)).toBe(400);
       expect(answer.body.error.param).toBe("webhook_url");
@@ -158,7 +172,8 @@ describe("the PostgreSQL store", () => {
     const two = await startVideosServer({ store: cluster.url, concurrency: 1 });
     try {
       const ids = [];
-      for (let i = 0; i < 4; i++) ids.push((await call(one.base, "POST", "/v1/videos", { ...small, prompt: `shared ${i}` })).body.id);
+      for (let i = 0; i < 4; i++)
+        ids.push((await call(one.base, "POST", "/v1/videos", { ...small, prompt: `shared ${i}` })).body.id);
       // Either server answers for any job; each job completes once.
       for (const id of ids) await waitFor(two.base, id, (v) => v.status === "completed");
       const events = await readEvents(`${two.base}/v1/videos/${ids[0]}/events`);

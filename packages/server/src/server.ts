@@ -24,15 +24,15 @@ import { checkEndpoints, type Endpoint, type EndpointAddress, EndpointError } fr
 import { createGrpcFrontend } from "./frontend/grpc/grpc-frontend.js";
 import type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 import { createRestFrontend, type HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
-import { createVideosFrontend, type VideosFrontend } from "./frontend/videos/videos-frontend.js";
-import { createJobService, type JobService, type JobsOptions } from "./jobs/job-service.js";
 import { type GpuMetrics, startGpuMetrics } from "./frontend/metrics/gpu-metrics.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 import { nvmlGpuSource } from "./frontend/metrics/nvml-gpu-source.js";
 import { listenHttp1 } from "./frontend/transport/listen-http1.js";
 import { listenHttp2 } from "./frontend/transport/listen-http2.js";
 import type { Listener } from "./frontend/transport/listener.js";
+import { createVideosFrontend, type VideosFrontend } from "./frontend/videos/videos-frontend.js";
 import { gpuFinder } from "./gpus.js";
+import { createJobService, type JobService, type JobsOptions } from "./jobs/job-service.js";
 import {
   type ControlMode,
   type MemoryBudgetLimits,

@@ -15,9 +15,14 @@ export interface PostgresCluster {
 function binDir(): string {
   if (process.env.PG_BIN) return process.env.PG_BIN;
   const root = "/usr/lib/postgresql";
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a)) : [];
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => /^\d+$/.test(v))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
   const found = versions.map((v) => join(root, v, "bin")).find((dir) => existsSync(join(dir, "initdb")));
-  if (!found) throw new Error("PostgreSQL's server binaries were not found: install Debian's postgresql, or set PG_BIN");
+  if (!found)
+    throw new Error("PostgreSQL's server binaries were not found: install Debian's postgresql, or set PG_BIN");
   return found;
 }
 
@@ -25,7 +30,13 @@ function binDir(): string {
 export async function startPostgres(): Promise<PostgresCluster> {
   const bin = binDir();
   const dir = mkdtempSync(join(tmpdir(), "galley-pg-"));
-  const user = process.getuid?.() === 0 ? { uid: Number(execFileSync("id", ["-u", "postgres"]).toString().trim()), gid: Number(execFileSync("id", ["-g", "postgres"]).toString().trim()) } : undefined;
+  const user =
+    process.getuid?.() === 0
+      ? {
+          uid: Number(execFileSync("id", ["-u", "postgres"]).toString().trim()),
+          gid: Number(execFileSync("id", ["-g", "postgres"]).toString().trim()),
+        }
+      : undefined;
   if (user) chownSync(dir, user.uid, user.gid);
   const data = join(dir, "data");
   execFileSync(join(bin, "initdb"), ["-D", data, "-A", "trust", "-U", "galley", "-E", "UTF8", "--no-sync"], {

@@ -110,7 +110,10 @@ export function readVideosFlags(
     options.apiKeys = keys;
   }
   const secretFile = v["videos-webhook-secret-file"];
-  const secret = secretFile !== undefined ? file("--videos-webhook-secret-file", secretFile).trim() : process.env.GALLEY_VIDEOS_WEBHOOK_SECRET;
+  const secret =
+    secretFile !== undefined
+      ? file("--videos-webhook-secret-file", secretFile).trim()
+      : process.env.GALLEY_VIDEOS_WEBHOOK_SECRET;
   if (secret !== undefined && secret !== "") {
     if (!/^whsec_[A-Za-z0-9+/]{32,}={0,2}$/.test(secret)) {
       throw new Error("the webhook secret must be whsec_ and at least 24 bytes in base64 (Standard Webhooks)");

@@ -161,7 +161,8 @@ export class JobRunner {
           lastWrite = now;
           // Cancelled through another server (or expired): stop here too.
           if (!(await store.progress(job.id, owner, progress, outputs))) controller.abort("cancelled");
-          else if (preview) events.emit(job.id, { type: "preview", progress, url: `/v1/videos/${job.id}/content?variant=preview` });
+          else if (preview)
+            events.emit(job.id, { type: "preview", progress, url: `/v1/videos/${job.id}/content?variant=preview` });
           else events.emit(job.id, { type: "progress", progress });
         }
       }
@@ -173,21 +174,26 @@ export class JobRunner {
       const final = await store.finish(job.id, "completed", {
         now: Date.now(),
         owner,
-        outputs: { ...outputs, video: name, thumbnail: "thumbnail.png" } satisfies Partial<Record<OutputVariant, string>>,
+        outputs: { ...outputs, video: name, thumbnail: "thumbnail.png" } satisfies Partial<
+          Record<OutputVariant, string>
+        >,
       });
       const seconds = (performance.now() - started) / 1000;
       this.averageSeconds = this.averageSeconds === 0 ? seconds : 0.8 * this.averageSeconds + 0.2 * seconds;
       if (final) this.#done(final);
     } catch (error) {
       if (controller.signal.aborted) return;
-      log.error(`jobs: ${job.id} (${job.model}) failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      log.error(
+        `jobs: ${job.id} (${job.model}) failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
       // The model's and the server's own errors are written for people; anything else is a bug
       // whose text stays in the log.
       const message =
         error instanceof InferenceError && error.id !== "INTERNAL_ERROR"
           ? error.message
           : "the video could not be made; the server log has the details";
-      const code = error instanceof InferenceError && error.code === "INVALID_ARG" ? "invalid_request" : "generation_failed";
+      const code =
+        error instanceof InferenceError && error.code === "INVALID_ARG" ? "invalid_request" : "generation_failed";
       const final = await store.finish(job.id, "failed", { now: Date.now(), owner, error: { code, message } });
       if (final) this.#done(final);
     } finally {
@@ -205,7 +211,7 @@ export class JobRunner {
 
 /** `[count, h, w, 3]` UINT8 as frames, or undefined for an empty tensor or another shape. */
 function frames(tensor: Tensor | undefined): Frames | undefined {
-  if (!tensor || tensor.datatype !== "UINT8" || tensor.shape.length !== 4 || tensor.shape[3] !== 3) return undefined;
+  if (tensor?.datatype !== "UINT8" || tensor.shape.length !== 4 || tensor.shape[3] !== 3) return undefined;
   const [count = 0, height = 0, width = 0] = tensor.shape;
   if (count * height * width === 0 || tensor.data.byteLength !== count * height * width * 3) return undefined;
   return { count, height, width, rgb: tensor.data };

@@ -62,7 +62,12 @@ export interface JobService {
   client(authorization: string | undefined): string | undefined;
   /** A model's videos API mapping. @throws InferenceError VIDEO_MODEL_NOT_FOUND */
   mapping(model: string): VideoMapping;
-  create(client: string, request: JobRequest, idempotencyKey: string | undefined, digest: string): Promise<CreateResult>;
+  create(
+    client: string,
+    request: JobRequest,
+    idempotencyKey: string | undefined,
+    digest: string,
+  ): Promise<CreateResult>;
   /** The job, if it exists and is `client`'s. */
   get(client: string, id: string): Promise<Job | undefined>;
   list(client: string, limit: number, order: "asc" | "desc", after?: Job): Promise<JobPage>;

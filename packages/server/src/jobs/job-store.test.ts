@@ -158,9 +158,15 @@ describe.each(Object.keys(kinds))("the %s store", (kind) => {
     const rest = await store.list("me", 10, "desc", page.jobs[1]);
     expect(rest.jobs.map((j) => j.id)).toEqual([mine[2]?.id, mine[1]?.id, mine[0]?.id]);
     expect(rest.hasMore).toBe(false);
-    for (const j of mine.slice(0, 3)) await store.finish(j.id, "failed", { now: 0, error: { code: "x", message: "y" } });
+    for (const j of mine.slice(0, 3))
+      await store.finish(j.id, "failed", { now: 0, error: { code: "x", message: "y" } });
     // Expired by time, but a queued job is never deleted under its client.
-    expect((await store.expire(20_000)).sort()).toEqual(mine.slice(0, 3).map((j) => j.id).sort());
+    expect((await store.expire(20_000)).sort()).toEqual(
+      mine
+        .slice(0, 3)
+        .map((j) => j.id)
+        .sort(),
+    );
     expect((await store.list("me", 10, "asc")).jobs.map((j) => j.id)).toEqual([mine[3]?.id, mine[4]?.id]);
     await store.close();
   });

@@ -292,7 +292,8 @@ function toJob(row: Row): Job {
   if (started !== undefined) job.startedAt = started;
   const completed = optional(row.completed_at);
   if (completed !== undefined) job.completedAt = completed;
-  if (row.idempotency_key !== null && row.idempotency_key !== undefined) job.idempotencyKey = String(row.idempotency_key);
+  if (row.idempotency_key !== null && row.idempotency_key !== undefined)
+    job.idempotencyKey = String(row.idempotency_key);
   if (row.error_code) job.error = { code: String(row.error_code), message: String(row.error_message ?? "") };
   return job;
 }

@@ -7,9 +7,15 @@ function config(parameters: Record<string, string>) {
   return create(ModelConfigSchema, {
     name: "pipe",
     input: ["PROMPT", "SIZE", "N", "STEPS", "EVERY"].map((name) =>
-      create(ModelInputSchema, { name, dataType: name === "PROMPT" || name === "SIZE" ? DataType.TYPE_STRING : DataType.TYPE_INT32, dims: [1n] }),
+      create(ModelInputSchema, {
+        name,
+        dataType: name === "PROMPT" || name === "SIZE" ? DataType.TYPE_STRING : DataType.TYPE_INT32,
+        dims: [1n],
+      }),
     ),
-    output: ["VIDEO", "STEP"].map((name) => create(ModelOutputSchema, { name, dataType: DataType.TYPE_UINT8, dims: [-1n] })),
+    output: ["VIDEO", "STEP"].map((name) =>
+      create(ModelOutputSchema, { name, dataType: DataType.TYPE_UINT8, dims: [-1n] }),
+    ),
     parameters: Object.fromEntries(
       Object.entries(parameters).map(([k, v]) => [`videos_api.${k}`, create(ModelParameterSchema, { stringValue: v })]),
     ),
@@ -59,8 +65,16 @@ describe("videoMapping", () => {
       ["STEPS", "INT32", [1]],
       ["EVERY", "INT32", [1]],
     ]);
-    expect(Buffer.from(inputs[0]?.data ?? []).subarray(4).toString()).toBe("héllo");
-    expect(Buffer.from(inputs[1]?.data ?? []).subarray(4).toString()).toBe("64x128");
+    expect(
+      Buffer.from(inputs[0]?.data ?? [])
+        .subarray(4)
+        .toString(),
+    ).toBe("héllo");
+    expect(
+      Buffer.from(inputs[1]?.data ?? [])
+        .subarray(4)
+        .toString(),
+    ).toBe("64x128");
     expect(new Int32Array(new Uint8Array(inputs[3]?.data ?? []).buffer)[0]).toBe(20);
   });
 

@@ -86,7 +86,10 @@ export function videoMapping(config: ModelConfig): VideoMapping | undefined {
     }
     fixedInputs.set(name, Number(value));
   }
-  const sizes = (get("sizes") ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const sizes = (get("sizes") ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
   for (const size of sizes) {
     if (!/^[1-9][0-9]{0,5}x[1-9][0-9]{0,5}$/.test(size)) {
       throw new VideoMappingError(`${config.name}: ${PREFIX}sizes has '${size}': expected WIDTHxHEIGHT`);

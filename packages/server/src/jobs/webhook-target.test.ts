@@ -3,7 +3,26 @@ import { isPrivateAddress, MAX_WEBHOOK_URL_LENGTH, publicLookup, webhookUrlProbl
 
 describe("webhook targets", () => {
   it("tells private, loopback, link-local and reserved addresses from public ones", () => {
-    for (const address of ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fc00::1", "fd12::1", "fe80::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "not an address"]) {
+    for (const address of [
+      "127.0.0.1",
+      "10.1.2.3",
+      "172.16.0.1",
+      "172.31.255.255",
+      "192.168.1.1",
+      "169.254.169.254",
+      "100.64.0.1",
+      "0.0.0.0",
+      "224.0.0.1",
+      "255.255.255.255",
+      "::1",
+      "::",
+      "fc00::1",
+      "fd12::1",
+      "fe80::1",
+      "::ffff:127.0.0.1",
+      "::ffff:10.0.0.1",
+      "not an address",
+    ]) {
       expect(isPrivateAddress(address), address).toBe(true);
     }
     for (const address of ["8.8.8.8", "1.1.1.1", "172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) {

@@ -59,7 +59,10 @@ export function webhookUrlProblem(text: string, allowPrivate: boolean): string |
   if (url.protocol !== "http:" && url.protocol !== "https:") return "must be an http or https URL";
   if (url.username !== "" || url.password !== "") return "must not carry credentials";
   const host = url.hostname.replace(/^\[|\]$/g, "");
-  if (!allowPrivate && (isIP(host) !== 0 ? isPrivateAddress(host) : host === "localhost" || host.endsWith(".localhost"))) {
+  if (
+    !allowPrivate &&
+    (isIP(host) !== 0 ? isPrivateAddress(host) : host === "localhost" || host.endsWith(".localhost"))
+  ) {
     return "points at a private or loopback address";
   }
   return undefined;

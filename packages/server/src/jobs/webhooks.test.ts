@@ -77,7 +77,10 @@ describe("webhooks", () => {
   it("gives up after its attempts, and never posts to a loopback address unless allowed", async () => {
     const hook = await receive([500, 500, 500]);
     const log: string[] = [];
-    sender = createWebhookSender({ secret: SECRET, allowPrivate: true, backoffMs: 5, attempts: 2 }, createLogger({ write: (t) => log.push(t) }));
+    sender = createWebhookSender(
+      { secret: SECRET, allowPrivate: true, backoffMs: 5, attempts: 2 },
+      createLogger({ write: (t) => log.push(t) }),
+    );
     sender.send(hook.url, "video.failed", {});
     await hook.next();
     await hook.next();

@@ -4,7 +4,12 @@
 export const OPENAPI_PATH = "/v1/openapi.json";
 
 const error = { $ref: "#/components/responses/Error" };
-const id = { name: "video_id", in: "path", required: true, schema: { type: "string", pattern: "^video_[0-9a-f]{32}$" } };
+const id = {
+  name: "video_id",
+  in: "path",
+  required: true,
+  schema: { type: "string", pattern: "^video_[0-9a-f]{32}$" },
+};
 const video = { "application/json": { schema: { $ref: "#/components/schemas/Video" } } };
 
 /** The document (a fresh object each call). */
@@ -21,12 +26,24 @@ export function openApiDocument(): Record<string, unknown> {
       "/v1/videos": {
         post: {
           operationId: "createVideo",
-          parameters: [{ name: "Idempotency-Key", in: "header", schema: { type: "string", minLength: 1, maxLength: 255 } }],
+          parameters: [
+            { name: "Idempotency-Key", in: "header", schema: { type: "string", minLength: 1, maxLength: 255 } },
+          ],
           requestBody: {
             required: true,
             content: { "application/json": { schema: { $ref: "#/components/schemas/CreateVideo" } } },
           },
-          responses: { 200: { description: "The queued video (or, for a repeated Idempotency-Key, the first one).", content: video }, 400: error, 401: error, 404: error, 409: error, 429: error },
+          responses: {
+            200: {
+              description: "The queued video (or, for a repeated Idempotency-Key, the first one).",
+              content: video,
+            },
+            400: error,
+            401: error,
+            404: error,
+            409: error,
+            429: error,
+          },
         },
         get: {
           operationId: "listVideos",
@@ -60,15 +77,28 @@ export function openApiDocument(): Record<string, unknown> {
       },
       "/v1/videos/{video_id}": {
         parameters: [id],
-        get: { operationId: "retrieveVideo", responses: { 200: { description: "The video.", content: video }, 404: error } },
+        get: {
+          operationId: "retrieveVideo",
+          responses: { 200: { description: "The video.", content: video }, 404: error },
+        },
         delete: {
           operationId: "deleteVideo",
           description: "Cancels a queued or running video (answering it, status cancelled) or deletes a finished one.",
-          responses: { 200: { description: "The cancelled video, or {id, object: video.deleted, deleted: true}." }, 404: error },
+          responses: {
+            200: { description: "The cancelled video, or {id, object: video.deleted, deleted: true}." },
+            404: error,
+          },
         },
       },
       "/v1/videos/{video_id}/content": {
-        parameters: [id, { name: "variant", in: "query", schema: { type: "string", enum: ["video", "thumbnail", "preview"], default: "video" } }],
+        parameters: [
+          id,
+          {
+            name: "variant",
+            in: "query",
+            schema: { type: "string", enum: ["video", "thumbnail", "preview"], default: "video" },
+          },
+        ],
         get: {
           operationId: "downloadVideoContent",
           responses: {
@@ -85,8 +115,13 @@ export function openApiDocument(): Record<string, unknown> {
         parameters: [id],
         get: {
           operationId: "videoEvents",
-          description: "Server-Sent Events: `video` (the video object on each change), `progress`, `preview` (a link to the latest preview); ends after the final status.",
-          responses: { 200: { description: "An event stream.", content: { "text/event-stream": {} } }, 404: error, 429: error },
+          description:
+            "Server-Sent Events: `video` (the video object on each change), `progress`, `preview` (a link to the latest preview); ends after the final status.",
+          responses: {
+            200: { description: "An event stream.", content: { "text/event-stream": {} } },
+            404: error,
+            429: error,
+          },
         },
       },
     },
@@ -123,8 +158,15 @@ export function openApiDocument(): Record<string, unknown> {
           properties: {
             model: { type: "string" },
             prompt: { type: "string" },
-            size: { type: "string", pattern: "^[1-9][0-9]*x[1-9][0-9]*$", description: "WIDTHxHEIGHT, one of the model's sizes." },
-            seconds: { type: ["string", "number"], description: "Length; frames = seconds x the model's fps. Not with frames." },
+            size: {
+              type: "string",
+              pattern: "^[1-9][0-9]*x[1-9][0-9]*$",
+              description: "WIDTHxHEIGHT, one of the model's sizes.",
+            },
+            seconds: {
+              type: ["string", "number"],
+              description: "Length; frames = seconds x the model's fps. Not with frames.",
+            },
             frames: { type: "integer", minimum: 1 },
             steps: { type: "integer", minimum: 1 },
             seed: { type: "integer", minimum: 0, maximum: 2147483647 },
@@ -151,7 +193,10 @@ export function openApiDocument(): Record<string, unknown> {
             prompt: { type: "string" },
             priority: { type: "string" },
             error: {
-              oneOf: [{ type: "null" }, { type: "object", properties: { code: { type: "string" }, message: { type: "string" } } }],
+              oneOf: [
+                { type: "null" },
+                { type: "object", properties: { code: { type: "string" }, message: { type: "string" } } },
+              ],
             },
           },
         },

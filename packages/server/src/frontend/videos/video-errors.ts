@@ -2,9 +2,9 @@
 // `{"error":{"message","type","param","code"}}`, with the status the error table gives it.
 import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { Logger } from "../../base/log.js";
+import { HTTP_STATUS } from "../http/http-status.js";
 import type { HttpAnswer } from "../transport/http-exchange.js";
 import { ClientGone } from "../transport/http-exchange.js";
-import { HTTP_STATUS } from "../http/http-status.js";
 
 /** The request field each invalid-value error is about. */
 const PARAMS = new WeakMap<InferenceError, string>();
@@ -29,20 +29,40 @@ const CODES: Partial<Record<string, string>> = {
 };
 
 /** The answer to a failure; a bug is logged and answered 500 without its JavaScript text. */
-export function videoFailure(error: unknown, log: Logger, where: string, headers: Record<string, string> = {}): HttpAnswer {
+export function videoFailure(
+  error: unknown,
+  log: Logger,
+  where: string,
+  headers: Record<string, string> = {},
+): HttpAnswer {
   if (error instanceof ClientGone) return { status: 400, headers: {}, parts: [] };
   const failed = toInferenceError(error);
   const detail =
-    error instanceof InferenceError ? hiddenCause(failed) : error instanceof Error ? (error.stack ?? error.message) : String(error);
+    error instanceof InferenceError
+      ? hiddenCause(failed)
+      : error instanceof Error
+        ? (error.stack ?? error.message)
+        : String(error);
   if (detail !== undefined) log.error(`${where}: ${detail}`);
   const status = failed.httpStatusOverride ?? HTTP_STATUS[failed.code];
   const body = {
     error: {
       message: failed.message,
-      type: status >= 500 ? "server_error" : status === 401 ? "authentication_error" : status === 429 ? "rate_limit_error" : "invalid_request_error",
+      type:
+        status >= 500
+          ? "server_error"
+          : status === 401
+            ? "authentication_error"
+            : status === 429
+              ? "rate_limit_error"
+              : "invalid_request_error",
       param: PARAMS.get(failed) ?? null,
       code: CODES[failed.id] ?? failed.id.toLowerCase(),
     },
   };
-  return { status, headers: { "Content-Type": "application/json", ...headers }, parts: [Buffer.from(JSON.stringify(body))] };
+  return {
+    status,
+    headers: { "Content-Type": "application/json", ...headers },
+    parts: [Buffer.from(JSON.stringify(body))],
+  };
 }

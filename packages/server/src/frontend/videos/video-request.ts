@@ -50,10 +50,14 @@ export function createRequest(
 ): JobRequest {
   const model = body.model as string;
   const { prompt } = body;
-  if (typeof prompt !== "string" || prompt.trim() === "") throw invalid("prompt", "'prompt' is required (a non-empty string)");
+  if (typeof prompt !== "string" || prompt.trim() === "")
+    throw invalid("prompt", "'prompt' is required (a non-empty string)");
   const promptBytes = Buffer.byteLength(prompt, "utf8");
   if (promptBytes > mapping.maxPromptBytes) {
-    throw invalid("prompt", `'prompt' is ${promptBytes} bytes long; model '${model}' takes at most ${mapping.maxPromptBytes}`);
+    throw invalid(
+      "prompt",
+      `'prompt' is ${promptBytes} bytes long; model '${model}' takes at most ${mapping.maxPromptBytes}`,
+    );
   }
   let size = "";
   if (body.size !== undefined) {
@@ -62,7 +66,10 @@ export function createRequest(
     }
     if (mapping.sizes.length > 0 ? !mapping.sizes.includes(body.size) : body.size !== mapping.defaultSize) {
       const allowed = mapping.sizes.length > 0 ? mapping.sizes : [mapping.defaultSize];
-      throw invalid("size", `size '${body.size}' is not supported by model '${model}'; use one of ${allowed.join(", ")}`);
+      throw invalid(
+        "size",
+        `size '${body.size}' is not supported by model '${model}'; use one of ${allowed.join(", ")}`,
+      );
     }
     size = body.size;
   }
@@ -95,7 +102,8 @@ export function createRequest(
     request.priority = body.priority as PriorityClass;
   }
   if (body.webhook_url !== undefined) {
-    if (!webhooks.on) throw invalid("webhook_url", "webhooks are not configured on this server (--videos-webhook-secret)");
+    if (!webhooks.on)
+      throw invalid("webhook_url", "webhooks are not configured on this server (--videos-webhook-secret)");
     if (typeof body.webhook_url !== "string") throw invalid("webhook_url", "'webhook_url' must be a string");
     const problem = webhookUrlProblem(body.webhook_url, webhooks.allowPrivate);
     if (problem) throw invalid("webhook_url", `'webhook_url' ${problem}`);
@@ -108,13 +116,25 @@ export function createRequest(
 export function idempotencyKey(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   if (header.length < 1 || header.length > MAX_IDEMPOTENCY_KEY || !/^[\x21-\x7e]+$/.test(header)) {
-    throw invalid("Idempotency-Key", `the Idempotency-Key header must be 1 to ${MAX_IDEMPOTENCY_KEY} printable ASCII characters`);
+    throw invalid(
+      "Idempotency-Key",
+      `the Idempotency-Key header must be 1 to ${MAX_IDEMPOTENCY_KEY} printable ASCII characters`,
+    );
   }
   return header;
 }
 
 /** A digest of what a request asks for (to tell a retried create from another under one key). */
 export function requestDigest(request: JobRequest): string {
-  const fields = [request.model, request.prompt, request.size, request.frames, request.steps, request.seed ?? "", request.priority, request.webhookUrl ?? ""];
+  const fields = [
+    request.model,
+    request.prompt,
+    request.size,
+    request.frames,
+    request.steps,
+    request.seed ?? "",
+    request.priority,
+    request.webhookUrl ?? "",
+  ];
   return createHash("sha256").update(JSON.stringify(fields)).digest("hex");
 }

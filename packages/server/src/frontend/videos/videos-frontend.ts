@@ -77,7 +77,9 @@ export function createVideosFrontend(core: InferenceServer, jobs: JobService, lo
     }
     if (request.method === "DELETE") {
       const done = await jobs.cancel(job);
-      return done.deleted ? answer(200, { id: job.id, object: "video.deleted", deleted: true }) : answer(200, await show(done.job));
+      return done.deleted
+        ? answer(200, { id: job.id, object: "video.deleted", deleted: true })
+        : answer(200, await show(done.job));
     }
     return answer(200, await show(job));
   };
@@ -86,11 +88,15 @@ export function createVideosFrontend(core: InferenceServer, jobs: JobService, lo
     if (!core.accepting) throw new InferenceError("SERVER_NOT_READY");
     const key = idempotencyKey(request.header("idempotency-key"));
     const type = request.header("content-type") ?? "";
-    if (!/^application\/json\b/i.test(type)) throw invalid("body", "send the request as JSON (Content-Type: application/json)");
+    if (!/^application\/json\b/i.test(type))
+      throw invalid("body", "send the request as JSON (Content-Type: application/json)");
     const body = await request.body({ limit: MAX_CREATE_BODY, encoding: "identity" });
     const fields = parseCreateBody(body.bytes);
     const mapping = jobs.mapping(fields.model as string);
-    const job = createRequest(fields, mapping, { on: jobs.webhooksOn, allowPrivate: jobs.options.allowPrivateWebhooks });
+    const job = createRequest(fields, mapping, {
+      on: jobs.webhooksOn,
+      allowPrivate: jobs.options.allowPrivateWebhooks,
+    });
     const result = await jobs.create(client, job, key, requestDigest(job));
     switch (result.kind) {
       case "queue-full":
@@ -135,7 +141,13 @@ export function createVideosFrontend(core: InferenceServer, jobs: JobService, lo
       throw invalid("variant", "'variant' must be video, thumbnail or preview");
     }
     const path = jobs.outputPath(job, variant);
-    const size = path === undefined ? undefined : await stat(path).then((s) => s.size, () => undefined);
+    const size =
+      path === undefined
+        ? undefined
+        : await stat(path).then(
+            (s) => s.size,
+            () => undefined,
+          );
     if (path === undefined || size === undefined) {
       throw new InferenceError("VIDEO_NOT_READY", { id: job.id, status: job.status, variant });
     }
@@ -149,7 +161,11 @@ export function createVideosFrontend(core: InferenceServer, jobs: JobService, lo
 
   return {
     close: () => streams.closeAll(),
-    owns: (target) => target === "/v1/videos" || target.startsWith("/v1/videos/") || target.startsWith("/v1/videos?") || target.split("?")[0] === OPENAPI_PATH,
+    owns: (target) =>
+      target === "/v1/videos" ||
+      target.startsWith("/v1/videos/") ||
+      target.startsWith("/v1/videos?") ||
+      target.split("?")[0] === OPENAPI_PATH,
     async handle(request) {
       const at = request.target.indexOf("?");
       const path = at === -1 ? request.target : request.target.slice(0, at);
@@ -158,7 +174,12 @@ export function createVideosFrontend(core: InferenceServer, jobs: JobService, lo
         return await route(request, path, query);
       } catch (error) {
         const retry = error instanceof InferenceError && error.id === "VIDEO_QUEUE_FULL";
-        return videoFailure(error, log, `HTTP ${request.method} ${path}`, retry ? { "Retry-After": String(jobs.retryAfterSeconds()) } : {});
+        return videoFailure(
+          error,
+          log,
+          `HTTP ${request.method} ${path}`,
+          retry ? { "Retry-After": String(jobs.retryAfterSeconds()) } : {},
+        );
       }
     },
   };
