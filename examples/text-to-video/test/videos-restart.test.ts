@@ -1,7 +1,8 @@
 // A real `galley serve --videos-api` process killed with SIGKILL in the middle of a job, then
 // started again on the same jobs folder: the queued job stays queued and runs, the interrupted
 // one is run again (the default: two attempts), and after a second kill mid-run it is failed
-// `interrupted`. Every poll in between sees a status the job really had.
+// `interrupted`; a SIGTERM queues a running job again without counting its start. Every poll in
+// between sees a status the job really had.
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -95,6 +96,23 @@ describe("galley serve --videos-api across SIGKILL", () => {
         .subarray(0, 6)
         .toString("latin1"),
     ).toBe("GIF89a");
-    await kill(third.child);
+
+    // A graceful stop (SIGTERM) queues the running job again without counting its start: after
+    // it and one more crash, the job is still queued again rather than failed.
+    const again = await call(third.base, "POST", "/v1/videos", { ...small, prompt: "stopped gracefully", steps: 1000 });
+    await waitFor(third.base, again.body.id, (v) => v.status === "in_progress" && v.progress > 0);
+    const stopped = new Promise((resolve) => third.child.once("exit", resolve));
+    third.child.kill("SIGTERM");
+    expect(await stopped).toBe(0);
+    const fourth = await serve();
+    expect(["queued", "in_progress"]).toContain(
+      (await call(fourth.base, "GET", `/v1/videos/${again.body.id}`)).body.status,
+    );
+    await waitFor(fourth.base, again.body.id, (v) => v.status === "in_progress" && v.progress > 0);
+    await kill(fourth.child);
+    const fifth = await serve();
+    await waitFor(fifth.base, again.body.id, (v) => v.status === "in_progress");
+    expect((await call(fifth.base, "DELETE", `/v1/videos/${again.body.id}`)).body.status).toBe("cancelled");
+    await kill(fifth.child);
   }, 120_000);
 });

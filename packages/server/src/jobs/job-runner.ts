@@ -48,6 +48,8 @@ export interface JobRunnerOptions {
 export class JobRunner {
   readonly #options: JobRunnerOptions;
   readonly #running = new Map<string, AbortController>();
+  /** The running jobs' runs, awaited by `stop`. */
+  readonly #tasks = new Set<Promise<void>>();
   #stopped = false;
   #claiming = false;
   /** Seconds a job took, smoothed (for Retry-After). */
@@ -72,12 +74,19 @@ export class JobRunner {
         const now = Date.now();
         const job = await store.claim(owner, now, now + leaseMs, perClient);
         if (!job) break;
+        if (this.#stopped) {
+          // Claimed while stopping: back to the queue, as the running ones go.
+          await store.finish(job.id, "queued", { now, owner });
+          break;
+        }
         const controller = new AbortController();
         this.#running.set(job.id, controller);
-        void this.#run(job, controller).finally(() => {
+        const task = this.#run(job, controller).finally(() => {
           this.#running.delete(job.id);
+          this.#tasks.delete(task);
           void this.fill().catch((error: unknown) => this.#options.log.error(`jobs: claim failed: ${String(error)}`));
         });
+        this.#tasks.add(task);
       }
     } finally {
       this.#claiming = false;
@@ -96,6 +105,8 @@ export class JobRunner {
     this.#stopped = true;
     const ids = [...this.#running.keys()];
     for (const controller of this.#running.values()) controller.abort("stopping");
+    // Each ends once its pipeline has ended the request (at most CANCEL_GRACE_MS).
+    await Promise.all(this.#tasks);
     for (const id of ids) {
       await this.#options.store.finish(id, "queued", { now: Date.now(), owner: this.#options.owner });
     }

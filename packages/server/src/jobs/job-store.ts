@@ -172,7 +172,8 @@ export class JobStore {
   }
 
   /**
-   * Move a job that is not final yet to a final status (or back to `queued`); with `owner`, only
+   * Move a job that is not final yet to a final status (or back to `queued`, its last start not
+   * counted); with `owner`, only
    * while that owner runs it. The job as it now is, or undefined when it was final already (or
    * not the owner's).
    */
@@ -190,7 +191,8 @@ export class JobStore {
     ];
     let sets = "status = $1, completed_at = $2, error_code = $3, error_message = $4, owner = NULL, lease_until = NULL";
     if (status === "completed") sets += ", progress = 100";
-    if (status === "queued") sets += ", progress = 0, started_at = NULL";
+    // Back to the queue from a graceful stop: the start it was given does not count.
+    if (status === "queued") sets += ", progress = 0, started_at = NULL, attempts = attempts - 1";
     if (fields.outputs) {
       params.push(JSON.stringify(fields.outputs));
       sets += `, outputs = $${params.length}`;
