@@ -173,7 +173,8 @@ export async function createJobService(core: InferenceServer, options: JobsOptio
       try {
         found = videoMapping(core.modelConfig(model, ""));
       } catch (error) {
-        if (!(error instanceof InferenceError)) throw error;
+        // A broken mapping is the server's to fix: its text is the answer (500).
+        if (!(error instanceof InferenceError) || error.id === "UNCLASSIFIED") throw error;
       }
       if (!found) throw new InferenceError("VIDEO_MODEL_NOT_FOUND", { model });
       return found;

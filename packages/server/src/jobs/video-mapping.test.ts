@@ -1,7 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { DataType, ModelConfigSchema, ModelInputSchema, ModelOutputSchema, ModelParameterSchema } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import { jobInputs, VideoMappingError, videoMapping } from "./video-mapping.js";
+import { InferenceError } from "../base/errors.js";
+import { jobInputs, videoMapping } from "./video-mapping.js";
 
 function config(parameters: Record<string, string>) {
   return create(ModelConfigSchema, {
@@ -93,7 +94,7 @@ describe("videoMapping", () => {
       [{ ...base, priorities: "urgent=1" }, /priorities/],
     ];
     for (const [parameters, message] of cases) {
-      expect(() => videoMapping(config(parameters))).toThrow(VideoMappingError);
+      expect(() => videoMapping(config(parameters))).toThrow(InferenceError);
       expect(() => videoMapping(config(parameters))).toThrow(message);
     }
   });

@@ -2,6 +2,7 @@
 // `parameters` under `videos_api.*` (docs/guides/videos-api.md), so any such pipeline can be
 // exposed. A model without `videos_api.prompt_input` is not served by the API.
 import type { ModelConfig } from "@galley/proto";
+import { InferenceError } from "../base/errors.js";
 import type { Tensor } from "../base/tensor.js";
 import type { JobRequest, PriorityClass } from "./job.js";
 
@@ -37,8 +38,10 @@ export interface VideoMapping {
   priorities: Readonly<Record<PriorityClass, number>>;
 }
 
-/** A `videos_api.*` parameter that cannot be read. */
-export class VideoMappingError extends Error {}
+/** A `videos_api.*` parameter that cannot be read: the server's configuration, answered 500 with its text. */
+function mappingError(message: string): InferenceError {
+  return new InferenceError("UNCLASSIFIED", { message });
+}
 
 const PREFIX = "videos_api.";
 
@@ -55,7 +58,7 @@ export function videoMapping(config: ModelConfig): VideoMapping | undefined {
     if (text === undefined) return fallback;
     const n = Number(text);
     if (!Number.isSafeInteger(n) || n < min) {
-      throw new VideoMappingError(`${config.name}: ${PREFIX}${key} must be a whole number >= ${min}, not '${text}'`);
+      throw mappingError(`${config.name}: ${PREFIX}${key} must be a whole number >= ${min}, not '${text}'`);
     }
     return n;
   };
@@ -64,25 +67,25 @@ export function videoMapping(config: ModelConfig): VideoMapping | undefined {
   const input = (key: string): string | undefined => {
     const name = get(key);
     if (name !== undefined && !inputNames.has(name)) {
-      throw new VideoMappingError(`${config.name}: ${PREFIX}${key} names '${name}', which is not an input`);
+      throw mappingError(`${config.name}: ${PREFIX}${key} names '${name}', which is not an input`);
     }
     return name;
   };
   const output = (key: string): string | undefined => {
     const name = get(key);
     if (name !== undefined && !outputNames.has(name)) {
-      throw new VideoMappingError(`${config.name}: ${PREFIX}${key} names '${name}', which is not an output`);
+      throw mappingError(`${config.name}: ${PREFIX}${key} names '${name}', which is not an output`);
     }
     return name;
   };
   input("prompt_input");
   const videoOutput = output("video_output");
-  if (videoOutput === undefined) throw new VideoMappingError(`${config.name}: ${PREFIX}video_output is required`);
+  if (videoOutput === undefined) throw mappingError(`${config.name}: ${PREFIX}video_output is required`);
   const fixedInputs = new Map<string, number>();
   for (const pair of (get("fixed_inputs") ?? "").split(",").filter((p) => p.trim() !== "")) {
     const [name = "", value = ""] = pair.split("=").map((s) => s.trim());
     if (!inputNames.has(name) || !Number.isSafeInteger(Number(value)) || value === "") {
-      throw new VideoMappingError(`${config.name}: ${PREFIX}fixed_inputs has '${pair}': expected INPUT=integer`);
+      throw mappingError(`${config.name}: ${PREFIX}fixed_inputs has '${pair}': expected INPUT=integer`);
     }
     fixedInputs.set(name, Number(value));
   }
@@ -92,19 +95,19 @@ export function videoMapping(config: ModelConfig): VideoMapping | undefined {
     .filter((s) => s !== "");
   for (const size of sizes) {
     if (!/^[1-9][0-9]{0,5}x[1-9][0-9]{0,5}$/.test(size)) {
-      throw new VideoMappingError(`${config.name}: ${PREFIX}sizes has '${size}': expected WIDTHxHEIGHT`);
+      throw mappingError(`${config.name}: ${PREFIX}sizes has '${size}': expected WIDTHxHEIGHT`);
     }
   }
   const defaultSize = get("default_size") ?? sizes[0] ?? "";
   const order = get("size_order") ?? "WxH";
   if (order !== "WxH" && order !== "HxW") {
-    throw new VideoMappingError(`${config.name}: ${PREFIX}size_order must be WxH or HxW, not '${order}'`);
+    throw mappingError(`${config.name}: ${PREFIX}size_order must be WxH or HxW, not '${order}'`);
   }
   const priorities: Record<PriorityClass, number> = { high: 0, normal: 0, low: 0 };
   for (const pair of (get("priorities") ?? "").split(",").filter((p) => p.trim() !== "")) {
     const [name = "", value = ""] = pair.split("=").map((s) => s.trim());
     if (!(name in priorities) || !Number.isSafeInteger(Number(value)) || Number(value) < 0 || value === "") {
-      throw new VideoMappingError(`${config.name}: ${PREFIX}priorities has '${pair}': expected high|normal|low=level`);
+      throw mappingError(`${config.name}: ${PREFIX}priorities has '${pair}': expected high|normal|low=level`);
     }
     priorities[name as PriorityClass] = Number(value);
   }
