@@ -57,6 +57,8 @@ export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { LoadSource } from "./frontend/http/load-report.js";
 export type { HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
+export type { JobsOptions } from "./jobs/job-service.js";
+export type { WebhookOptions } from "./jobs/webhooks.js";
 // Running the server.
 export {
   createServer,

@@ -30,7 +30,9 @@ import { nvmlGpuSource } from "./frontend/metrics/nvml-gpu-source.js";
 import { listenHttp1 } from "./frontend/transport/listen-http1.js";
 import { listenHttp2 } from "./frontend/transport/listen-http2.js";
 import type { Listener } from "./frontend/transport/listener.js";
+import { createVideosFrontend, type VideosFrontend } from "./frontend/videos/videos-frontend.js";
 import { gpuFinder } from "./gpus.js";
+import { createJobService, type JobService, type JobsOptions } from "./jobs/job-service.js";
 import {
   type ControlMode,
   type MemoryBudgetLimits,
@@ -144,6 +146,11 @@ export interface ServerOptions {
    * API changes them at run time, except the file.
    */
   trace?: Partial<TraceConfig>;
+  /**
+   * `--videos-api` and its `--jobs-*` / `--videos-*` flags: asynchronous video jobs on the HTTP
+   * port (`/v1/videos`, docs/guides/videos-api.md). Off when left out; needs `http`.
+   */
+  jobs?: JobsOptions;
   log?: Logger;
 }
 
@@ -268,6 +275,8 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
   const listeners: Listener[] = [];
   let poller: NodeJS.Timeout | undefined;
   let gpuMetrics: GpuMetrics | undefined;
+  let jobs: JobService | undefined;
+  let videos: VideosFrontend | undefined;
   /** Set by close(): a listen() still starting up stops where it is. */
   let closing = false;
 
@@ -313,7 +322,15 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         const load = metrics
           ? { metricsText: () => customMetrics.render(), gpuMemoryFreeBytes: () => gpuMetrics?.memoryFreeBytes() }
           : undefined;
-        const rest = createRestFrontend(core, load ? { ...http, load } : http);
+        let rest = createRestFrontend(core, load ? { ...http, load } : http);
+        if (options.jobs) {
+          // The videos API answers its own paths beside the KServe routes, on Node's HTTP path.
+          jobs = await createJobService(core, options.jobs, log);
+          const api = createVideosFrontend(core, jobs, log);
+          videos = api;
+          const kserve = rest.handle;
+          rest = { ...rest, handle: (request) => (api.owns(request.target) ? api.handle(request) : kserve(request)) };
+        }
         const host = http.host ?? "0.0.0.0";
         const listener = await open("http", host, http.port, () => listenHttp1(rest, host, http.port, http));
         addresses.http = listener.address;
@@ -335,6 +352,8 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       if (closing) {
         // close() came while the listeners were binding: it may have missed the late ones.
         gpuMetrics?.close();
+        videos?.close();
+        await jobs?.close();
         await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
         return { ...addresses, failedModels: [] };
       }
@@ -362,6 +381,9 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       if (poller) clearTimeout(poller);
       poller = undefined;
       gpuMetrics?.close();
+      // Event streams end and running jobs are queued again before the models stop under them.
+      videos?.close();
+      await jobs?.close();
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
       await models.stop();
       await core.tracing.close();

@@ -39,8 +39,12 @@ const MATRIX: Record<string, readonly string[]> = {
   core: ["base", "backend", "cache", "repository", "scheduler"],
   // Sockets: HTTP/1 (lean and Node's server), HTTP/2; limits, turns.
   "frontend/transport": ["base"],
+  // Video jobs (store, runner, webhooks): beside the frontends, a client of the core.
+  jobs: ["base", "core"],
   // Protocols over the core.
   "frontend/http": ["base", "core", "frontend/transport"],
+  // The videos API over the jobs; OpenAI's error shape, Triton's status table.
+  "frontend/videos": ["base", "core", "jobs", "frontend/transport", "frontend/http"],
   "frontend/grpc": ["base", "core"],
   "frontend/metrics": ["base", "core", "frontend/transport"],
   // Wiring: may import anything.

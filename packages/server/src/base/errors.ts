@@ -315,6 +315,23 @@ export const ERRORS = {
   CANCELLED: ["CANCELLED", "[request id: {id}] request cancelled"],
   BACKEND_FAILED: ["INTERNAL", "{message}"],
   BACKEND_NO_RESPONSE: ["INTERNAL", "backend returned no response"],
+  // The videos API (`/v1/videos`, docs/guides/videos-api.md): answered in OpenAI's error shape.
+  VIDEO_API_KEY: [
+    "UNAVAILABLE",
+    "Incorrect API key provided: send 'Authorization: Bearer <key>' with a key this server accepts",
+    401,
+  ],
+  VIDEO_NOT_FOUND: ["NOT_FOUND", "No video found with id '{id}'"],
+  VIDEO_MODEL_NOT_FOUND: ["NOT_FOUND", "The model '{model}' does not exist or is not served by the videos API"],
+  VIDEO_INVALID: ["INVALID_ARG", "{message}"],
+  VIDEO_QUEUE_FULL: ["UNAVAILABLE", "The video queue is full ({queued} jobs waiting); retry later", 429],
+  VIDEO_IDEMPOTENCY_CONFLICT: [
+    "INVALID_ARG",
+    "Idempotency-Key '{key}' was already used for a different request (video '{id}')",
+    409,
+  ],
+  VIDEO_NOT_READY: ["INVALID_ARG", "Video '{id}' is {status}: its {variant} is not available"],
+  VIDEO_TOO_MANY_STREAMS: ["UNAVAILABLE", "Too many open event streams ({max}); retry later", 429],
   UNCLASSIFIED: ["INTERNAL", "{message}"],
   INTERNAL_ERROR: ["INTERNAL", "internal error: the request failed unexpectedly; the server log has the details"],
   MODEL_INSTANCE_RESTARTING: [

@@ -6,6 +6,7 @@ import { bareLoadOnDemand, MEMORY_OPTIONS, readMemoryFlags } from "./memory-opti
 import { parseTraceConfig } from "./trace-options.js";
 import { readTritonOnlyFlags, TRITON_ONLY_OPTIONS, type TritonOnlyFlags } from "./triton-only-flags.js";
 import { tritonIntBool } from "./triton-values.js";
+import { readVideosFlags, VIDEOS_OPTIONS, VIDEOS_USAGE } from "./videos-options.js";
 
 /** `galley serve` options, named and defaulted as tritonserver's flags (PROTOCOL.md §6). */
 export interface ServeOptions {
@@ -118,7 +119,7 @@ Tracing (Triton's trace extension; the trace-setting API changes all but the fil
   --trace-config count=<n>                    stop after n traces; -1: no limit (default: -1)
   --trace-config triton,log-frequency=<n>     write <path>.<i> every n traces; 0: all to <path> (default: 0)
   --trace-file, --trace-level, --trace-rate, --trace-count, --trace-log-frequency   deprecated forms
-Logging
+${VIDEOS_USAGE}Logging
   --log-file <path>              append the log to this file instead of stderr
   --log-verbose <level>          an integer, or true (1) / false (0) (default: 0)
   --log-info, --log-warning, --log-error <bool>   (default: true)
@@ -306,7 +307,14 @@ export function parseServeArgs(args: string[]): ServeOptions | "help" {
   }
   const autoComplete =
     !v["disable-auto-complete-config"] && !bool("--strict-model-config", v["strict-model-config"], false);
+  let jobs: ReturnType<typeof readVideosFlags>;
+  try {
+    jobs = readVideosFlags(v, { bool, int }, http !== false);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
   const server: ServerOptions = {
+    ...(jobs ? { jobs } : {}),
     modelRepositories,
     id: v.id ?? "triton",
     http,
@@ -421,6 +429,7 @@ function parse(args: string[]) {
       help: { type: "boolean" },
       ...MEMORY_OPTIONS,
       ...TRITON_ONLY_OPTIONS,
+      ...VIDEOS_OPTIONS,
     },
   });
 }

@@ -193,7 +193,8 @@ export default class TextToVideo implements Model {
     let lastProgress = Number.NEGATIVE_INFINITY;
     const n = steps as number;
     for (let step = 0; step < n; step++) {
-      if (signal.aborted) return;
+      // A cancelled request still ends with a (bare) final response: whoever streams it sees it end.
+      if (signal.aborted) return sender.send(undefined, { final: true });
       const { t, prev } = timesteps(step, n);
       const eps = await batches.step(latent, shape, t, embedding, signal);
       // DDIM (eta = 0): predict the clean latent, then step to the previous timestep.
@@ -217,7 +218,7 @@ export default class TextToVideo implements Model {
         lastProgress = performance.now();
       }
     }
-    if (signal.aborted) return;
+    if (signal.aborted) return sender.send(undefined, { final: true });
     const decoded = await context.infer({ model: "vae_decoder", inputs: [fp32("LATENT", shape, x0)], signal });
     send("decode", n + 1);
     const video = await context.infer({

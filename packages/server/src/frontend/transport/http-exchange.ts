@@ -57,6 +57,11 @@ export interface HttpAnswer {
    * reads the stream to its end even once the client has gone, so whatever produces it ends.
    */
   stream?: AsyncIterable<Uint8Array>;
+  /**
+   * With `stream`: when it aborts, the connection is destroyed at once (a stream whose client
+   * stopped reading, so that its buffered chunks are freed instead of waiting for a drain).
+   */
+  drop?: AbortSignal;
   /** A trace to record `HTTP_SEND_START` and `HTTP_SEND_END` in, and end once the answer has left. */
   trace?: Trace;
 }

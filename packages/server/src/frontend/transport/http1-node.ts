@@ -96,6 +96,9 @@ async function writeStream(
     answer.trace?.capture("HTTP_SEND_START");
     res.writeHead(answer.status, closing ? { ...answer.headers, Connection: "close" } : answer.headers);
   };
+  const drop = () => res.destroy();
+  answer.drop?.addEventListener("abort", drop, { once: true });
+  if (answer.drop?.aborted) drop();
   // Read to the end even once the client is gone: the producer then sees its request end.
   const gone = () => res.destroyed || res.writableEnded;
   for await (const chunk of stream) {
@@ -103,6 +106,7 @@ async function writeStream(
     if (!res.headersSent) begin();
     await sent(res, chunk);
   }
+  answer.drop?.removeEventListener("abort", drop);
   if (gone()) return;
   if (!res.headersSent) begin();
   await new Promise<void>((done) => res.end(done));

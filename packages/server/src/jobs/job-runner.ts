@@ -1,0 +1,229 @@
+// Runs claimed jobs through the core's stream path, as a gRPC stream request runs: the pipeline's
+// responses become progress, previews and, at the end, the video's files. A cancelled job's
+// request is aborted, so the pipeline stops at its next step.
+import { mkdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { InferenceError } from "../base/errors.js";
+import type { InferenceRequest } from "../base/inference-request.js";
+import type { Logger } from "../base/log.js";
+import { hostTensor, type Tensor } from "../base/tensor.js";
+import type { InferenceServer } from "../core/inference-server.js";
+import type { Job, OutputVariant } from "./job.js";
+import type { JobEvents } from "./job-events.js";
+import type { JobStore } from "./job-store.js";
+import type { Frames, VideoEncoder } from "./video-encoder.js";
+import { jobInputs, videoMapping } from "./video-mapping.js";
+
+/** How often a running job's progress is written to the store at most (previews always are). */
+export const PROGRESS_WRITE_MS = 250;
+
+/**
+ * How long a cancelled job's pipeline may take to end its request (its final response) before
+ * the runner stops waiting and frees the job's slot.
+ */
+export const CANCEL_GRACE_MS = 10_000;
+
+/** What the runner works with. */
+export interface JobRunnerOptions {
+  store: JobStore;
+  core: InferenceServer;
+  encoder: VideoEncoder;
+  events: JobEvents;
+  /** Where each job's outputs go: `<outputs>/<id>/`. */
+  outputs: string;
+  /** This server's name on the jobs it claims. */
+  owner: string;
+  /** Jobs run at once by this server. */
+  concurrency: number;
+  /** A client's jobs running at once across all servers (0: no limit). */
+  perClient: number;
+  /** How long a claim holds without renewal (ms). */
+  leaseMs: number;
+  /** Called with a job that reached a final status here. */
+  finished: (job: Job) => void;
+  log: Logger;
+}
+
+/** Claims and runs jobs. */
+export class JobRunner {
+  readonly #options: JobRunnerOptions;
+  readonly #running = new Map<string, AbortController>();
+  /** The running jobs' runs, awaited by `stop`. */
+  readonly #tasks = new Set<Promise<void>>();
+  #stopped = false;
+  #claiming = false;
+  /** Seconds a job took, smoothed (for Retry-After). */
+  averageSeconds = 0;
+
+  constructor(options: JobRunnerOptions) {
+    this.#options = options;
+  }
+
+  /** Jobs running here now. */
+  get running(): number {
+    return this.#running.size;
+  }
+
+  /** Claim jobs while there is room; each runs in the background. */
+  async fill(): Promise<void> {
+    if (this.#claiming || this.#stopped) return;
+    this.#claiming = true;
+    try {
+      const { store, owner, concurrency, perClient, leaseMs } = this.#options;
+      while (!this.#stopped && this.#running.size < concurrency) {
+        const now = Date.now();
+        const job = await store.claim(owner, now, now + leaseMs, perClient);
+        if (!job) break;
+        if (this.#stopped) {
+          // Claimed while stopping: back to the queue, as the running ones go.
+          await store.finish(job.id, "queued", { now, owner });
+          break;
+        }
+        const controller = new AbortController();
+        this.#running.set(job.id, controller);
+        const task = this.#run(job, controller).finally(() => {
+          this.#running.delete(job.id);
+          this.#tasks.delete(task);
+          void this.fill().catch((error: unknown) => this.#options.log.error(`jobs: claim failed: ${String(error)}`));
+        });
+        this.#tasks.add(task);
+      }
+    } finally {
+      this.#claiming = false;
+    }
+  }
+
+  /** Abort a job running here (cancelled in the store already); true if it ran here. */
+  abort(id: string): boolean {
+    const controller = this.#running.get(id);
+    controller?.abort();
+    return controller !== undefined;
+  }
+
+  /** Stop claiming; abort the running jobs and queue them again (a graceful stop costs no attempt of theirs). */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    const ids = [...this.#running.keys()];
+    for (const controller of this.#running.values()) controller.abort("stopping");
+    // Each ends once its pipeline has ended the request (at most CANCEL_GRACE_MS).
+    await Promise.all(this.#tasks);
+    for (const id of ids) {
+      await this.#options.store.finish(id, "queued", { now: Date.now(), owner: this.#options.owner });
+    }
+  }
+
+  async #run(job: Job, controller: AbortController): Promise<void> {
+    const { store, core, encoder, events, owner, log } = this.#options;
+    const started = performance.now();
+    const dir = join(this.#options.outputs, job.id);
+    const outputs: Job["outputs"] = {};
+    try {
+      const mapping = videoMapping(core.modelConfig(job.model, ""));
+      if (!mapping) throw new InferenceError("VIDEO_MODEL_NOT_FOUND", { model: job.model });
+      await mkdir(dir, { recursive: true });
+      const priority = mapping.priorities[job.priority];
+      const request: InferenceRequest = {
+        modelName: job.model,
+        modelVersion: "",
+        id: job.id,
+        parameters: priority > 0 ? { priority: BigInt(priority) } : {},
+        inputs: jobInputs(mapping, job),
+        outputs: [],
+        signal: controller.signal,
+      };
+      let video: Frames | undefined;
+      let lastWrite = 0;
+      const responses = core.stream(request)[Symbol.asyncIterator]();
+      const abandoned = new Promise<"abandoned">((resolve) =>
+        controller.signal.addEventListener(
+          "abort",
+          () => setTimeout(() => resolve("abandoned"), CANCEL_GRACE_MS).unref(),
+          { once: true },
+        ),
+      );
+      for (;;) {
+        const next = await Promise.race([responses.next(), abandoned]);
+        if (next === "abandoned") {
+          log.warn(`jobs: ${job.model} did not end cancelled job ${job.id} within ${CANCEL_GRACE_MS} ms`);
+          break;
+        }
+        if (next.done) break;
+        const { response, empty } = next.value;
+        if (empty || controller.signal.aborted) continue;
+        const find = async (name: string | undefined): Promise<Tensor | undefined> => {
+          const tensor = name === undefined ? undefined : response.outputs.find((t) => t.name === name);
+          return tensor ? hostTensor(tensor) : undefined;
+        };
+        const step = await find(mapping.progressOutput);
+        let progress: number | undefined;
+        if (step && step.data.byteLength >= 8) {
+          const view = new DataView(step.data.buffer, step.data.byteOffset, step.data.byteLength);
+          const [done, total] = [view.getInt32(0, true), view.getInt32(4, true)];
+          if (total > 0) progress = Math.max(0, Math.min(99, Math.floor((done / total) * 100)));
+        }
+        const preview = frames(await find(mapping.previewOutput));
+        if (preview) {
+          await encoder.still(preview, join(dir, "preview.png"));
+          outputs.preview = "preview.png";
+        }
+        video = frames(await find(mapping.videoOutput)) ?? video;
+        const now = performance.now();
+        if (progress !== undefined && (preview || now - lastWrite >= PROGRESS_WRITE_MS)) {
+          lastWrite = now;
+          // Cancelled through another server (or expired): stop here too.
+          if (!(await store.progress(job.id, owner, progress, outputs))) controller.abort("cancelled");
+          else if (preview)
+            events.emit(job.id, { type: "preview", progress, url: `/v1/videos/${job.id}/content?variant=preview` });
+          else events.emit(job.id, { type: "progress", progress });
+        }
+      }
+      if (controller.signal.aborted) return;
+      if (!video) throw new Error(`the model sent no ${mapping.videoOutput}`);
+      const name = `video.${encoder.format.extension}`;
+      await encoder.video(video, mapping.fps, join(dir, name));
+      await encoder.still(video, join(dir, "thumbnail.png"));
+      const final = await store.finish(job.id, "completed", {
+        now: Date.now(),
+        owner,
+        outputs: { ...outputs, video: name, thumbnail: "thumbnail.png" } satisfies Partial<
+          Record<OutputVariant, string>
+        >,
+      });
+      const seconds = (performance.now() - started) / 1000;
+      this.averageSeconds = this.averageSeconds === 0 ? seconds : 0.8 * this.averageSeconds + 0.2 * seconds;
+      if (final) this.#done(final);
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      log.error(
+        `jobs: ${job.id} (${job.model}) failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
+      // The model's and the server's own errors are written for people; anything else is a bug
+      // whose text stays in the log.
+      const message =
+        error instanceof InferenceError && error.id !== "INTERNAL_ERROR"
+          ? error.message
+          : "the video could not be made; the server log has the details";
+      const code =
+        error instanceof InferenceError && error.code === "INVALID_ARG" ? "invalid_request" : "generation_failed";
+      const final = await store.finish(job.id, "failed", { now: Date.now(), owner, error: { code, message } });
+      if (final) this.#done(final);
+    } finally {
+      if (controller.signal.aborted && controller.signal.reason !== "stopping") {
+        await rm(dir, { recursive: true, force: true });
+      }
+    }
+  }
+
+  #done(job: Job): void {
+    this.#options.events.emit(job.id, { type: "final" });
+    this.#options.finished(job);
+  }
+}
+
+/** `[count, h, w, 3]` UINT8 as frames, or undefined for an empty tensor or another shape. */
+function frames(tensor: Tensor | undefined): Frames | undefined {
+  if (tensor?.datatype !== "UINT8" || tensor.shape.length !== 4 || tensor.shape[3] !== 3) return undefined;
+  const [count = 0, height = 0, width = 0] = tensor.shape;
+  if (count * height * width === 0 || tensor.data.byteLength !== count * height * width * 3) return undefined;
+  return { count, height, width, rgb: tensor.data };
+}
