@@ -23,7 +23,7 @@ export const USAGE = `Usage: galley-video "<prompt>" [options]
   --steps <n>                denoising steps (default 20)
   --resolution <HxW>         output size, one the server supports (default 128x128)
   --seed <n>                 noise seed (default: from the prompt)
-  --priority <n>             request priority: 1 interactive, 2 batch (default: the server's, 2)
+  --priority <n>             request priority: 1 interactive, 2 normal, 3 background (default 2)
   --preview-dir <dir>        save a preview PNG every --preview-every steps there
   --preview-every <k>        (default 5)
   --fps <n>                  GIF frame rate (default 8)

@@ -30,7 +30,7 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /**
    * Triton's request `priority`, which the pipeline's denoising calls carry: with the example's
-   * denoiser, 1 (interactive) is served before the default 2 (batch jobs) at every step.
+   * denoiser, 1 (interactive) is served before the default 2, and 2 before 3, at every step.
    */
   priority?: number;
 }
