@@ -51,7 +51,21 @@ export {
   type TensorMetadata,
 } from "./core/inference-server.js";
 export type { LogSettingValue } from "./core/log-settings.js";
-export type { TraceConfig, TraceSettings, TraceSettingsReport, TraceUpdate } from "./core/trace-settings.js";
+export {
+  DEFAULT_OPENTELEMETRY_CONFIG,
+  DROP_LOG_INTERVAL_MS,
+  OTLP_EXPORT_TIMEOUT_MS,
+  type OpenTelemetryConfig,
+  type SpanExport,
+} from "./core/span-export.js";
+export type {
+  TraceConfig,
+  TraceHeader,
+  TraceMode,
+  TraceSettings,
+  TraceSettingsReport,
+  TraceUpdate,
+} from "./core/trace-settings.js";
 export { type Endpoint, EndpointError } from "./endpoint-error.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { LoadSource } from "./frontend/http/load-report.js";
@@ -61,6 +75,7 @@ export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 export {
   createServer,
   type EndpointOptions,
+  MIN_TRACE_FLUSH_MS,
   type GalleyServer,
   type ServerAddresses,
   type ServerOptions,

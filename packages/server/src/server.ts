@@ -19,7 +19,8 @@ import { ResponseCache } from "./cache/response-cache.js";
 import { InferenceServer } from "./core/inference-server.js";
 import { SharedMemoryManager } from "./core/shared-memory.js";
 import { TraceFiles } from "./core/trace-files.js";
-import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
+import { DEFAULT_OPENTELEMETRY_CONFIG, SpanExport } from "./core/span-export.js";
+import { DEFAULT_TRACE_CONFIG, MAX_HELD_TRACE_BYTES, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
 import { checkEndpoints, type Endpoint, type EndpointAddress, EndpointError } from "./endpoint-error.js";
 import { createGrpcFrontend } from "./frontend/grpc/grpc-frontend.js";
 import type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
@@ -141,11 +142,19 @@ export interface ServerOptions {
   /**
    * The trace extension's startup settings (`--trace-config`): level, rate, count, log frequency
    * and file, Triton's defaults (OFF, 1000, -1, 0, none) for what is left out. The trace-setting
-   * API changes them at run time, except the file.
+   * API changes them at run time, except the file. `mode: "opentelemetry"` exports spans over
+   * OTLP/HTTP instead (see {@link OpenTelemetryConfig}); `close()` then exports what is queued,
+   * within what is left of `exitTimeoutSecs` (at least {@link MIN_TRACE_FLUSH_MS}).
    */
   trace?: Partial<TraceConfig>;
   log?: Logger;
 }
+
+/**
+ * The least time `close()` gives the OpenTelemetry exporter to send the spans still queued, even
+ * when the in-flight requests took all of `exitTimeoutSecs`.
+ */
+export const MIN_TRACE_FLUSH_MS = 1000;
 
 /** The addresses actually bound, once listening. */
 export interface ServerAddresses {
@@ -260,6 +269,10 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     tracing: new TraceSettings(
       { ...DEFAULT_TRACE_CONFIG, ...options.trace },
       new TraceFiles((message) => log.error(message)),
+      MAX_HELD_TRACE_BYTES,
+      options.trace?.mode === "opentelemetry"
+        ? new SpanExport(options.trace.opentelemetry ?? DEFAULT_OPENTELEMETRY_CONFIG, (message) => log.error(message))
+        : undefined,
     ),
   });
   const http = options.http === undefined ? { port: 8000 } : options.http;
@@ -356,6 +369,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       return { ...addresses, failedModels };
     },
     async close() {
+      const closeStart = Date.now();
       closing = true;
       core.beginShutdown();
       models.stopLoading();
@@ -364,7 +378,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       gpuMetrics?.close();
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
       await models.stop();
-      await core.tracing.close();
+      await core.tracing.close(Math.max(MIN_TRACE_FLUSH_MS, graceMs - (Date.now() - closeStart)));
       await core.sharedMemory.close();
       core.stop();
     },

@@ -1,5 +1,8 @@
+import type { Context } from "@opentelemetry/api";
 import { InferenceError } from "../base/errors.js";
-import { TRACE_TENSORS, TRACE_TIMESTAMPS, Trace, type TraceSink } from "../base/trace.js";
+import { FileTrace, TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace, type TraceSink } from "../base/trace.js";
+import type { OpenTelemetryConfig, SpanExport } from "./span-export.js";
+import { SpanTrace } from "./span-trace.js";
 import type { TraceFiles } from "./trace-files.js";
 
 /** The startup trace configuration (`--trace-config`), Triton's defaults unless given. */
@@ -14,9 +17,25 @@ export interface TraceConfig {
   logFrequency: number;
   /** Where traces go; tracing is off without one (default ""). */
   file: string;
-  /** Other `--trace-config triton,<setting>=<value>` entries, reported by the settings API. */
+  /** Other `--trace-config <mode>,<setting>=<value>` entries of the mode, reported by the settings API. */
   extra?: readonly (readonly [string, string])[];
+  /**
+   * `triton` (default): traces go to `file` as Triton's JSON; `opentelemetry`: they are exported
+   * as spans as {@link TraceConfig.opentelemetry} says (no file needed).
+   */
+  mode?: TraceMode;
+  /** Where and how spans are exported in mode `opentelemetry` (Triton's defaults when absent). */
+  opentelemetry?: OpenTelemetryConfig;
 }
+
+/** The trace APIs used: Triton's trace file, or OpenTelemetry spans. */
+export type TraceMode = "triton" | "opentelemetry";
+
+/**
+ * How a caller's trace context is read: a request header (HTTP) or metadata entry (gRPC) by
+ * lower-case name, or undefined when absent.
+ */
+export type TraceHeader = (name: string) => string | undefined;
 
 export const DEFAULT_TRACE_CONFIG: TraceConfig = { level: 0, rate: 1000, count: -1, logFrequency: 0, file: "" };
 
@@ -60,6 +79,7 @@ class TraceSetting implements TraceSink {
     readonly specified: ReadonlySet<Field>,
     readonly files: TraceFiles,
     readonly maxHeldBytes: number,
+    readonly spans: SpanExport | undefined,
   ) {}
 
   /** Why this setting traces nothing, or undefined when it traces. */
@@ -67,17 +87,33 @@ class TraceSetting implements TraceSink {
     const v = this.values;
     if (v.level === 0) return "tracing is disabled";
     if (v.rate === 0) return "sample rate must be non-zero";
-    if (v.file === "") return "trace file name is not given";
+    if (v.file === "" && !this.spans) return "trace file name is not given";
     if (v.count === 0) return "";
     return undefined;
   }
 
-  sample(): Trace | undefined {
-    if (this.invalidReason !== undefined) return undefined;
-    if (++this.#seen % this.values.rate !== 0) return undefined;
-    if (this.values.count > 0) this.values.count--;
+  /** Whether a request that carries a caller's trace context is traced (mode `opentelemetry`, any rate or count). */
+  get followsCallers(): boolean {
+    return this.spans !== undefined && this.values.level !== 0;
+  }
+
+  /**
+   * A trace when this request is sampled: every `rate`-th while `count` lasts, and (mode
+   * `opentelemetry`, as Triton) every request with a valid caller's context, whatever the rate
+   * and count (which it is still counted against). Rate 0 then traces only those.
+   */
+  sample(caller?: Context): Trace | undefined {
+    const { rate, level } = this.values;
+    let hit = false;
+    if (caller === undefined || rate !== 0) {
+      if (caller === undefined && this.invalidReason !== undefined) return undefined;
+      hit = ++this.#seen % rate === 0 && this.values.count !== 0;
+      if (hit && this.values.count > 0) this.values.count--;
+    }
+    if (!hit && caller === undefined) return undefined;
+    if (this.spans) return SpanTrace.root(this.spans.tracer, level, caller);
     this.#inFlight++;
-    return Trace.root(this, this.values.level);
+    return FileTrace.root(this, level);
   }
 
   collect(text: string): void {
@@ -156,12 +192,19 @@ export class TraceSettings {
   readonly #retired = new Set<TraceSetting>();
   /** Some setting may trace: the frontends' one check per request when tracing is off. */
   #enabled = false;
+  /** Some setting traces requests that carry a caller's context (mode `opentelemetry`). */
+  #followsCallers = false;
 
   readonly #maxHeldBytes: number;
+  readonly #spans: SpanExport | undefined;
 
-  /** `maxHeldBytes`: see {@link MAX_HELD_TRACE_BYTES} (tests set less). */
-  constructor(config: TraceConfig, files: TraceFiles, maxHeldBytes = MAX_HELD_TRACE_BYTES) {
+  /**
+   * `maxHeldBytes`: see {@link MAX_HELD_TRACE_BYTES} (tests set less). `spans`: the exporter of
+   * mode `opentelemetry` (traces go to files without it).
+   */
+  constructor(config: TraceConfig, files: TraceFiles, maxHeldBytes = MAX_HELD_TRACE_BYTES, spans?: SpanExport) {
     this.#maxHeldBytes = maxHeldBytes;
+    this.#spans = spans;
     this.#startup = {
       level: config.level,
       rate: config.rate,
@@ -171,7 +214,7 @@ export class TraceSettings {
     };
     this.#extra = config.extra ?? [];
     this.#files = files;
-    this.#global = new TraceSetting({ ...this.#startup }, new Set(), files, maxHeldBytes);
+    this.#global = new TraceSetting({ ...this.#startup }, new Set(), files, maxHeldBytes, spans);
     this.#refresh();
   }
 
@@ -180,10 +223,16 @@ export class TraceSettings {
     return this.#enabled;
   }
 
-  /** A trace for a request to `model` when its setting samples this one, else undefined. */
-  sample(model: string): Trace | undefined {
+  /**
+   * A trace for a request to `model` when its setting samples this one, else undefined. `header`
+   * reads the caller's W3C `traceparent`/`tracestate` (mode `opentelemetry`): the request's spans
+   * are then children of the caller's, and it is traced whatever the rate.
+   */
+  sample(model: string, header?: TraceHeader): Trace | undefined {
     if (!this.#enabled) return undefined;
-    return (this.#models.get(model) ?? this.#global).sample();
+    const setting = this.#models.get(model) ?? this.#global;
+    const caller = this.#followsCallers && header && setting.followsCallers ? this.#spans?.extract(header) : undefined;
+    return setting.sample(caller);
   }
 
   /** The settings in force for `model` (its override, or the global setting), or the global ones. */
@@ -196,9 +245,8 @@ export class TraceSettings {
       trace_level: level.length === 0 ? ["OFF"] : level,
       trace_rate: String(v.rate),
       trace_count: String(v.count),
-      log_frequency: String(v.logFrequency),
-      trace_file: v.file,
-      trace_mode: "triton",
+      ...(this.#spans ? {} : { log_frequency: String(v.logFrequency), trace_file: v.file }),
+      trace_mode: this.#spans ? "opentelemetry" : "triton",
     };
     for (const [key, value] of this.#extra) report[key] = value;
     return report;
@@ -230,13 +278,17 @@ export class TraceSettings {
     return this.report(model);
   }
 
-  /** Write every trace held and close the files. */
-  async close(): Promise<void> {
+  /**
+   * Write every trace held and close the files; in mode `opentelemetry`, export the spans queued,
+   * waiting at most `exportTimeoutMs` (the rest are dropped and logged).
+   */
+  async close(exportTimeoutMs = 5000): Promise<void> {
     this.#global.flush();
     for (const setting of this.#models.values()) setting.flush();
     for (const setting of this.#retired) setting.flush();
     this.#enabled = false;
-    await this.#files.close();
+    this.#followsCallers = false;
+    await Promise.all([this.#files.close(), this.#spans?.close(exportTimeoutMs)]);
   }
 
   #derive(current: TraceSetting | undefined, fallback: Values, change: TraceUpdate): TraceSetting {
@@ -253,7 +305,7 @@ export class TraceSettings {
         specified.add(field);
       }
     }
-    const setting = new TraceSetting(values, specified, this.#files, this.#maxHeldBytes);
+    const setting = new TraceSetting(values, specified, this.#files, this.#maxHeldBytes, this.#spans);
     const reason = setting.invalidReason;
     if (reason !== undefined && values.level !== 0) throw new InferenceError("TRACE_SETTING_INVALID", { reason });
     return setting;
@@ -278,8 +330,11 @@ export class TraceSettings {
   }
 
   #refresh(): void {
-    let enabled = this.#global.invalidReason === undefined;
+    let follows = this.#global.followsCallers;
+    for (const setting of this.#models.values()) follows ||= setting.followsCallers;
+    let enabled = follows || this.#global.invalidReason === undefined;
     for (const setting of this.#models.values()) enabled ||= setting.invalidReason === undefined;
     this.#enabled = enabled;
+    this.#followsCallers = follows;
   }
 }

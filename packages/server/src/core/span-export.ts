@@ -1,0 +1,208 @@
+import { type Context, ROOT_CONTEXT, type TextMapGetter, type Tracer, trace } from "@opentelemetry/api";
+import { type ExportResult, ExportResultCode, W3CTraceContextPropagator } from "@opentelemetry/core";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { defaultResource, detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
+import {
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  type ReadableSpan,
+  type Span,
+  type SpanExporter,
+  type SpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
+import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
+
+/** `--trace-config opentelemetry,<setting>=<value>`: where and how spans are exported (Triton's settings). */
+export interface OpenTelemetryConfig {
+  /** The OTLP/HTTP receiver (default `http://localhost:4318/v1/traces`; `http://` is added when no scheme is given). */
+  url: string;
+  /** Resource attributes, `service.name=triton-inference-server` unless given; later entries win. */
+  resource: readonly (readonly [string, string])[];
+  /** Most spans waiting to be exported; past it a span is dropped and counted (default 2048, `OTEL_BSP_MAX_QUEUE_SIZE`). */
+  bspMaxQueueSize: number;
+  /** Milliseconds between two exports (default 5000, `OTEL_BSP_SCHEDULE_DELAY`). */
+  bspScheduleDelay: number;
+  /** Most spans in one export, at most `bspMaxQueueSize` (default 512, `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`). */
+  bspMaxExportBatchSize: number;
+}
+
+/** Triton's defaults for {@link OpenTelemetryConfig}. */
+export const DEFAULT_OPENTELEMETRY_CONFIG: OpenTelemetryConfig = {
+  url: "http://localhost:4318/v1/traces",
+  resource: [],
+  bspMaxQueueSize: 2048,
+  bspScheduleDelay: 5000,
+  bspMaxExportBatchSize: 512,
+};
+
+/** How long one export may take before it is given up (and its spans counted as dropped). */
+export const OTLP_EXPORT_TIMEOUT_MS = 10_000;
+
+/** The shortest time between two log lines about dropped spans (the rest are counted into the next). */
+export const DROP_LOG_INTERVAL_MS = 10_000;
+
+/** Triton's tracer name. */
+const TRACER_NAME = "triton-server";
+
+const HEADER_GETTER: TextMapGetter<(name: string) => string | undefined> = {
+  get: (header, key) => header(key),
+  keys: () => ["traceparent", "tracestate"],
+};
+
+/**
+ * The OpenTelemetry side of the trace extension (mode `opentelemetry`): one tracer provider
+ * (always sampling: the trace settings decide what is traced), Triton's batch span processor
+ * options in front of an OTLP/HTTP protobuf exporter, and the W3C trace-context propagator that
+ * reads `traceparent`/`tracestate`. Nothing here is global: the process's OpenTelemetry API
+ * registrations are left alone. Exporting never holds a request: spans wait in a queue of
+ * `bspMaxQueueSize`; when it is full, or an export fails or times out, the spans are dropped,
+ * counted, and logged at most every {@link DROP_LOG_INTERVAL_MS}.
+ */
+export class SpanExport {
+  readonly tracer: Tracer;
+  readonly #provider: BasicTracerProvider;
+  readonly #propagator = new W3CTraceContextPropagator();
+  readonly #log: (message: string) => void;
+  #dropped = 0;
+  #unreported = 0;
+  #lastReason = "";
+  #lastLog = 0;
+
+  constructor(config: OpenTelemetryConfig, log: (message: string) => void) {
+    this.#log = log;
+    const url = /^[a-z][a-z0-9+.-]*:\/\//i.test(config.url) ? config.url : `http://${config.url}`;
+    const exporter = new CountingExporter(
+      new OTLPTraceExporter({ url, timeoutMillis: OTLP_EXPORT_TIMEOUT_MS }),
+      (count, reason) => this.#drop(count, reason),
+    );
+    const batch = new BatchSpanProcessor(exporter, {
+      maxQueueSize: config.bspMaxQueueSize,
+      scheduledDelayMillis: config.bspScheduleDelay,
+      maxExportBatchSize: Math.min(config.bspMaxExportBatchSize, config.bspMaxQueueSize),
+      exportTimeoutMillis: OTLP_EXPORT_TIMEOUT_MS,
+    });
+    const attributes: Record<string, string> = { [ATTR_SERVICE_NAME]: "triton-inference-server" };
+    for (const [key, value] of config.resource) attributes[key] = value;
+    const resource = defaultResource()
+      .merge(detectResources({ detectors: [envDetector] }))
+      .merge(resourceFromAttributes(attributes));
+    this.#provider = new BasicTracerProvider({
+      resource,
+      sampler: new AlwaysOnSampler(),
+      spanProcessors: [new BoundedQueue(batch, config.bspMaxQueueSize, exporter, (n) => this.#drop(n, "queue full"))],
+    });
+    this.tracer = this.#provider.getTracer(TRACER_NAME);
+  }
+
+  /** Spans dropped so far (queue full, export failed or timed out). */
+  get dropped(): number {
+    return this.#dropped;
+  }
+
+  /**
+   * The caller's span context from W3C `traceparent`/`tracestate` (`header` reads a request
+   * header or gRPC metadata by lower-case name), or undefined when absent or malformed (the W3C
+   * rules: a malformed header is ignored).
+   */
+  extract(header: (name: string) => string | undefined): Context | undefined {
+    if (header("traceparent") === undefined) return undefined;
+    const context = this.#propagator.extract(ROOT_CONTEXT, header, HEADER_GETTER);
+    return trace.getSpanContext(context) ? context : undefined;
+  }
+
+  /** Export what is queued, waiting at most `timeoutMs`; what is left is dropped (and logged). */
+  async close(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<"expired">((done) => {
+      timer = setTimeout(() => done("expired"), Math.max(0, timeoutMs));
+    });
+    try {
+      const outcome = await Promise.race([this.#provider.shutdown().then(() => "done" as const), expired]);
+      if (outcome === "expired") this.#log(`OpenTelemetry trace export did not finish within ${timeoutMs} ms of shutdown`);
+    } catch (error) {
+      this.#log(`OpenTelemetry trace export failed at shutdown: ${(error as Error).message}`);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.#unreported > 0) this.#report();
+  }
+
+  #drop(count: number, reason: string): void {
+    this.#dropped += count;
+    this.#unreported += count;
+    this.#lastReason = reason;
+    if (Date.now() - this.#lastLog >= DROP_LOG_INTERVAL_MS) this.#report();
+  }
+
+  #report(): void {
+    this.#lastLog = Date.now();
+    this.#log(
+      `OpenTelemetry trace export dropped ${this.#unreported} spans (${this.#lastReason}); ${this.#dropped} in all`,
+    );
+    this.#unreported = 0;
+  }
+}
+
+/** The exporter, counting the spans it was handed and those whose export failed. */
+class CountingExporter implements SpanExporter {
+  handed = 0;
+
+  constructor(
+    readonly inner: SpanExporter,
+    readonly onFailed: (count: number, reason: string) => void,
+  ) {}
+
+  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.handed += spans.length;
+    this.inner.export(spans, (result) => {
+      if (result.code !== ExportResultCode.SUCCESS)
+        this.onFailed(spans.length, result.error?.message ?? "export failed");
+      done(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush?.() ?? Promise.resolve();
+  }
+}
+
+/**
+ * The batch processor's queue bound, applied here so that a span it would drop is counted: the
+ * spans ended and accepted, less those handed to the exporter, are the ones queued.
+ */
+class BoundedQueue implements SpanProcessor {
+  #accepted = 0;
+
+  constructor(
+    readonly inner: SpanProcessor,
+    readonly maxQueueSize: number,
+    readonly exporter: CountingExporter,
+    readonly onDropped: (count: number) => void,
+  ) {}
+
+  onStart(span: Span, context: Context): void {
+    this.inner.onStart(span, context);
+  }
+
+  onEnd(span: ReadableSpan): void {
+    if (this.#accepted - this.exporter.handed >= this.maxQueueSize) {
+      this.onDropped(1);
+      return;
+    }
+    this.#accepted++;
+    this.inner.onEnd(span);
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush();
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+}
