@@ -54,8 +54,8 @@ export type { LogSettingValue } from "./core/log-settings.js";
 export {
   DEFAULT_OPENTELEMETRY_CONFIG,
   DROP_LOG_INTERVAL_MS,
-  OTLP_EXPORT_TIMEOUT_MS,
   type OpenTelemetryConfig,
+  OTLP_EXPORT_TIMEOUT_MS,
   type SpanExport,
 } from "./core/span-export.js";
 export type {
@@ -75,8 +75,8 @@ export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";
 export {
   createServer,
   type EndpointOptions,
-  MIN_TRACE_FLUSH_MS,
   type GalleyServer,
+  MIN_TRACE_FLUSH_MS,
   type ServerAddresses,
   type ServerOptions,
 } from "./server.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 import { DEFAULT_OPENTELEMETRY_CONFIG } from "../core/span-export.js";
+import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 import { parseTraceConfig } from "./trace-options.js";
 
 describe("galley serve flags (tritonserver's names and defaults)", () => {
@@ -266,7 +266,9 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
     expect(given.warnings).toContain(
       "Warning: '--trace-file' is deprecated and will be ignored with opentelemetry tracing mode. ",
     );
-    expect(otel(["level=TENSORS"]).warnings).toContain("Tensor level tracing is not supported by the mode: opentelemetry");
+    expect(otel(["level=TENSORS"]).warnings).toContain(
+      "Tensor level tracing is not supported by the mode: opentelemetry",
+    );
     // Mode triton ignores the opentelemetry entries.
     expect(parseTraceConfig(["opentelemetry,bsp_max_queue_size=x"], {}, {}).config).toEqual({});
     const bad: [string[], Record<string, string>, string][] = [
@@ -280,7 +282,11 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
         {},
         'Bad option: "--trace-config opentelemetry,bsp_schedule_delay".\nProvided option value is out of bound. Got 4294967296',
       ],
-      [[], { OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "-1" }, 'Bad option: "OTEL_BSP_MAX_EXPORT_BATCH_SIZE".\nInvalid option value. Got -1'],
+      [
+        [],
+        { OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "-1" },
+        'Bad option: "OTEL_BSP_MAX_EXPORT_BATCH_SIZE".\nInvalid option value. Got -1',
+      ],
       [["opentelemetry,resource=novalue"], {}, "expected <key>=<value>, got 'novalue'"],
     ];
     for (const [specs, env, message] of bad) expect(() => otel(specs, env), message).toThrow(message);

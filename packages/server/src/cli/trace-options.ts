@@ -157,7 +157,9 @@ function openTelemetry(
   if (deprecated.file !== undefined)
     warnings.push("Warning: '--trace-file' is deprecated and will be ignored with opentelemetry tracing mode. ");
   if (deprecated.logFrequency !== undefined)
-    warnings.push("Warning: '--trace-log-frequency' is deprecated and will be ignored with opentelemetry tracing mode.");
+    warnings.push(
+      "Warning: '--trace-log-frequency' is deprecated and will be ignored with opentelemetry tracing mode.",
+    );
   const exporter: OpenTelemetryConfig = { ...DEFAULT_OPENTELEMETRY_CONFIG, resource: [] };
   const resource: [string, string][] = [];
   const given = new Set<string>();

@@ -119,7 +119,8 @@ export class SpanExport {
     });
     try {
       const outcome = await Promise.race([this.#provider.shutdown().then(() => "done" as const), expired]);
-      if (outcome === "expired") this.#log(`OpenTelemetry trace export did not finish within ${timeoutMs} ms of shutdown`);
+      if (outcome === "expired")
+        this.#log(`OpenTelemetry trace export did not finish within ${timeoutMs} ms of shutdown`);
     } catch (error) {
       this.#log(`OpenTelemetry trace export failed at shutdown: ${(error as Error).message}`);
     } finally {

@@ -89,7 +89,14 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
     modelStatistics: (req) => statisticsResponse(server.statistics(req.name, req.version)),
 
     modelInfer: (req, context) =>
-      modelInfer(server, req, context.signal, responseToGrpc, undefined, (name) => context.requestHeader.get(name) ?? undefined),
+      modelInfer(
+        server,
+        req,
+        context.signal,
+        responseToGrpc,
+        undefined,
+        (name) => context.requestHeader.get(name) ?? undefined,
+      ),
 
     modelStreamInfer: (requests, context) =>
       streamInfer(server, requests, {
