@@ -3,17 +3,18 @@
 // official OTLP protobuf definitions) — parents across a caller's W3C traceparent (HTTP and
 // gRPC), ensemble steps and BLS calls (JS and Python, with the context handed to the model),
 // the order of the events, rate and count, hostile headers, and a receiver that is down.
+import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import type { TraceConfig } from "../src/core/trace-settings.js";
 import { copyPythonModels, pythonWithNumpy } from "./python-harness.js";
 import {
   bytesTensor,
   cleanup,
-  copyModel,
   fp32Bytes,
   int32Bytes,
   type Running,
@@ -376,5 +377,65 @@ describe("mode opentelemetry", () => {
       expect(performance.now() - closing).toBeLessThan(4000);
       expect(lines.join("\n"), url).toMatch(/OpenTelemetry trace export dropped \d+ spans/);
     }
+  });
+
+  it("galley serve exports the spans still queued when SIGTERM stops it", async () => {
+    const r = await receiver();
+    const repo = tempRepository(["simple"]);
+    const cli = fileURLToPath(new URL("../dist/cli/galley.js", import.meta.url));
+    const child = spawn(
+      process.execPath,
+      [
+        cli,
+        "serve",
+        `--model-repository=${repo}`,
+        "--http-address=127.0.0.1",
+        "--http-port=0",
+        "--grpc-port=0",
+        "--metrics-port=0",
+        "--exit-timeout-secs=5",
+        "--trace-config=mode=opentelemetry",
+        "--trace-config=level=TIMESTAMPS",
+        "--trace-config=rate=1",
+        `--trace-config=opentelemetry,url=${r.url.replace("http://", "")}`,
+        "--trace-config=opentelemetry,resource=service.name=galley-sigterm",
+        // Nothing is exported on schedule during the test: only the shutdown's flush sends them.
+        "--trace-config=opentelemetry,bsp_schedule_delay=600000",
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let output = "";
+    const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
+    try {
+      const address = await new Promise<string>((resolve, reject) => {
+        const onData = (chunk: Buffer) => {
+          output += chunk;
+          const match = /Started HTTPService at (\S+)/.exec(output);
+          if (match) resolve(match[1] as string);
+        };
+        child.stdout?.on("data", onData);
+        child.stderr?.on("data", onData);
+        void exited.then(() => reject(new Error(`galley serve exited:\n${output}`)));
+      });
+      for (let i = 0; i < 3; i++) {
+        const res = await fetch(`http://${address}/v2/models/simple/infer`, {
+          method: "POST",
+          body: JSON.stringify({ id: `before-sigterm-${i}`, ...simpleJson }),
+        });
+        expect(res.status).toBe(200);
+      }
+      expect(r.spans).toHaveLength(0);
+      child.kill("SIGTERM");
+      expect(await exited, output).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+    expect(
+      byName(r.spans, "simple")
+        .map((m) => m.attributes["triton.request_id"])
+        .sort(),
+    ).toEqual(["before-sigterm-0", "before-sigterm-1", "before-sigterm-2"]);
+    expect(byName(r.spans, "InferRequest")).toHaveLength(3);
+    expect(r.spans.every((span) => span.resource["service.name"] === "galley-sigterm")).toBe(true);
   });
 });
