@@ -19,7 +19,7 @@ let lastId = 0;
  * (an ensemble step and a BLS call are child traces of their parent's). Ids come from one
  * process-wide counter that children share. Timestamps are steady-clock nanoseconds
  * (`process.hrtime`, CLOCK_MONOTONIC like Triton's `steady_clock`). Where the events go is the
- * mode's: {@link FileTrace} (Triton's JSON objects) or OpenTelemetry spans.
+ * mode's: Triton's JSON objects for the trace file, or OpenTelemetry spans.
  */
 export abstract class Trace {
   readonly id: number;
