@@ -56,8 +56,8 @@ export {
   DROP_LOG_INTERVAL_MS,
   type OpenTelemetryConfig,
   OTLP_EXPORT_TIMEOUT_MS,
-  type SpanExport,
-} from "./core/span-export.js";
+} from "./core/opentelemetry-config.js";
+export type { SpanExport } from "./core/span-export.js";
 export type {
   TraceConfig,
   TraceHeader,

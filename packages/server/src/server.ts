@@ -17,10 +17,10 @@ import type { InferenceRequest, InferenceResponse } from "./base/inference-reque
 import { createLogger, type Logger } from "./base/log.js";
 import { ResponseCache } from "./cache/response-cache.js";
 import { InferenceServer } from "./core/inference-server.js";
+import { DEFAULT_OPENTELEMETRY_CONFIG } from "./core/opentelemetry-config.js";
 import { SharedMemoryManager } from "./core/shared-memory.js";
-import { DEFAULT_OPENTELEMETRY_CONFIG, SpanExport } from "./core/span-export.js";
 import { TraceFiles } from "./core/trace-files.js";
-import { DEFAULT_TRACE_CONFIG, MAX_HELD_TRACE_BYTES, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
+import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
 import { checkEndpoints, type Endpoint, type EndpointAddress, EndpointError } from "./endpoint-error.js";
 import { createGrpcFrontend } from "./frontend/grpc/grpc-frontend.js";
 import type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
@@ -269,10 +269,6 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     tracing: new TraceSettings(
       { ...DEFAULT_TRACE_CONFIG, ...options.trace },
       new TraceFiles((message) => log.error(message)),
-      MAX_HELD_TRACE_BYTES,
-      options.trace?.mode === "opentelemetry"
-        ? new SpanExport(options.trace.opentelemetry ?? DEFAULT_OPENTELEMETRY_CONFIG, (message) => log.error(message))
-        : undefined,
     ),
   });
   const http = options.http === undefined ? { port: 8000 } : options.http;
@@ -288,6 +284,12 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     core,
     async listen() {
       const addresses: ServerAddresses = {};
+      if (core.tracing.mode === "opentelemetry") {
+        // The OpenTelemetry SDK (~80 ms to import) is loaded only by servers that export spans.
+        const { SpanExport } = await import("./core/span-export.js");
+        const config = options.trace?.opentelemetry ?? DEFAULT_OPENTELEMETRY_CONFIG;
+        core.tracing.exportSpans(new SpanExport(config, (message) => log.error(message)));
+      }
       const metricsHost = metrics ? (metrics.host ?? (http ? http.host : undefined) ?? "0.0.0.0") : "";
       const endpoints: EndpointAddress[] = [];
       if (grpc) endpoints.push({ endpoint: "grpc", host: grpc.host ?? "0.0.0.0", port: grpc.port });

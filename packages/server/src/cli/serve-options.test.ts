@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_OPENTELEMETRY_CONFIG } from "../core/span-export.js";
+import { DEFAULT_OPENTELEMETRY_CONFIG } from "../core/opentelemetry-config.js";
 import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 import { parseTraceConfig } from "./trace-options.js";
 

@@ -1,5 +1,5 @@
 import { TRACE_TENSORS, TRACE_TIMESTAMPS } from "../base/trace.js";
-import { DEFAULT_OPENTELEMETRY_CONFIG, type OpenTelemetryConfig } from "../core/span-export.js";
+import { DEFAULT_OPENTELEMETRY_CONFIG, type OpenTelemetryConfig } from "../core/opentelemetry-config.js";
 import type { TraceConfig } from "../core/trace-settings.js";
 
 /** The deprecated `--trace-*` flags, as given. */

@@ -1,7 +1,8 @@
 import type { Context } from "@opentelemetry/api";
 import { InferenceError } from "../base/errors.js";
 import { FileTrace, TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace, type TraceSink } from "../base/trace.js";
-import type { OpenTelemetryConfig, SpanExport } from "./span-export.js";
+import type { OpenTelemetryConfig } from "./opentelemetry-config.js";
+import type { SpanExport } from "./span-export.js";
 import { SpanTrace } from "./span-trace.js";
 import type { TraceFiles } from "./trace-files.js";
 
@@ -26,6 +27,17 @@ export interface TraceConfig {
   mode?: TraceMode;
   /** Where and how spans are exported in mode `opentelemetry` (Triton's defaults when absent). */
   opentelemetry?: OpenTelemetryConfig;
+}
+
+/**
+ * Where every setting's traces go: the trace files (mode `triton`), or the span exporter (mode
+ * `opentelemetry`; none until {@link TraceSettings.exportSpans} gives it, and nothing is traced meanwhile).
+ */
+interface TraceOutputs {
+  readonly files: TraceFiles;
+  readonly maxHeldBytes: number;
+  readonly mode: TraceMode;
+  spans?: SpanExport;
 }
 
 /** The trace APIs used: Triton's trace file, or OpenTelemetry spans. */
@@ -77,9 +89,7 @@ class TraceSetting implements TraceSink {
   constructor(
     readonly values: Values,
     readonly specified: ReadonlySet<Field>,
-    readonly files: TraceFiles,
-    readonly maxHeldBytes: number,
-    readonly spans: SpanExport | undefined,
+    readonly outputs: TraceOutputs,
   ) {}
 
   /** Why this setting traces nothing, or undefined when it traces. */
@@ -87,14 +97,14 @@ class TraceSetting implements TraceSink {
     const v = this.values;
     if (v.level === 0) return "tracing is disabled";
     if (v.rate === 0) return "sample rate must be non-zero";
-    if (v.file === "" && !this.spans) return "trace file name is not given";
+    if (v.file === "" && this.outputs.mode === "triton") return "trace file name is not given";
     if (v.count === 0) return "";
     return undefined;
   }
 
   /** Whether a request that carries a caller's trace context is traced (mode `opentelemetry`, any rate or count). */
   get followsCallers(): boolean {
-    return this.spans !== undefined && this.values.level !== 0;
+    return this.outputs.spans !== undefined && this.values.level !== 0;
   }
 
   /**
@@ -111,7 +121,10 @@ class TraceSetting implements TraceSink {
       if (hit && this.values.count > 0) this.values.count--;
     }
     if (!hit && caller === undefined) return undefined;
-    if (this.spans) return SpanTrace.root(this.spans.tracer, level, caller);
+    if (this.outputs.mode === "opentelemetry") {
+      const spans = this.outputs.spans;
+      return spans ? SpanTrace.root(spans.tracer, level, caller) : undefined;
+    }
     this.#inFlight++;
     return FileTrace.root(this, level);
   }
@@ -126,12 +139,12 @@ class TraceSetting implements TraceSink {
     }
     // Unlimited traces into the one array: written as they finish, not held until shutdown.
     if (logFrequency === 0 && count < 0 && !this.#retired) {
-      this.files.append(file, text);
+      this.outputs.files.append(file, text);
       return;
     }
     this.#buffer.push(text);
     this.#bufferedBytes += text.length;
-    if (this.#bufferedBytes > this.maxHeldBytes) this.flush();
+    if (this.#bufferedBytes > this.outputs.maxHeldBytes) this.flush();
     // Triton's rule: a count that ran out flushes when every request counted was collected
     // (which only happens at rate 1; otherwise the rest is written when the setting goes).
     else if (
@@ -158,7 +171,7 @@ class TraceSetting implements TraceSink {
     if (this.#buffer.length === 0) return;
     if (this.values.logFrequency !== 0) this.#flushIndexed();
     else {
-      this.files.append(this.values.file, this.#buffer.join(","));
+      this.outputs.files.append(this.values.file, this.#buffer.join(","));
       this.#buffer = [];
       this.#bufferedBytes = 0;
     }
@@ -170,7 +183,7 @@ class TraceSetting implements TraceSink {
 
   #flushIndexed(): void {
     if (this.#buffer.length === 0) return;
-    this.files.writeIndexed(this.values.file, this.#buffer);
+    this.outputs.files.writeIndexed(this.values.file, this.#buffer);
     this.#buffer = [];
     this.#bufferedBytes = 0;
   }
@@ -186,7 +199,6 @@ class TraceSetting implements TraceSink {
 export class TraceSettings {
   readonly #startup: Values;
   readonly #extra: readonly (readonly [string, string])[];
-  readonly #files: TraceFiles;
   #global: TraceSetting;
   readonly #models = new Map<string, TraceSetting>();
   readonly #retired = new Set<TraceSetting>();
@@ -195,16 +207,14 @@ export class TraceSettings {
   /** Some setting traces requests that carry a caller's context (mode `opentelemetry`). */
   #followsCallers = false;
 
-  readonly #maxHeldBytes: number;
-  readonly #spans: SpanExport | undefined;
+  readonly #outputs: TraceOutputs;
 
   /**
-   * `maxHeldBytes`: see {@link MAX_HELD_TRACE_BYTES} (tests set less). `spans`: the exporter of
-   * mode `opentelemetry` (traces go to files without it).
+   * `maxHeldBytes`: see {@link MAX_HELD_TRACE_BYTES} (tests set less). In mode `opentelemetry`
+   * nothing is traced until {@link exportSpans} gives the exporter.
    */
-  constructor(config: TraceConfig, files: TraceFiles, maxHeldBytes = MAX_HELD_TRACE_BYTES, spans?: SpanExport) {
-    this.#maxHeldBytes = maxHeldBytes;
-    this.#spans = spans;
+  constructor(config: TraceConfig, files: TraceFiles, maxHeldBytes = MAX_HELD_TRACE_BYTES) {
+    this.#outputs = { files, maxHeldBytes, mode: config.mode ?? "triton" };
     this.#startup = {
       level: config.level,
       rate: config.rate,
@@ -213,8 +223,21 @@ export class TraceSettings {
       file: config.file,
     };
     this.#extra = config.extra ?? [];
-    this.#files = files;
-    this.#global = new TraceSetting({ ...this.#startup }, new Set(), files, maxHeldBytes, spans);
+    this.#global = new TraceSetting({ ...this.#startup }, new Set(), this.#outputs);
+    this.#refresh();
+  }
+
+  /** The trace mode, from the startup configuration. */
+  get mode(): TraceMode {
+    return this.#outputs.mode;
+  }
+
+  /**
+   * Mode `opentelemetry`: from now on sampled requests are exported as spans by `spans` (the
+   * server loads the OpenTelemetry SDK, and makes it, only when the mode is used).
+   */
+  exportSpans(spans: SpanExport): void {
+    this.#outputs.spans = spans;
     this.#refresh();
   }
 
@@ -231,7 +254,8 @@ export class TraceSettings {
   sample(model: string, header?: TraceHeader): Trace | undefined {
     if (!this.#enabled) return undefined;
     const setting = this.#models.get(model) ?? this.#global;
-    const caller = this.#followsCallers && header && setting.followsCallers ? this.#spans?.extract(header) : undefined;
+    const caller =
+      this.#followsCallers && header && setting.followsCallers ? this.#outputs.spans?.extract(header) : undefined;
     return setting.sample(caller);
   }
 
@@ -245,8 +269,8 @@ export class TraceSettings {
       trace_level: level.length === 0 ? ["OFF"] : level,
       trace_rate: String(v.rate),
       trace_count: String(v.count),
-      ...(this.#spans ? {} : { log_frequency: String(v.logFrequency), trace_file: v.file }),
-      trace_mode: this.#spans ? "opentelemetry" : "triton",
+      ...(this.#outputs.mode === "opentelemetry" ? {} : { log_frequency: String(v.logFrequency), trace_file: v.file }),
+      trace_mode: this.#outputs.mode,
     };
     for (const [key, value] of this.#extra) report[key] = value;
     return report;
@@ -288,7 +312,7 @@ export class TraceSettings {
     for (const setting of this.#retired) setting.flush();
     this.#enabled = false;
     this.#followsCallers = false;
-    await Promise.all([this.#files.close(), this.#spans?.close(exportTimeoutMs)]);
+    await Promise.all([this.#outputs.files.close(), this.#outputs.spans?.close(exportTimeoutMs)]);
   }
 
   #derive(current: TraceSetting | undefined, fallback: Values, change: TraceUpdate): TraceSetting {
@@ -305,7 +329,7 @@ export class TraceSettings {
         specified.add(field);
       }
     }
-    const setting = new TraceSetting(values, specified, this.#files, this.#maxHeldBytes, this.#spans);
+    const setting = new TraceSetting(values, specified, this.#outputs);
     const reason = setting.invalidReason;
     if (reason !== undefined && values.level !== 0) throw new InferenceError("TRACE_SETTING_INVALID", { reason });
     return setting;
@@ -334,7 +358,8 @@ export class TraceSettings {
     for (const setting of this.#models.values()) follows ||= setting.followsCallers;
     let enabled = follows || this.#global.invalidReason === undefined;
     for (const setting of this.#models.values()) enabled ||= setting.invalidReason === undefined;
-    this.#enabled = enabled;
+    // Mode opentelemetry traces nothing before its exporter is there.
+    this.#enabled = enabled && (this.#outputs.mode === "triton" || this.#outputs.spans !== undefined);
     this.#followsCallers = follows;
   }
 }
