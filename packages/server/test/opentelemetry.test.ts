@@ -9,6 +9,9 @@ import { createServer as createHttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcWebTransport } from "@connectrpc/connect-node";
+import { GRPCInferenceService } from "@galley/proto";
 import { afterEach, describe, expect, it } from "vitest";
 import type { TraceConfig } from "../src/core/trace-settings.js";
 import { copyPythonModels, pythonWithNumpy } from "./python-harness.js";
@@ -156,6 +159,15 @@ describe("mode opentelemetry", () => {
     const settings = (await (await fetch(`${s.httpUrl}/v2/trace/setting`)).json()) as Record<string, unknown>;
     expect(settings).toMatchObject({ trace_mode: "opentelemetry", trace_rate: "1", trace_level: ["TIMESTAMPS"] });
     expect(settings).not.toHaveProperty("trace_file");
+    expect(settings).toMatchObject({ url: r.url, bsp_schedule_delay: "20" });
+    // The API changes level, rate and count as in mode triton; a file is still not settable.
+    const update = await fetch(`${s.httpUrl}/v2/models/simple/trace/setting`, {
+      method: "POST",
+      body: JSON.stringify({ trace_rate: "7" }),
+    });
+    expect(await update.json()).toMatchObject({ trace_rate: "7", trace_mode: "opentelemetry" });
+    const file = await fetch(`${s.httpUrl}/v2/trace/setting`, { method: "POST", body: '{"trace_file":"/tmp/x"}' });
+    expect(file.status).toBe(501);
   });
 
   it("reads traceparent from gRPC metadata; an ensemble's steps are children of the ensemble's span", async () => {
@@ -202,6 +214,25 @@ describe("mode opentelemetry", () => {
       expectWithin(compute, step);
     }
     expect(childrenOf(spans, ensemble).some((c) => c.name === "compute")).toBe(false);
+  });
+
+  it("reads traceparent on every gRPC path: gRPC-Web through connect-node, and each request of a ModelStreamInfer", async () => {
+    const r = await receiver();
+    const s = await startServer({ controlMode: "explicit", loadModels: ["simple"], trace: otel(r.url, { rate: 0 }) });
+    const web = createClient(GRPCInferenceService, createGrpcWebTransport({ baseUrl: s.grpcUrl, httpVersion: "2" }));
+    await web.modelInfer(simpleRequest(range(16), range(16), { id: "web" }), { headers: { traceparent: TRACEPARENT } });
+    async function* two() {
+      yield simpleRequest(range(16), range(16), { id: "stream-1" });
+      yield simpleRequest(range(16), range(16), { id: "stream-2" });
+    }
+    const streamed = `00-${"3".repeat(32)}-${"4".repeat(16)}-01`;
+    for await (const _ of s.client.modelStreamInfer(two(), { headers: { traceparent: streamed } })) void _;
+    await r.waitFor((spans) => byName(spans, "simple").length >= 3);
+    const traceOf = (id: string) => byName(r.spans, "simple").find((m) => m.attributes["triton.request_id"] === id);
+    expect(traceOf("web")?.traceId).toBe(CALLER_TRACE);
+    expect([traceOf("stream-1")?.traceId, traceOf("stream-2")?.traceId]).toEqual(["3".repeat(32), "3".repeat(32)]);
+    const roots = byName(r.spans, "InferRequest");
+    expect(roots.map((root) => root.parentSpanId).sort()).toEqual([CALLER_SPAN, "4".repeat(16), "4".repeat(16)].sort());
   });
 
   it("makes a JS model's BLS call a child of the model's span, and hands the model its W3C context", async () => {

@@ -1,7 +1,7 @@
 import type { Context } from "@opentelemetry/api";
 import { InferenceError } from "../base/errors.js";
 import { FileTrace, TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace, type TraceSink } from "../base/trace.js";
-import type { OpenTelemetryConfig } from "./opentelemetry-config.js";
+import { DEFAULT_OPENTELEMETRY_CONFIG, type OpenTelemetryConfig } from "./opentelemetry-config.js";
 import type { SpanExport } from "./span-export.js";
 import { SpanTrace } from "./span-trace.js";
 import type { TraceFiles } from "./trace-files.js";
@@ -222,7 +222,7 @@ export class TraceSettings {
       logFrequency: config.logFrequency,
       file: config.file,
     };
-    this.#extra = config.extra ?? [];
+    this.#extra = config.extra ?? (config.mode === "opentelemetry" ? openTelemetryEntries(config.opentelemetry) : []);
     this.#global = new TraceSetting({ ...this.#startup }, new Set(), this.#outputs);
     this.#refresh();
   }
@@ -362,4 +362,15 @@ export class TraceSettings {
     this.#enabled = enabled && (this.#outputs.mode === "triton" || this.#outputs.spans !== undefined);
     this.#followsCallers = follows;
   }
+}
+
+/** Mode opentelemetry's settings as `--trace-config opentelemetry,<setting>=<value>` would give them (for the settings API). */
+function openTelemetryEntries(config: OpenTelemetryConfig = DEFAULT_OPENTELEMETRY_CONFIG): [string, string][] {
+  return [
+    ["url", config.url],
+    ...config.resource.map(([key, value]): [string, string] => ["resource", `${key}=${value}`]),
+    ["bsp_max_queue_size", String(config.bspMaxQueueSize)],
+    ["bsp_schedule_delay", String(config.bspScheduleDelay)],
+    ["bsp_max_export_batch_size", String(config.bspMaxExportBatchSize)],
+  ];
 }
