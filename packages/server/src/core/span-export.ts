@@ -13,12 +13,13 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { DROP_LOG_INTERVAL_MS, type OpenTelemetryConfig, OTLP_EXPORT_TIMEOUT_MS } from "./opentelemetry-config.js";
+import type { TraceHeader } from "./trace-settings.js";
 
 /** Triton's tracer name. */
 const TRACER_NAME = "triton-server";
 
-const HEADER_GETTER: TextMapGetter<(name: string) => string | undefined> = {
-  get: (header, key) => header(key),
+const HEADER_GETTER: TextMapGetter<TraceHeader> = {
+  get: (carrier, key) => carrier.header(key),
   keys: () => ["traceparent", "tracestate"],
 };
 
@@ -73,13 +74,13 @@ export class SpanExport {
   }
 
   /**
-   * The caller's span context from W3C `traceparent`/`tracestate` (`header` reads a request
+   * The caller's span context from W3C `traceparent`/`tracestate` (`carrier` reads a request
    * header or gRPC metadata by lower-case name), or undefined when absent or malformed (the W3C
    * rules: a malformed header is ignored).
    */
-  extract(header: (name: string) => string | undefined): Context | undefined {
-    if (header("traceparent") === undefined) return undefined;
-    const context = this.#propagator.extract(ROOT_CONTEXT, header, HEADER_GETTER);
+  extract(carrier: TraceHeader): Context | undefined {
+    if (carrier.header("traceparent") === undefined) return undefined;
+    const context = this.#propagator.extract(ROOT_CONTEXT, carrier, HEADER_GETTER);
     return trace.getSpanContext(context) ? context : undefined;
   }
 

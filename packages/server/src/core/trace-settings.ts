@@ -44,10 +44,12 @@ interface TraceOutputs {
 export type TraceMode = "triton" | "opentelemetry";
 
 /**
- * How a caller's trace context is read: a request header (HTTP) or metadata entry (gRPC) by
- * lower-case name, or undefined when absent.
+ * Where a caller's trace context is read: `header` gives a request header (HTTP) or metadata
+ * entry (gRPC) by lower-case name, or undefined when absent. An HTTP request is one as it is.
  */
-export type TraceHeader = (name: string) => string | undefined;
+export interface TraceHeader {
+  header(name: string): string | undefined;
+}
 
 export const DEFAULT_TRACE_CONFIG: TraceConfig = { level: 0, rate: 1000, count: -1, logFrequency: 0, file: "" };
 

@@ -89,20 +89,15 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
     modelStatistics: (req) => statisticsResponse(server.statistics(req.name, req.version)),
 
     modelInfer: (req, context) =>
-      modelInfer(
-        server,
-        req,
-        context.signal,
-        responseToGrpc,
-        undefined,
-        (name) => context.requestHeader.get(name) ?? undefined,
-      ),
+      modelInfer(server, req, context.signal, responseToGrpc, undefined, {
+        header: (name) => context.requestHeader.get(name) ?? undefined,
+      }),
 
     modelStreamInfer: (requests, context) =>
       streamInfer(server, requests, {
         signal: context.signal,
         closeOnError: context.requestHeader.get("triton_grpc_error") === "true",
-        header: (name) => context.requestHeader.get(name) ?? undefined,
+        header: { header: (name) => context.requestHeader.get(name) ?? undefined },
       }),
 
     repositoryIndex: async (req) => ({
