@@ -288,6 +288,9 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
         'Bad option: "OTEL_BSP_MAX_EXPORT_BATCH_SIZE".\nInvalid option value. Got -1',
       ],
       [["opentelemetry,resource=novalue"], {}, "expected <key>=<value>, got 'novalue'"],
+      [["opentelemetry,url=http://[bad"], {}, 'Bad option: "--trace-config opentelemetry,url".\ninvalid OTLP/HTTP url'],
+      [["opentelemetry,url=ftp://host/traces"], {}, "invalid OTLP/HTTP url 'ftp://host/traces'"],
+      [["opentelemetry,url=http://"], {}, "invalid OTLP/HTTP url 'http://'"],
     ];
     for (const [specs, env, message] of bad) expect(() => otel(specs, env), message).toThrow(message);
   });

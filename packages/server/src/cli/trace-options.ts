@@ -1,5 +1,5 @@
 import { TRACE_TENSORS, TRACE_TIMESTAMPS } from "../base/trace.js";
-import { DEFAULT_OPENTELEMETRY_CONFIG, type OpenTelemetryConfig } from "../core/opentelemetry-config.js";
+import { DEFAULT_OPENTELEMETRY_CONFIG, type OpenTelemetryConfig, otlpUrl } from "../core/opentelemetry-config.js";
 import type { TraceConfig } from "../core/trace-settings.js";
 
 /** The deprecated `--trace-*` flags, as given. */
@@ -166,8 +166,14 @@ function openTelemetry(
   const extra: [string, string][] = [];
   for (const [setting, value] of entries) {
     const option = `--trace-config opentelemetry,${setting}`;
-    if (setting === "url") exporter.url = value;
-    else if (setting === "resource") {
+    if (setting === "url") {
+      try {
+        otlpUrl(value);
+      } catch (error) {
+        throw new Error(`Bad option: "${option}".\n${(error as Error).message}`);
+      }
+      exporter.url = value;
+    } else if (setting === "resource") {
       const at = value.indexOf("=");
       if (at <= 0) throw new Error(`Bad option: "${option}".\nexpected <key>=<value>, got '${value}'`);
       resource.push([value.slice(0, at), value.slice(at + 1)]);

@@ -29,3 +29,21 @@ export const OTLP_EXPORT_TIMEOUT_MS = 10_000;
 
 /** The shortest time between two log lines about dropped spans (the rest are counted into the next). */
 export const DROP_LOG_INTERVAL_MS = 10_000;
+
+/**
+ * The receiver's URL as the exporter takes it: `http://` added when `url` has no scheme (Triton's
+ * `host:port/path` form). @throws Error `invalid OTLP/HTTP url '<url>'` for anything that is not
+ * an `http:` or `https:` URL with a host.
+ */
+export function otlpUrl(url: string): string {
+  const full = /^[a-z][a-z0-9+.-]*:\/\//i.test(url) ? url : `http://${url}`;
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(full);
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.hostname === "")
+    throw new Error(`invalid OTLP/HTTP url '${url}' (expected [http[s]://]<host>[:<port>][/<path>])`);
+  return full;
+}

@@ -12,7 +12,12 @@ import {
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
-import { DROP_LOG_INTERVAL_MS, type OpenTelemetryConfig, OTLP_EXPORT_TIMEOUT_MS } from "./opentelemetry-config.js";
+import {
+  DROP_LOG_INTERVAL_MS,
+  type OpenTelemetryConfig,
+  OTLP_EXPORT_TIMEOUT_MS,
+  otlpUrl,
+} from "./opentelemetry-config.js";
 import type { TraceHeader } from "./trace-settings.js";
 
 /** Triton's tracer name. */
@@ -44,7 +49,7 @@ export class SpanExport {
 
   constructor(config: OpenTelemetryConfig, log: (message: string) => void) {
     this.#log = log;
-    const url = /^[a-z][a-z0-9+.-]*:\/\//i.test(config.url) ? config.url : `http://${config.url}`;
+    const url = otlpUrl(config.url);
     const exporter = new CountingExporter(
       new OTLPTraceExporter({ url, timeoutMillis: OTLP_EXPORT_TIMEOUT_MS }),
       (count, reason) => this.#drop(count, reason),
