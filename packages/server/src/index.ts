@@ -76,7 +76,7 @@ export {
   createServer,
   type EndpointOptions,
   type GalleyServer,
-  MIN_TRACE_FLUSH_MS,
   type ServerAddresses,
   type ServerOptions,
+  TRACE_FLUSH_MARGIN_MS,
 } from "./server.js";

@@ -144,17 +144,17 @@ export interface ServerOptions {
    * and file, Triton's defaults (OFF, 1000, -1, 0, none) for what is left out. The trace-setting
    * API changes them at run time, except the file. `mode: "opentelemetry"` exports spans over
    * OTLP/HTTP instead (see {@link OpenTelemetryConfig}); `close()` then exports what is queued,
-   * within what is left of `exitTimeoutSecs` (at least {@link MIN_TRACE_FLUSH_MS}).
+   * within what is left of `exitTimeoutSecs` (less {@link TRACE_FLUSH_MARGIN_MS}).
    */
   trace?: Partial<TraceConfig>;
   log?: Logger;
 }
 
 /**
- * The least time `close()` gives the OpenTelemetry exporter to send the spans still queued, even
- * when the in-flight requests took all of `exitTimeoutSecs`.
+ * How long before the end of `exitTimeoutSecs` the OpenTelemetry exporter's last export is given
+ * up at shutdown, so that the server stops within it (`galley serve` exits 1 past it).
  */
-export const MIN_TRACE_FLUSH_MS = 1000;
+export const TRACE_FLUSH_MARGIN_MS = 250;
 
 /** The addresses actually bound, once listening. */
 export interface ServerAddresses {
@@ -380,7 +380,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       gpuMetrics?.close();
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
       await models.stop();
-      await core.tracing.close(Math.max(MIN_TRACE_FLUSH_MS, graceMs - (Date.now() - closeStart)));
+      await core.tracing.close(Math.max(0, graceMs - (Date.now() - closeStart) - TRACE_FLUSH_MARGIN_MS));
       await core.sharedMemory.close();
       core.stop();
     },

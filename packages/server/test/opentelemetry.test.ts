@@ -3,7 +3,7 @@
 // official OTLP protobuf definitions) — parents across a caller's W3C traceparent (HTTP and
 // gRPC), ensemble steps and BLS calls (JS and Python, with the context handed to the model),
 // the order of the events, rate and count, hostile headers, and a receiver that is down.
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -30,7 +30,9 @@ import {
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "./support/otlp-receiver.js";
 
 const receivers: OtlpReceiver[] = [];
+const children: ChildProcess[] = [];
 afterEach(async () => {
+  for (const child of children.splice(0)) if (child.exitCode === null) child.kill("SIGKILL");
   await cleanup();
   for (const r of receivers.splice(0)) await r.close();
 });
@@ -412,55 +414,16 @@ describe("mode opentelemetry", () => {
 
   it("galley serve exports the spans still queued when SIGTERM stops it", async () => {
     const r = await receiver();
-    const repo = tempRepository(["simple"]);
-    const cli = fileURLToPath(new URL("../dist/cli/galley.js", import.meta.url));
-    const child = spawn(
-      process.execPath,
-      [
-        cli,
-        "serve",
-        `--model-repository=${repo}`,
-        "--http-address=127.0.0.1",
-        "--http-port=0",
-        "--grpc-port=0",
-        "--metrics-port=0",
-        "--exit-timeout-secs=5",
-        "--trace-config=mode=opentelemetry",
-        "--trace-config=level=TIMESTAMPS",
-        "--trace-config=rate=1",
-        `--trace-config=opentelemetry,url=${r.url.replace("http://", "")}`,
-        "--trace-config=opentelemetry,resource=service.name=galley-sigterm",
-        // Nothing is exported on schedule during the test: only the shutdown's flush sends them.
-        "--trace-config=opentelemetry,bsp_schedule_delay=600000",
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let output = "";
-    const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
-    try {
-      const address = await new Promise<string>((resolve, reject) => {
-        const onData = (chunk: Buffer) => {
-          output += chunk;
-          const match = /Started HTTPService at (\S+)/.exec(output);
-          if (match) resolve(match[1] as string);
-        };
-        child.stdout?.on("data", onData);
-        child.stderr?.on("data", onData);
-        void exited.then(() => reject(new Error(`galley serve exited:\n${output}`)));
-      });
-      for (let i = 0; i < 3; i++) {
-        const res = await fetch(`http://${address}/v2/models/simple/infer`, {
-          method: "POST",
-          body: JSON.stringify({ id: `before-sigterm-${i}`, ...simpleJson }),
-        });
-        expect(res.status).toBe(200);
-      }
-      expect(r.spans).toHaveLength(0);
-      child.kill("SIGTERM");
-      expect(await exited, output).toBe(0);
-    } finally {
-      if (child.exitCode === null) child.kill("SIGKILL");
-    }
+    const run = await serve(tempRepository(["simple"]), [
+      `--trace-config=opentelemetry,url=${r.url.replace("http://", "")}`,
+      "--trace-config=opentelemetry,resource=service.name=galley-sigterm",
+      // Nothing is exported on schedule during the test: only the shutdown's flush sends them.
+      "--trace-config=opentelemetry,bsp_schedule_delay=600000",
+    ]);
+    for (let i = 0; i < 3; i++) expect((await run.infer(`before-sigterm-${i}`)).status).toBe(200);
+    expect(r.spans).toHaveLength(0);
+    run.child.kill("SIGTERM");
+    expect(await run.exited, run.output()).toBe(0);
     expect(
       byName(r.spans, "simple")
         .map((m) => m.attributes["triton.request_id"])
@@ -469,4 +432,58 @@ describe("mode opentelemetry", () => {
     expect(byName(r.spans, "InferRequest")).toHaveLength(3);
     expect(r.spans.every((span) => span.resource["service.name"] === "galley-sigterm")).toBe(true);
   });
+
+  it("galley serve still stops within --exit-timeout-secs, exit 0, when the receiver never answers", async () => {
+    const hung = await receiver({ hold: true });
+    const run = await serve(tempRepository(["simple"]), [
+      `--trace-config=opentelemetry,url=${hung.url}`,
+      "--trace-config=opentelemetry,bsp_schedule_delay=1",
+    ]);
+    for (let i = 0; i < 5; i++) expect((await run.infer(`held-${i}`)).status).toBe(200);
+    const stopping = performance.now();
+    run.child.kill("SIGTERM");
+    expect(await run.exited, run.output()).toBe(0);
+    expect(performance.now() - stopping).toBeLessThan(2000 + 1000);
+    expect(run.output()).toMatch(/OpenTelemetry trace export dropped 15 spans \(not exported at shutdown\); 15 in all/);
+    expect(run.output()).not.toMatch(/exit timeout of 2 s expired/);
+  });
 });
+
+/** `galley serve` (the built CLI) over `repo`, mode opentelemetry at rate 1, exit timeout 2 s, plus `args`. */
+async function serve(repo: string, args: string[]) {
+  const cli = fileURLToPath(new URL("../dist/cli/galley.js", import.meta.url));
+  const child = spawn(
+    process.execPath,
+    [
+      cli,
+      "serve",
+      `--model-repository=${repo}`,
+      "--http-address=127.0.0.1",
+      "--http-port=0",
+      "--grpc-port=0",
+      "--metrics-port=0",
+      "--exit-timeout-secs=2",
+      "--trace-config=mode=opentelemetry",
+      "--trace-config=level=TIMESTAMPS",
+      "--trace-config=rate=1",
+      ...args,
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  children.push(child);
+  let output = "";
+  const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
+  const address = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk;
+      const match = /Started HTTPService at (\S+)/.exec(output);
+      if (match) resolve(match[1] as string);
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    void exited.then(() => reject(new Error(`galley serve exited:\n${output}`)));
+  });
+  const infer = (id: string) =>
+    fetch(`http://${address}/v2/models/simple/infer`, { method: "POST", body: JSON.stringify({ id, ...simpleJson }) });
+  return { child, exited, infer, output: () => output };
+}

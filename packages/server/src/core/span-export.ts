@@ -1,3 +1,5 @@
+import { Agent as HttpAgent } from "node:http";
+import { Agent as HttpsAgent } from "node:https";
 import { type Context, ROOT_CONTEXT, type TextMapGetter, type Tracer, trace } from "@opentelemetry/api";
 import { type ExportResult, ExportResultCode, W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
@@ -42,7 +44,11 @@ export class SpanExport {
   readonly #provider: BasicTracerProvider;
   readonly #propagator = new W3CTraceContextPropagator();
   readonly #log: (message: string) => void;
+  readonly #agent: HttpAgent;
+  readonly #exporter: CountingExporter;
+  readonly #queue: BoundedQueue;
   #dropped = 0;
+  #closed = false;
   #unreported = 0;
   #lastReason = "";
   #lastLog = 0;
@@ -50,16 +56,21 @@ export class SpanExport {
   constructor(config: OpenTelemetryConfig, log: (message: string) => void) {
     this.#log = log;
     const url = otlpUrl(config.url);
+    // Ours, so that close() can end an export a receiver never answers (nothing else would).
+    this.#agent = url.startsWith("https:") ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    const agent = this.#agent;
     const exporter = new CountingExporter(
-      new OTLPTraceExporter({ url, timeoutMillis: OTLP_EXPORT_TIMEOUT_MS }),
+      new OTLPTraceExporter({ url, timeoutMillis: OTLP_EXPORT_TIMEOUT_MS, httpAgentOptions: () => agent }),
       (count, reason) => this.#drop(count, reason),
     );
+    this.#exporter = exporter;
     const batch = new BatchSpanProcessor(exporter, {
       maxQueueSize: config.bspMaxQueueSize,
       scheduledDelayMillis: config.bspScheduleDelay,
       maxExportBatchSize: Math.min(config.bspMaxExportBatchSize, config.bspMaxQueueSize),
       exportTimeoutMillis: OTLP_EXPORT_TIMEOUT_MS,
     });
+    this.#queue = new BoundedQueue(batch, config.bspMaxQueueSize, exporter, (n) => this.#drop(n, "queue full"));
     const attributes: Record<string, string> = { [ATTR_SERVICE_NAME]: "triton-inference-server" };
     for (const [key, value] of config.resource) attributes[key] = value;
     const resource = defaultResource()
@@ -68,7 +79,7 @@ export class SpanExport {
     this.#provider = new BasicTracerProvider({
       resource,
       sampler: new AlwaysOnSampler(),
-      spanProcessors: [new BoundedQueue(batch, config.bspMaxQueueSize, exporter, (n) => this.#drop(n, "queue full"))],
+      spanProcessors: [this.#queue],
     });
     this.tracer = this.#provider.getTracer(TRACER_NAME);
   }
@@ -89,7 +100,10 @@ export class SpanExport {
     return trace.getSpanContext(context) ? context : undefined;
   }
 
-  /** Export what is queued, waiting at most `timeoutMs`; what is left is dropped (and logged). */
+  /**
+   * Export what is queued, waiting at most `timeoutMs`; what is left is dropped (and logged), and
+   * an export still waiting for the receiver is ended.
+   */
   async close(timeoutMs: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<"expired">((done) => {
@@ -103,11 +117,30 @@ export class SpanExport {
       this.#log(`OpenTelemetry trace export failed at shutdown: ${(error as Error).message}`);
     } finally {
       clearTimeout(timer);
+      this.#abandon();
     }
+    // Spans still queued, or in an export that never ended, are lost too (and counted once:
+    // the abandoned exports' failures, which come later, are not counted again).
+    const unsent = this.#queue.accepted - this.#exporter.settled;
+    if (unsent > 0) this.#drop(unsent, "not exported at shutdown");
+    this.#closed = true;
     if (this.#unreported > 0) this.#report();
   }
 
+  /**
+   * End the exports still waiting for the receiver. Their sockets end with an error that has no
+   * network code, which the exporter does not retry: no timer or socket is left to hold the process.
+   */
+  #abandon(): void {
+    const error = new Error("export abandoned at shutdown");
+    const agent = this.#agent;
+    for (const sockets of [...Object.values(agent.sockets), ...Object.values(agent.freeSockets)])
+      for (const socket of sockets ?? []) socket.destroy(error);
+    agent.destroy();
+  }
+
   #drop(count: number, reason: string): void {
+    if (this.#closed) return;
     this.#dropped += count;
     this.#unreported += count;
     this.#lastReason = reason;
@@ -126,6 +159,8 @@ export class SpanExport {
 /** The exporter, counting the spans it was handed and those whose export failed. */
 class CountingExporter implements SpanExporter {
   handed = 0;
+  /** Spans whose export ended, exported or not. */
+  settled = 0;
 
   constructor(
     readonly inner: SpanExporter,
@@ -135,6 +170,7 @@ class CountingExporter implements SpanExporter {
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
     this.handed += spans.length;
     this.inner.export(spans, (result) => {
+      this.settled += spans.length;
       if (result.code !== ExportResultCode.SUCCESS)
         this.onFailed(spans.length, result.error?.message ?? "export failed");
       done(result);
@@ -155,7 +191,7 @@ class CountingExporter implements SpanExporter {
  * spans ended and accepted, less those handed to the exporter, are the ones queued.
  */
 class BoundedQueue implements SpanProcessor {
-  #accepted = 0;
+  accepted = 0;
 
   constructor(
     readonly inner: SpanProcessor,
@@ -169,11 +205,11 @@ class BoundedQueue implements SpanProcessor {
   }
 
   onEnd(span: ReadableSpan): void {
-    if (this.#accepted - this.exporter.handed >= this.maxQueueSize) {
+    if (this.accepted - this.exporter.handed >= this.maxQueueSize) {
       this.onDropped(1);
       return;
     }
-    this.#accepted++;
+    this.accepted++;
     this.inner.onEnd(span);
   }
 
