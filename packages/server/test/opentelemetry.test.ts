@@ -414,12 +414,16 @@ describe("mode opentelemetry", () => {
 
   it("galley serve exports the spans still queued when SIGTERM stops it", async () => {
     const r = await receiver();
-    const run = await serve(tempRepository(["simple"]), [
-      `--trace-config=opentelemetry,url=${r.url.replace("http://", "")}`,
-      "--trace-config=opentelemetry,resource=service.name=galley-sigterm",
-      // Nothing is exported on schedule during the test: only the shutdown's flush sends them.
-      "--trace-config=opentelemetry,bsp_schedule_delay=600000",
-    ]);
+    const run = await serve(
+      tempRepository(["simple"]),
+      [
+        `--trace-config=opentelemetry,url=${r.url.replace("http://", "")}`,
+        "--trace-config=opentelemetry,resource=service.name=galley-sigterm",
+        // Nothing is exported on schedule during the test: only the shutdown's flush sends them.
+        "--trace-config=opentelemetry,bsp_schedule_delay=600000",
+      ],
+      { OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=ci,service.name=from-env" },
+    );
     for (let i = 0; i < 3; i++) expect((await run.infer(`before-sigterm-${i}`)).status).toBe(200);
     expect(r.spans).toHaveLength(0);
     run.child.kill("SIGTERM");
@@ -430,7 +434,9 @@ describe("mode opentelemetry", () => {
         .sort(),
     ).toEqual(["before-sigterm-0", "before-sigterm-1", "before-sigterm-2"]);
     expect(byName(r.spans, "InferRequest")).toHaveLength(3);
+    // The flag's service name wins over the environment's; the environment's other attributes stay.
     expect(r.spans.every((span) => span.resource["service.name"] === "galley-sigterm")).toBe(true);
+    expect(r.spans[0]?.resource["deployment.environment"]).toBe("ci");
   });
 
   it("galley serve still stops within --exit-timeout-secs, exit 0, when the receiver never answers", async () => {
@@ -450,7 +456,7 @@ describe("mode opentelemetry", () => {
 });
 
 /** `galley serve` (the built CLI) over `repo`, mode opentelemetry at rate 1, exit timeout 2 s, plus `args`. */
-async function serve(repo: string, args: string[]) {
+async function serve(repo: string, args: string[], env: Record<string, string> = {}) {
   const cli = fileURLToPath(new URL("../dist/cli/galley.js", import.meta.url));
   const child = spawn(
     process.execPath,
@@ -468,7 +474,7 @@ async function serve(repo: string, args: string[]) {
       "--trace-config=rate=1",
       ...args,
     ],
-    { stdio: ["ignore", "pipe", "pipe"] },
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } },
   );
   children.push(child);
   let output = "";

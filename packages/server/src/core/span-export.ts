@@ -71,9 +71,11 @@ export class SpanExport {
       exportTimeoutMillis: OTLP_EXPORT_TIMEOUT_MS,
     });
     this.#queue = new BoundedQueue(batch, config.bspMaxQueueSize, exporter, (n) => this.#drop(n, "queue full"));
-    const attributes: Record<string, string> = { [ATTR_SERVICE_NAME]: "triton-inference-server" };
+    const attributes: Record<string, string> = {};
     for (const [key, value] of config.resource) attributes[key] = value;
+    // Triton's service name, unless OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES or a flag names one.
     const resource = defaultResource()
+      .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: "triton-inference-server" }))
       .merge(detectResources({ detectors: [envDetector] }))
       .merge(resourceFromAttributes(attributes));
     this.#provider = new BasicTracerProvider({
