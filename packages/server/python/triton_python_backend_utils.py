@@ -800,13 +800,17 @@ class InferenceResponseSender:
 
 
 class InferenceTrace:
-    """A request's trace (`request.trace()`); a BLS request given it as `trace=` is traced as its child."""
+    """A request's trace (`request.trace()`); a BLS request given it as `trace=` is traced as its child.
+    `get_context()` is the W3C trace context of the request's span as JSON
+    (`{"traceparent": ..., "tracestate": ...}`) when the server traces it in mode opentelemetry,
+    None otherwise, as Triton's."""
 
-    def __init__(self, key=None):
+    def __init__(self, key=None, context=None):
         self._key = key
+        self._context = context
 
     def get_context(self, mode="triton"):
-        return None
+        return self._context
 
 
 class InferenceRequest:
@@ -912,6 +916,7 @@ class InferenceRequest:
         request._inputs = [Tensor._from_shm(ref) for ref in wire["inputs"]]
         request._parameters_json = wire["parameters"]
         request._key = wire["key"]
+        request._trace_context = wire.get("traceContext")
         request._cancelled = cancelled
         return request
 
@@ -964,7 +969,7 @@ class InferenceRequest:
         return self._requested
 
     def trace(self):
-        return InferenceTrace(self._key)
+        return InferenceTrace(self._key, getattr(self, "_trace_context", None))
 
     def parameters(self):
         text = getattr(self, "_parameters_json", None)

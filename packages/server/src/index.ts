@@ -51,7 +51,21 @@ export {
   type TensorMetadata,
 } from "./core/inference-server.js";
 export type { LogSettingValue } from "./core/log-settings.js";
-export type { TraceConfig, TraceSettings, TraceSettingsReport, TraceUpdate } from "./core/trace-settings.js";
+export {
+  DEFAULT_OPENTELEMETRY_CONFIG,
+  DROP_LOG_INTERVAL_MS,
+  type OpenTelemetryConfig,
+  OTLP_EXPORT_TIMEOUT_MS,
+} from "./core/opentelemetry-config.js";
+export type { SpanExport } from "./core/span-export.js";
+export type {
+  TraceConfig,
+  TraceHeader,
+  TraceMode,
+  TraceSettings,
+  TraceSettingsReport,
+  TraceUpdate,
+} from "./core/trace-settings.js";
 export { type Endpoint, EndpointError } from "./endpoint-error.js";
 export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
 export type { LoadSource } from "./frontend/http/load-report.js";
@@ -66,4 +80,5 @@ export {
   type GalleyServer,
   type ServerAddresses,
   type ServerOptions,
+  TRACE_FLUSH_MARGIN_MS,
 } from "./server.js";

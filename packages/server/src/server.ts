@@ -17,6 +17,7 @@ import type { InferenceRequest, InferenceResponse } from "./base/inference-reque
 import { createLogger, type Logger } from "./base/log.js";
 import { ResponseCache } from "./cache/response-cache.js";
 import { InferenceServer } from "./core/inference-server.js";
+import { DEFAULT_OPENTELEMETRY_CONFIG } from "./core/opentelemetry-config.js";
 import { SharedMemoryManager } from "./core/shared-memory.js";
 import { TraceFiles } from "./core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
@@ -143,7 +144,9 @@ export interface ServerOptions {
   /**
    * The trace extension's startup settings (`--trace-config`): level, rate, count, log frequency
    * and file, Triton's defaults (OFF, 1000, -1, 0, none) for what is left out. The trace-setting
-   * API changes them at run time, except the file.
+   * API changes them at run time, except the file. `mode: "opentelemetry"` exports spans over
+   * OTLP/HTTP instead (see {@link OpenTelemetryConfig}); `close()` then exports what is queued,
+   * within what is left of `exitTimeoutSecs` (less {@link TRACE_FLUSH_MARGIN_MS}).
    */
   trace?: Partial<TraceConfig>;
   /**
@@ -153,6 +156,12 @@ export interface ServerOptions {
   jobs?: JobsOptions;
   log?: Logger;
 }
+
+/**
+ * How long before the end of `exitTimeoutSecs` the OpenTelemetry exporter's last export is given
+ * up at shutdown, so that the server stops within it (`galley serve` exits 1 past it).
+ */
+export const TRACE_FLUSH_MARGIN_MS = 250;
 
 /** The addresses actually bound, once listening. */
 export interface ServerAddresses {
@@ -284,6 +293,12 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     core,
     async listen() {
       const addresses: ServerAddresses = {};
+      if (core.tracing.mode === "opentelemetry") {
+        // The OpenTelemetry SDK (~80 ms to import) is loaded only by servers that export spans.
+        const { SpanExport } = await import("./core/span-export.js");
+        const config = options.trace?.opentelemetry ?? DEFAULT_OPENTELEMETRY_CONFIG;
+        core.tracing.exportSpans(new SpanExport(config, (message) => log.error(message)));
+      }
       const metricsHost = metrics ? (metrics.host ?? (http ? http.host : undefined) ?? "0.0.0.0") : "";
       const endpoints: EndpointAddress[] = [];
       if (grpc) endpoints.push({ endpoint: "grpc", host: grpc.host ?? "0.0.0.0", port: grpc.port });
@@ -375,6 +390,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       return { ...addresses, failedModels };
     },
     async close() {
+      const closeStart = Date.now();
       closing = true;
       core.beginShutdown();
       models.stopLoading();
@@ -386,7 +402,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       await jobs?.close();
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
       await models.stop();
-      await core.tracing.close();
+      await core.tracing.close(Math.max(0, graceMs - (Date.now() - closeStart) - TRACE_FLUSH_MARGIN_MS));
       await core.sharedMemory.close();
       core.stop();
     },

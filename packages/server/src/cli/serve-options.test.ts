@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { DEFAULT_OPENTELEMETRY_CONFIG } from "../core/opentelemetry-config.js";
 import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
+import { parseTraceConfig } from "./trace-options.js";
 
 describe("galley serve flags (tritonserver's names and defaults)", () => {
   it("defaults to Triton's ports, id, modes and timeouts", () => {
@@ -212,10 +214,85 @@ describe("galley serve flags (tritonserver's names and defaults)", () => {
       ["level=loud", /invalid value for trace level option: loud/],
       ["rate=-1", /Bad option: "--trace-config rate"/],
       ["count=-2", /Bad option: "--trace-config count"/],
-      ["mode=opentelemetry", /not supported by this server/],
+      ["mode=jaeger", /Bad option: "--trace-config mode".\ninvalid value for trace mode option: jaeger/],
     ];
     for (const [spec, message] of cases) expect(() => trace(`--trace-config=${spec}`), spec).toThrow(message);
     expect(SERVE_USAGE).toMatch(/--trace-config triton,file=<path>/);
+    expect(SERVE_USAGE).toMatch(/--trace-config opentelemetry,url=/);
+  });
+
+  it("reads mode opentelemetry's settings as tritonserver does: url, resource, the batch span processor's (flags over OTEL_BSP_*)", () => {
+    const otel = (specs: string[], env: Record<string, string> = {}, deprecated = {}) =>
+      parseTraceConfig(["mode=opentelemetry", ...specs], deprecated, env);
+    expect(otel([]).config).toEqual({
+      mode: "opentelemetry",
+      opentelemetry: DEFAULT_OPENTELEMETRY_CONFIG,
+      extra: [
+        ["bsp_max_queue_size", "2048"],
+        ["bsp_schedule_delay", "5000"],
+        ["bsp_max_export_batch_size", "512"],
+      ],
+    });
+    const given = otel(
+      [
+        "level=TIMESTAMPS",
+        "rate=1",
+        "count=5",
+        "opentelemetry,url=localhost:4318/v1/traces",
+        "opentelemetry,resource=service.name=galley",
+        "opentelemetry,resource=deployment.environment=test=1",
+        "opentelemetry,bsp_max_queue_size=10",
+        "triton,file=/tmp/ignored.json",
+      ],
+      { OTEL_BSP_MAX_QUEUE_SIZE: "99", OTEL_BSP_SCHEDULE_DELAY: "20" },
+      { file: "/tmp/old.json" },
+    );
+    expect(given.config).toMatchObject({
+      level: 0x4,
+      rate: 1,
+      count: 5,
+      opentelemetry: {
+        url: "localhost:4318/v1/traces",
+        resource: [
+          ["service.name", "galley"],
+          ["deployment.environment", "test=1"],
+        ],
+        bspMaxQueueSize: 10,
+        bspScheduleDelay: 20,
+        bspMaxExportBatchSize: 512,
+      },
+    });
+    expect(given.config.file).toBeUndefined();
+    expect(given.warnings).toContain(
+      "Warning: '--trace-file' is deprecated and will be ignored with opentelemetry tracing mode. ",
+    );
+    expect(otel(["level=TENSORS"]).warnings).toContain(
+      "Tensor level tracing is not supported by the mode: opentelemetry",
+    );
+    // Mode triton ignores the opentelemetry entries.
+    expect(parseTraceConfig(["opentelemetry,bsp_max_queue_size=x"], {}, {}).config).toEqual({});
+    const bad: [string[], Record<string, string>, string][] = [
+      [
+        ["opentelemetry,bsp_max_queue_size=ten"],
+        {},
+        'Bad option: "--trace-config opentelemetry,bsp_max_queue_size".\nInvalid option value. Got ten',
+      ],
+      [
+        ["opentelemetry,bsp_schedule_delay=4294967296"],
+        {},
+        'Bad option: "--trace-config opentelemetry,bsp_schedule_delay".\nProvided option value is out of bound. Got 4294967296',
+      ],
+      [
+        [],
+        { OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "-1" },
+        'Bad option: "OTEL_BSP_MAX_EXPORT_BATCH_SIZE".\nInvalid option value. Got -1',
+      ],
+      [["opentelemetry,resource=novalue"], {}, "expected <key>=<value>, got 'novalue'"],
+      [["opentelemetry,url=http://[bad"], {}, 'Bad option: "--trace-config opentelemetry,url".\ninvalid OTLP/HTTP url'],
+      [["opentelemetry,url=ftp://host/traces"], {}, "invalid OTLP/HTTP url 'ftp://host/traces'"],
+      [["opentelemetry,url=http://"], {}, "invalid OTLP/HTTP url 'http://'"],
+    ];
+    for (const [specs, env, message] of bad) expect(() => otel(specs, env), message).toThrow(message);
   });
 
   describe("tritonserver flags Galley takes without a use of its own", () => {

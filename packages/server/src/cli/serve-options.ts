@@ -118,6 +118,16 @@ Tracing (Triton's trace extension; the trace-setting API changes all but the fil
   --trace-config rate=<n>                     trace every n-th request (default: 1000)
   --trace-config count=<n>                    stop after n traces; -1: no limit (default: -1)
   --trace-config triton,log-frequency=<n>     write <path>.<i> every n traces; 0: all to <path> (default: 0)
+  --trace-config mode=<triton|opentelemetry>  triton: JSON trace file; opentelemetry: OTLP/HTTP spans,
+                                 with W3C traceparent/tracestate read from requests (a request that
+                                 carries one is traced whatever the rate; rate=0 traces only those)
+  --trace-config opentelemetry,url=<url>      OTLP/HTTP receiver (default: http://localhost:4318/v1/traces)
+  --trace-config opentelemetry,resource=<key>=<value>   repeatable (default: service.name=triton-inference-server)
+  --trace-config opentelemetry,bsp_max_queue_size=<n>   spans waiting for export; more are dropped (default: 2048)
+  --trace-config opentelemetry,bsp_schedule_delay=<ms>  time between exports (default: 5000)
+  --trace-config opentelemetry,bsp_max_export_batch_size=<n>   spans per export (default: 512);
+                                 the three bsp_* default to OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_SCHEDULE_DELAY,
+                                 OTEL_BSP_MAX_EXPORT_BATCH_SIZE when set
   --trace-file, --trace-level, --trace-rate, --trace-count, --trace-log-frequency   deprecated forms
 ${VIDEOS_USAGE}Logging
   --log-file <path>              append the log to this file instead of stderr

@@ -1,5 +1,9 @@
+import type { Context } from "@opentelemetry/api";
 import { InferenceError } from "../base/errors.js";
-import { TRACE_TENSORS, TRACE_TIMESTAMPS, Trace, type TraceSink } from "../base/trace.js";
+import { FileTrace, TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace, type TraceSink } from "../base/trace.js";
+import { DEFAULT_OPENTELEMETRY_CONFIG, type OpenTelemetryConfig } from "./opentelemetry-config.js";
+import type { SpanExport } from "./span-export.js";
+import { SpanTrace } from "./span-trace.js";
 import type { TraceFiles } from "./trace-files.js";
 
 /** The startup trace configuration (`--trace-config`), Triton's defaults unless given. */
@@ -14,8 +18,37 @@ export interface TraceConfig {
   logFrequency: number;
   /** Where traces go; tracing is off without one (default ""). */
   file: string;
-  /** Other `--trace-config triton,<setting>=<value>` entries, reported by the settings API. */
+  /** Other `--trace-config <mode>,<setting>=<value>` entries of the mode, reported by the settings API. */
   extra?: readonly (readonly [string, string])[];
+  /**
+   * `triton` (default): traces go to `file` as Triton's JSON; `opentelemetry`: they are exported
+   * as spans as {@link TraceConfig.opentelemetry} says (no file needed).
+   */
+  mode?: TraceMode;
+  /** Where and how spans are exported in mode `opentelemetry` (Triton's defaults when absent). */
+  opentelemetry?: OpenTelemetryConfig;
+}
+
+/**
+ * Where every setting's traces go: the trace files (mode `triton`), or the span exporter (mode
+ * `opentelemetry`; none until {@link TraceSettings.exportSpans} gives it, and nothing is traced meanwhile).
+ */
+interface TraceOutputs {
+  readonly files: TraceFiles;
+  readonly maxHeldBytes: number;
+  readonly mode: TraceMode;
+  spans?: SpanExport;
+}
+
+/** The trace APIs used: Triton's trace file, or OpenTelemetry spans. */
+export type TraceMode = "triton" | "opentelemetry";
+
+/**
+ * Where a caller's trace context is read: `header` gives a request header (HTTP) or metadata
+ * entry (gRPC) by lower-case name, or undefined when absent. An HTTP request is one as it is.
+ */
+export interface TraceHeader {
+  header(name: string): string | undefined;
 }
 
 export const DEFAULT_TRACE_CONFIG: TraceConfig = { level: 0, rate: 1000, count: -1, logFrequency: 0, file: "" };
@@ -58,8 +91,7 @@ class TraceSetting implements TraceSink {
   constructor(
     readonly values: Values,
     readonly specified: ReadonlySet<Field>,
-    readonly files: TraceFiles,
-    readonly maxHeldBytes: number,
+    readonly outputs: TraceOutputs,
   ) {}
 
   /** Why this setting traces nothing, or undefined when it traces. */
@@ -67,17 +99,36 @@ class TraceSetting implements TraceSink {
     const v = this.values;
     if (v.level === 0) return "tracing is disabled";
     if (v.rate === 0) return "sample rate must be non-zero";
-    if (v.file === "") return "trace file name is not given";
+    if (v.file === "" && this.outputs.mode === "triton") return "trace file name is not given";
     if (v.count === 0) return "";
     return undefined;
   }
 
-  sample(): Trace | undefined {
-    if (this.invalidReason !== undefined) return undefined;
-    if (++this.#seen % this.values.rate !== 0) return undefined;
-    if (this.values.count > 0) this.values.count--;
+  /** Whether a request that carries a caller's trace context is traced (mode `opentelemetry`, any rate or count). */
+  get followsCallers(): boolean {
+    return this.outputs.spans !== undefined && this.values.level !== 0;
+  }
+
+  /**
+   * A trace when this request is sampled: every `rate`-th while `count` lasts, and (mode
+   * `opentelemetry`, as Triton) every request with a valid caller's context, whatever the rate
+   * and count (which it is still counted against). Rate 0 then traces only those.
+   */
+  sample(caller?: Context): Trace | undefined {
+    const { rate, level } = this.values;
+    let hit = false;
+    if (caller === undefined || rate !== 0) {
+      if (caller === undefined && this.invalidReason !== undefined) return undefined;
+      hit = ++this.#seen % rate === 0 && this.values.count !== 0;
+      if (hit && this.values.count > 0) this.values.count--;
+    }
+    if (!hit && caller === undefined) return undefined;
+    if (this.outputs.mode === "opentelemetry") {
+      const spans = this.outputs.spans;
+      return spans ? SpanTrace.root(spans.tracer, level, caller) : undefined;
+    }
     this.#inFlight++;
-    return Trace.root(this, this.values.level);
+    return FileTrace.root(this, level);
   }
 
   collect(text: string): void {
@@ -90,12 +141,12 @@ class TraceSetting implements TraceSink {
     }
     // Unlimited traces into the one array: written as they finish, not held until shutdown.
     if (logFrequency === 0 && count < 0 && !this.#retired) {
-      this.files.append(file, text);
+      this.outputs.files.append(file, text);
       return;
     }
     this.#buffer.push(text);
     this.#bufferedBytes += text.length;
-    if (this.#bufferedBytes > this.maxHeldBytes) this.flush();
+    if (this.#bufferedBytes > this.outputs.maxHeldBytes) this.flush();
     // Triton's rule: a count that ran out flushes when every request counted was collected
     // (which only happens at rate 1; otherwise the rest is written when the setting goes).
     else if (
@@ -122,7 +173,7 @@ class TraceSetting implements TraceSink {
     if (this.#buffer.length === 0) return;
     if (this.values.logFrequency !== 0) this.#flushIndexed();
     else {
-      this.files.append(this.values.file, this.#buffer.join(","));
+      this.outputs.files.append(this.values.file, this.#buffer.join(","));
       this.#buffer = [];
       this.#bufferedBytes = 0;
     }
@@ -134,7 +185,7 @@ class TraceSetting implements TraceSink {
 
   #flushIndexed(): void {
     if (this.#buffer.length === 0) return;
-    this.files.writeIndexed(this.values.file, this.#buffer);
+    this.outputs.files.writeIndexed(this.values.file, this.#buffer);
     this.#buffer = [];
     this.#bufferedBytes = 0;
   }
@@ -150,18 +201,22 @@ class TraceSetting implements TraceSink {
 export class TraceSettings {
   readonly #startup: Values;
   readonly #extra: readonly (readonly [string, string])[];
-  readonly #files: TraceFiles;
   #global: TraceSetting;
   readonly #models = new Map<string, TraceSetting>();
   readonly #retired = new Set<TraceSetting>();
   /** Some setting may trace: the frontends' one check per request when tracing is off. */
   #enabled = false;
+  /** Some setting traces requests that carry a caller's context (mode `opentelemetry`). */
+  #followsCallers = false;
 
-  readonly #maxHeldBytes: number;
+  readonly #outputs: TraceOutputs;
 
-  /** `maxHeldBytes`: see {@link MAX_HELD_TRACE_BYTES} (tests set less). */
+  /**
+   * `maxHeldBytes`: see {@link MAX_HELD_TRACE_BYTES} (tests set less). In mode `opentelemetry`
+   * nothing is traced until {@link exportSpans} gives the exporter.
+   */
   constructor(config: TraceConfig, files: TraceFiles, maxHeldBytes = MAX_HELD_TRACE_BYTES) {
-    this.#maxHeldBytes = maxHeldBytes;
+    this.#outputs = { files, maxHeldBytes, mode: config.mode ?? "triton" };
     this.#startup = {
       level: config.level,
       rate: config.rate,
@@ -169,9 +224,22 @@ export class TraceSettings {
       logFrequency: config.logFrequency,
       file: config.file,
     };
-    this.#extra = config.extra ?? [];
-    this.#files = files;
-    this.#global = new TraceSetting({ ...this.#startup }, new Set(), files, maxHeldBytes);
+    this.#extra = config.extra ?? (config.mode === "opentelemetry" ? openTelemetryEntries(config.opentelemetry) : []);
+    this.#global = new TraceSetting({ ...this.#startup }, new Set(), this.#outputs);
+    this.#refresh();
+  }
+
+  /** The trace mode, from the startup configuration. */
+  get mode(): TraceMode {
+    return this.#outputs.mode;
+  }
+
+  /**
+   * Mode `opentelemetry`: from now on sampled requests are exported as spans by `spans` (the
+   * server loads the OpenTelemetry SDK, and makes it, only when the mode is used).
+   */
+  exportSpans(spans: SpanExport): void {
+    this.#outputs.spans = spans;
     this.#refresh();
   }
 
@@ -180,10 +248,17 @@ export class TraceSettings {
     return this.#enabled;
   }
 
-  /** A trace for a request to `model` when its setting samples this one, else undefined. */
-  sample(model: string): Trace | undefined {
+  /**
+   * A trace for a request to `model` when its setting samples this one, else undefined. `header`
+   * reads the caller's W3C `traceparent`/`tracestate` (mode `opentelemetry`): the request's spans
+   * are then children of the caller's, and it is traced whatever the rate.
+   */
+  sample(model: string, header?: TraceHeader): Trace | undefined {
     if (!this.#enabled) return undefined;
-    return (this.#models.get(model) ?? this.#global).sample();
+    const setting = this.#models.get(model) ?? this.#global;
+    const caller =
+      this.#followsCallers && header && setting.followsCallers ? this.#outputs.spans?.extract(header) : undefined;
+    return setting.sample(caller);
   }
 
   /** The settings in force for `model` (its override, or the global setting), or the global ones. */
@@ -196,9 +271,8 @@ export class TraceSettings {
       trace_level: level.length === 0 ? ["OFF"] : level,
       trace_rate: String(v.rate),
       trace_count: String(v.count),
-      log_frequency: String(v.logFrequency),
-      trace_file: v.file,
-      trace_mode: "triton",
+      ...(this.#outputs.mode === "opentelemetry" ? {} : { log_frequency: String(v.logFrequency), trace_file: v.file }),
+      trace_mode: this.#outputs.mode,
     };
     for (const [key, value] of this.#extra) report[key] = value;
     return report;
@@ -230,13 +304,17 @@ export class TraceSettings {
     return this.report(model);
   }
 
-  /** Write every trace held and close the files. */
-  async close(): Promise<void> {
+  /**
+   * Write every trace held and close the files; in mode `opentelemetry`, export the spans queued,
+   * waiting at most `exportTimeoutMs` (the rest are dropped and logged).
+   */
+  async close(exportTimeoutMs = 5000): Promise<void> {
     this.#global.flush();
     for (const setting of this.#models.values()) setting.flush();
     for (const setting of this.#retired) setting.flush();
     this.#enabled = false;
-    await this.#files.close();
+    this.#followsCallers = false;
+    await Promise.all([this.#outputs.files.close(), this.#outputs.spans?.close(exportTimeoutMs)]);
   }
 
   #derive(current: TraceSetting | undefined, fallback: Values, change: TraceUpdate): TraceSetting {
@@ -253,7 +331,7 @@ export class TraceSettings {
         specified.add(field);
       }
     }
-    const setting = new TraceSetting(values, specified, this.#files, this.#maxHeldBytes);
+    const setting = new TraceSetting(values, specified, this.#outputs);
     const reason = setting.invalidReason;
     if (reason !== undefined && values.level !== 0) throw new InferenceError("TRACE_SETTING_INVALID", { reason });
     return setting;
@@ -278,8 +356,23 @@ export class TraceSettings {
   }
 
   #refresh(): void {
-    let enabled = this.#global.invalidReason === undefined;
+    let follows = this.#global.followsCallers;
+    for (const setting of this.#models.values()) follows ||= setting.followsCallers;
+    let enabled = follows || this.#global.invalidReason === undefined;
     for (const setting of this.#models.values()) enabled ||= setting.invalidReason === undefined;
-    this.#enabled = enabled;
+    // Mode opentelemetry traces nothing before its exporter is there.
+    this.#enabled = enabled && (this.#outputs.mode === "triton" || this.#outputs.spans !== undefined);
+    this.#followsCallers = follows;
   }
+}
+
+/** Mode opentelemetry's settings as `--trace-config opentelemetry,<setting>=<value>` would give them (for the settings API). */
+function openTelemetryEntries(config: OpenTelemetryConfig = DEFAULT_OPENTELEMETRY_CONFIG): [string, string][] {
+  return [
+    ["url", config.url],
+    ...config.resource.map(([key, value]): [string, string] => ["resource", `${key}=${value}`]),
+    ["bsp_max_queue_size", String(config.bspMaxQueueSize)],
+    ["bsp_schedule_delay", String(config.bspScheduleDelay)],
+    ["bsp_max_export_batch_size", String(config.bspMaxExportBatchSize)],
+  ];
 }

@@ -115,6 +115,19 @@ export interface Request {
   isCancelled(): boolean;
   /** The response sender (decoupled models; a default-mode model may send exactly one final response). */
   responseSender(): ResponseSender;
+  /**
+   * The W3C trace context of this request's span when the server traces it in mode
+   * `opentelemetry` (Python's `request.trace().get_context()`): headers to hand to a service the
+   * model calls, so that its spans join the request's trace. The model's BLS calls are traced as
+   * children of the request on their own. Absent when the request is not traced.
+   */
+  readonly traceContext?: TraceContext;
+}
+
+/** W3C trace-context headers (`traceparent`, and `tracestate` when the caller sent one). */
+export interface TraceContext {
+  readonly traceparent: string;
+  readonly tracestate?: string;
 }
 
 /** A request a model sends to another model (BLS). */

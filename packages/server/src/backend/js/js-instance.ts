@@ -177,6 +177,7 @@ export class JsInstance implements BackendInstance {
           (request.parameters.sequence_start === true ? 1 : 0) | (request.parameters.sequence_end === true ? 2 : 0),
         cancelled: request.signal?.aborted ?? false,
         ...(request.trace ? { traced: true } : {}),
+        ...(request.trace?.context !== undefined ? { traceContext: request.trace.context } : {}),
       };
     });
     let result: JsResult;

@@ -33,6 +33,8 @@ export interface WireRequest {
   cancelled: boolean;
   /** The request is traced: its BLS calls take the usual path, where their traces are made. */
   traced?: boolean;
+  /** The W3C context of the request's span as JSON (mode `opentelemetry`). */
+  traceContext?: string;
 }
 
 export interface WireResponse {

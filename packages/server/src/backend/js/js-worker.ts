@@ -17,6 +17,7 @@ import type {
   Request,
   Response,
   ResponseSender,
+  TraceContext,
 } from "../../model/api.js";
 import type { DirectRoute } from "../backend.js";
 import { type Coalesced, coalescingPost, forEachMessage } from "../host/coalesce.js";
@@ -340,8 +341,10 @@ serveThread((port, fail, slot) => {
       },
       isCancelled: () => controller.signal.aborted,
     };
+    const traceContext = wire.traceContext === undefined ? undefined : (JSON.parse(wire.traceContext) as TraceContext);
     return {
       id: wire.id,
+      ...(traceContext ? { traceContext } : {}),
       modelName: wire.modelName,
       modelVersion: wire.modelVersion,
       correlationId: wire.correlationId,

@@ -902,6 +902,7 @@ function toPyRequest(
     inputs: (placed ?? request.inputs).map((t) => ("parameters" in t ? pool.put(t) : t)),
     outputs: request.outputs.length > 0 ? request.outputs.map((o) => o.name) : [...modelOutputs],
     cancelled: request.signal?.aborted ?? false,
+    ...(request.trace?.context !== undefined ? { traceContext: request.trace.context } : {}),
   };
 }
 

@@ -54,6 +54,8 @@ export interface PyRequest {
   /** Requested output names; every output of the model when the client named none. */
   outputs: string[];
   cancelled: boolean;
+  /** The W3C context of the request's span as JSON (mode `opentelemetry`): `request.trace().get_context()`. */
+  traceContext?: string;
 }
 
 export interface PyError {

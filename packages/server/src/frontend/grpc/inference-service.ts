@@ -88,12 +88,16 @@ export function createInferenceService(server: InferenceServer, options: GrpcFro
     modelConfig: (req) => ({ config: server.modelConfig(req.name, req.version) }),
     modelStatistics: (req) => statisticsResponse(server.statistics(req.name, req.version)),
 
-    modelInfer: (req, context) => modelInfer(server, req, context.signal, responseToGrpc),
+    modelInfer: (req, context) =>
+      modelInfer(server, req, context.signal, responseToGrpc, undefined, {
+        header: (name) => context.requestHeader.get(name) ?? undefined,
+      }),
 
     modelStreamInfer: (requests, context) =>
       streamInfer(server, requests, {
         signal: context.signal,
         closeOnError: context.requestHeader.get("triton_grpc_error") === "true",
+        header: { header: (name) => context.requestHeader.get(name) ?? undefined },
       }),
 
     repositoryIndex: async (req) => ({

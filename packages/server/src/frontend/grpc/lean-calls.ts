@@ -111,7 +111,8 @@ function serveModelInfer(
   readMessage(stream, headers)
     .then((bytes) => {
       checkRestricted(options, "inference", (name) => headerValue(headers, name));
-      return modelInfer(server, readModelInfer(bytes, abort.signal), abort.signal, succeed, readStart);
+      const header = { header: (name: string) => headerValue(headers, name) };
+      return modelInfer(server, readModelInfer(bytes, abort.signal), abort.signal, succeed, readStart, header);
     })
     .catch((error: unknown) => fail(callStatus(error, server.log, "ModelInfer")));
 }
@@ -184,7 +185,8 @@ function serveModelStreamInfer(
   void (async () => {
     checkRestricted(options, "inference", (name) => headerValue(headers, name));
     const closeOnError = headerValue(headers, "triton_grpc_error") === "true";
-    for await (const message of streamInfer(server, requests, { signal: abort.signal, closeOnError })) {
+    const header = { header: (name: string) => headerValue(headers, name) };
+    for await (const message of streamInfer(server, requests, { signal: abort.signal, closeOnError, header })) {
       const drained = write(message);
       if (drained) await drained;
       if (finished) break;

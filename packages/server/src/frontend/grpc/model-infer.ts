@@ -19,6 +19,7 @@ import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors
 import type { InferenceRequest, InferenceResponse } from "../../base/inference-request.js";
 import type { Trace } from "../../base/trace.js";
 import type { InferenceServer, ModelView, OnDemandWait } from "../../core/inference-server.js";
+import type { TraceHeader } from "../../core/trace-settings.js";
 import { decodeModelInfer, leanRequestFromGrpc, requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
 import { GrpcTrace } from "./grpc-trace.js";
 import type { GrpcFrontendOptions } from "./inference-service.js";
@@ -70,8 +71,9 @@ export async function modelInfer<T>(
   signal: AbortSignal,
   respond: (response: InferenceResponse) => T,
   readStartNs?: bigint,
+  header?: TraceHeader,
 ): Promise<T> {
-  const sampled = server.tracing.sample(req.modelName);
+  const sampled = server.tracing.sample(req.modelName, header);
   if (!sampled) return respond(await infer(server, req, signal));
   const trace = new GrpcTrace(sampled, readStartNs === undefined ? undefined : [readStartNs, now()]);
   try {
@@ -144,7 +146,7 @@ interface Slot {
 export async function* streamInfer(
   server: InferenceServer,
   requests: AsyncIterable<ModelInferInput>,
-  context: { signal: AbortSignal; closeOnError: boolean },
+  context: { signal: AbortSignal; closeOnError: boolean; header?: TraceHeader },
 ): AsyncGenerator<ModelStreamInferResponse> {
   const { closeOnError } = context;
   /** Default-mode responses wait here for the requests before them; decoupled ones do not. */
@@ -174,7 +176,7 @@ export async function* streamInfer(
   const serve = async (req: ModelInferInput, readStart: bigint, readEnd: bigint) => {
     let model: ModelView | undefined;
     let slot: Slot | undefined;
-    const sampled = server.tracing.sample(req.modelName);
+    const sampled = server.tracing.sample(req.modelName, context.header);
     const trace = sampled && new GrpcTrace(sampled, [readStart, readEnd]);
     if (trace) openTraces.add(trace);
     const follow = (message: ModelStreamInferResponse, last: boolean) => {

@@ -43,7 +43,7 @@ export async function handleGenerate(
   streaming: boolean,
 ): Promise<HttpAnswer> {
   // Sampled before the model is looked up, as Triton's generate endpoints do.
-  const trace = ctx.server.tracing.sample(modelName);
+  const trace = ctx.server.tracing.sample(modelName, ctx.request);
   if (!trace) return generate(ctx, modelName, modelVersion, streaming);
   trace.capture("HTTP_RECV_START");
   try {

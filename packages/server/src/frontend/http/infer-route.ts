@@ -54,7 +54,7 @@ function inferOn(
 ): Promise<HttpAnswer> {
   const { server, request } = ctx;
   // Sampled here, as Triton samples once the model is known (before the body is read).
-  const trace = server.tracing.sample(modelName);
+  const trace = server.tracing.sample(modelName, request);
   trace?.capture("HTTP_RECV_START");
   try {
     requestEncoding(request.header("content-encoding"));

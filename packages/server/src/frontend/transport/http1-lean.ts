@@ -158,6 +158,10 @@ class LeanRequest implements HttpRequest {
         return this.head.lengthHeader;
       case "accept-encoding":
         return this.head.acceptEncoding;
+      case "traceparent":
+        return this.head.traceparent;
+      case "tracestate":
+        return this.head.tracestate;
       default:
         return undefined;
     }

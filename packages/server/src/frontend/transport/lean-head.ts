@@ -11,6 +11,9 @@ export interface LeanHead {
   /** `Inference-Header-Content-Length`. */
   lengthHeader?: string;
   acceptEncoding?: string;
+  /** W3C trace context (`traceparent`, `tracestate`), read for the trace extension's mode `opentelemetry`. */
+  traceparent?: string;
+  tracestate?: string;
   /**
    * The head also has `Transfer-Encoding` (with `Content-Length`, as Python's `requests` sends a
    * generator body): not served here, but its start and end are known, so the lean path hands it
@@ -22,8 +25,8 @@ export interface LeanHead {
 /**
  * Which requests the lean path serves: of the heads {@link leanHead} reads, those the protocol
  * takes here (the REST frontend's choice: inference within the body limit). The handler then sees
- * only `Content-Length`, `Inference-Header-Content-Length` and `Accept-Encoding` of the headers,
- * and must answer whole (no stream).
+ * only `Content-Length`, `Inference-Header-Content-Length`, `Accept-Encoding`, `traceparent` and
+ * `tracestate` of the headers, and must answer whole (no stream).
  */
 export type LeanChoice = (head: LeanHead) => boolean;
 
@@ -54,6 +57,8 @@ for (const name of [
   "content-encoding",
   "transfer-encoding",
   "inference-header-content-length",
+  "traceparent",
+  "tracestate",
 ])
   NAME_LENGTHS[name.length] = 1;
 
@@ -82,6 +87,8 @@ export function leanHead(bytes: Buffer, maxBytes: number): LeanHead | undefined 
   let hosts = 0;
   let lengthHeader: string | undefined;
   let acceptEncoding: string | undefined;
+  let traceparent: string | undefined;
+  let tracestate: string | undefined;
   let transferEncoding = false;
   for (let lines = 0; ; lines++) {
     if (at + 1 >= end) return undefined;
@@ -91,6 +98,8 @@ export function leanHead(bytes: Buffer, maxBytes: number): LeanHead | undefined 
       if (transferEncoding) head.lengthConflict = true;
       if (lengthHeader !== undefined) head.lengthHeader = lengthHeader;
       if (acceptEncoding !== undefined) head.acceptEncoding = acceptEncoding;
+      if (traceparent !== undefined) head.traceparent = traceparent;
+      if (tracestate !== undefined) head.tracestate = tracestate;
       return head;
     }
     if (lines === LEAN_MAX_HEADERS) return undefined;
@@ -138,6 +147,15 @@ export function leanHead(bytes: Buffer, maxBytes: number): LeanHead | undefined 
       case "accept-encoding":
         if (acceptEncoding !== undefined) return undefined;
         acceptEncoding = latin1(bytes, valueStart, valueEnd);
+        break;
+      // Repeated, they are Node's to join (a joined traceparent is malformed, and ignored).
+      case "traceparent":
+        if (traceparent !== undefined) return undefined;
+        traceparent = latin1(bytes, valueStart, valueEnd);
+        break;
+      case "tracestate":
+        if (tracestate !== undefined) return undefined;
+        tracestate = latin1(bytes, valueStart, valueEnd);
         break;
       case "connection":
         if (latin1(bytes, valueStart, valueEnd).toLowerCase() !== "keep-alive") return undefined;
