@@ -9,8 +9,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { ConnectError } from "@connectrpc/connect";
-import { createGrpcClient, type GrpcClient } from "@galley/client";
-import { createLogger, createServer, type GalleyServer } from "@galley/server";
+import type { GrpcClient } from "@galley/client";
+import type { GalleyServer } from "@galley/server";
 import { GifReader } from "omggif";
 import { tsImport } from "tsx/esm/api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -18,22 +18,16 @@ import { cartoonImage } from "../scripts/test-image.js";
 import { runCli } from "../src/cli.js";
 import { encodeGif } from "../src/gif.js";
 import { generateVideo, type Progress, upscaleVideo } from "../src/video.js";
+import { startExampleServer } from "./example-server.js";
 
 let server: GalleyServer;
 let client: GrpcClient;
 let address: string;
 
 beforeAll(async () => {
-  server = createServer({
-    modelRepositories: [fileURLToPath(new URL("../models", import.meta.url))],
-    http: false,
-    grpc: { host: "127.0.0.1", port: 0 },
-    metrics: false,
-    log: createLogger({ write: () => {} }),
-  });
-  const { grpc } = await server.listen();
-  address = `127.0.0.1:${grpc?.port}`;
-  client = createGrpcClient({ baseUrl: `http://${address}` });
+  let url: string;
+  ({ server, client, url } = await startExampleServer());
+  address = url.replace("http://", "");
 });
 
 afterAll(async () => {

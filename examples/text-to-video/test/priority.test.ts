@@ -3,26 +3,18 @@
 // levels (models/denoiser/config.pbtxt: default 2). Twelve videos at once against a batch limit of
 // 8: each batch takes the two interactive users' steps first, so their loops run a step a batch
 // while the ten batch users share the other six places. Real server (port 0), gRPC streams.
-import { fileURLToPath } from "node:url";
 import { createGrpcClient } from "@galley/client";
-import { createLogger, createServer, type GalleyServer } from "@galley/server";
+import type { GalleyServer } from "@galley/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/cli.js";
 import { generateVideo } from "../src/video.js";
+import { startExampleServer } from "./example-server.js";
 
 let server: GalleyServer;
 let url: string;
 
 beforeAll(async () => {
-  server = createServer({
-    modelRepositories: [fileURLToPath(new URL("../models", import.meta.url))],
-    http: false,
-    grpc: { host: "127.0.0.1", port: 0 },
-    metrics: false,
-    log: createLogger({ write: () => {} }),
-  });
-  const { grpc } = await server.listen();
-  url = `http://127.0.0.1:${grpc?.port}`;
+  ({ server, url } = await startExampleServer());
 });
 
 afterAll(async () => {

@@ -2,25 +2,17 @@
 // scripts/ncnn-reference.ts (a loop-by-loop forward pass over the original ncnn weights), and a
 // fixed cartoon image downscaled 4x, where super-resolution is compared with bicubic upscaling.
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { createGrpcClient, type GrpcClient, tensor } from "@galley/client";
-import { createLogger, createServer, type GalleyServer } from "@galley/server";
+import { type GrpcClient, tensor } from "@galley/client";
+import type { GalleyServer } from "@galley/server";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { cartoonImage } from "../scripts/test-image.js";
+import { startExampleServer } from "./example-server.js";
 
 let server: GalleyServer;
 let client: GrpcClient;
 
 beforeAll(async () => {
-  server = createServer({
-    modelRepositories: [fileURLToPath(new URL("../models", import.meta.url))],
-    http: false,
-    grpc: { host: "127.0.0.1", port: 0 },
-    metrics: false,
-    log: createLogger({ write: () => {} }),
-  });
-  const { grpc } = await server.listen();
-  client = createGrpcClient({ baseUrl: `http://127.0.0.1:${grpc?.port}` });
+  ({ server, client } = await startExampleServer());
 });
 
 afterAll(async () => {

@@ -1,9 +1,8 @@
 // A text-to-video request traced in mode opentelemetry: every step of the pipeline (each BLS call
 // the text_to_video model makes, and the steps of the ensembles it calls) is a span under the
 // request's, as docs/guides/deployment.md ("Traces") shows how to view it.
-import { fileURLToPath } from "node:url";
-import { createGrpcClient, type GrpcClient } from "@galley/client";
-import { createLogger, createServer, type GalleyServer } from "@galley/server";
+import type { GrpcClient } from "@galley/client";
+import type { GalleyServer } from "@galley/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type OtlpReceiver,
@@ -11,6 +10,7 @@ import {
   startOtlpReceiver,
 } from "../../../packages/server/test/support/otlp-receiver.ts";
 import { generateVideo } from "../src/video.js";
+import { startExampleServer } from "./example-server.js";
 
 let server: GalleyServer;
 let client: GrpcClient;
@@ -18,12 +18,7 @@ let receiver: OtlpReceiver;
 
 beforeAll(async () => {
   receiver = await startOtlpReceiver();
-  server = createServer({
-    modelRepositories: [fileURLToPath(new URL("../models", import.meta.url))],
-    http: false,
-    grpc: { host: "127.0.0.1", port: 0 },
-    metrics: false,
-    log: createLogger({ write: () => {} }),
+  ({ server, client } = await startExampleServer({
     trace: {
       mode: "opentelemetry",
       level: 0x4,
@@ -36,9 +31,7 @@ beforeAll(async () => {
         bspMaxExportBatchSize: 512,
       },
     },
-  });
-  const { grpc } = await server.listen();
-  client = createGrpcClient({ baseUrl: `http://127.0.0.1:${grpc?.port}` });
+  }));
 });
 
 afterAll(async () => {
