@@ -515,6 +515,22 @@ export function hiddenCause(error: InferenceError): string | undefined {
   return cause instanceof Error ? (cause.stack ?? `${cause.name}: ${cause.message}`) : String(cause);
 }
 
+/**
+ * A failure as the error a client is answered with, and what the log should say of it: the bug
+ * behind an INTERNAL_ERROR, the stack of a plain error a frontend did not expect (both answered
+ * without their JavaScript text), or undefined when the answer says it all.
+ */
+export function answerableFailure(error: unknown): { failed: InferenceError; logged: string | undefined } {
+  const failed = toInferenceError(error);
+  const logged =
+    error instanceof InferenceError
+      ? hiddenCause(failed)
+      : error instanceof Error
+        ? (error.stack ?? error.message)
+        : String(error);
+  return { failed, logged };
+}
+
 function isPlainError(error: unknown): error is Error {
   if (!(error instanceof Error) || Object.getPrototypeOf(error) !== Error.prototype) return false;
   const code = (error as NodeJS.ErrnoException).code;

@@ -1,6 +1,6 @@
 // The KServe v2 REST frontend: the route table, and one handler from request to answer that both
 // HTTP/1 paths serve (`../transport/listen-http1.ts` chooses which reads each request).
-import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
+import { answerableFailure, InferenceError } from "../../base/errors.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import {
   ClientGone,
@@ -134,18 +134,12 @@ function dispatch(ctx: Context, route: Route): Promise<HttpAnswer> {
 /**
  * Triton's answer to a failure (`{"error":"<message>"}` and its status). An {@link InferenceError}
  * is answered as it is; anything else is a bug, logged and answered 500 without its JavaScript text
- * (see {@link toInferenceError}). A client that is gone is answered nothing anyone reads, quietly.
+ * (see {@link answerableFailure}). A client that is gone is answered nothing anyone reads, quietly.
  */
 function failure(server: InferenceServer, request: HttpRequest, error: unknown): HttpAnswer {
   if (error instanceof ClientGone) return { status: 400, headers: {}, parts: [] };
-  const failed = toInferenceError(error);
-  const detail =
-    error instanceof InferenceError
-      ? hiddenCause(failed)
-      : error instanceof Error
-        ? (error.stack ?? error.message)
-        : String(error);
-  if (detail !== undefined) server.log.error(`HTTP ${request.method} ${request.target}: ${detail}`);
+  const { failed, logged } = answerableFailure(error);
+  if (logged !== undefined) server.log.error(`HTTP ${request.method} ${request.target}: ${logged}`);
   return json(
     httpStatus(failed),
     { error: failed.message },

@@ -1,6 +1,6 @@
 // The videos API's one error mapping: any failure as OpenAI's error JSON,
 // `{"error":{"message","type","param","code"}}`, with the status the error table gives it.
-import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
+import { answerableFailure, InferenceError } from "../../base/errors.js";
 import type { Logger } from "../../base/log.js";
 import { HTTP_STATUS } from "../http/http-status.js";
 import type { HttpAnswer } from "../transport/http-exchange.js";
@@ -36,14 +36,8 @@ export function videoFailure(
   headers: Record<string, string> = {},
 ): HttpAnswer {
   if (error instanceof ClientGone) return { status: 400, headers: {}, parts: [] };
-  const failed = toInferenceError(error);
-  const detail =
-    error instanceof InferenceError
-      ? hiddenCause(failed)
-      : error instanceof Error
-        ? (error.stack ?? error.message)
-        : String(error);
-  if (detail !== undefined) log.error(`${where}: ${detail}`);
+  const { failed, logged } = answerableFailure(error);
+  if (logged !== undefined) log.error(`${where}: ${logged}`);
   const status = failed.httpStatusOverride ?? HTTP_STATUS[failed.code];
   const body = {
     error: {
