@@ -1,6 +1,6 @@
 import { createLogger } from "../base/log.js";
 import { EndpointError } from "../endpoint-error.js";
-import { openRepository } from "../repository/model-repository.js";
+import { openRepository } from "../repository/open-repository.js";
 import { createServer } from "../server.js";
 import { parseServeArgs, SERVE_USAGE, UsageError } from "./serve-options.js";
 

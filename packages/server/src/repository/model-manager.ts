@@ -13,10 +13,10 @@ import { MemoryBudget, type MemoryBudgetLimits } from "./memory-budget.js";
 import { bytesOf, type MemorySource } from "./memory-source.js";
 import { type ModelEntry, modelEntry } from "./model-entry.js";
 import { validateModelName } from "./model-name.js";
-import { type ModelRepository, openRepository } from "./model-repository.js";
+import { type ModelRepository, scanRepositories } from "./model-repository.js";
 import { EVICTED_REASON, type IndexEntry, type VersionStatus } from "./model-versions.js";
 import { OnDemandLoads, type OnDemandWait } from "./on-demand.js";
-import { scanRepositories } from "./repository-scan.js";
+import { openRepository } from "./open-repository.js";
 import { VersionLoader } from "./version-loader.js";
 
 export type { LoadOverrides } from "../base/load-overrides.js";

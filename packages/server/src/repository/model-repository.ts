@@ -1,9 +1,3 @@
-import { stat } from "node:fs/promises";
-import { join } from "node:path";
-import { fingerprintOf, modelFolders } from "./repository-scan.js";
-import { isS3Location } from "./s3-location.js";
-import { S3Repository } from "./s3-repository.js";
-
 /**
  * A model's files as a folder the backends read: the model's own folder in a folder repository,
  * or a private copy downloaded from object storage (with {@link remove} to delete it).
@@ -34,39 +28,17 @@ export interface ModelRepository {
   fetch(name: string, signal?: AbortSignal): Promise<ModelCopy>;
 }
 
-/** A repository on the local file system: models are read where they are. */
-export class FolderRepository implements ModelRepository {
-  readonly location: string;
-
-  constructor(location: string) {
-    this.location = location;
-  }
-
-  async check(): Promise<void> {
-    const info = await stat(this.location).catch(() => undefined);
-    if (!info?.isDirectory())
-      throw new Error(`failed to stat model repository path '${this.location}': not a directory`);
-  }
-
-  models(): Promise<string[]> {
-    return modelFolders(this.location);
-  }
-
-  fingerprint(name: string): Promise<string> {
-    return fingerprintOf(join(this.location, name));
-  }
-
-  async fetch(name: string): Promise<ModelCopy> {
-    const path = join(this.location, name);
-    return { path, fingerprint: await fingerprintOf(path) };
-  }
-}
-
 /**
- * The repository a `--model-repository` names: `s3://…` is object storage, anything else a folder.
- *
- * @throws Error for an `s3://` path that names no bucket.
+ * Model folders by name across every repository (a name in two repositories has two). A folder
+ * repository that cannot be read has no models; an object store whose listing fails fails the
+ * scan, so a poll during an outage unloads nothing.
  */
-export function openRepository(location: string): ModelRepository {
-  return isS3Location(location) ? new S3Repository(location) : new FolderRepository(location);
+export async function scanRepositories(
+  repositories: readonly ModelRepository[],
+): Promise<Map<string, ModelRepository[]>> {
+  const found = new Map<string, ModelRepository[]>();
+  for (const repository of repositories) {
+    for (const name of await repository.models()) found.set(name, [...(found.get(name) ?? []), repository]);
+  }
+  return found;
 }

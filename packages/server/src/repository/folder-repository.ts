@@ -1,21 +1,34 @@
 import { createHash } from "node:crypto";
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import type { ModelRepository } from "./model-repository.js";
+import type { ModelCopy, ModelRepository } from "./model-repository.js";
 
-/**
- * Model folders by name across every repository (a name in two repositories has two). A folder
- * repository that cannot be read has no models; an object store whose listing fails fails the
- * scan, so a poll during an outage unloads nothing.
- */
-export async function scanRepositories(
-  repositories: readonly ModelRepository[],
-): Promise<Map<string, ModelRepository[]>> {
-  const found = new Map<string, ModelRepository[]>();
-  for (const repository of repositories) {
-    for (const name of await repository.models()) found.set(name, [...(found.get(name) ?? []), repository]);
+/** A repository on the local file system: models are read where they are. */
+export class FolderRepository implements ModelRepository {
+  readonly location: string;
+
+  constructor(location: string) {
+    this.location = location;
   }
-  return found;
+
+  async check(): Promise<void> {
+    const info = await stat(this.location).catch(() => undefined);
+    if (!info?.isDirectory())
+      throw new Error(`failed to stat model repository path '${this.location}': not a directory`);
+  }
+
+  models(): Promise<string[]> {
+    return modelFolders(this.location);
+  }
+
+  fingerprint(name: string): Promise<string> {
+    return fingerprintOf(join(this.location, name));
+  }
+
+  async fetch(name: string): Promise<ModelCopy> {
+    const path = join(this.location, name);
+    return { path, fingerprint: await fingerprintOf(path) };
+  }
 }
 
 /** The sub-folders of a folder (none when it cannot be read). */
