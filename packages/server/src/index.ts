@@ -33,7 +33,7 @@ export type {
 } from "./base/inference-request.js";
 export { createLogger, type Logger, type LoggerOptions, type LogSettings } from "./base/log.js";
 export type { DeviceTensor, Parameters, ParameterValue, Tensor } from "./base/tensor.js";
-export { TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace } from "./base/trace.js";
+export { TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace, type TraceHeader } from "./base/trace.js";
 // Embedding: the core every frontend calls, and what goes in and out of it.
 export {
   EXTENSIONS,
@@ -60,14 +60,13 @@ export {
 export type { SpanExport } from "./core/span-export.js";
 export type {
   TraceConfig,
-  TraceHeader,
   TraceMode,
   TraceSettings,
   TraceSettingsReport,
   TraceUpdate,
 } from "./core/trace-settings.js";
 export { type Endpoint, EndpointError } from "./endpoint-error.js";
-export type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
+export type { GrpcFrontendOptions } from "./frontend/grpc/grpc-options.js";
 export type { LoadSource } from "./frontend/http/load-report.js";
 export type { HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
 export type { MetricsOptions } from "./frontend/metrics/metrics-handler.js";

@@ -23,7 +23,7 @@ import { TraceFiles } from "./core/trace-files.js";
 import { DEFAULT_TRACE_CONFIG, type TraceConfig, TraceSettings } from "./core/trace-settings.js";
 import { checkEndpoints, type Endpoint, type EndpointAddress, EndpointError } from "./endpoint-error.js";
 import { createGrpcFrontend } from "./frontend/grpc/grpc-frontend.js";
-import type { GrpcFrontendOptions } from "./frontend/grpc/inference-service.js";
+import type { GrpcFrontendOptions } from "./frontend/grpc/grpc-options.js";
 import { createRestFrontend, type HttpFrontendOptions } from "./frontend/http/rest-frontend.js";
 import { type GpuMetrics, startGpuMetrics } from "./frontend/metrics/gpu-metrics.js";
 import { createMetricsHandler, type MetricsOptions } from "./frontend/metrics/metrics-handler.js";

@@ -6,6 +6,14 @@ import { tensorTraceJson } from "./trace-tensor.js";
 export const TRACE_TIMESTAMPS = 0x4;
 export const TRACE_TENSORS = 0x8;
 
+/**
+ * Where a caller's trace context is read: `header` gives a request header (HTTP) or metadata
+ * entry (gRPC) by lower-case name, or undefined when absent. An HTTP request is one as it is.
+ */
+export interface TraceHeader {
+  header(name: string): string | undefined;
+}
+
 /** Where a finished trace tree goes (the setting that sampled it), mode `triton`. */
 export interface TraceSink {
   /** The tree's objects, `,`-joined JSON, once its root and every child have ended. */

@@ -14,13 +14,13 @@ import {
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
+import type { TraceHeader } from "../base/trace.js";
 import {
   DROP_LOG_INTERVAL_MS,
   type OpenTelemetryConfig,
   OTLP_EXPORT_TIMEOUT_MS,
   otlpUrl,
 } from "./opentelemetry-config.js";
-import type { TraceHeader } from "./trace-settings.js";
 
 /** Triton's tracer name. */
 const TRACER_NAME = "triton-server";

@@ -1,6 +1,13 @@
 import type { Context } from "@opentelemetry/api";
 import { InferenceError } from "../base/errors.js";
-import { FileTrace, TRACE_TENSORS, TRACE_TIMESTAMPS, type Trace, type TraceSink } from "../base/trace.js";
+import {
+  FileTrace,
+  TRACE_TENSORS,
+  TRACE_TIMESTAMPS,
+  type Trace,
+  type TraceHeader,
+  type TraceSink,
+} from "../base/trace.js";
 import { DEFAULT_OPENTELEMETRY_CONFIG, type OpenTelemetryConfig } from "./opentelemetry-config.js";
 import type { SpanExport } from "./span-export.js";
 import { SpanTrace } from "./span-trace.js";
@@ -42,14 +49,6 @@ interface TraceOutputs {
 
 /** The trace APIs used: Triton's trace file, or OpenTelemetry spans. */
 export type TraceMode = "triton" | "opentelemetry";
-
-/**
- * Where a caller's trace context is read: `header` gives a request header (HTTP) or metadata
- * entry (gRPC) by lower-case name, or undefined when absent. An HTTP request is one as it is.
- */
-export interface TraceHeader {
-  header(name: string): string | undefined;
-}
 
 export const DEFAULT_TRACE_CONFIG: TraceConfig = { level: 0, rate: 1000, count: -1, logFrequency: 0, file: "" };
 

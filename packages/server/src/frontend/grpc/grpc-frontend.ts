@@ -7,8 +7,9 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { GRPCInferenceService, Health } from "@galley/proto";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { connectResponse } from "./grpc-message.js";
+import type { GrpcFrontendOptions } from "./grpc-options.js";
 import { createHealthService } from "./health-service.js";
-import { createInferenceService, type GrpcFrontendOptions } from "./inference-service.js";
+import { createInferenceService } from "./inference-service.js";
 import { createLeanCalls } from "./lean-calls.js";
 
 /** What `listenHttp2` takes: the lean handlers' choice of streams, and connect-node for the rest. */

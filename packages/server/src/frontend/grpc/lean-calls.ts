@@ -16,8 +16,8 @@ import type { InferenceResponse } from "../../base/inference-request.js";
 import type { InferenceServer } from "../../core/inference-server.js";
 import { responsePieces } from "./grpc-codec.js";
 import { specPercentEncode } from "./grpc-message.js";
+import type { GrpcFrontendOptions } from "./grpc-options.js";
 import { callStatus, GrpcStatus } from "./grpc-status.js";
-import type { GrpcFrontendOptions } from "./inference-service.js";
 import { checkRestricted, type ModelInferInput, modelInfer, readModelInfer, streamInfer } from "./model-infer.js";
 
 /** The RPCs served here. */

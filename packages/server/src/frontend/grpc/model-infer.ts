@@ -17,12 +17,11 @@ import {
 import { now } from "../../base/clock.js";
 import { hiddenCause, InferenceError, toInferenceError } from "../../base/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../../base/inference-request.js";
-import type { Trace } from "../../base/trace.js";
+import type { Trace, TraceHeader } from "../../base/trace.js";
 import type { InferenceServer, ModelView, OnDemandWait } from "../../core/inference-server.js";
-import type { TraceHeader } from "../../core/trace-settings.js";
 import { decodeModelInfer, leanRequestFromGrpc, requestFromGrpc, responseToGrpc } from "./grpc-codec.js";
+import type { GrpcFrontendOptions } from "./grpc-options.js";
 import { GrpcTrace } from "./grpc-trace.js";
-import type { GrpcFrontendOptions } from "./inference-service.js";
 
 /**
  * A `ModelInferRequest` as read: already a core request (the common shape, read in one pass by
