@@ -56,5 +56,7 @@ export async function sampleGpuMemory(): Promise<GpuMemorySample> {
       ...(g.processesError !== undefined ? { processesError: g.processesError } : {}),
     });
   }
-  return gpus.length > 0 ? { available: true, gpus } : { available: false, reason: "NVML could not read any GPU's memory" };
+  return gpus.length > 0
+    ? { available: true, gpus }
+    : { available: false, reason: "NVML could not read any GPU's memory" };
 }

@@ -64,6 +64,7 @@ export {
   createServer,
   type EndpointOptions,
   type GalleyServer,
+  type GpuMemoryAdmissionSettings,
   type ServerAddresses,
   type ServerOptions,
 } from "./server.js";

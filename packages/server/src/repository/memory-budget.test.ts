@@ -44,7 +44,9 @@ function setup(models: LoadedModel[], now = 100n * 10n ** 9n, minResidencyNs = 3
   const budget = new MemoryBudget({ host: 100 * MIB }, minResidencyNs, host, createLogger({ write: () => {} }));
   // As the model manager: a version serves (and counts among the others) once its admitted load returned.
   const admit = async (name: string, expected: number, mib: number) => {
-    const m = await budget.admit(name, expected * MIB, async () => model(name, mib, { loadedAt: now }));
+    const m = await budget.admit(name, [{ type: "CPU", id: 0, byteSize: expected * MIB }], async () =>
+      model(name, mib, { loadedAt: now }),
+    );
     loaded.add(m);
     return m;
   };
@@ -98,7 +100,7 @@ describe("MemoryBudget", () => {
     const order: string[] = [];
     const { budget } = setup([]);
     let release!: () => void;
-    const first = budget.admit("x", 0, async () => {
+    const first = budget.admit("x", [], async () => {
       order.push("x start");
       await new Promise<void>((resolve) => {
         release = resolve;
@@ -106,7 +108,7 @@ describe("MemoryBudget", () => {
       order.push("x end");
       return model("x", 1);
     });
-    const second = budget.admit("y", 0, async () => {
+    const second = budget.admit("y", [], async () => {
       order.push("y start");
       return model("y", 1);
     });
