@@ -51,5 +51,5 @@ export function createScheduler(config: ModelConfig, context: SchedulerContext):
   if (config.schedulingChoice.case === "sequenceBatching") {
     return new SequenceBatcher({ pool, config, stats, log, initialStates: context.initialStates ?? new Map() });
   }
-  return new DefaultScheduler(pool, stats);
+  return new DefaultScheduler(pool, stats, context.admission);
 }

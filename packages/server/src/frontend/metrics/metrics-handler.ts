@@ -244,7 +244,7 @@ function memoryMetrics(
 ): void {
   const bytes = new Gauge({
     name: "galley_model_memory_bytes",
-    help: "Memory a model version holds, measured across its load and warmup (host: resident set growth and its stub processes)",
+    help: "Memory a model version holds, measured across its load and warmup (host: resident set growth and its stub processes; gpu: NVML, this process' growth and its stub processes)",
     labelNames: [...labelNames, "kind", "device"],
     registers: [registry],
   });
