@@ -90,7 +90,9 @@ model_warmup [ { name: "one" batch_size: 1 inputs { key: "INPUT__0" value: { dat
 
 /** Fork this script as a server with `options` (JSON); resolves with its ports, logs and stop(). */
 async function startServer(options, logFile) {
-  const child = fork(process.argv[1], ["--serve", JSON.stringify(options)], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  const child = fork(process.argv[1], ["--serve", JSON.stringify(options)], {
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+  });
   const logs = [];
   child.stdout.on("data", (d) => logs.push(d));
   child.stderr.on("data", (d) => logs.push(d));
@@ -232,7 +234,9 @@ async function main() {
       figures.a.memoryUsage = usage.map((u) => ({ type: u.type, id: Number(u.id), mib: mib(Number(u.byteSize)) }));
       check(
         `statistics' memory_usage has ${cpu ? "CPU" : "GPU"} 0`,
-        usage.some((u) => u.type === (cpu ? "CPU" : "GPU") && Number(u.id) === 0 && Number(u.byteSize) >= weightBytes * 0.99),
+        usage.some(
+          (u) => u.type === (cpu ? "CPU" : "GPU") && Number(u.id) === 0 && Number(u.byteSize) >= weightBytes * 0.99,
+        ),
         JSON.stringify(figures.a.memoryUsage),
       );
       const index = await client.index();
@@ -242,7 +246,10 @@ async function main() {
         index.some((m) => m.name === "big_a" && m.state === "UNAVAILABLE" && m.reason.includes("evicted")),
         figures.a.index.join("; "),
       );
-      const line = server.logs().split("\n").find((l) => l.includes("loaded 'big_b' version 1:"));
+      const line = server
+        .logs()
+        .split("\n")
+        .find((l) => l.includes("loaded 'big_b' version 1:"));
       figures.a.loadLine = line ?? "";
       check("the load log line has the figures", line !== undefined && (cpu || /MiB gpu0/.test(line)), line ?? "");
     } finally {
