@@ -85,8 +85,8 @@ export interface ServerOptions {
   /** `--load-on-demand-wait-secs` (default 120): the longest a request waits for a load on demand (its own `timeout` may be shorter). */
   loadOnDemandWaitSecs?: number;
   /**
-   * `--model-memory-budget` (needs `loadOnDemand`): host bytes (and, read but not enforced yet, bytes
-   * per GPU) the loaded models may hold together; idle models are evicted least recently used first.
+   * `--model-memory-budget` (needs `loadOnDemand`): host bytes and bytes per GPU the loaded models
+   * may hold together, each limit kept alike; idle models are evicted least recently used first.
    */
   modelMemoryBudget?: MemoryBudgetLimits;
   /** `--model-min-residency` (default 30): seconds after its load during which a model is never evicted. */
@@ -106,7 +106,8 @@ export interface ServerOptions {
    */
   deviceMemory?: DeviceMemoryReader;
   /**
-   * Measures each model version's memory across its load (default: host RSS and stub processes).
+   * Measures each model version's memory across its load (default: host RSS and stub processes, and
+   * GPU memory per GPU from {@link ServerOptions.deviceMemory}).
    *
    * @internal
    */
