@@ -94,8 +94,8 @@ export class DynamicBatcher implements Scheduler {
   readonly #scheduleSoon: () => void;
   readonly #onBatch?: (event: BatchEvent) => void;
   readonly #admission?: { gate: GpuMemoryAdmission; memory: BatchMemory };
-  /** Since when the batch at the head of the queue has waited for GPU memory (undefined: it is not waiting). */
-  #shortSince: bigint | undefined;
+  /** The request at the head of the batch waiting for GPU memory, and since when it waits (undefined: none waits). */
+  #short: { head: Pending; since: bigint } | undefined;
   readonly #preferred: number[];
   readonly #delayNs: bigint;
   readonly #ragged: Set<string>;
@@ -360,12 +360,14 @@ export class DynamicBatcher implements Scheduler {
     }
     const batch = this.#admission.gate.admit(device, this.#admission.memory, sizes);
     if (batch) {
-      this.#shortSince = undefined;
+      this.#short = undefined;
       return { count: sizes.indexOf(batch.size) + 1, batch };
     }
-    this.#shortSince ??= now;
-    if (now - this.#shortSince < this.#admission.gate.waitNs) return "wait";
-    this.#shortSince = undefined;
+    // A new head (the old one left: answered, timed out, cancelled) waits its own time.
+    const head = items[0] as Pending;
+    if (this.#short?.head !== head) this.#short = { head, since: now };
+    if (now - this.#short.since < this.#admission.gate.waitNs) return "wait";
+    this.#short = undefined;
     const error = new InferenceError("GPU_MEMORY_SHORT", { device: String(device) });
     this.#queue.remove(new Set(items));
     for (const item of items) {
@@ -455,8 +457,7 @@ export class DynamicBatcher implements Scheduler {
   /** One timer: at the oldest request's batching deadline or the next request timeout, whichever is first. */
   #setTimer(now: bigint): void {
     let at: bigint | undefined = this.#queue.nextDeadline();
-    const memoryDue =
-      this.#shortSince === undefined ? undefined : this.#shortSince + (this.#admission?.gate.waitNs ?? 0n);
+    const memoryDue = this.#short && this.#short.since + (this.#admission?.gate.waitNs ?? 0n);
     if (memoryDue !== undefined && (at === undefined || memoryDue < at)) at = memoryDue;
     if (this.#pool.hasIdle && this.#delayNs > 0n) {
       const oldest = this.#queue.ordered().next().value as Pending | undefined;
