@@ -305,6 +305,14 @@ async function main() {
               .filter((l) => l.includes("model 'hungry': batch of size"))
               .slice(0, 8);
             figures.b.memoryMetric = sample(metrics, "galley_model_memory_bytes", { model: "hungry", kind: "gpu" });
+            const working = sample(metrics, "galley_model_working_memory_bytes", { model: "hungry", batch_size: "1" });
+            figures.b.workingMiBBatch1 = working === undefined ? undefined : mib(working);
+            // The warm-up's batch of 1: its working tensor and the product, 8 bytes a element.
+            check(
+              "working memory per batch size measured (warm-up, batch 1)",
+              working !== undefined && working >= perSample * 0.9 && working <= perSample * 1.1,
+              `${figures.b.workingMiBBatch1} MiB, expected about ${mib(perSample)} MiB`,
+            );
           } else {
             check(
               "without admission the burst runs out of GPU memory (the size is right for the test)",

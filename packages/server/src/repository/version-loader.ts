@@ -165,9 +165,14 @@ export class VersionLoader {
     const scheduler = createScheduler(config, { pool, stats, log, initialStates, ...(admission ? { admission } : {}) });
     const loaded = new LoadedModel(name, version, config, model, scheduler, labels, stats);
     loaded.memory = await measured(model);
+    loaded.batchMemory = memory;
+    const working = [...memory.peaks]
+      .sort(([a], [b]) => a - b)
+      .map(([size, bytes]) => `batch ${size} ${(bytes / 2 ** 20).toFixed(1)} MiB`);
     log.info(
       `loaded '${name}' version ${version}: ${describeMemory(loaded.memory)}` +
-        `${config.modelWarmup.length > 0 ? " (measured after warmup)" : ""}`,
+        `${config.modelWarmup.length > 0 ? " (measured after warmup)" : ""}` +
+        `${working.length > 0 ? `; GPU working memory: ${working.join(", ")}` : ""}`,
     );
     return loaded;
   }

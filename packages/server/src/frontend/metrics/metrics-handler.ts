@@ -255,6 +255,19 @@ function memoryMetrics(
       bytes.inc(tritonOrder({ ...labels(m), ...kind }), usage.byteSize);
     }
   }
+  if (models.some((m) => (m.workingMemory?.size ?? 0) > 0)) {
+    const working = new Gauge({
+      name: "galley_model_working_memory_bytes",
+      help: "The most GPU working memory a batch of each size took (the PyTorch allocator's peak during the batch less what it held before), from warmup and every batch since",
+      labelNames: [...labelNames, "batch_size"],
+      registers: [registry],
+    });
+    for (const m of models) {
+      for (const [size, bytes] of m.workingMemory ?? []) {
+        working.set(tritonOrder({ ...labels(m), batch_size: String(size) }), bytes);
+      }
+    }
+  }
   const budget = server.memoryBudget();
   if (budget) {
     const limit = new Gauge({
