@@ -329,6 +329,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       if (metrics) endpoints.push({ endpoint: "metrics", host: metricsHost, port: metrics.port });
       // A port that is taken fails the start now, not after a minute of loading models.
       await checkEndpoints(endpoints);
+      await warnUnseenGpus(options.modelMemoryBudget, deviceMemory, log);
       // As Triton: the endpoints open once the startup loads are done, so a client never sees a
       // live server that still answers "no available versions" for a model it was told to serve.
       const failedModels = await models.start();
@@ -430,4 +431,20 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       core.stop();
     },
   };
+}
+
+/** A `--model-memory-budget gpu<N>:` part for a GPU NVML does not show holds nothing: say so once, at start. */
+async function warnUnseenGpus(
+  budget: MemoryBudgetLimits | undefined,
+  reader: DeviceMemoryReader,
+  log: Logger,
+): Promise<void> {
+  if (!budget?.gpus?.size) return;
+  const seen = await reader.read();
+  for (const id of budget.gpus.keys()) {
+    if (seen.has(id)) continue;
+    log.warn(
+      `--model-memory-budget gpu${id}: no GPU ${id} in NVML's figures (${seen.size === 0 ? "no GPU or no NVML" : `GPUs ${[...seen.keys()].join(", ")}`}); models hold nothing there as far as the budget knows`,
+    );
+  }
 }

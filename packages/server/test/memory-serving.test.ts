@@ -360,7 +360,13 @@ describe("--model-memory-budget", () => {
     }
     const { log, lines } = recordingLog();
     const s = await onDemandServer(repo, {
-      modelMemoryBudget: { gpus: new Map([[0, BUDGET]]) },
+      // GPU 3 is not in the figures: a warning at start, and nothing held there.
+      modelMemoryBudget: {
+        gpus: new Map([
+          [0, BUDGET],
+          [3, BUDGET],
+        ]),
+      },
       modelMinResidencySecs: 0,
       deviceMemory: markerGpu(gpu, 64 * MIB),
       log,
@@ -387,6 +393,9 @@ describe("--model-memory-budget", () => {
     });
     expect(lines.some((l) => /loaded 'c' version 1: \d+\.\d MiB host, 64\.0 MiB gpu0/.test(l))).toBe(true);
     expect(lines.some((l) => l.includes("to fit --model-memory-budget gpu0:160.0 MiB"))).toBe(true);
+    expect(
+      lines.filter((l) => l.includes("--model-memory-budget gpu3: no GPU 3 in NVML's figures (GPUs 0)")),
+    ).toHaveLength(1);
   });
 
   it("explicit load requests take their turn under the budget; a model loaded with overrides is never evicted", async () => {
