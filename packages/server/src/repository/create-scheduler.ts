@@ -22,8 +22,10 @@ export interface SchedulerContext {
   infer?: ComposingInfer;
   /** A sequence-batching model's `initial_state` values (see `loadInitialStates`). */
   initialStates?: ReadonlyMap<string, Tensor>;
-  /** GPU-memory admission, with the version's working memory per batch size. */
-  admission?: { gate: GpuMemoryAdmission; memory: BatchMemory };
+  /** Where the version's GPU working memory per batch size is recorded. */
+  memory?: BatchMemory;
+  /** GPU-memory admission (`--gpu-memory-admission`), which estimates from `memory`. */
+  admission?: GpuMemoryAdmission;
 }
 
 /**
@@ -45,11 +47,12 @@ export function createScheduler(config: ModelConfig, context: SchedulerContext):
       config,
       stats,
       log,
+      ...(context.memory ? { memory: context.memory } : {}),
       ...(context.admission ? { admission: context.admission } : {}),
     });
   }
   if (config.schedulingChoice.case === "sequenceBatching") {
     return new SequenceBatcher({ pool, config, stats, log, initialStates: context.initialStates ?? new Map() });
   }
-  return new DefaultScheduler(pool, stats, context.admission);
+  return new DefaultScheduler(pool, stats, context.memory, context.admission);
 }

@@ -161,8 +161,15 @@ export class VersionLoader {
       throw error;
     }
     const stats = this.#statistics(config);
-    const admission = this.#options.admission ? { gate: this.#options.admission, memory } : undefined;
-    const scheduler = createScheduler(config, { pool, stats, log, initialStates, ...(admission ? { admission } : {}) });
+    const admission = this.#options.admission;
+    const scheduler = createScheduler(config, {
+      pool,
+      stats,
+      log,
+      initialStates,
+      memory,
+      ...(admission ? { admission } : {}),
+    });
     const loaded = new LoadedModel(name, version, config, model, scheduler, labels, stats);
     loaded.memory = await measured(model);
     loaded.batchMemory = memory;

@@ -100,7 +100,7 @@ describe("DefaultScheduler", () => {
     const memory = new BatchMemory();
     memory.record(1, 300);
     const instance = new HeldInstance(0);
-    const scheduler = new DefaultScheduler(new InstancePool([instance]), new ModelStatistics(), { gate, memory });
+    const scheduler = new DefaultScheduler(new InstancePool([instance]), new ModelStatistics(), memory, gate);
     // 300 bytes needed, 100 free: it waits the 50 ms, then fails; the instance never saw it.
     const refused = scheduler.enqueue(request("big"), 1).catch((e: InferenceError) => e.message);
     expect(await refused).toBe("not enough free GPU memory on GPU 0 for the batch within --gpu-memory-wait-secs");

@@ -3,7 +3,7 @@ import { type Clock, onceThisTurn, systemClock } from "../base/clock.js";
 import { backendError, InferenceError, requestId } from "../base/errors.js";
 import type { InferenceRequest } from "../base/inference-request.js";
 import type { ModelStatistics } from "../base/statistics.js";
-import type { BatchMemory } from "./batch-memory.js";
+import { BatchMemory } from "./batch-memory.js";
 import type { AdmittedBatch, GpuMemoryAdmission } from "./gpu-memory-admission.js";
 import type { InstancePool } from "./instance-pool.js";
 import type { ScheduledResult, Scheduler } from "./scheduler.js";
@@ -40,22 +40,29 @@ export class DefaultScheduler implements Scheduler {
   #draining = false;
   #drained?: () => void;
   readonly #clock: Clock;
-  readonly #admission: { gate: GpuMemoryAdmission; memory: BatchMemory } | undefined;
+  readonly #memory: BatchMemory;
+  readonly #admission: GpuMemoryAdmission | undefined;
   /** While the queue's head waits for GPU memory: the timer that ends its wait. */
   #short: { timer: unknown } | undefined;
 
+  /**
+   * `memory` records each request's GPU working memory (where the backend measures it); with
+   * `admission`, requests for a GPU instance start only when that fits.
+   */
   constructor(
     pool: InstancePool,
     stats: ModelStatistics,
-    admission?: { gate: GpuMemoryAdmission; memory: BatchMemory },
+    memory: BatchMemory = new BatchMemory(),
+    admission?: GpuMemoryAdmission,
     clock: Clock = systemClock,
   ) {
     this.#pool = pool;
     this.#stats = stats;
     this.#clock = clock;
+    this.#memory = memory;
     this.#admission = admission;
     this.#dispatchSoon = onceThisTurn(clock, () => this.#dispatch());
-    admission?.gate.onRoom(this.#dispatchSoon);
+    admission?.onRoom(this.#dispatchSoon);
   }
 
   enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
@@ -119,14 +126,14 @@ export class DefaultScheduler implements Scheduler {
   #admit(head: Pending): AdmittedBatch | "wait" | undefined {
     const device = this.#admission ? this.#pool.peek()?.device : undefined;
     if (!this.#admission || device === undefined) return undefined;
-    const batch = this.#admission.gate.admit(device, this.#admission.memory, [head.batchSize]);
+    const batch = this.#admission.admit(device, this.#memory, [head.batchSize]);
     if (batch) {
       if (this.#short) this.#clock.clearTimer(this.#short.timer);
       this.#short = undefined;
       return batch;
     }
     if (!this.#short) {
-      const waitMs = Number(this.#admission.gate.waitNs) / 1e6;
+      const waitMs = Number(this.#admission.waitNs) / 1e6;
       const timer = this.#clock.setTimer(() => this.#giveUp(device), waitMs);
       this.#short = { timer };
     }
@@ -150,8 +157,7 @@ export class DefaultScheduler implements Scheduler {
     const queueNs = this.#clock.now() - pending.enqueuedNs;
     try {
       const result = await this.#pool.execute(instance, [pending.request]);
-      if (result.peakWorkingBytes !== undefined)
-        this.#admission?.memory.record(pending.batchSize, result.peakWorkingBytes);
+      if (result.peakWorkingBytes !== undefined) this.#memory.record(pending.batchSize, result.peakWorkingBytes);
       this.#stats.recordExecution(
         pending.batchSize,
         1,

@@ -79,7 +79,7 @@ class TableReader implements DeviceMemoryReader {
   async releaseCache(): Promise<void> {}
 }
 
-async function setup(freeMib: number, instances = 2) {
+async function setup(freeMib: number, instances = 2, admitting = true) {
   const config = parseModelConfig(`name: "m" max_batch_size: 8
     input { name: "X" data_type: TYPE_FP32 dims: [ 4 ] }
     output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }
@@ -98,7 +98,8 @@ async function setup(freeMib: number, instances = 2) {
     stats: new ModelStatistics(),
     log,
     clock,
-    admission: { gate, memory },
+    memory,
+    ...(admitting ? { admission: gate } : {}),
   });
   const settled: string[] = [];
   const send = (id: string) =>
@@ -180,5 +181,15 @@ describe("DynamicBatcher with GPU-memory admission", () => {
     held[0]?.batches[0]?.finish(1);
     await waiting;
     gate.close();
+  });
+
+  it("without admission, batches run as they come and each one's working memory is still recorded", async () => {
+    const { clock, memory, held, send } = await setup(0, 1, false);
+    const answers = ["a", "b"].map(send);
+    clock.turn();
+    expect(held[0]?.batches.map((b) => b.ids)).toEqual([["a", "b"]]);
+    held[0]?.batches[0]?.finish(10 * MIB);
+    await Promise.all(answers);
+    expect(memory.peaks).toEqual(new Map([[2, 20 * MIB]]));
   });
 });

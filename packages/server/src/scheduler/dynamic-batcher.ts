@@ -6,7 +6,7 @@ import { backendError, InferenceError, requestId } from "../base/errors.js";
 import type { InferenceRequest } from "../base/inference-request.js";
 import type { Logger } from "../base/log.js";
 import type { ModelStatistics } from "../base/statistics.js";
-import type { BatchMemory } from "./batch-memory.js";
+import { BatchMemory } from "./batch-memory.js";
 import type { AdmittedBatch, GpuMemoryAdmission } from "./gpu-memory-admission.js";
 import type { InstancePool } from "./instance-pool.js";
 import { PriorityQueue, type Queued } from "./priority-queue.js";
@@ -61,11 +61,13 @@ export interface DynamicBatcherOptions {
   clock?: Clock;
   /** Called once per batch sent (the batch-size histogram listens here). */
   onBatch?: (event: BatchEvent) => void;
+  /** Where each batch's GPU working memory is recorded (by batch size), where the backend measures it. */
+  memory?: BatchMemory;
   /**
    * GPU-memory admission (`--gpu-memory-admission`): a batch for an instance on a GPU starts only
-   * when its estimated working memory fits; `memory` holds the model's figures per batch size.
+   * when its estimated working memory (from `memory`) fits.
    */
-  admission?: { gate: GpuMemoryAdmission; memory: BatchMemory };
+  admission?: GpuMemoryAdmission;
 }
 
 /**
@@ -93,7 +95,8 @@ export class DynamicBatcher implements Scheduler {
    */
   readonly #scheduleSoon: () => void;
   readonly #onBatch?: (event: BatchEvent) => void;
-  readonly #admission?: { gate: GpuMemoryAdmission; memory: BatchMemory };
+  readonly #memory: BatchMemory;
+  readonly #admission?: GpuMemoryAdmission;
   /** The request at the head of the batch waiting for GPU memory, and since when it waits (undefined: none waits). */
   #short: { head: Pending; since: bigint } | undefined;
   readonly #preferred: number[];
@@ -141,9 +144,10 @@ export class DynamicBatcher implements Scheduler {
     this.#delayNs = (this.#batching?.maxQueueDelayMicroseconds ?? 0n) * 1000n;
     this.#ragged = new Set(options.config.input.filter((i) => i.allowRaggedBatch).map((i) => i.name));
     this.#adaptive = booleanParameter(options.config, "adaptive_queue_delay") ?? true;
+    this.#memory = options.memory ?? new BatchMemory();
     if (options.admission) {
       this.#admission = options.admission;
-      options.admission.gate.onRoom(this.#scheduleSoon);
+      options.admission.onRoom(this.#scheduleSoon);
     }
   }
 
@@ -358,7 +362,7 @@ export class DynamicBatcher implements Scheduler {
       total += item.batchSize;
       sizes.push(total);
     }
-    const batch = this.#admission.gate.admit(device, this.#admission.memory, sizes);
+    const batch = this.#admission.admit(device, this.#memory, sizes);
     if (batch) {
       this.#short = undefined;
       return { count: sizes.indexOf(batch.size) + 1, batch };
@@ -366,7 +370,7 @@ export class DynamicBatcher implements Scheduler {
     // A new head (the old one left: answered, timed out, cancelled) waits its own time.
     const head = items[0] as Pending;
     if (this.#short?.head !== head) this.#short = { head, since: now };
-    if (now - this.#short.since < this.#admission.gate.waitNs) return "wait";
+    if (now - this.#short.since < this.#admission.waitNs) return "wait";
     this.#short = undefined;
     const error = new InferenceError("GPU_MEMORY_SHORT", { device: String(device) });
     this.#queue.remove(new Set(items));
@@ -406,7 +410,7 @@ export class DynamicBatcher implements Scheduler {
         instance,
         items.map((i) => i.request),
       );
-      if (result.peakWorkingBytes !== undefined) this.#admission?.memory.record(size, result.peakWorkingBytes);
+      if (result.peakWorkingBytes !== undefined) this.#memory.record(size, result.peakWorkingBytes);
       this.#stats.recordExecution(
         size,
         items.length,
@@ -457,7 +461,7 @@ export class DynamicBatcher implements Scheduler {
   /** One timer: at the oldest request's batching deadline or the next request timeout, whichever is first. */
   #setTimer(now: bigint): void {
     let at: bigint | undefined = this.#queue.nextDeadline();
-    const memoryDue = this.#short && this.#short.since + (this.#admission?.gate.waitNs ?? 0n);
+    const memoryDue = this.#short && this.#short.since + (this.#admission?.waitNs ?? 0n);
     if (memoryDue !== undefined && (at === undefined || memoryDue < at)) at = memoryDue;
     if (this.#pool.hasIdle && this.#delayNs > 0n) {
       const oldest = this.#queue.ordered().next().value as Pending | undefined;
