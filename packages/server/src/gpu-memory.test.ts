@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { GpuMemory } from "@galley/backends-native";
 import { afterAll, describe, expect, it } from "vitest";
-import { cudaOrder, nvmlMemoryReader } from "./gpu-memory.js";
+import { cudaOrder } from "./gpu-memory.js";
 
 // The stand-in libnvidia-ml the native package's tests build (its C ABI, two GPUs, three processes on GPU 0).
 const fakeNvml = fileURLToPath(new URL("../../backends-native/test/fixtures/fake-nvml.c", import.meta.url));
