@@ -30,7 +30,7 @@ export function nvmlMemoryReader(visible: string | undefined = process.env.CUDA_
       if (!sample.available) return out;
       const allocator = await torchModule();
       for (const [ordinal, gpu] of cudaOrder(sample.gpus, visible)) {
-        const stats = allocator?.torchCudaMemory(ordinal);
+        const stats = cachedOf(allocator, ordinal);
         out.set(ordinal, {
           freeBytes: gpu.freeBytes,
           usedBytes: gpu.usedBytes,
@@ -45,6 +45,15 @@ export function nvmlMemoryReader(visible: string | undefined = process.env.CUDA_
       await (await torchModule())?.torchEmptyCache().catch(() => undefined);
     },
   };
+}
+
+/** The allocator's figures for a GPU; undefined where there is no allocator or it cannot say (never throws). */
+function cachedOf(allocator: TorchMemory | undefined, ordinal: number) {
+  try {
+    return allocator?.torchCudaMemory(ordinal);
+  } catch {
+    return undefined;
+  }
 }
 
 /** NVML's GPUs by CUDA ordinal, as `CUDA_VISIBLE_DEVICES` (indexes or UUID prefixes) orders them; all of them by index without it. */

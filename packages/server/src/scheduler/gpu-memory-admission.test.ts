@@ -139,4 +139,19 @@ describe("GpuMemoryAdmission", () => {
     await freed;
     gate.close();
   });
+
+  it("a reader that fails: a warning, and with no figures nothing is held back", async () => {
+    const warnings: string[] = [];
+    const log = createLogger({ write: (line) => warnings.push(line) });
+    const reader: DeviceMemoryReader = {
+      read: () => Promise.reject(new Error("driver gone")),
+      releaseCache: async () => {},
+    };
+    const gate = new GpuMemoryAdmission({ reader, reserveBytes: 0, waitMs: 10, log });
+    await gate.refresh();
+    expect(warnings.some((w) => w.includes("reading GPU memory failed: driver gone"))).toBe(true);
+    const memory = new BatchMemory();
+    memory.record(1, 10 ** 12);
+    expect(gate.admit(0, memory, [1, 2])?.size).toBe(2);
+  });
 });

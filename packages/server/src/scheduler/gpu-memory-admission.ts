@@ -115,11 +115,19 @@ export class GpuMemoryAdmission {
       return this.#reading;
     }
     this.#reading = (async () => {
-      do {
-        this.#again = false;
-        this.#readings = await this.#reader.read();
-      } while (this.#again);
-      this.#reading = undefined;
+      try {
+        do {
+          this.#again = false;
+          this.#readings = await this.#reader.read();
+        } while (this.#again);
+      } catch (error) {
+        // A reader that breaks its word: keep the last readings, and say why once per failure.
+        this.#log.warn(`reading GPU memory failed: ${(error as Error).message}`);
+        // Never read: no figures, so nothing to hold batches back by.
+        this.#readings ??= new Map();
+      } finally {
+        this.#reading = undefined;
+      }
       for (const listener of [...this.#listeners]) listener();
     })();
     return this.#reading;
