@@ -53,5 +53,6 @@ export type {
   ModelState,
   VersionStatus,
 } from "./repository/model-manager.js";
+export type { BatchMemory } from "./scheduler/batch-memory.js";
 export type { ResourceLimit } from "./scheduler/rate-limiter.js";
 export type { ScheduledResult, Scheduler } from "./scheduler/scheduler.js";
