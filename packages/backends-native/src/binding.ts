@@ -25,6 +25,12 @@ export interface Binding {
    */
   sampleGpus(): Promise<NvmlRawSample>;
   /**
+   * Every GPU's free, used and total memory and its compute processes' memory
+   * (nvmlDeviceGetMemoryInfo, nvmlDeviceGetComputeRunningProcesses_v3 or _v2), off the JS thread.
+   * Never rejects for a missing driver or GPU: `available` false and `error` say why.
+   */
+  sampleGpuMemory(): Promise<NvmlRawMemorySample>;
+  /**
    * cuIpcOpenMemHandle of a 64-byte `cudaIpcMemHandle_t` in `device`'s primary context, off the JS
    * thread. Rejects with the driver's error (`cuIpcOpenMemHandle failed: CUDA_ERROR_... (...)`) or
    * why the driver is unavailable; throws a TypeError/RangeError for malformed arguments.
@@ -71,8 +77,24 @@ export interface NvmlRawSample {
   }[];
 }
 
+/** What `sampleGpuMemory()` resolves with. */
+export interface NvmlRawMemorySample {
+  available: boolean;
+  error: string;
+  gpus: {
+    index: number;
+    uuid: string;
+    freeBytes: NvmlRawReading;
+    totalBytes: NvmlRawReading;
+    usedBytes: NvmlRawReading;
+    /** Absent when NVML could not list them (`processesError` says why); `usedBytes` absent where NVML cannot say. */
+    processes?: { pid: number; usedBytes?: number }[];
+    processesError?: string;
+  }[];
+}
+
 /** The ABI these wrappers were written against. */
-export const BINDING_ABI_VERSION = 4;
+export const BINDING_ABI_VERSION = 5;
 
 /** Where the addon may be: an explicit override first, then node-gyp's build folders. */
 export function bindingCandidates(): string[] {

@@ -7,7 +7,14 @@
  */
 
 // For other Galley packages.
-export { type Binding, loadBinding, type NvmlRawReading, type NvmlRawSample, type RawCudaMemory } from "./binding.js";
+export {
+  type Binding,
+  loadBinding,
+  type NvmlRawMemorySample,
+  type NvmlRawReading,
+  type NvmlRawSample,
+  type RawCudaMemory,
+} from "./binding.js";
 export { type CudaProbe, probeCuda } from "./cuda.js";
 export {
   allocateCudaMemory,
@@ -16,6 +23,7 @@ export {
   exportCudaIpcHandle,
   openCudaIpcHandle,
 } from "./cuda-memory.js";
+export { type GpuMemory, type GpuMemorySample, type GpuProcessMemory, sampleGpuMemory } from "./gpu-memory.js";
 export { type GpuField, type GpuReadings, type GpuSample, sampleGpus } from "./gpu-metrics.js";
 export {
   type MapSharedMemoryOptions,

@@ -59,6 +59,8 @@ export interface RawTorchResult {
   cudaGraph?: "captured" | "replayed";
   /** Why capturing failed (the call then ran eagerly): libtorch's or CUDA's message. */
   cudaGraphError?: string;
+  /** On a GPU: the caching allocator's peak during the call less what it held before (the batch's working memory). */
+  peakBytes?: number;
 }
 
 /** What {@link RawTorchInstance.load} found. */
@@ -128,12 +130,16 @@ export interface TorchBinding {
   cudaCompiled: boolean;
   /** GPUs libtorch can use (0 without CUDA). */
   cudaDeviceCount(): number;
+  /** The caching allocator's figures for one GPU; null without CUDA or for a GPU libtorch does not see. */
+  cudaMemoryStats(device: number): { allocatedBytes: number; reservedBytes: number; peakAllocatedBytes: number } | null;
+  /** `emptyCache()`: the allocator's unused blocks back to the driver, off the JS thread (nothing without CUDA). */
+  cudaEmptyCache(): Promise<void>;
   TorchInstance: new (settings: RawTorchSettings) => RawTorchInstance;
   TorchDirect: new () => RawTorchDirect;
 }
 
 /** The ABI these wrappers were written against. */
-export const TORCH_BINDING_ABI_VERSION = 5;
+export const TORCH_BINDING_ABI_VERSION = 6;
 
 /** Where the torch addon may be: an explicit override first, then node-gyp's build folders. */
 export function torchBindingCandidates(): string[] {
@@ -170,5 +176,10 @@ export function loadTorchBinding(candidates: string[] = torchBindingCandidates()
     "Galley's torch addon (galley_torch.node)",
     [TORCH_INSTALL_HINT],
   );
+  return cached;
+}
+
+/** The torch addon when something in this process has loaded it already; never loads it (libtorch is large). */
+export function loadedTorchBinding(): TorchBinding | undefined {
   return cached;
 }

@@ -1,4 +1,5 @@
 import {
+  loadedTorchBinding,
   loadTorchBinding,
   type RawDeviceTensor,
   type RawTorchInput,
@@ -174,6 +175,41 @@ export function torchSupport(): TorchSupport {
   } catch (error) {
     return { available: false, reason: (error as Error).message };
   }
+}
+
+/** The PyTorch caching allocator's figures for one GPU of this process. */
+export interface TorchCudaMemory {
+  /** Bytes in tensors now. */
+  allocatedBytes: number;
+  /** Bytes the allocator holds from the driver (allocated plus its cache). */
+  reservedBytes: number;
+  /** The most bytes in tensors at once since the last peak reset (each execution on a GPU resets it). */
+  peakAllocatedBytes: number;
+}
+
+/**
+ * The caching allocator's figures for GPU `device` (`c10::cuda::CUDACachingAllocator` device
+ * stats); undefined until something in this process loaded the torch addon (a PyTorch model), where
+ * libtorch has no CUDA, or for a GPU it does not see. Cheap: a lock and a copy.
+ *
+ * @example
+ * const stats = torchCudaMemory(0);
+ * if (stats) console.log(`${stats.reservedBytes - stats.allocatedBytes} bytes cached`);
+ */
+export function torchCudaMemory(device: number): TorchCudaMemory | undefined {
+  const binding = loadedTorchBinding();
+  if (!binding?.cudaCompiled) return undefined;
+  return binding.cudaMemoryStats(device) ?? undefined;
+}
+
+/**
+ * Give the caching allocator's unused blocks back to the driver (`emptyCache`), off the JS thread,
+ * so that other processes (and NVML's free memory) see them. Nothing until the torch addon was
+ * loaded, or without CUDA.
+ */
+export async function torchEmptyCache(): Promise<void> {
+  const binding = loadedTorchBinding();
+  if (binding?.cudaCompiled) await binding.cudaEmptyCache();
 }
 
 /**

@@ -1,4 +1,4 @@
-// GPU metrics through NVML without a GPU: on this machine the answer is a clean "unavailable"
+// GPU metrics and GPU memory through NVML without a GPU: on this machine the answer is a clean "unavailable"
 // with the reason; through a stand-in libnvidia-ml (test/fixtures/fake-nvml.c, built here with cc
 // and named by GALLEY_NVML_LIBRARY) the addon's real dlopen path reads two GPUs, one of them
 // without power readings, and reports each field's availability on its own. Each fake-library
@@ -9,10 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GpuSample, sampleGpus } from "../src/index.js";
+import { type GpuMemorySample, type GpuSample, sampleGpuMemory, sampleGpus } from "../src/index.js";
 
 const fixture = fileURLToPath(new URL("fixtures/fake-nvml.c", import.meta.url));
 const wrapper = fileURLToPath(new URL("../src/gpu-metrics.ts", import.meta.url));
+const memoryWrapper = fileURLToPath(new URL("../src/gpu-memory.ts", import.meta.url));
 const compiler = ["/usr/bin/cc", "/usr/bin/gcc"].find((c) => existsSync(c));
 let dir: string;
 
@@ -22,6 +23,7 @@ beforeAll(() => {
   for (const [name, defines] of [
     ["libfake-nvml.so", []],
     ["libfake-nvml-incomplete.so", ["-DFAKE_NVML_INCOMPLETE"]],
+    ["libfake-nvml-no-processes.so", ["-DFAKE_NVML_NO_PROCESSES"]],
   ] as const) {
     execFileSync(compiler, ["-shared", "-fPIC", "-O1", ...defines, "-o", join(dir, name), fixture]);
   }
@@ -117,6 +119,71 @@ describe("sampleGpus", () => {
     it("a library without a function Galley needs: unavailable, not a crash", () => {
       const [sample] = sampleInChild({ GALLEY_NVML_LIBRARY: join(dir, "libfake-nvml-incomplete.so") });
       expect(sample).toEqual({ available: false, reason: expect.stringMatching(/lacks a function Galley needs/) });
+    });
+  });
+});
+
+/** sampleGpuMemory() in a fresh Node process with `env`: its answer and that process' pid. */
+function memoryInChild(env: Record<string, string>): { sample: GpuMemorySample; pid: number } {
+  const script = `
+    const { sampleGpuMemory } = await import(${JSON.stringify(memoryWrapper)});
+    process.stdout.write(JSON.stringify({ sample: await sampleGpuMemory(), pid: process.pid }));`;
+  const out = execFileSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+  });
+  return JSON.parse(out) as { sample: GpuMemorySample; pid: number };
+}
+
+describe("sampleGpuMemory", () => {
+  it.skipIf(existsSync("/dev/nvidiactl"))("without a GPU: available false, with the reason, no throw", async () => {
+    const sample = await sampleGpuMemory();
+    expect(sample.available).toBe(false);
+    if (!sample.available) expect(sample.reason).toMatch(/libnvidia-ml\.so\.1|NVML|Driver/);
+  });
+
+  describe.skipIf(!compiler)("through a stand-in libnvidia-ml", () => {
+    it("free, used and total per GPU, and each compute process' memory (the buffer grown as NVML asks)", () => {
+      const { sample, pid } = memoryInChild({ GALLEY_NVML_LIBRARY: join(dir, "libfake-nvml.so") });
+      const total = 150754820096;
+      expect(sample).toEqual({
+        available: true,
+        gpus: [
+          {
+            index: 0,
+            uuid: "GPU-00000000-1111-2222-3333-444444444444",
+            freeBytes: total - 1073741824,
+            usedBytes: 1073741824,
+            totalBytes: total,
+            processes: [{ pid, usedBytes: 536870912 }, { pid: 77, usedBytes: 1073741824 }, { pid: 4242 }],
+          },
+          {
+            index: 1,
+            uuid: "GPU-55555555-6666-7777-8888-999999999999",
+            freeBytes: total,
+            usedBytes: 0,
+            totalBytes: total,
+            processes: [],
+          },
+        ],
+      });
+    });
+
+    it("an NVML without the process list: the memory, and why there are no processes", () => {
+      const { sample } = memoryInChild({ GALLEY_NVML_LIBRARY: join(dir, "libfake-nvml-no-processes.so") });
+      expect(sample.available && sample.gpus[0]).toMatchObject({
+        usedBytes: 1073741824,
+        processesError: "this NVML has no nvmlDeviceGetComputeRunningProcesses_v3 or _v2",
+      });
+      expect(sample.available && sample.gpus[0]?.processes).toBeUndefined();
+    });
+
+    it("nvmlInit_v2 failing: unavailable with NVML's own words", () => {
+      const { sample } = memoryInChild({
+        GALLEY_NVML_LIBRARY: join(dir, "libfake-nvml.so"),
+        FAKE_NVML_INIT_ERROR: "9",
+      });
+      expect(sample).toEqual({ available: false, reason: "nvmlInit_v2 failed: Driver Not Loaded (nvmlReturn_t 9)" });
     });
   });
 });

@@ -27,9 +27,11 @@ describe("README.md samples", () => {
       "mapSharedMemory()",
       "sharedMemoryMapping()",
       "sampleGpus()",
+      "sampleGpuMemory()",
       "torchSupport()",
       "loadTorchModel()",
       "torchDirect()",
+      "torchCudaMemory()",
     ]);
   });
 

@@ -77,6 +77,7 @@ export {
   createServer,
   type EndpointOptions,
   type GalleyServer,
+  type GpuMemoryAdmissionSettings,
   type ServerAddresses,
   type ServerOptions,
   TRACE_FLUSH_MARGIN_MS,

@@ -26,6 +26,7 @@ export type {
 export { DirectRouteGone } from "./backend/backend.js";
 export type { TorchIO } from "./backend/pytorch/pytorch-io.js";
 export { DATATYPES, type DatatypeInfo, datatype, type TypedArrayConstructor } from "./base/datatype.js";
+export type { DeviceMemoryReader, DeviceMemoryReading } from "./base/device-memory.js";
 export { InferenceError } from "./base/errors.js";
 export type { LatencyHistogram } from "./base/latency-histogram.js";
 export type { Duration, ModelStatistics } from "./base/statistics.js";
@@ -42,8 +43,9 @@ export {
   type SharedMemoryRegionStatus,
 } from "./core/shared-memory.js";
 export type { GpuMetricsSource } from "./frontend/metrics/gpu-metrics.js";
+export { nvmlMemoryReader } from "./gpu-memory.js";
 export type { LoadedModel } from "./repository/loaded-model.js";
-export { hostMemorySource, type MemorySource, measureWith } from "./repository/memory-source.js";
+export { gpuMemorySource, hostMemorySource, type MemorySource, measureWith } from "./repository/memory-source.js";
 export type {
   ControlMode,
   IndexEntry,
@@ -51,5 +53,6 @@ export type {
   ModelState,
   VersionStatus,
 } from "./repository/model-manager.js";
+export type { BatchMemory } from "./scheduler/batch-memory.js";
 export type { ResourceLimit } from "./scheduler/rate-limiter.js";
 export type { ScheduledResult, Scheduler } from "./scheduler/scheduler.js";

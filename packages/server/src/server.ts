@@ -12,6 +12,7 @@ import {
 import { createPyTorchBackend } from "./backend/pytorch/pytorch-backend.js";
 import { BackendRegistry } from "./backend/registry.js";
 import type { Clock } from "./base/clock.js";
+import type { DeviceMemoryReader } from "./base/device-memory.js";
 import { shrinkHeap } from "./base/heap.js";
 import type { InferenceRequest, InferenceResponse } from "./base/inference-request.js";
 import { createLogger, type Logger } from "./base/log.js";
@@ -32,15 +33,26 @@ import { listenHttp1 } from "./frontend/transport/listen-http1.js";
 import { listenHttp2 } from "./frontend/transport/listen-http2.js";
 import type { Listener } from "./frontend/transport/listener.js";
 import { createVideosFrontend, type VideosFrontend } from "./frontend/videos/videos-frontend.js";
+import { nvmlMemoryReader } from "./gpu-memory.js";
 import { gpuFinder } from "./gpus.js";
 import { createJobService, type JobService, type JobsOptions } from "./jobs/job-service.js";
+import { gpuMemorySource, hostMemorySource, measureWith } from "./repository/memory-source.js";
 import {
   type ControlMode,
   type MemoryBudgetLimits,
   type MemorySource,
   ModelManager,
 } from "./repository/model-manager.js";
+import { GpuMemoryAdmission } from "./scheduler/gpu-memory-admission.js";
 import { RateLimiter, type ResourceLimit } from "./scheduler/rate-limiter.js";
+
+/** `--gpu-memory-admission`'s settings (see {@link ServerOptions.gpuMemoryAdmission}). */
+export interface GpuMemoryAdmissionSettings {
+  /** `--gpu-memory-reserve`: bytes of each GPU's free memory no batch may take (default 512 MiB). */
+  reserveBytes: number;
+  /** `--gpu-memory-wait-secs`: the longest a batch waits for room before its requests get UNAVAILABLE (default 10). */
+  waitSecs: number;
+}
 
 /** Where a frontend listens. Port 0 picks a free port (see {@link GalleyServer.listen}). */
 export interface EndpointOptions {
@@ -74,14 +86,29 @@ export interface ServerOptions {
   /** `--load-on-demand-wait-secs` (default 120): the longest a request waits for a load on demand (its own `timeout` may be shorter). */
   loadOnDemandWaitSecs?: number;
   /**
-   * `--model-memory-budget` (needs `loadOnDemand`): host bytes (and, read but not enforced yet, bytes
-   * per GPU) the loaded models may hold together; idle models are evicted least recently used first.
+   * `--model-memory-budget` (needs `loadOnDemand`): host bytes and bytes per GPU the loaded models
+   * may hold together, each limit kept alike; idle models are evicted least recently used first.
    */
   modelMemoryBudget?: MemoryBudgetLimits;
   /** `--model-min-residency` (default 30): seconds after its load during which a model is never evicted. */
   modelMinResidencySecs?: number;
   /**
-   * Measures each model version's memory across its load (default: host RSS and stub processes).
+   * `--gpu-memory-admission`: a dynamic batch for an instance on a GPU starts only when its
+   * working memory (measured per batch size at warmup and as the model runs) fits the GPU's free
+   * memory less `reserveBytes` (`--gpu-memory-reserve`, default 512 MiB); otherwise a smaller batch
+   * goes, or the batch waits up to `waitSecs` (`--gpu-memory-wait-secs`, default 10), after which
+   * its requests get UNAVAILABLE. Off (the default), batches start as in Triton.
+   */
+  gpuMemoryAdmission?: GpuMemoryAdmissionSettings;
+  /**
+   * Where GPU memory figures come from (default: NVML and the PyTorch allocator).
+   *
+   * @internal
+   */
+  deviceMemory?: DeviceMemoryReader;
+  /**
+   * Measures each model version's memory across its load (default: host RSS and stub processes, and
+   * GPU memory per GPU from {@link ServerOptions.deviceMemory}).
    *
    * @internal
    */
@@ -201,6 +228,16 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
   const log = options.log ?? createLogger();
   const configuredGpus = options.gpus;
   const gpus = configuredGpus ? async () => configuredGpus : gpuFinder(log);
+  const deviceMemory = options.deviceMemory ?? nvmlMemoryReader();
+  const admission = options.gpuMemoryAdmission
+    ? new GpuMemoryAdmission({
+        reader: deviceMemory,
+        reserveBytes: options.gpuMemoryAdmission.reserveBytes,
+        waitMs: options.gpuMemoryAdmission.waitSecs * 1000,
+        log,
+        ...(options.clock ? { clock: options.clock } : {}),
+      })
+    : undefined;
   /** This server's models' own metric families (`pb_utils.MetricFamily`), after Galley's on /metrics. */
   const customMetrics = new CustomMetrics();
   const graceMs = (options.exitTimeoutSecs ?? 30) * 1000;
@@ -257,7 +294,8 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       : {}),
     ...(options.modelMemoryBudget ? { memoryBudget: options.modelMemoryBudget } : {}),
     ...(options.modelMinResidencySecs !== undefined ? { minResidencySecs: options.modelMinResidencySecs } : {}),
-    ...(options.memorySource ? { memory: options.memorySource } : {}),
+    memory: options.memorySource ?? measureWith([hostMemorySource(), gpuMemorySource(deviceMemory)]),
+    ...(admission ? { admission } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.metrics !== false && options.metrics?.histogramLatencies ? { histogramLatencies: true } : {}),
     // Ensembles run their steps through the core, so each step is validated, scheduled and counted.
@@ -306,6 +344,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       if (metrics) endpoints.push({ endpoint: "metrics", host: metricsHost, port: metrics.port });
       // A port that is taken fails the start now, not after a minute of loading models.
       await checkEndpoints(endpoints);
+      await warnUnseenGpus(options.modelMemoryBudget, deviceMemory, log);
       // As Triton: the endpoints open once the startup loads are done, so a client never sees a
       // live server that still answers "no available versions" for a model it was told to serve.
       const failedModels = await models.start();
@@ -402,9 +441,26 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
       await jobs?.close();
       await Promise.all(listeners.splice(0).map((l) => l.close(graceMs)));
       await models.stop();
+      admission?.close();
       await core.tracing.close(Math.max(0, graceMs - (Date.now() - closeStart) - TRACE_FLUSH_MARGIN_MS));
       await core.sharedMemory.close();
       core.stop();
     },
   };
+}
+
+/** A `--model-memory-budget gpu<N>:` part for a GPU NVML does not show holds nothing: say so once, at start. */
+async function warnUnseenGpus(
+  budget: MemoryBudgetLimits | undefined,
+  reader: DeviceMemoryReader,
+  log: Logger,
+): Promise<void> {
+  if (!budget?.gpus?.size) return;
+  const seen = await reader.read();
+  for (const id of budget.gpus.keys()) {
+    if (seen.has(id)) continue;
+    log.warn(
+      `--model-memory-budget gpu${id}: no GPU ${id} in NVML's figures (${seen.size === 0 ? "no GPU or no NVML" : `GPUs ${[...seen.keys()].join(", ")}`}); models hold nothing there as far as the budget knows`,
+    );
+  }
 }

@@ -50,6 +50,8 @@ const MATRIX: Record<string, readonly string[]> = {
   // Wiring: may import anything.
   "server.ts": ["*"],
   "gpus.ts": ["base"],
+  // NVML and the PyTorch allocator as the GPU memory reader (accounting, budget, admission).
+  "gpu-memory.ts": ["base"],
   // Which endpoint would not bind, in Triton's words (before models load).
   "endpoint-error.ts": ["base"],
   "index.ts": ["*"],

@@ -21,7 +21,7 @@ import {
   tempRepository,
   waitFor,
 } from "./support/harness.js";
-import { ManualClock, memoryModel, openLoad, openRun } from "./support/memory-models.js";
+import { ManualClock, markerGpu, memoryModel, openLoad, openRun } from "./support/memory-models.js";
 import { sampleValue, scrape } from "./support/metrics.js";
 
 afterEach(cleanup);
@@ -350,6 +350,52 @@ describe("--model-memory-budget", () => {
     });
     // An evicted model does not make the server unready.
     expect(s.server.core.isReady()).toBe(true);
+  });
+
+  it("gpu0: the GPU figures (a test GPU here; NVML on a GPU) are the models' memory, and the same rule evicts under them", async () => {
+    const repo = tempRepository();
+    const gpu = tempRepository();
+    for (const [i, name] of ["a", "b", "c"].entries()) {
+      memoryModel(repo, name, { mib: 1, offset: 100 * (i + 1), gpuMarker: gpu });
+    }
+    const { log, lines } = recordingLog();
+    const s = await onDemandServer(repo, {
+      // GPU 3 is not in the figures: a warning at start, and nothing held there.
+      modelMemoryBudget: {
+        gpus: new Map([
+          [0, BUDGET],
+          [3, BUDGET],
+        ]),
+      },
+      modelMinResidencySecs: 0,
+      deviceMemory: markerGpu(gpu, 64 * MIB),
+      log,
+    });
+    for (let round = 0; round < 2; round++) {
+      expect(await infer(s.client, "a", round)).toBe(100 + round);
+      expect(await infer(s.client, "b", round)).toBe(200 + round);
+      expect(await infer(s.client, "c", round)).toBe(300 + round);
+    }
+    const metrics = await scrape(s.metricsUrl);
+    expect(["a", "b", "c"].map((model) => sampleValue(metrics, "galley_model_evictions_total", { model }))).toEqual([
+      2, 1, 1,
+    ]);
+    expect(sampleValue(metrics, "galley_model_memory_budget_bytes", { kind: "gpu", device: "0" })).toBe(BUDGET);
+    expect(
+      sampleValue(metrics, "galley_model_memory_bytes", { model: "c", version: "1", kind: "gpu", device: "0" }),
+    ).toBe(64 * MIB);
+    const usage = (await s.client.modelStatistics({ name: "c" })).modelStats[0]?.memoryUsage ?? [];
+    expect(usage.filter((u) => u.type === "GPU").map((u) => [u.id, Number(u.byteSize)])).toEqual([[0n, 64 * MIB]]);
+    expect(await states(s.client)).toEqual({
+      a: "UNAVAILABLE: evicted to fit the memory budget",
+      b: "READY",
+      c: "READY",
+    });
+    expect(lines.some((l) => /loaded 'c' version 1: \d+\.\d MiB host, 64\.0 MiB gpu0/.test(l))).toBe(true);
+    expect(lines.some((l) => l.includes("to fit --model-memory-budget gpu0:160.0 MiB"))).toBe(true);
+    expect(
+      lines.filter((l) => l.includes("--model-memory-budget gpu3: no GPU 3 in NVML's figures (GPUs 0)")),
+    ).toHaveLength(1);
   });
 
   it("explicit load requests take their turn under the budget; a model loaded with overrides is never evicted", async () => {

@@ -103,18 +103,75 @@ Napi::Value SampleGpusAsync(const Napi::CallbackInfo& info) {
   return promise;
 }
 
+class NvmlMemoryWorker : public Napi::AsyncWorker {
+ public:
+  explicit NvmlMemoryWorker(Napi::Env env)
+      : Napi::AsyncWorker(env, "galley:sampleGpuMemory"), deferred_(Napi::Promise::Deferred::New(env)) {}
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override { result_ = SampleNvmlMemory(); }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("available", result_.available);
+    out.Set("error", result_.error);
+    Napi::Array gpus = Napi::Array::New(env, result_.gpus.size());
+    for (size_t i = 0; i < result_.gpus.size(); i++) {
+      const NvmlDeviceMemory& gpu = result_.gpus[i];
+      Napi::Object g = Napi::Object::New(env);
+      g.Set("index", gpu.index);
+      g.Set("uuid", gpu.uuid);
+      g.Set("freeBytes", ReadingValue(env, gpu.free));
+      g.Set("totalBytes", ReadingValue(env, gpu.total));
+      g.Set("usedBytes", ReadingValue(env, gpu.used));
+      if (gpu.processes_ok) {
+        Napi::Array processes = Napi::Array::New(env, gpu.processes.size());
+        for (size_t p = 0; p < gpu.processes.size(); p++) {
+          Napi::Object process = Napi::Object::New(env);
+          process.Set("pid", gpu.processes[p].pid);
+          if (gpu.processes[p].used_known) process.Set("usedBytes", gpu.processes[p].used);
+          processes.Set(static_cast<uint32_t>(p), process);
+        }
+        g.Set("processes", processes);
+      } else {
+        g.Set("processesError", gpu.processes_error);
+      }
+      gpus.Set(static_cast<uint32_t>(i), g);
+    }
+    out.Set("gpus", gpus);
+    deferred_.Resolve(out);
+  }
+
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  NvmlMemorySample result_;
+};
+
+Napi::Value SampleGpuMemoryAsync(const Napi::CallbackInfo& info) {
+  auto* worker = new NvmlMemoryWorker(info.Env());
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
 }  // namespace
 }  // namespace galley
 
 // NODE_API_MODULE pastes this name into an identifier, so it must be unqualified.
 static Napi::Object InitGalleyNative(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 4));
+  exports.Set("abiVersion", Napi::Number::New(env, 5));
   exports.Set("probeCuda", Napi::Function::New(env, galley::ProbeCudaAsync, "probeCuda"));
   exports.Set("mapSharedMemory", Napi::Function::New(env, galley::MapSharedMemory, "mapSharedMemory"));
   exports.Set("cudaIpcOpen", Napi::Function::New(env, galley::CudaIpcOpen, "cudaIpcOpen"));
   exports.Set("cudaAlloc", Napi::Function::New(env, galley::CudaAlloc, "cudaAlloc"));
   exports.Set("cudaExport", Napi::Function::New(env, galley::CudaExport, "cudaExport"));
   exports.Set("sampleGpus", Napi::Function::New(env, galley::SampleGpusAsync, "sampleGpus"));
+  exports.Set("sampleGpuMemory", Napi::Function::New(env, galley::SampleGpuMemoryAsync, "sampleGpuMemory"));
   return exports;
 }
 

@@ -20,6 +20,15 @@ struct NvmlMemory {
   unsigned long long free;
   unsigned long long used;
 };
+// nvmlProcessInfo_t as _v2 and _v3 fill it.
+struct NvmlProcessInfo {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+constexpr NvmlReturn kInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+constexpr unsigned long long kValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
 // NVML_DEVICE_UUID_V2_BUFFER_SIZE, NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE.
 constexpr unsigned int kUuidSize = 96;
 constexpr unsigned int kNameSize = 96;
@@ -42,6 +51,8 @@ struct Nvml {
   // Optional: missing from very old drivers, and only for logs.
   NvmlReturn (*get_name)(NvmlDevice, char*, unsigned int) = nullptr;
   NvmlReturn (*get_driver_version)(char*, unsigned int) = nullptr;
+  // Optional: per-process memory (drivers from 470 on have _v3, 450 on _v2).
+  NvmlReturn (*get_compute_processes)(NvmlDevice, unsigned int*, NvmlProcessInfo*) = nullptr;
 };
 
 std::mutex nvml_mutex;
@@ -91,6 +102,9 @@ std::string EnsureNvml() {
     Resolve(library, "nvmlDeviceGetEnforcedPowerLimit", &loaded.get_enforced_power_limit);
     Resolve(library, "nvmlDeviceGetName", &loaded.get_name);
     Resolve(library, "nvmlSystemGetDriverVersion", &loaded.get_driver_version);
+    if (!Resolve(library, "nvmlDeviceGetComputeRunningProcesses_v3", &loaded.get_compute_processes)) {
+      Resolve(library, "nvmlDeviceGetComputeRunningProcesses_v2", &loaded.get_compute_processes);
+    }
     nvml = loaded;
   }
   if (NvmlReturn status = nvml.init(); status != 0) return "nvmlInit_v2 failed: " + ErrorText(status);
@@ -147,7 +161,70 @@ NvmlGpuSample SampleDevice(unsigned int index, NvmlDevice device) {
   return gpu;
 }
 
+NvmlDeviceMemory DeviceMemory(unsigned int index, NvmlDevice device) {
+  NvmlDeviceMemory gpu;
+  gpu.index = index;
+  char uuid[kUuidSize] = {};
+  if (nvml.get_uuid(device, uuid, kUuidSize) == 0) gpu.uuid = uuid;
+  NvmlMemory memory{};
+  NvmlReturn status = nvml.get_memory(device, &memory);
+  gpu.free = Reading(status, static_cast<double>(memory.free));
+  gpu.total = Reading(status, static_cast<double>(memory.total));
+  gpu.used = Reading(status, static_cast<double>(memory.used));
+  if (nvml.get_compute_processes == nullptr) {
+    gpu.processes_error = "this NVML has no nvmlDeviceGetComputeRunningProcesses_v3 or _v2";
+    return gpu;
+  }
+  // Processes may start between the two calls: room for a few more, and try again if still short.
+  std::vector<NvmlProcessInfo> infos;
+  for (int attempt = 0; attempt < 3; attempt++) {
+    unsigned int count = static_cast<unsigned int>(infos.size());
+    status = nvml.get_compute_processes(device, &count, infos.empty() ? nullptr : infos.data());
+    if (status == 0) {
+      infos.resize(count);
+      break;
+    }
+    if (status != kInsufficientSize) break;
+    infos.resize(count + 8);
+  }
+  if (status != 0) {
+    gpu.processes_error = "nvmlDeviceGetComputeRunningProcesses failed: " + ErrorText(status);
+    return gpu;
+  }
+  gpu.processes_ok = true;
+  for (const NvmlProcessInfo& info : infos) {
+    NvmlProcessMemory process;
+    process.pid = info.pid;
+    process.used_known = info.used_gpu_memory != kValueNotAvailable;
+    process.used = process.used_known ? static_cast<double>(info.used_gpu_memory) : 0;
+    gpu.processes.push_back(process);
+  }
+  return gpu;
+}
+
 }  // namespace
+
+NvmlMemorySample SampleNvmlMemory() {
+  NvmlMemorySample sample;
+  sample.error = EnsureNvml();
+  if (!sample.error.empty()) return sample;
+  unsigned int count = 0;
+  if (NvmlReturn status = nvml.get_count(&count); status != 0) {
+    sample.error = "nvmlDeviceGetCount_v2 failed: " + ErrorText(status);
+    return sample;
+  }
+  for (unsigned int i = 0; i < count; i++) {
+    NvmlDevice device = nullptr;
+    if (nvml.get_handle(i, &device) != 0) continue;
+    sample.gpus.push_back(DeviceMemory(i, device));
+  }
+  if (sample.gpus.empty()) {
+    sample.error = count == 0 ? "NVML reports no GPUs" : "NVML could not open any of its GPUs";
+    return sample;
+  }
+  sample.available = true;
+  return sample;
+}
 
 NvmlSample SampleNvml() {
   NvmlSample sample;

@@ -35,6 +35,34 @@ struct NvmlSample {
   std::vector<NvmlGpuSample> gpus;
 };
 
+// One process' memory on a GPU (nvmlDeviceGetComputeRunningProcesses_v3, else _v2).
+struct NvmlProcessMemory {
+  unsigned int pid = 0;  // in the driver's PID namespace (a container's own PIDs may differ)
+  bool used_known = false;  // false where NVML cannot say (NVML_VALUE_NOT_AVAILABLE)
+  double used = 0;  // bytes
+};
+
+// One GPU's memory: free and total (nvmlDeviceGetMemoryInfo), and per compute process.
+struct NvmlDeviceMemory {
+  unsigned int index = 0;
+  std::string uuid;
+  NvmlReading free;   // bytes
+  NvmlReading total;  // bytes
+  NvmlReading used;   // bytes
+  bool processes_ok = false;
+  std::string processes_error;  // why the process list is missing
+  std::vector<NvmlProcessMemory> processes;
+};
+
+struct NvmlMemorySample {
+  bool available = false;
+  std::string error;
+  std::vector<NvmlDeviceMemory> gpus;
+};
+
+// Blocking, thread-safe, as SampleNvml; never throws.
+NvmlMemorySample SampleNvmlMemory();
+
 // Blocking (nvmlInit can take hundreds of milliseconds): call it off the JS thread. Thread-safe.
 // The library stays loaded and initialised for the life of the process once nvmlInit succeeds.
 // GALLEY_NVML_LIBRARY, when set, names the library to load instead of libnvidia-ml.so.1.

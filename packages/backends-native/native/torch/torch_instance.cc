@@ -402,6 +402,7 @@ Napi::Object ExecutionResult(Napi::Env env, TorchJob& job) {
   }
   out.Set("outputs", outputs);
   out.Set("inferNs", Napi::Number::New(env, static_cast<double>(job.infer_ns)));
+  if (job.peak_bytes >= 0) out.Set("peakBytes", Napi::Number::New(env, static_cast<double>(job.peak_bytes)));
   out.Set("hostToDeviceBytes", Napi::Number::New(env, static_cast<double>(job.host_to_device)));
   out.Set("deviceToHostBytes", Napi::Number::New(env, static_cast<double>(job.device_to_host)));
   if (!job.graph_state.empty()) out.Set("cudaGraph", job.graph_state);
@@ -534,6 +535,15 @@ void TorchInstance::RunExecute(TorchJob& job) {
 #else
     void* stream = nullptr;
 #endif
+#ifdef GALLEY_TORCH_CUDA
+    int64_t allocated_before = -1;
+    const auto device_index = static_cast<c10::DeviceIndex>(settings_.device_id);
+    if (device_.is_cuda()) {
+      // Index 0 is the aggregate of every pool (StatType::AGGREGATE).
+      allocated_before = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index).allocated_bytes[0].current;
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+    }
+#endif
     // The inputs, held until the outputs are checked for sharing their bytes.
     std::vector<torch::Tensor> held;
     std::vector<c10::IValue> arguments;
@@ -588,6 +598,12 @@ void TorchInstance::RunExecute(TorchJob& job) {
     }
     held.clear();
     job.outputs = std::move(outputs);
+#ifdef GALLEY_TORCH_CUDA
+    if (allocated_before >= 0) {
+      int64_t peak = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index).allocated_bytes[0].peak;
+      job.peak_bytes = std::max<int64_t>(0, peak - allocated_before);
+    }
+#endif
     if (settings_.cache_cleaning && device_.is_cuda()) {
 #ifdef GALLEY_TORCH_CUDA
       c10::cuda::CUDACachingAllocator::emptyCache();

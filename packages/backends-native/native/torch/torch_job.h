@@ -36,6 +36,10 @@ struct TorchJob {
   RunnerInfo loaded;
   std::vector<torch::Tensor> outputs;
   int64_t infer_ns = 0;
+  /** On a GPU: the caching allocator's peak across the job less what was allocated before it (the
+   *  batch's working memory, inputs and outputs included); -1 where unknown. Approximate when other
+   *  instances run on the same GPU at the same time (the peak is the device's). */
+  int64_t peak_bytes = -1;
   /** Outputs (by position) to keep where the model made them, as TorchDeviceTensor handles. */
   std::vector<bool> resident;
   /** Memory the job borrows (Node's bytes, client device memory): an output inside it is copied. */

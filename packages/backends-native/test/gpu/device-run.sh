@@ -6,8 +6,8 @@
 #   bash packages/backends-native/test/gpu/device-run.sh
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
 # GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"; "pygpu", GPU tensors
-# in the Python backend, "ddim", a DDIM loop in model.py through BLS, and "stubmem", the GPU memory of
-# Python stubs, and "t2vreal", the text-to-video benchmark on real-size untrained models, run only
+# in the Python backend, "ddim", a DDIM loop in model.py through BLS, "stubmem", the GPU memory of
+# Python stubs, "memory", the GPU memory budget and admission (issue 52), and "t2vreal", the text-to-video benchmark on real-size untrained models, run only
 # when named); a later call on the
 # same warm machine can leave out "build" (the addons built by an earlier call are still there).
 set -uo pipefail
@@ -120,6 +120,18 @@ if step stubmem && [ -f "$carry/python-stub-memory.mjs" ]; then
     ${GALLEY_STUBMEM_ARGS:-} 2>&1 | tee "$out/python-stub-memory.log"
   stubmem_status=${PIPESTATUS[0]}
   check_status=$((check_status || stubmem_status))
+fi
+
+# Memory-aware serving (issue 52): three TorchScript models of 2 GiB FP16 weights each served in turn
+# under --model-memory-budget gpu0 (answers, evictions, GPU figures), and 16 concurrent requests that
+# run out of GPU memory without --gpu-memory-admission and must all succeed with it
+# (GALLEY_MEMORY_ARGS: e.g. --gib=4).
+memory_status=0
+if step memory && [ -f "$carry/memory-gpu.mjs" ]; then
+  timeout "${GALLEY_MEMORY_TIMEOUT:-420}" node "$carry/memory-gpu.mjs" --device="$device" --python="$python" --out="$out/memory-gpu" \
+    ${GALLEY_MEMORY_ARGS:-} 2>&1 | tee "$out/memory-gpu.log"
+  memory_status=${PIPESTATUS[0]}
+  check_status=$((check_status || memory_status))
 fi
 
 # torch_aoti (issue 49 item 4): packages compiled here for CUDA (FP16, BF16, FP32), checked against

@@ -34,6 +34,11 @@ export interface ExecuteResult {
   computeInputNs: bigint;
   computeInferNs: bigint;
   computeOutputNs: bigint;
+  /**
+   * On a GPU, where the backend measures it: the most working memory the batch took (the PyTorch
+   * allocator's peak during it less what was held before), for GPU-memory admission.
+   */
+  peakWorkingBytes?: number;
 }
 
 /**
@@ -53,6 +58,8 @@ export interface BackendInstance {
    * Sequence batching ignores it (a sequence's state moves one batch at a time).
    */
   readonly depth?: number;
+  /** The GPU (CUDA ordinal) it runs on; absent on the CPU or where the backend does not say. */
+  readonly device?: number | undefined;
 }
 
 /**

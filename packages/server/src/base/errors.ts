@@ -194,6 +194,10 @@ export const ERRORS = {
   // Scheduling (PROTOCOL.md §4.6, §9.3)
   QUEUE_FULL: ["UNAVAILABLE", "Exceeds maximum queue size"],
   QUEUE_TIMEOUT: ["UNAVAILABLE", "Request timeout expired"],
+  GPU_MEMORY_SHORT: [
+    "UNAVAILABLE",
+    "not enough free GPU memory on GPU {device} for the batch within --gpu-memory-wait-secs",
+  ],
 
   // Sequences (PROTOCOL.md §9.2)
   SEQUENCE_ID_REQUIRED: [

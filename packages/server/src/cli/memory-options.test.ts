@@ -12,6 +12,21 @@ describe("memory flags", () => {
     expect(options.server.loadOnDemand).toBeUndefined();
     expect(options.server.modelMemoryBudget).toBeUndefined();
     expect(options.server.modelMinResidencySecs).toBeUndefined();
+    expect(options.server.gpuMemoryAdmission).toBeUndefined();
+  });
+
+  it("--gpu-memory-admission alone or with a boolean, with its reserve and wait (any control mode)", () => {
+    expect(serve("--gpu-memory-admission")).toMatchObject({
+      server: { gpuMemoryAdmission: { reserveBytes: 512 * 2 ** 20, waitSecs: 10 } },
+    });
+    expect(
+      serve("--gpu-memory-admission=on", "--gpu-memory-reserve=2GiB", "--gpu-memory-wait-secs", "0"),
+    ).toMatchObject({ server: { gpuMemoryAdmission: { reserveBytes: 2 * 2 ** 30, waitSecs: 0 } } });
+    expect(serve("--gpu-memory-admission", "--gpu-memory-reserve=0")).toMatchObject({
+      server: { gpuMemoryAdmission: { reserveBytes: 0 } },
+    });
+    const off = serve("--gpu-memory-admission=false");
+    expect(off !== "help" && off.server.gpuMemoryAdmission).toBeUndefined();
   });
 
   it("--load-on-demand alone or with a boolean; the wait, the budget and the residency", () => {
@@ -124,6 +139,12 @@ describe("memory flags", () => {
       [...explicit, "--load-on-demand", "--model-memory-budget=gpu0:1GiB", "--model-memory-budget=gpu0:1GiB"],
       "gives gpu0 twice",
     ],
+    [["--gpu-memory-admission=sometimes"], "invalid value for --gpu-memory-admission: 'sometimes'"],
+    [["--gpu-memory-reserve=1GiB"], "--gpu-memory-reserve needs --gpu-memory-admission"],
+    [["--gpu-memory-wait-secs=3"], "--gpu-memory-wait-secs needs --gpu-memory-admission"],
+    [["--gpu-memory-admission", "--gpu-memory-reserve=lots"], "invalid size in --gpu-memory-reserve 'lots'"],
+    [["--gpu-memory-admission", "--gpu-memory-reserve=-1"], "invalid size in --gpu-memory-reserve '-1'"],
+    [["--gpu-memory-admission", "--gpu-memory-wait-secs=1.5"], "invalid value for --gpu-memory-wait-secs: '1.5'"],
   ])("%j is refused: %s", (flags, message) => {
     expect(() => serve(...flags)).toThrow(UsageError);
     expect(() => serve(...flags)).toThrow(message);

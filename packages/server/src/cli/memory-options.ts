@@ -22,7 +22,15 @@ export interface MemoryFlags {
   "load-on-demand-wait-secs"?: string;
   "model-memory-budget"?: string[];
   "model-min-residency"?: string;
+  "gpu-memory-admission"?: string;
+  "gpu-memory-reserve"?: string;
+  "gpu-memory-wait-secs"?: string;
 }
+
+/** Default of `--gpu-memory-reserve`: room left free on each GPU for what no estimate sees (CUDA contexts, libraries' workspaces, other processes' growth). */
+export const DEFAULT_GPU_MEMORY_RESERVE = 512 * 2 ** 20;
+/** Default of `--gpu-memory-wait-secs`. */
+export const DEFAULT_GPU_MEMORY_WAIT_SECS = 10;
 
 /** `parseArgs` options of the memory flags (`--load-on-demand` alone is rewritten to `=true` first, see {@link bareLoadOnDemand}). */
 export const MEMORY_OPTIONS = {
@@ -30,11 +38,14 @@ export const MEMORY_OPTIONS = {
   "load-on-demand-wait-secs": { type: "string" },
   "model-memory-budget": { type: "string", multiple: true },
   "model-min-residency": { type: "string" },
+  "gpu-memory-admission": { type: "string" },
+  "gpu-memory-reserve": { type: "string" },
+  "gpu-memory-wait-secs": { type: "string" },
 } as const;
 
-/** `--load-on-demand` given without a value means `--load-on-demand=true`. */
+/** `--load-on-demand` (and `--gpu-memory-admission`) given without a value means `=true`. */
 export function bareLoadOnDemand(args: readonly string[]): string[] {
-  return args.map((arg) => (arg === "--load-on-demand" ? "--load-on-demand=true" : arg));
+  return args.map((arg) => (arg === "--load-on-demand" || arg === "--gpu-memory-admission" ? `${arg}=true` : arg));
 }
 
 /**
@@ -46,7 +57,10 @@ export function bareLoadOnDemand(args: readonly string[]): string[] {
 export function readMemoryFlags(
   v: MemoryFlags,
   controlMode: string,
-): Pick<ServerOptions, "loadOnDemand" | "loadOnDemandWaitSecs" | "modelMemoryBudget" | "modelMinResidencySecs"> {
+): Pick<
+  ServerOptions,
+  "loadOnDemand" | "loadOnDemandWaitSecs" | "modelMemoryBudget" | "modelMinResidencySecs" | "gpuMemoryAdmission"
+> {
   const onDemand = flagBool("--load-on-demand", v["load-on-demand"]);
   if (onDemand && controlMode !== "explicit") {
     throw new Error("--load-on-demand can only be used with --model-control-mode=explicit");
@@ -64,11 +78,30 @@ export function readMemoryFlags(
     throw new Error("--model-min-residency needs --model-memory-budget");
   }
   const budget = budgets.length > 0 ? parseMemoryBudget(budgets) : undefined;
+  const admission = readAdmission(v);
   return {
+    ...(admission ? { gpuMemoryAdmission: admission } : {}),
     ...(onDemand ? { loadOnDemand: true } : {}),
     ...(wait !== undefined ? { loadOnDemandWaitSecs: integer("--load-on-demand-wait-secs", wait, 1) } : {}),
     ...(budget ? { modelMemoryBudget: budget } : {}),
     ...(residency !== undefined ? { modelMinResidencySecs: integer("--model-min-residency", residency, 0) } : {}),
+  };
+}
+
+/** `--gpu-memory-admission` and the flags that tune it (each refused without it). */
+function readAdmission(v: MemoryFlags): ServerOptions["gpuMemoryAdmission"] {
+  const on = flagBool("--gpu-memory-admission", v["gpu-memory-admission"]);
+  const reserve = v["gpu-memory-reserve"];
+  const wait = v["gpu-memory-wait-secs"];
+  if (!on) {
+    if (reserve !== undefined) throw new Error("--gpu-memory-reserve needs --gpu-memory-admission");
+    if (wait !== undefined) throw new Error("--gpu-memory-wait-secs needs --gpu-memory-admission");
+    return undefined;
+  }
+  return {
+    reserveBytes:
+      reserve === undefined ? DEFAULT_GPU_MEMORY_RESERVE : byteSize(reserve, reserve, "--gpu-memory-reserve", 0),
+    waitSecs: wait === undefined ? DEFAULT_GPU_MEMORY_WAIT_SECS : integer("--gpu-memory-wait-secs", wait, 0),
   };
 }
 
@@ -88,7 +121,7 @@ export function parseMemoryBudget(values: readonly string[]): NonNullable<Server
         `invalid value for --model-memory-budget: '${part}' (expected host:<size> or gpu<N>:<size>, e.g. host:8GiB)`,
       );
     }
-    const size = byteSize(match[3] ?? "", part);
+    const size = byteSize(match[3] ?? "", part, "--model-memory-budget", 1);
     if (match[2] === undefined) {
       if (host !== undefined) throw new Error(`--model-memory-budget gives host twice ('${part}')`);
       host = size;
@@ -101,14 +134,14 @@ export function parseMemoryBudget(values: readonly string[]): NonNullable<Server
   return { ...(host !== undefined ? { host } : {}), ...(gpus.size > 0 ? { gpus } : {}) };
 }
 
-/** `<n>[unit]` as whole bytes, more than 0. */
-function byteSize(text: string, part: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text);
+/** `<n>[unit]` as whole bytes, at least `min`. */
+function byteSize(text: string, part: string, flag: string, min: number): number {
+  const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
   const unit = UNITS[(match?.[2] ?? "").toUpperCase()];
   const bytes = match && unit !== undefined ? Math.floor(Number(match[1]) * unit) : Number.NaN;
-  if (!Number.isSafeInteger(bytes) || bytes <= 0) {
+  if (!Number.isSafeInteger(bytes) || bytes < min) {
     throw new Error(
-      `invalid size in --model-memory-budget '${part}' (expected a number of bytes > 0, or with a unit: KiB, MiB, GiB, TiB, KB, MB, GB, TB)`,
+      `invalid size in ${flag} '${part}' (expected a number of bytes ${min > 0 ? "> 0" : ">= 0"}, or with a unit: KiB, MiB, GiB, TiB, KB, MB, GB, TB)`,
     );
   }
   return bytes;

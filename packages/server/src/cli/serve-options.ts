@@ -55,8 +55,12 @@ Models
   --load-on-demand-wait-secs <n> the longest a request waits for that load (default: 120)
   --model-memory-budget host:<size>[,gpu<N>:<size>]   with --load-on-demand: idle models are evicted,
                                  least recently used first, to keep the loaded models within <size>
-                                 (bytes, or KiB/MiB/GiB/TiB, KB/MB/GB/TB); gpu budgets are read, not enforced yet
+                                 (bytes, or KiB/MiB/GiB/TiB, KB/MB/GB/TB); host memory and each GPU's
   --model-min-residency <secs>   a model is not evicted within this time of its load (default: 30)
+  --gpu-memory-admission[=<bool>]  a dynamic batch for a GPU instance starts only when its working memory
+                                 (measured per batch size) fits the GPU's free memory (default: false)
+  --gpu-memory-reserve <size>    with it: free memory left on each GPU (default: 512MiB)
+  --gpu-memory-wait-secs <n>     with it: the longest a batch waits for room; then UNAVAILABLE (default: 10)
   --model-namespacing <bool>     false only (the default): a model name is unique across repositories
   --backend-config onnxruntime,default-max-batch-size=<n>   (default: 4)
   --backend-config python,python-executable=<path>         (default: python3 on PATH)

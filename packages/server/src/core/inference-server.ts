@@ -65,6 +65,8 @@ export interface ModelView {
   readonly stats: ModelStatistics;
   /** What the version holds, measured across its load and warmup. */
   readonly memory: readonly MemoryUsage[];
+  /** The most GPU working memory a batch of each size took (bytes by batch size), where measured. */
+  readonly workingMemory?: ReadonlyMap<number, number>;
 }
 
 /** One entry of the repository index: a model folder, and a version's state when it has one. */

@@ -3,9 +3,11 @@ import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../base/log.js";
 import type { ModelStatistics } from "../base/statistics.js";
 import type { Tensor } from "../base/tensor.js";
+import type { BatchMemory } from "../scheduler/batch-memory.js";
 import { DefaultScheduler } from "../scheduler/default-scheduler.js";
 import { DynamicBatcher } from "../scheduler/dynamic-batcher.js";
 import { type ComposingInfer, EnsembleScheduler } from "../scheduler/ensemble-scheduler.js";
+import type { GpuMemoryAdmission } from "../scheduler/gpu-memory-admission.js";
 import type { InstancePool } from "../scheduler/instance-pool.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
 import { SequenceBatcher } from "../scheduler/sequence/sequence-batcher.js";
@@ -20,6 +22,10 @@ export interface SchedulerContext {
   infer?: ComposingInfer;
   /** A sequence-batching model's `initial_state` values (see `loadInitialStates`). */
   initialStates?: ReadonlyMap<string, Tensor>;
+  /** Where the version's GPU working memory per batch size is recorded. */
+  memory?: BatchMemory;
+  /** GPU-memory admission (`--gpu-memory-admission`), which estimates from `memory`. */
+  admission?: GpuMemoryAdmission;
 }
 
 /**
@@ -35,9 +41,18 @@ export function createScheduler(config: ModelConfig, context: SchedulerContext):
       throw new Error("this server cannot run ensembles (no inference path was given to the model manager)");
     return new EnsembleScheduler(config, context.infer, log);
   }
-  if (config.schedulingChoice.case === "dynamicBatching") return new DynamicBatcher({ pool, config, stats, log });
+  if (config.schedulingChoice.case === "dynamicBatching") {
+    return new DynamicBatcher({
+      pool,
+      config,
+      stats,
+      log,
+      ...(context.memory ? { memory: context.memory } : {}),
+      ...(context.admission ? { admission: context.admission } : {}),
+    });
+  }
   if (config.schedulingChoice.case === "sequenceBatching") {
     return new SequenceBatcher({ pool, config, stats, log, initialStates: context.initialStates ?? new Map() });
   }
-  return new DefaultScheduler(pool, stats);
+  return new DefaultScheduler(pool, stats, context.memory, context.admission);
 }

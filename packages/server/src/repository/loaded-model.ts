@@ -1,6 +1,7 @@
 import type { ModelConfig } from "@galley/proto";
 import type { BackendModel } from "../backend/backend.js";
 import type { ModelStatistics } from "../base/statistics.js";
+import { BatchMemory } from "../scheduler/batch-memory.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
 import type { MemoryUsage } from "./memory-source.js";
 
@@ -23,6 +24,13 @@ export class LoadedModel {
 
   /** What the version holds, measured across its load and warmup (the statistics' `memory_usage`). */
   memory: MemoryUsage[] = [];
+  /** Its GPU working memory per batch size, from warmup and every batch since (GPU-memory admission's estimates). */
+  batchMemory = new BatchMemory();
+
+  /** The most GPU working memory a batch of each size took (bytes by batch size); empty where none was measured. */
+  get workingMemory(): ReadonlyMap<number, number> {
+    return this.batchMemory.peaks;
+  }
   /** When it became READY and when a request last started on it (the clock's nanoseconds): eviction's order. */
   loadedAtNs = 0n;
   lastUsedNs = 0n;

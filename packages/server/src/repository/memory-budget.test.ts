@@ -44,7 +44,9 @@ function setup(models: LoadedModel[], now = 100n * 10n ** 9n, minResidencyNs = 3
   const budget = new MemoryBudget({ host: 100 * MIB }, minResidencyNs, host, createLogger({ write: () => {} }));
   // As the model manager: a version serves (and counts among the others) once its admitted load returned.
   const admit = async (name: string, expected: number, mib: number) => {
-    const m = await budget.admit(name, expected * MIB, async () => model(name, mib, { loadedAt: now }));
+    const m = await budget.admit(name, [{ type: "CPU", id: 0, byteSize: expected * MIB }], async () =>
+      model(name, mib, { loadedAt: now }),
+    );
     loaded.add(m);
     return m;
   };
@@ -98,7 +100,7 @@ describe("MemoryBudget", () => {
     const order: string[] = [];
     const { budget } = setup([]);
     let release!: () => void;
-    const first = budget.admit("x", 0, async () => {
+    const first = budget.admit("x", [], async () => {
       order.push("x start");
       await new Promise<void>((resolve) => {
         release = resolve;
@@ -106,7 +108,7 @@ describe("MemoryBudget", () => {
       order.push("x end");
       return model("x", 1);
     });
-    const second = budget.admit("y", 0, async () => {
+    const second = budget.admit("y", [], async () => {
       order.push("y start");
       return model("y", 1);
     });
@@ -115,5 +117,45 @@ describe("MemoryBudget", () => {
     release();
     await Promise.all([first, second]);
     expect(order).toEqual(["x start", "x end", "y start"]);
+  });
+
+  it("keeps each GPU under its own limit by the same rule: only models holding that GPU's memory go", async () => {
+    const gpu = (m: LoadedModel, gpu0Mib: number, gpu1Mib = 0) => {
+      m.memory = [
+        { type: "CPU", id: 0, byteSize: MIB },
+        { type: "GPU", id: 0, byteSize: gpu0Mib * MIB },
+        ...(gpu1Mib > 0 ? [{ type: "GPU" as const, id: 1, byteSize: gpu1Mib * MIB }] : []),
+      ];
+      return m;
+    };
+    const a = gpu(model("a", 1, { lastUsed: 1n }), 0, 60);
+    const b = gpu(model("b", 1, { lastUsed: 2n }), 50);
+    const c = gpu(model("c", 1, { lastUsed: 3n }), 40);
+    const loaded = new Set([a, b, c]);
+    const evicted: string[] = [];
+    const budget = new MemoryBudget(
+      { gpus: new Map([[0, 100 * MIB]]) },
+      0n,
+      {
+        loaded: () => [...loaded],
+        evictable: () => true,
+        evict: async (name) => {
+          evicted.push(name);
+          for (const m of [...loaded]) if (m.name === name) loaded.delete(m);
+        },
+        now: () => 10n,
+      },
+      createLogger({ write: () => {} }),
+    );
+    // d took 30 MiB of GPU 0 last time: 90 + 30 > 100. a is the least recent but holds only GPU 1.
+    const d = await budget.admit("d", [{ type: "GPU", id: 0, byteSize: 30 * MIB }], async () => gpu(model("d", 1), 30));
+    loaded.add(d);
+    expect(evicted).toEqual(["b"]);
+    // Host memory has no limit here: any amount of it is let in.
+    await budget.admit("e", [{ type: "CPU", id: 0, byteSize: 10 ** 12 }], async () => model("e", 1));
+    expect(evicted).toEqual(["b"]);
+    await expect(
+      budget.admit("f", [{ type: "GPU", id: 0, byteSize: 101 * MIB }], async () => model("f", 1)),
+    ).rejects.toMatchObject({ id: "LOAD_FAILED", message: expect.stringContaining("GPU 0 memory") });
   });
 });

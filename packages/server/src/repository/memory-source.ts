@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
 import type { BackendModel } from "../backend/backend.js";
+import type { DeviceMemoryReader, DeviceMemoryReading } from "../base/device-memory.js";
 
 /**
  * Memory one model version holds, in the statistics extension's terms (`memory_usage`): `CPU` is
@@ -39,6 +40,43 @@ export function hostMemorySource(rss: () => number = () => process.memoryUsage()
       };
     },
   };
+}
+
+/**
+ * GPU memory, per GPU, through NVML: this process' memory on the GPU grown across the load (never
+ * below 0), plus all the memory the model's own processes (a Python model's stubs,
+ * `BackendModel.processIds`) hold there. Where NVML does not list this process (its PID is another
+ * namespace's, as in some containers), the GPU's used memory grown across the load stands in.
+ * Memory the PyTorch allocator keeps cached counts: it is the process'. GPUs the load did not grow
+ * on are left out; without NVML there are no GPU figures.
+ */
+export function gpuMemorySource(reader: DeviceMemoryReader, pid: number = process.pid): MemorySource {
+  return {
+    async begin() {
+      const before = await reader.read();
+      return async (model) => {
+        const after = await reader.read();
+        const others = new Set(model.processIds?.() ?? []);
+        const usages: MemoryUsage[] = [];
+        for (const [id, now] of [...after].sort(([a], [b]) => a - b)) {
+          const was = before.get(id);
+          if (!was) continue;
+          const own = processBytes(now, pid);
+          const grown = own !== undefined ? own - (processBytes(was, pid) ?? 0) : now.usedBytes - was.usedBytes;
+          let bytes = Math.max(0, grown);
+          for (const p of now.processes ?? []) if (others.has(p.pid)) bytes += p.usedBytes ?? 0;
+          if (bytes > 0) usages.push({ type: "GPU", id, byteSize: bytes });
+        }
+        return usages;
+      };
+    },
+  };
+}
+
+/** What NVML says `pid` holds on a GPU; undefined where it does not list it (or cannot say). */
+function processBytes(reading: DeviceMemoryReading, pid: number): number | undefined {
+  const found = reading.processes?.find((p) => p.pid === pid);
+  return found?.usedBytes;
 }
 
 /** Measure with every source: one reading before, one after; the usages of all of them. */

@@ -4,13 +4,14 @@ import { InferenceError } from "../base/errors.js";
 import type { LoadOverrides } from "../base/load-overrides.js";
 import type { Logger } from "../base/log.js";
 import type { ComposingInfer } from "../scheduler/ensemble-scheduler.js";
+import type { GpuMemoryAdmission } from "../scheduler/gpu-memory-admission.js";
 import type { RateLimiter } from "../scheduler/rate-limiter.js";
 import { type ControlMode, pollRepositories, startupModels } from "./control-mode.js";
 import { LoadChecks } from "./load-checks.js";
 import { LoadPipeline } from "./load-pipeline.js";
 import type { LoadedModel } from "./loaded-model.js";
 import { MemoryBudget, type MemoryBudgetLimits } from "./memory-budget.js";
-import { bytesOf, type MemorySource } from "./memory-source.js";
+import type { MemorySource, MemoryUsage } from "./memory-source.js";
 import { type ModelEntry, modelEntry } from "./model-entry.js";
 import { validateModelName } from "./model-name.js";
 import { type ModelRepository, scanRepositories } from "./model-repository.js";
@@ -60,6 +61,8 @@ export interface ModelManagerOptions {
   minResidencySecs?: number;
   /** Measures each version's memory across its load (default: host RSS). */
   memory?: MemorySource;
+  /** `--gpu-memory-admission`: batches on a GPU start only when their working memory fits. */
+  admission?: GpuMemoryAdmission;
   /** Time for residency, recency and on-demand waits (tests control it). */
   clock?: Clock;
 }
@@ -90,8 +93,8 @@ export class ModelManager {
   readonly #clock: Clock;
   readonly #onDemand: OnDemandLoads | undefined;
   readonly #budget: MemoryBudget | undefined;
-  /** Each version's host bytes when last loaded (`name/version`): what the budget makes room for next time. */
-  readonly #lastMeasured = new Map<string, number>();
+  /** Each version's memory when last loaded (`name/version`): what the budget makes room for next time. */
+  readonly #lastMeasured = new Map<string, readonly MemoryUsage[]>();
   readonly #repositories: readonly ModelRepository[];
   #stopping = false;
 
@@ -328,8 +331,8 @@ export class ModelManager {
   async #admit(name: string, version: number, load: () => Promise<LoadedModel>): Promise<LoadedModel> {
     const key = `${name}/${version}`;
     const budget = this.#budget as MemoryBudget;
-    const loaded = await budget.admit(name, this.#lastMeasured.get(key) ?? 0, load);
-    this.#lastMeasured.set(key, bytesOf(loaded.memory, "CPU"));
+    const loaded = await budget.admit(name, this.#lastMeasured.get(key) ?? [], load);
+    this.#lastMeasured.set(key, loaded.memory);
     return loaded;
   }
 

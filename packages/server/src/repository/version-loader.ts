@@ -5,7 +5,9 @@ import type { BackendRegistry } from "../backend/registry.js";
 import { FIRST_RESPONSE_BUCKETS, FIRST_RESPONSE_HISTOGRAM } from "../base/latency-histogram.js";
 import type { Logger } from "../base/log.js";
 import { ModelStatistics } from "../base/statistics.js";
+import { BatchMemory } from "../scheduler/batch-memory.js";
 import type { ComposingInfer } from "../scheduler/ensemble-scheduler.js";
+import type { GpuMemoryAdmission } from "../scheduler/gpu-memory-admission.js";
 import { InstancePool } from "../scheduler/instance-pool.js";
 import type { RateLimiter } from "../scheduler/rate-limiter.js";
 import { createScheduler } from "./create-scheduler.js";
@@ -39,6 +41,8 @@ export interface VersionLoaderOptions {
   now?: () => bigint;
   /** `--metrics-config histogram_latencies=true`: each version keeps its first-response histogram. */
   histogramLatencies?: boolean;
+  /** `--gpu-memory-admission`: batches on a GPU start only when their working memory fits. */
+  admission?: GpuMemoryAdmission;
 }
 
 /**
@@ -149,19 +153,33 @@ export class VersionLoader {
       this.#options.rateLimiter,
       config.schedulingChoice.case !== "sequenceBatching",
     );
+    const memory = new BatchMemory();
     try {
-      await warmUp(config, model.instances, modelPath);
+      await warmUp(config, model.instances, modelPath, memory);
     } catch (error) {
       await model.unload();
       throw error;
     }
     const stats = this.#statistics(config);
-    const scheduler = createScheduler(config, { pool, stats, log, initialStates });
+    const admission = this.#options.admission;
+    const scheduler = createScheduler(config, {
+      pool,
+      stats,
+      log,
+      initialStates,
+      memory,
+      ...(admission ? { admission } : {}),
+    });
     const loaded = new LoadedModel(name, version, config, model, scheduler, labels, stats);
     loaded.memory = await measured(model);
+    loaded.batchMemory = memory;
+    const working = [...memory.peaks]
+      .sort(([a], [b]) => a - b)
+      .map(([size, bytes]) => `batch ${size} ${(bytes / 2 ** 20).toFixed(1)} MiB`);
     log.info(
       `loaded '${name}' version ${version}: ${describeMemory(loaded.memory)}` +
-        `${config.modelWarmup.length > 0 ? " (measured after warmup)" : ""}`,
+        `${config.modelWarmup.length > 0 ? " (measured after warmup)" : ""}` +
+        `${working.length > 0 ? `; GPU working memory: ${working.join(", ")}` : ""}`,
     );
     return loaded;
   }

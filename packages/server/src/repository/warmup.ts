@@ -7,6 +7,7 @@ import { datatypeOf } from "../base/datatype.js";
 import type { InferenceRequest } from "../base/inference-request.js";
 import type { Tensor } from "../base/tensor.js";
 import { validateRequest } from "../base/validate-request.js";
+import type { BatchMemory } from "../scheduler/batch-memory.js";
 import { readModelFile } from "./model-file.js";
 
 /** The largest input a sample may have: the largest buffer Node allocates (Triton's limit is INT64_MAX). */
@@ -19,12 +20,14 @@ const LOG_REQUEST = "[request id: <id_unknown>] ";
  * Run the config's `model_warmup` samples on every instance before the model is READY, as
  * Triton does: each sample is `batch_size` requests of batch 1 sent together, `count` times
  * (at least once), with zero, random or file data (`<model>/warmup/<file>`). A sample that
- * fails fails the load with Triton's `failed to run warmup sample '<name>': <error>; `.
+ * fails fails the load with Triton's `failed to run warmup sample '<name>': <error>; `. Each
+ * sample's working memory on a GPU goes into `memory` (GPU-memory admission's first figures).
  */
 export async function warmUp(
   config: ModelConfig,
   instances: readonly BackendInstance[],
   modelPath: string,
+  memory?: BatchMemory,
 ): Promise<void> {
   for (const sample of config.modelWarmup) {
     if (sample.batchSize === 0) continue;
@@ -32,6 +35,7 @@ export async function warmUp(
     for (let round = 0; round < Math.max(1, sample.count); round++) {
       for (const instance of instances) {
         const result = await instance.execute(requests);
+        if (result.peakWorkingBytes !== undefined) memory?.record(sample.batchSize, result.peakWorkingBytes);
         const failure = result.responses.find((r): r is Error => r instanceof Error);
         if (failure) throw new Error(`failed to run warmup sample '${sample.name}': ${failure.message}; `);
       }

@@ -2,15 +2,20 @@
 // one at a time per instance, in arrival order; one cancelled before then never runs.
 import { describe, expect, it } from "vitest";
 import type { BackendInstance, ExecuteResult } from "../backend/backend.js";
+import type { DeviceMemoryReading } from "../base/device-memory.js";
 import type { InferenceError } from "../base/errors.js";
 import type { InferenceRequest } from "../base/inference-request.js";
+import { createLogger } from "../base/log.js";
 import { ModelStatistics } from "../base/statistics.js";
+import { BatchMemory } from "./batch-memory.js";
 import { DefaultScheduler } from "./default-scheduler.js";
+import { GpuMemoryAdmission } from "./gpu-memory-admission.js";
 import { InstancePool } from "./instance-pool.js";
 
 /** An instance that records each request it starts and finishes it when the test says so. */
 class HeldInstance implements BackendInstance {
   readonly name = "m_0";
+  constructor(readonly device?: number) {}
   readonly started: string[] = [];
   readonly #finish: (() => void)[] = [];
   execute(requests: readonly InferenceRequest[]): Promise<ExecuteResult> {
@@ -22,6 +27,7 @@ class HeldInstance implements BackendInstance {
           computeInputNs: 1n,
           computeInferNs: 1n,
           computeOutputNs: 1n,
+          peakWorkingBytes: 300,
         }),
       );
     });
@@ -75,5 +81,40 @@ describe("DefaultScheduler", () => {
     expect(instance.started).toEqual(["kept"]);
     instance.finishNext();
     await kept;
+  });
+
+  it("with GPU-memory admission, a request starts only when its working memory fits; past the wait, UNAVAILABLE", async () => {
+    let free = 100;
+    const reader = {
+      read: async () =>
+        new Map<number, DeviceMemoryReading>([[0, { freeBytes: free, usedBytes: 0, totalBytes: 1000 }]]),
+      releaseCache: async () => {},
+    };
+    const gate = new GpuMemoryAdmission({
+      reader,
+      reserveBytes: 0,
+      waitMs: 50,
+      log: createLogger({ write: () => {} }),
+    });
+    await gate.refresh();
+    const memory = new BatchMemory();
+    memory.record(1, 300);
+    const instance = new HeldInstance(0);
+    const scheduler = new DefaultScheduler(new InstancePool([instance]), new ModelStatistics(), memory, gate);
+    // 300 bytes needed, 100 free: it waits the 50 ms, then fails; the instance never saw it.
+    const refused = scheduler.enqueue(request("big"), 1).catch((e: InferenceError) => e.message);
+    expect(await refused).toBe("not enough free GPU memory on GPU 0 for the batch within --gpu-memory-wait-secs");
+    expect(instance.started).toEqual([]);
+    // Room found again while the next one waits: it runs.
+    const next = scheduler.enqueue(request("next"), 1);
+    await endOfTurn();
+    expect(instance.started).toEqual([]);
+    free = 1000;
+    await gate.refresh();
+    await endOfTurn();
+    expect(instance.started).toEqual(["next"]);
+    instance.finishNext();
+    await next;
+    gate.close();
   });
 });

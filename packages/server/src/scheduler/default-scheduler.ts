@@ -1,8 +1,10 @@
 import type { BackendInstance } from "../backend/backend.js";
-import { now, onceThisTurn, systemClock } from "../base/clock.js";
+import { type Clock, onceThisTurn, systemClock } from "../base/clock.js";
 import { backendError, InferenceError, requestId } from "../base/errors.js";
 import type { InferenceRequest } from "../base/inference-request.js";
 import type { ModelStatistics } from "../base/statistics.js";
+import { BatchMemory } from "./batch-memory.js";
+import type { AdmittedBatch, GpuMemoryAdmission } from "./gpu-memory-admission.js";
 import type { InstancePool } from "./instance-pool.js";
 import type { ScheduledResult, Scheduler } from "./scheduler.js";
 
@@ -25,6 +27,10 @@ interface Pending {
  * its runs made one after another, each kind of work with warm caches (for `simple` at c = 16,
  * server CPU per request fell from ~1.8× the hand-written server's to 1.1–1.7×: bench/README.md);
  * a lone request waits one loop iteration, a few µs.
+ *
+ * With GPU-memory admission, a request for an instance on a GPU starts only when its working memory
+ * fits (see `GpuMemoryAdmission`); the queue's head waits for room up to `--gpu-memory-wait-secs`,
+ * then gets UNAVAILABLE.
  */
 export class DefaultScheduler implements Scheduler {
   readonly #pool: InstancePool;
@@ -33,15 +39,35 @@ export class DefaultScheduler implements Scheduler {
   #running = 0;
   #draining = false;
   #drained?: () => void;
+  readonly #clock: Clock;
+  readonly #memory: BatchMemory;
+  readonly #admission: GpuMemoryAdmission | undefined;
+  /** While the queue's head waits for GPU memory: the timer that ends its wait. */
+  #short: { timer: unknown } | undefined;
 
-  constructor(pool: InstancePool, stats: ModelStatistics) {
+  /**
+   * `memory` records each request's GPU working memory (where the backend measures it); with
+   * `admission`, requests for a GPU instance start only when that fits.
+   */
+  constructor(
+    pool: InstancePool,
+    stats: ModelStatistics,
+    memory: BatchMemory = new BatchMemory(),
+    admission?: GpuMemoryAdmission,
+    clock: Clock = systemClock,
+  ) {
     this.#pool = pool;
     this.#stats = stats;
+    this.#clock = clock;
+    this.#memory = memory;
+    this.#admission = admission;
+    this.#dispatchSoon = onceThisTurn(clock, () => this.#dispatch());
+    admission?.onRoom(this.#dispatchSoon);
   }
 
   enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
     return new Promise((resolve, reject) => {
-      const pending: Pending = { request, batchSize, enqueuedNs: now(), resolve, reject };
+      const pending: Pending = { request, batchSize, enqueuedNs: this.#clock.now(), resolve, reject };
       const signal = request.signal;
       if (signal?.aborted) {
         reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
@@ -55,6 +81,12 @@ export class DefaultScheduler implements Scheduler {
           if (at === -1) return;
           this.#queue.splice(at, 1);
           this.#stats.pending--;
+          if (at === 0 && this.#short) {
+            // The head that waited for GPU memory left: the next one waits its own time.
+            this.#clock.clearTimer(this.#short.timer);
+            this.#short = undefined;
+            this.#dispatchSoon();
+          }
           reject(new InferenceError("CANCELLED", { id: requestId(request.id) }));
           this.#checkDrained();
         };
@@ -75,23 +107,57 @@ export class DefaultScheduler implements Scheduler {
     });
   }
 
-  readonly #dispatchSoon = onceThisTurn(systemClock, () => this.#dispatch());
+  readonly #dispatchSoon: () => void;
 
   #dispatch(): void {
     while (this.#pool.hasIdle && this.#queue.length > 0) {
+      const head = this.#queue[0] as Pending;
+      const admitted = this.#admit(head);
+      if (admitted === "wait") break;
       const instance = this.#pool.take() as BackendInstance;
-      const pending = this.#queue.shift() as Pending;
+      this.#queue.shift();
       this.#stats.pending--;
-      if (pending.onAbort) pending.request.signal?.removeEventListener("abort", pending.onAbort);
-      this.#run(instance, pending);
+      if (head.onAbort) head.request.signal?.removeEventListener("abort", head.onAbort);
+      this.#run(instance, head, admitted);
     }
   }
 
-  async #run(instance: BackendInstance, pending: Pending): Promise<void> {
+  /** With admission and the next instance on a GPU: the head's reservation, or "wait" (a timer ends the wait). */
+  #admit(head: Pending): AdmittedBatch | "wait" | undefined {
+    const device = this.#admission ? this.#pool.peek()?.device : undefined;
+    if (!this.#admission || device === undefined) return undefined;
+    const batch = this.#admission.admit(device, this.#memory, [head.batchSize]);
+    if (batch) {
+      if (this.#short) this.#clock.clearTimer(this.#short.timer);
+      this.#short = undefined;
+      return batch;
+    }
+    if (!this.#short) {
+      const waitMs = Number(this.#admission.waitNs) / 1e6;
+      const timer = this.#clock.setTimer(() => this.#giveUp(device), waitMs);
+      this.#short = { timer };
+    }
+    return "wait";
+  }
+
+  /** The head waited `--gpu-memory-wait-secs` for room: it gets UNAVAILABLE, the next one waits anew. */
+  #giveUp(device: number): void {
+    this.#short = undefined;
+    const head = this.#queue.shift();
+    if (!head) return;
+    this.#stats.pending--;
+    if (head.onAbort) head.request.signal?.removeEventListener("abort", head.onAbort);
+    head.reject(new InferenceError("GPU_MEMORY_SHORT", { device: String(device) }));
+    this.#dispatch();
+    this.#checkDrained();
+  }
+
+  async #run(instance: BackendInstance, pending: Pending, admitted?: AdmittedBatch): Promise<void> {
     this.#running++;
-    const queueNs = now() - pending.enqueuedNs;
+    const queueNs = this.#clock.now() - pending.enqueuedNs;
     try {
       const result = await this.#pool.execute(instance, [pending.request]);
+      if (result.peakWorkingBytes !== undefined) this.#memory.record(pending.batchSize, result.peakWorkingBytes);
       this.#stats.recordExecution(
         pending.batchSize,
         1,
@@ -107,6 +173,7 @@ export class DefaultScheduler implements Scheduler {
     } catch (error) {
       pending.reject(backendError(error));
     } finally {
+      admitted?.release();
       this.#running--;
       this.#pool.give(instance);
       this.#dispatch();

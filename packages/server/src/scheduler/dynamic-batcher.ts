@@ -6,6 +6,8 @@ import { backendError, InferenceError, requestId } from "../base/errors.js";
 import type { InferenceRequest } from "../base/inference-request.js";
 import type { Logger } from "../base/log.js";
 import type { ModelStatistics } from "../base/statistics.js";
+import { BatchMemory } from "./batch-memory.js";
+import type { AdmittedBatch, GpuMemoryAdmission } from "./gpu-memory-admission.js";
 import type { InstancePool } from "./instance-pool.js";
 import { PriorityQueue, type Queued } from "./priority-queue.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "./scheduler.js";
@@ -59,6 +61,13 @@ export interface DynamicBatcherOptions {
   clock?: Clock;
   /** Called once per batch sent (the batch-size histogram listens here). */
   onBatch?: (event: BatchEvent) => void;
+  /** Where each batch's GPU working memory is recorded (by batch size), where the backend measures it. */
+  memory?: BatchMemory;
+  /**
+   * GPU-memory admission (`--gpu-memory-admission`): a batch for an instance on a GPU starts only
+   * when its estimated working memory (from `memory`) fits.
+   */
+  admission?: GpuMemoryAdmission;
 }
 
 /**
@@ -86,6 +95,10 @@ export class DynamicBatcher implements Scheduler {
    */
   readonly #scheduleSoon: () => void;
   readonly #onBatch?: (event: BatchEvent) => void;
+  readonly #memory: BatchMemory;
+  readonly #admission?: GpuMemoryAdmission;
+  /** The request at the head of the batch waiting for GPU memory, and since when it waits (undefined: none waits). */
+  #short: { head: Pending; since: bigint } | undefined;
   readonly #preferred: number[];
   readonly #delayNs: bigint;
   readonly #ragged: Set<string>;
@@ -131,6 +144,11 @@ export class DynamicBatcher implements Scheduler {
     this.#delayNs = (this.#batching?.maxQueueDelayMicroseconds ?? 0n) * 1000n;
     this.#ragged = new Set(options.config.input.filter((i) => i.allowRaggedBatch).map((i) => i.name));
     this.#adaptive = booleanParameter(options.config, "adaptive_queue_delay") ?? true;
+    this.#memory = options.memory ?? new BatchMemory();
+    if (options.admission) {
+      this.#admission = options.admission;
+      options.admission.onRoom(this.#scheduleSoon);
+    }
   }
 
   enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
@@ -201,7 +219,10 @@ export class DynamicBatcher implements Scheduler {
     while (this.#pool.hasIdle && this.#queue.size > 0) {
       const batch = this.#nextBatch(now);
       if (!batch) break;
-      this.#send(batch.items, batch.reason);
+      const admitted = this.#admit(batch.items, now);
+      if (admitted === "wait") break;
+      if (admitted === "failed") continue;
+      this.#send(admitted ? batch.items.slice(0, admitted.count) : batch.items, batch.reason, admitted?.batch);
     }
     this.#setTimer(now);
     this.#checkDrained();
@@ -326,11 +347,46 @@ export class DynamicBatcher implements Scheduler {
     return false;
   }
 
+  /**
+   * With GPU-memory admission and the next instance on a GPU: how many of `items` fit in memory
+   * now (a prefix, so a smaller batch may go), or "wait" (nothing fits; the admission calls back
+   * when it read the GPU again), or "failed" once the head of the queue waited longer than
+   * `--gpu-memory-wait-secs` (its requests got UNAVAILABLE). Undefined: no admission applies.
+   */
+  #admit(items: Pending[], now: bigint): { count: number; batch: AdmittedBatch } | "wait" | "failed" | undefined {
+    const device = this.#admission ? this.#pool.peek()?.device : undefined;
+    if (!this.#admission || device === undefined) return undefined;
+    const sizes: number[] = [];
+    let total = 0;
+    for (const item of items) {
+      total += item.batchSize;
+      sizes.push(total);
+    }
+    const batch = this.#admission.admit(device, this.#memory, sizes);
+    if (batch) {
+      this.#short = undefined;
+      return { count: sizes.indexOf(batch.size) + 1, batch };
+    }
+    // A new head (the old one left: answered, timed out, cancelled) waits its own time.
+    const head = items[0] as Pending;
+    if (this.#short?.head !== head) this.#short = { head, since: now };
+    if (now - this.#short.since < this.#admission.waitNs) return "wait";
+    this.#short = undefined;
+    const error = new InferenceError("GPU_MEMORY_SHORT", { device: String(device) });
+    this.#queue.remove(new Set(items));
+    for (const item of items) {
+      this.#stats.pending--;
+      this.#detach(item);
+      this.#settle(item, () => item.reject(error));
+    }
+    return "failed";
+  }
+
   #largestPreferred(): number | undefined {
     return this.#preferred[this.#preferred.length - 1];
   }
 
-  #send(items: Pending[], reason: BatchReason): void {
+  #send(items: Pending[], reason: BatchReason, admitted?: AdmittedBatch): void {
     const instance = this.#pool.take() as BackendInstance;
     this.#queue.remove(new Set(items));
     for (const item of items) {
@@ -343,10 +399,10 @@ export class DynamicBatcher implements Scheduler {
       `model '${this.#config.name}': batch of size ${size} (${items.length} request(s)) sent: ${reason}`,
     );
     this.#onBatch?.({ size, requests: items.length, reason });
-    this.#run(instance, items, size);
+    this.#run(instance, items, size, admitted);
   }
 
-  async #run(instance: BackendInstance, items: Pending[], size: number): Promise<void> {
+  async #run(instance: BackendInstance, items: Pending[], size: number, admitted?: AdmittedBatch): Promise<void> {
     this.#running++;
     const started = this.#clock.now();
     try {
@@ -354,6 +410,7 @@ export class DynamicBatcher implements Scheduler {
         instance,
         items.map((i) => i.request),
       );
+      if (result.peakWorkingBytes !== undefined) this.#memory.record(size, result.peakWorkingBytes);
       this.#stats.recordExecution(
         size,
         items.length,
@@ -376,6 +433,7 @@ export class DynamicBatcher implements Scheduler {
       const failure = backendError(error);
       for (const item of items) this.#settle(item, () => item.reject(failure));
     } finally {
+      admitted?.release();
       this.#running--;
       this.#pool.give(instance);
       this.#schedule();
@@ -403,6 +461,8 @@ export class DynamicBatcher implements Scheduler {
   /** One timer: at the oldest request's batching deadline or the next request timeout, whichever is first. */
   #setTimer(now: bigint): void {
     let at: bigint | undefined = this.#queue.nextDeadline();
+    const memoryDue = this.#short && this.#short.since + (this.#admission?.waitNs ?? 0n);
+    if (memoryDue !== undefined && (at === undefined || memoryDue < at)) at = memoryDue;
     if (this.#pool.hasIdle && this.#delayNs > 0n) {
       const oldest = this.#queue.ordered().next().value as Pending | undefined;
       if (oldest) {

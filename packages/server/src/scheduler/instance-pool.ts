@@ -47,6 +47,11 @@ export class InstancePool {
     return this.#idle.includes(instance);
   }
 
+  /** The instance {@link take} would take now, left idle. */
+  peek(): BackendInstance | undefined {
+    return this.#idle[0];
+  }
+
   /** Take the instance idle longest; undefined when every one is busy. */
   take(): BackendInstance | undefined;
   /** Take `instance`; false when it is busy. */

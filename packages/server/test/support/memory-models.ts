@@ -1,9 +1,10 @@
 // JS models for the memory-aware serving tests: each holds a known amount of host memory from its
 // initialize, answers OUT = IN + its own offset, and can hold its load or its executions until the
 // test opens a gate file.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../../src/base/clock.js";
+import type { DeviceMemoryReader, DeviceMemoryReading } from "../../src/base/device-memory.js";
 
 export interface MemoryModelOptions {
   /** Host memory its initialize allocates and touches (MiB). */
@@ -18,6 +19,11 @@ export interface MemoryModelOptions {
   gatedRun?: boolean;
   /** Initialize throws. */
   failing?: boolean;
+  /**
+   * Stands for GPU memory: initialize writes `<gpuMarker>/<name>` (a folder outside the repository)
+   * and finalize removes it, for a test GPU reader that counts the files (see `markerGpu`).
+   */
+  gpuMarker?: string;
 }
 
 /** Write JS model `name` into `repo` (INT32 IN [1] → INT32 OUT [1]). */
@@ -36,16 +42,19 @@ ${pinned}`,
   const loadGate = JSON.stringify(join(repo, `${name}.load-gate`));
   const runGate = JSON.stringify(join(repo, `${name}.run-gate`));
   const running = JSON.stringify(join(repo, `${name}.running`));
+  const marker = JSON.stringify(join(options.gpuMarker ?? "", name));
   writeFileSync(
     join(repo, name, "1", "model.mjs"),
-    `import { existsSync, writeFileSync } from "node:fs";
+    `import { existsSync, rmSync, writeFileSync } from "node:fs";
 const wait = async (file) => { while (!existsSync(file)) await new Promise((resolve) => setTimeout(resolve, 10)); };
 export default class {
   async initialize() {
     ${options.gatedLoad ? `await wait(${loadGate});` : ""}
     ${options.failing ? 'throw new Error("this model does not load");' : ""}
     this.weights = Buffer.alloc(${options.mib} * 1024 * 1024, 7);
+    ${options.gpuMarker ? `writeFileSync(${marker}, "");` : ""}
   }
+  ${options.gpuMarker ? `finalize() { rmSync(${marker}, { force: true }); }` : ""}
   async execute(requests) {
     ${options.gatedRun ? `writeFileSync(${running}, ""); await wait(${runGate});` : ""}
     return requests.map((r) => ({
@@ -106,4 +115,25 @@ export class ManualClock implements Clock {
       timer.callback();
     }
   }
+}
+
+/**
+ * A GPU 0 for the tests: this process holds `perModel` bytes on it for every marker file of a
+ * `gpuMarker` model in `folder` (a model loaded and not yet finalized).
+ */
+export function markerGpu(folder: string, perModel: number): DeviceMemoryReader {
+  return {
+    async read() {
+      const count = readdirSync(folder).length;
+      const used = count * perModel;
+      const gpu: DeviceMemoryReading = {
+        freeBytes: 80 * 2 ** 30 - used,
+        usedBytes: used,
+        totalBytes: 80 * 2 ** 30,
+        processes: [{ pid: process.pid, usedBytes: used }],
+      };
+      return new Map([[0, gpu]]);
+    },
+    async releaseCache() {},
+  };
 }

@@ -171,6 +171,7 @@ export class TorchBatches {
       // With a batch ahead of it on the thread, the wall time counts that batch's run too.
       computeInferNs: hooks.queued ? BigInt(Math.round(result.inferNs)) : inferDone - inputDone,
       computeOutputNs: now() - inferDone,
+      ...(result.peakBytes !== undefined ? { peakWorkingBytes: result.peakBytes } : {}),
     };
   }
 

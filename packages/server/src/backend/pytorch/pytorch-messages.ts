@@ -50,6 +50,8 @@ export interface TorchExecution {
   /** "captured" or "replayed" when the batch ran as a CUDA graph; why a capture failed. */
   cudaGraph?: "captured" | "replayed";
   cudaGraphError?: string;
+  /** On a GPU: the allocator's peak during the batch less what it held before. */
+  peakBytes?: number;
 }
 
 /** Where and how an instance runs its module (the config's parameters and instance group). */

@@ -244,7 +244,7 @@ function memoryMetrics(
 ): void {
   const bytes = new Gauge({
     name: "galley_model_memory_bytes",
-    help: "Memory a model version holds, measured across its load and warmup (host: resident set growth and its stub processes)",
+    help: "Memory a model version holds, measured across its load and warmup (host: resident set growth and its stub processes; gpu: NVML, this process' growth and its stub processes)",
     labelNames: [...labelNames, "kind", "device"],
     registers: [registry],
   });
@@ -253,6 +253,19 @@ function memoryMetrics(
       const kind: Record<string, string> =
         usage.type === "CPU" ? { kind: "host" } : { kind: "gpu", device: String(usage.id) };
       bytes.inc(tritonOrder({ ...labels(m), ...kind }), usage.byteSize);
+    }
+  }
+  if (models.some((m) => (m.workingMemory?.size ?? 0) > 0)) {
+    const working = new Gauge({
+      name: "galley_model_working_memory_bytes",
+      help: "The most GPU working memory a batch of each size took (the PyTorch allocator's peak during the batch less what it held before), from warmup and every batch since",
+      labelNames: [...labelNames, "batch_size"],
+      registers: [registry],
+    });
+    for (const m of models) {
+      for (const [size, bytes] of m.workingMemory ?? []) {
+        working.set(tritonOrder({ ...labels(m), batch_size: String(size) }), bytes);
+      }
     }
   }
   const budget = server.memoryBudget();
