@@ -327,6 +327,78 @@ describe("mode opentelemetry", () => {
     expect(context).toEqual({ traceparent: `00-${CALLER_TRACE}-${parent.spanId}-01`, tracestate: "vendor=2" });
   });
 
+  it("traces a video job as one trace under the traceparent it was created with: the pipeline and its BLS calls", async () => {
+    const r = await receiver();
+    const repo = tempRepository(["add_sub"]);
+    mkdirSync(join(repo, "clip", "1"), { recursive: true });
+    writeFileSync(
+      join(repo, "clip", "config.pbtxt"),
+      `name: "clip"
+backend: "js"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "TEXT", data_type: TYPE_STRING, dims: [ 1 ] } ]
+output [ { name: "STEP", data_type: TYPE_INT32, dims: [ 2 ] }, { name: "CLIP", data_type: TYPE_UINT8, dims: [ -1, -1, -1, 3 ] } ]
+parameters { key: "videos_api.prompt_input", value: { string_value: "TEXT" } }
+parameters { key: "videos_api.progress_output", value: { string_value: "STEP" } }
+parameters { key: "videos_api.video_output", value: { string_value: "CLIP" } }
+`,
+    );
+    // One BLS call, then the video: a step of a pipeline as the example's loop makes them.
+    writeFileSync(
+      join(repo, "clip", "1", "model.mjs"),
+      `export default class {
+  async execute(requests, context) {
+    for (const request of requests) {
+      const four = { datatype: "FP32", shape: [4], data: Float32Array.of(1, 2, 3, 4) };
+      await context.infer({ model: "add_sub", inputs: [{ name: "INPUT0", ...four }, { name: "INPUT1", ...four }], outputs: ["OUTPUT0"] });
+      request.responseSender().send({ outputs: [
+        { name: "STEP", datatype: "INT32", shape: [2], data: Int32Array.of(1, 1) },
+        { name: "CLIP", datatype: "UINT8", shape: [1, 2, 2, 3], data: new Uint8Array(12) },
+      ] }, { final: true });
+    }
+  }
+}
+`,
+    );
+    // Rate 1000: only a job created with a caller's context is traced.
+    const s = await startServer({
+      modelRepositories: [repo],
+      http: true,
+      jobs: { jobsDir: tempRepository(), ffmpeg: false },
+      trace: otel(r.url, { rate: 1000 }),
+    });
+    expect(s.failedModels).toEqual([]);
+    const create = async (headers: Record<string, string>): Promise<string> => {
+      const res = await fetch(`${s.httpUrl}/v1/videos`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify({ model: "clip", prompt: "p" }),
+      });
+      expect(res.status).toBe(200);
+      const id = ((await res.json()) as { id: string }).id;
+      for (;;) {
+        const video = (await (await fetch(`${s.httpUrl}/v1/videos/${id}`)).json()) as { status: string };
+        if (video.status === "completed") return id;
+        expect(["queued", "in_progress"]).toContain(video.status);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    const traced = await create({ traceparent: TRACEPARENT, tracestate: "vendor=5" });
+    await create({});
+    await create({ traceparent: "00-not-a-trace-01" });
+    await s.close();
+    const spans = r.spans;
+    const root = one(byName(spans, "InferRequest"), "one traced job");
+    expect([root.traceId, root.parentSpanId]).toEqual([CALLER_TRACE, CALLER_SPAN]);
+    const pipeline = one(childrenOf(spans, root), "the pipeline's span");
+    expect([pipeline.name, pipeline.attributes["triton.request_id"]]).toEqual(["clip", traced]);
+    const call = one(byName(spans, "add_sub"), "its BLS call");
+    expect([call.traceId, call.parentSpanId]).toEqual([CALLER_TRACE, pipeline.spanId]);
+    expectWithin(call, pipeline);
+    expectEvents(pipeline, MODEL_EVENTS);
+  });
+
   it("samples every rate-th request while count lasts; a request with a caller's context is traced whatever they say", async () => {
     const r = await receiver();
     const s = await startServer({

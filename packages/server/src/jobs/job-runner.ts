@@ -7,8 +7,9 @@ import { InferenceError } from "../base/errors.js";
 import type { InferenceRequest } from "../base/inference-request.js";
 import type { Logger } from "../base/log.js";
 import { hostTensor, type Tensor } from "../base/tensor.js";
+import type { Trace, TraceHeader } from "../base/trace.js";
 import type { InferenceServer } from "../core/inference-server.js";
-import type { Job, OutputVariant } from "./job.js";
+import type { Job, JobTraceContext, OutputVariant } from "./job.js";
 import type { JobEvents } from "./job-events.js";
 import type { JobStore } from "./job-store.js";
 import type { Frames, VideoEncoder } from "./video-encoder.js";
@@ -117,6 +118,7 @@ export class JobRunner {
     const started = performance.now();
     const dir = join(this.#options.outputs, job.id);
     const outputs: Job["outputs"] = {};
+    let trace: Trace | undefined;
     try {
       const mapping = videoMapping(core.modelConfig(job.model, ""));
       if (!mapping) throw new InferenceError("VIDEO_MODEL_NOT_FOUND", { model: job.model });
@@ -131,6 +133,11 @@ export class JobRunner {
         outputs: [],
         signal: controller.signal,
       };
+      // One trace a run, under the caller's context when the create request carried one (then
+      // traced whatever the rate, as Triton traces every propagated context); sampled as any
+      // request's otherwise. The pipeline's steps and BLS calls are its children.
+      trace = core.tracing.sample(job.model, traceHeader(job.traceContext));
+      if (trace) request.trace = trace;
       let video: Frames | undefined;
       let lastWrite = 0;
       const responses = core.stream(request)[Symbol.asyncIterator]();
@@ -208,6 +215,7 @@ export class JobRunner {
       const final = await store.finish(job.id, "failed", { now: Date.now(), owner, error: { code, message } });
       if (final) this.#done(final);
     } finally {
+      trace?.end();
       if (controller.signal.aborted && controller.signal.reason !== "stopping") {
         await rm(dir, { recursive: true, force: true });
       }
@@ -218,6 +226,15 @@ export class JobRunner {
     this.#options.events.emit(job.id, { type: "final" });
     this.#options.finished(job);
   }
+}
+
+/** The stored trace context as the tracer reads a caller's (undefined: none). */
+function traceHeader(context: JobTraceContext | undefined): TraceHeader | undefined {
+  if (!context) return undefined;
+  return {
+    header: (name) =>
+      name === "traceparent" ? context.traceparent : name === "tracestate" ? context.tracestate : undefined,
+  };
 }
 
 /** `[count, h, w, 3]` UINT8 as frames, or undefined for an empty tensor or another shape. */

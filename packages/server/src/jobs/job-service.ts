@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import { InferenceError } from "../base/errors.js";
 import type { Logger } from "../base/log.js";
 import type { InferenceServer } from "../core/inference-server.js";
-import { FINAL_STATUSES, type Job, type JobRequest, type OutputVariant } from "./job.js";
+import { FINAL_STATUSES, type Job, type JobRequest, type JobTraceContext, type OutputVariant } from "./job.js";
 import { JobEvents } from "./job-events.js";
 import { JobRunner } from "./job-runner.js";
 import { type CreateResult, type JobPage, JobStore } from "./job-store.js";
@@ -67,6 +67,7 @@ export interface JobService {
     request: JobRequest,
     idempotencyKey: string | undefined,
     digest: string,
+    traceContext?: JobTraceContext,
   ): Promise<CreateResult>;
   /** The job, if it exists and is `client`'s. */
   get(client: string, id: string): Promise<Job | undefined>;
@@ -179,7 +180,7 @@ export async function createJobService(core: InferenceServer, options: JobsOptio
       if (!found) throw new InferenceError("VIDEO_MODEL_NOT_FOUND", { model });
       return found;
     },
-    async create(client, request, idempotencyKey, digest) {
+    async create(client, request, idempotencyKey, digest, traceContext) {
       const now = Date.now();
       const job = {
         ...request,
@@ -193,6 +194,7 @@ export async function createJobService(core: InferenceServer, options: JobsOptio
         attempts: 0,
         outputs: {},
         ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+        ...(traceContext ? { traceContext } : {}),
       };
       const result = await store.create(job, maxQueued);
       if (result.kind === "created") void runner.fill().catch(failure("claiming"));

@@ -10,7 +10,8 @@ const COLUMNS = `id TEXT NOT NULL UNIQUE, model TEXT NOT NULL, prompt TEXT NOT N
   webhook_url TEXT, status TEXT NOT NULL, progress INTEGER NOT NULL, created_at BIGINT NOT NULL,
   started_at BIGINT, completed_at BIGINT, expires_at BIGINT NOT NULL, client TEXT NOT NULL,
   idempotency_key TEXT, request_digest TEXT NOT NULL, error_code TEXT, error_message TEXT,
-  attempts INTEGER NOT NULL, outputs TEXT NOT NULL, owner TEXT, lease_until BIGINT`;
+  attempts INTEGER NOT NULL, outputs TEXT NOT NULL, owner TEXT, lease_until BIGINT, trace_parent TEXT,
+  trace_state TEXT`;
 
 const SCHEMA = {
   sqlite: `CREATE TABLE IF NOT EXISTS galley_jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, ${COLUMNS})`,
@@ -81,8 +82,10 @@ export class JobStore {
       if (queued >= maxQueued) return { kind: "queue-full", queued };
       const [row] = await q(
         `INSERT INTO galley_jobs (id, model, prompt, size, frames, steps, seed, priority, rank, webhook_url, status,
-           progress, created_at, expires_at, client, idempotency_key, request_digest, attempts, outputs)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 0, $11, $12, $13, $14, $15, 0, '{}') RETURNING *`,
+           progress, created_at, expires_at, client, idempotency_key, request_digest, attempts, outputs, trace_parent,
+           trace_state)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 0, $11, $12, $13, $14, $15, 0, '{}', $16, $17)
+         RETURNING *`,
         [
           job.id,
           job.model,
@@ -99,6 +102,8 @@ export class JobStore {
           job.client,
           job.idempotencyKey ?? null,
           job.requestDigest,
+          job.traceContext?.traceparent ?? null,
+          job.traceContext?.tracestate ?? null,
         ],
       );
       return { kind: "created", job: toJob(row as Row) };
@@ -297,5 +302,10 @@ function toJob(row: Row): Job {
   if (row.idempotency_key !== null && row.idempotency_key !== undefined)
     job.idempotencyKey = String(row.idempotency_key);
   if (row.error_code) job.error = { code: String(row.error_code), message: String(row.error_message ?? "") };
+  if (row.trace_parent)
+    job.traceContext = {
+      traceparent: String(row.trace_parent),
+      ...(row.trace_state ? { tracestate: String(row.trace_state) } : {}),
+    };
   return job;
 }

@@ -53,6 +53,14 @@ export interface Job extends JobRequest {
   outputs: Partial<Record<OutputVariant, string>>;
   /** The order jobs were created in (ties broken by it, cursors and queue positions read it). */
   seq: number;
+  /** The caller's W3C trace context at create: each run of the job is a trace under it. */
+  traceContext?: JobTraceContext;
+}
+
+/** A W3C trace context (`traceparent`, `tracestate` as the create request's headers gave them). */
+export interface JobTraceContext {
+  traceparent: string;
+  tracestate?: string;
 }
 
 /** A downloadable output of a job. */

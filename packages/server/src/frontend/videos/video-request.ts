@@ -1,7 +1,7 @@
 // `POST /v1/videos`: the JSON body checked against the model's declared limits, field by field,
 // each failure a 400 naming its field.
 import { createHash } from "node:crypto";
-import type { JobRequest, PriorityClass } from "../../jobs/job.js";
+import type { JobRequest, JobTraceContext, PriorityClass } from "../../jobs/job.js";
 import type { VideoMapping } from "../../jobs/video-mapping.js";
 import { webhookUrlProblem } from "../../jobs/webhook-target.js";
 import { invalid } from "./video-errors.js";
@@ -122,6 +122,26 @@ export function idempotencyKey(header: string | undefined): string | undefined {
     );
   }
   return header;
+}
+
+/** W3C Trace Context's limit on `tracestate` (32 members of at most 256 characters: 512 is what a receiver must keep). */
+const MAX_TRACESTATE = 512;
+
+/**
+ * The caller's trace context to keep with a job: a well-formed `traceparent` (version, trace and
+ * parent ids, flags; ids not all zero) and a `tracestate` of printable ASCII up to 512 characters,
+ * else nothing (a malformed context is ignored, as W3C Trace Context says: never an error).
+ */
+export function traceContextOf(
+  traceparent: string | undefined,
+  tracestate: string | undefined,
+): JobTraceContext | undefined {
+  const parent = traceparent?.trim().toLowerCase();
+  const ids = parent === undefined ? null : /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(parent);
+  if (!ids || ids[1] === "ff" || /^0+$/.test(ids[2] as string) || /^0+$/.test(ids[3] as string)) return undefined;
+  const state = tracestate?.trim();
+  const keep = state && state.length <= MAX_TRACESTATE && /^[\x20-\x7e]+$/.test(state) ? state : undefined;
+  return { traceparent: parent as string, ...(keep ? { tracestate: keep } : {}) };
 }
 
 /** A digest of what a request asks for (to tell a retried create from another under one key). */

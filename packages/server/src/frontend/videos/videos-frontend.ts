@@ -12,7 +12,14 @@ import type { HttpAnswer, HttpRequest } from "../transport/http-exchange.js";
 import { OPENAPI_PATH, openApiDocument } from "./openapi.js";
 import { invalid, videoFailure } from "./video-errors.js";
 import { EventStreams, eventStream } from "./video-events.js";
-import { createRequest, idempotencyKey, MAX_CREATE_BODY, parseCreateBody, requestDigest } from "./video-request.js";
+import {
+  createRequest,
+  idempotencyKey,
+  MAX_CREATE_BODY,
+  parseCreateBody,
+  requestDigest,
+  traceContextOf,
+} from "./video-request.js";
 
 /** The most videos one list page holds. */
 export const MAX_LIST_LIMIT = 100;
@@ -97,7 +104,8 @@ export function createVideosFrontend(core: InferenceServer, jobs: JobService, lo
       on: jobs.webhooksOn,
       allowPrivate: jobs.options.allowPrivateWebhooks,
     });
-    const result = await jobs.create(client, job, key, requestDigest(job));
+    const trace = traceContextOf(request.header("traceparent"), request.header("tracestate"));
+    const result = await jobs.create(client, job, key, requestDigest(job), trace);
     switch (result.kind) {
       case "queue-full":
         throw new InferenceError("VIDEO_QUEUE_FULL", { queued: result.queued });
