@@ -76,3 +76,26 @@ export {
   toBfloat16Bits,
   toFloat16Bits,
 } from "./tensor.js";
+export type { VideoEventsOptions } from "./video-events.js";
+export type {
+  CreateVideoRequest,
+  Video,
+  VideoApiErrorBody,
+  VideoContentVariant,
+  VideoDeleted,
+  VideoEvent,
+  VideoList,
+  VideoPriority,
+  VideoStatus,
+} from "./video-types.js";
+export {
+  type CreateVideoOptions,
+  createVideosClient,
+  type ListVideosOptions,
+  type VideoCallOptions,
+  type VideoContent,
+  type VideoContentOptions,
+  type VideosClient,
+  type VideosClientOptions,
+} from "./videos-client.js";
+export { VideosApiError } from "./videos-error.js";
