@@ -4,7 +4,6 @@
 import { callSignals } from "./request-parts.js";
 import { restErrorFrom } from "./rest-error.js";
 import { followEvents, type VideoEventsOptions } from "./video-events.js";
-import { VideosApiError, videosApiError } from "./videos-error.js";
 import type {
   CreateVideoRequest,
   Video,
@@ -13,6 +12,7 @@ import type {
   VideoEvent,
   VideoList,
 } from "./video-types.js";
+import { VideosApiError, videosApiError } from "./videos-error.js";
 
 /** Options for {@link createVideosClient}. */
 export interface VideosClientOptions {
