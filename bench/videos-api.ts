@@ -130,6 +130,7 @@ async function runStore(store: string): Promise<void> {
     const load = loadavg()[0]?.toFixed(1);
     const rss = [rssMb()];
     const rows: string[] = [];
+    const ratios: number[] = [];
     for (let rep = 0; rep < REPS; rep++) {
       // Alternate which goes first.
       const order = rep % 2 === 0 ? ["grpc", "api"] : ["api", "grpc"];
@@ -146,6 +147,7 @@ async function runStore(store: string): Promise<void> {
       }
       const grpcRate = JOBS / (result.grpc ?? 1);
       const apiRate = JOBS / (result.api ?? 1);
+      ratios.push(apiRate / grpcRate);
       rows.push(
         `| ${store} | ${rep + 1} | ${grpcRate.toFixed(2)} | ${apiRate.toFixed(2)} | ${(apiRate / grpcRate).toFixed(3)} | ${create.createP50.toFixed(0)} / ${create.createMax.toFixed(0)} |`,
       );
@@ -159,6 +161,14 @@ async function runStore(store: string): Promise<void> {
     console.log("| store | rep | gRPC videos/s | API videos/s | API / gRPC | create answered p50 / max ms |");
     console.log("| --- | --- | --- | --- | --- | --- |");
     for (const row of rows) console.log(row);
+    const sorted = [...ratios].sort((a, b) => a - b);
+    const median =
+      sorted.length % 2
+        ? sorted[(sorted.length - 1) / 2]
+        : ((sorted[sorted.length / 2 - 1] ?? 0) + (sorted[sorted.length / 2] ?? 0)) / 2;
+    console.log(
+      `API / gRPC: median ${median?.toFixed(3)} (${sorted[0]?.toFixed(3)}-${sorted.at(-1)?.toFixed(3)}) over ${REPS} reps`,
+    );
     console.log(
       `RSS MB: after warm-up ${rss.map((r) => r.toFixed(0)).join(" -> ")} (after each batch, the last a second API batch)`,
     );

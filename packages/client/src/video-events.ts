@@ -23,6 +23,8 @@ export interface VideoEventsOptions {
 
 const FINAL = new Set(["completed", "failed", "cancelled"]);
 const MAX_DELAY_MS = 8000;
+/** The longest event read: a stream that sends more without ending one is dropped. */
+const MAX_EVENT_CHARS = 1 << 20;
 
 /** One parsed block of an event stream, or undefined for a comment or an unknown event. */
 function parseBlock(block: string): VideoEvent | undefined {
@@ -74,7 +76,7 @@ export async function* followEvents(
   for (;;) {
     const closer = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, closer.signal]) : closer.signal;
-    let dropped: unknown;
+    let dropped: unknown = new ConnectError(`GET ${url}: the answer had no body`, Code.Unavailable);
     try {
       const response = await fetch(url, { headers: { ...headers, accept: "text/event-stream" }, signal });
       if (!response.ok) {
@@ -84,7 +86,8 @@ export async function* followEvents(
       } else if (response.body) {
         let text = "";
         for await (const chunk of response.body) {
-          text += decoder.decode(chunk, { stream: true }).replace(/\r\n?/g, "\n");
+          // CRLF as LF, over the whole text: a CR at a chunk's end waits for its LF.
+          text = (text + decoder.decode(chunk, { stream: true })).replace(/\r\n/g, "\n");
           for (let at = text.indexOf("\n\n"); at >= 0; at = text.indexOf("\n\n")) {
             const event = parseBlock(text.slice(0, at));
             text = text.slice(at + 2);
@@ -92,6 +95,12 @@ export async function* followEvents(
             failures = 0;
             yield event;
             if (event.type === "video" && FINAL.has(event.video.status)) return;
+          }
+          if (text.length > MAX_EVENT_CHARS) {
+            throw new ConnectError(
+              `GET ${url}: an event longer than ${MAX_EVENT_CHARS} characters`,
+              Code.ResourceExhausted,
+            );
           }
         }
         dropped = new ConnectError(`GET ${url}: the stream ended before the video's final status`, Code.Unavailable);
