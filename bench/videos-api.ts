@@ -31,9 +31,11 @@ const STORES = option("stores", "sqlite,postgres").split(",");
 const MODELS = fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url));
 
 const gc = (globalThis as { gc?: () => void }).gc;
-const rssMb = () => {
+/** RSS and JS heap in use, in MB, after a collection when gc is exposed. */
+const memory = () => {
   gc?.();
-  return process.memoryUsage().rss / 2 ** 20;
+  const { rss, heapUsed } = process.memoryUsage();
+  return `${(rss / 2 ** 20).toFixed(0)}/${(heapUsed / 2 ** 20).toFixed(0)}`;
 };
 const prompt = (i: number) => `a red fox running in snow, take ${i}`;
 /** The gRPC stream's RESOLUTION is HxW; the API's size WxH. */
@@ -128,7 +130,7 @@ async function runStore(store: string): Promise<void> {
     // Warm-up: sessions, workers and code paths of both ways.
     await Promise.all([overGrpcN(grpcUrl, 4), overApiN(base, 4)]);
     const load = loadavg()[0]?.toFixed(1);
-    const rss = [rssMb()];
+    const rss = [memory()];
     const rows: string[] = [];
     const ratios: number[] = [];
     for (let rep = 0; rep < REPS; rep++) {
@@ -143,7 +145,7 @@ async function runStore(store: string): Promise<void> {
           result.api = api.seconds;
           create = api;
         }
-        rss.push(rssMb());
+        rss.push(memory());
       }
       const grpcRate = JOBS / (result.grpc ?? 1);
       const apiRate = JOBS / (result.api ?? 1);
@@ -154,7 +156,7 @@ async function runStore(store: string): Promise<void> {
     }
     // A second API batch: memory flat?
     await overApi(base);
-    rss.push(rssMb());
+    rss.push(memory());
     console.log(
       `\n${store}: ${JOBS} jobs of ${SIZE}, ${FRAMES} frames, ${STEPS} steps; concurrency ${CONCURRENCY}; load average ${load} before, ${loadavg()[0]?.toFixed(1)} after`,
     );
@@ -169,9 +171,7 @@ async function runStore(store: string): Promise<void> {
     console.log(
       `API / gRPC: median ${median?.toFixed(3)} (${sorted[0]?.toFixed(3)}-${sorted.at(-1)?.toFixed(3)}) over ${REPS} reps`,
     );
-    console.log(
-      `RSS MB: after warm-up ${rss.map((r) => r.toFixed(0)).join(" -> ")} (after each batch, the last a second API batch)`,
-    );
+    console.log(`RSS/heap MB: after warm-up ${rss.join(" -> ")} (after each batch, the last a second API batch)`);
   } finally {
     await server.close();
     await cluster?.stop();
