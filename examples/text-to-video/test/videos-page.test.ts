@@ -68,6 +68,22 @@ describe("the videos page in Chromium", { timeout: 180_000 }, () => {
   it("generates a video: preview, then an MP4 that plays and downloads; a new tab comes back to it", async () => {
     const { page, errors } = await open(`${api.base}/videos`);
     expect(await page.title()).toBe("Galley videos");
+    // Every control has an accessible name (labels, aria-label), as a screen reader reads them.
+    const tree = await page.accessibility.snapshot({ interestingOnly: true });
+    const unnamed: string[] = [];
+    let controls = 0;
+    const walk = (node: { role: string; name?: string; children?: unknown[] } | null | undefined) => {
+      if (!node) return;
+      if (["button", "textbox", "combobox", "spinbutton", "link", "progressbar"].includes(node.role)) {
+        controls++;
+        if (!node.name) unnamed.push(node.role);
+      }
+      for (const child of node.children ?? []) walk(child as typeof node);
+    };
+    walk(tree);
+    // The form's six fields and its button, the key box's summary, Refresh.
+    expect(controls).toBeGreaterThanOrEqual(8);
+    expect(unnamed).toEqual([]);
     const id = await submit(page, "a red fox running in snow", 12);
     // A preview image, decoded (previews come every 5 steps).
     await page.waitForFunction(
@@ -145,10 +161,25 @@ describe("the videos page in Chromium", { timeout: 180_000 }, () => {
           authorization: "Bearer alice-0123456789abcdef",
         },
       );
+      // Ten to a page: eleven more videos, then the oldest behind "Older videos".
+      for (let i = 0; i < 11; i++) {
+        await call(
+          keyed.base,
+          "POST",
+          "/v1/videos",
+          { model: "text_to_video", prompt: `fox ${i}`, size: "64x64", frames: 1, steps: 1 },
+          { authorization: "Bearer alice-0123456789abcdef" },
+        );
+      }
       await page.locator("#api-key").fill("alice-0123456789abcdef");
       await page.locator("#key-form button").click();
-      await page.waitForFunction((id) => document.querySelector(`tr[data-id="${id}"]`) !== null, {}, created.body.id);
+      await page.waitForFunction(() => document.querySelectorAll("#videos tr").length === 10);
       expect(await text(page, "#message")).toBe("");
+      expect(await page.$eval("#more", (b) => (b as HTMLButtonElement).hidden)).toBe(false);
+      await page.locator("#more").click();
+      await page.waitForFunction(() => document.querySelectorAll("#videos tr").length === 12);
+      expect(await page.$eval("#videos tr:last-child", (tr) => (tr as HTMLElement).dataset.id)).toBe(created.body.id);
+      expect(await page.$eval("#more", (b) => (b as HTMLButtonElement).hidden)).toBe(true);
       await page.close();
     } finally {
       await keyed.close();
