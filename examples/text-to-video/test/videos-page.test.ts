@@ -4,10 +4,13 @@
 // without a console error; an API key entered on the page; the static routes and their headers.
 // The functions passed to the page run in Chromium: typed with the DOM's declarations.
 /// <reference lib="dom" />
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createLogger, createServer } from "@galley/server";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, startVideosServer, type VideosServer } from "./videos-helpers.js";
+import { call, MODELS, startVideosServer, type VideosServer } from "./videos-helpers.js";
 
 /** Debian's chromium (CI installs it: .ci/run), or the one CHROMIUM names. */
 const CHROMIUM = [process.env.CHROMIUM, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find(
@@ -143,6 +146,53 @@ describe("the videos page in Chromium", { timeout: 180_000 }, () => {
     );
     await page.close();
     expect(errors).toEqual([]);
+  });
+
+  it("follows a video through a server restart to its end", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "galley-videos-page-"));
+    const start = async (port: number) => {
+      const server = createServer({
+        modelRepositories: [MODELS],
+        http: { host: "127.0.0.1", port },
+        grpc: false,
+        metrics: false,
+        jobs: { jobsDir: dir, ffmpeg: false, concurrency: 1, page: true },
+        log: createLogger({ write: () => {} }),
+      });
+      const { http } = await server.listen();
+      return { server, port: http?.port as number };
+    };
+    let running = await start(0);
+    try {
+      // The tab's requests fail while the server is down (console errors): not counted here.
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${running.port}/videos`, { waitUntil: "load" });
+      const id = await submit(page, "a fox through a restart", 400);
+      await page.waitForFunction(() => /^Running/.test(document.querySelector("#status")?.textContent ?? ""), {
+        timeout: 60_000,
+      });
+      await page.evaluate(() => {
+        const seen: string[] = [];
+        (window as unknown as { seen: string[] }).seen = seen;
+        const status = document.querySelector("#status") as HTMLElement;
+        new MutationObserver(() => seen.push(status.textContent ?? "")).observe(status, { childList: true });
+      });
+      // A graceful stop queues the running job again; the page's stream drops and reconnects.
+      await running.server.close();
+      running = await start(running.port);
+      await page.waitForFunction(() => document.querySelector("#status")?.textContent === "Completed", {
+        timeout: 120_000,
+      });
+      await page.waitForFunction(() => (document.querySelector<HTMLImageElement>("img#video")?.naturalWidth ?? 0) > 0);
+      expect((await call(`http://127.0.0.1:${running.port}`, "GET", `/v1/videos/${id}`)).body.status).toBe("completed");
+      const seen = await page.evaluate(() => (window as unknown as { seen: string[] }).seen);
+      expect(seen).toContain("Reconnecting…");
+      expect(seen.at(-1)).toBe("Completed");
+      await page.close();
+    } finally {
+      await running.server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("asks for the API key when the server has keys, and uses the one entered", async () => {
