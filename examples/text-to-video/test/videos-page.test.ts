@@ -129,7 +129,7 @@ describe("the videos page in Chromium", { timeout: 180_000 }, () => {
     expect(again.errors).toEqual([]);
   });
 
-  it("cancels a running video", async () => {
+  it("cancels a running video, then deletes it", async () => {
     const { page, errors } = await open(`${api.base}/videos`);
     const id = await submit(page, "a very long fox", 1000);
     await page.waitForFunction(() => /^Running/.test(document.querySelector("#status")?.textContent ?? ""), {
@@ -144,6 +144,12 @@ describe("the videos page in Chromium", { timeout: 180_000 }, () => {
       {},
       id,
     );
+    // A finished video's row offers Delete (after a confirmation): the record and its files go.
+    page.once("dialog", (dialog) => void dialog.accept());
+    await page.locator(`tr[data-id="${id}"] button:last-child`).click();
+    await page.waitForFunction((id) => document.querySelector(`tr[data-id="${id}"]`) === null, {}, id);
+    expect((await call(api.base, "GET", `/v1/videos/${id}`)).status).toBe(404);
+    expect(await page.$eval("#current", (s) => (s as HTMLElement).hidden)).toBe(true);
     await page.close();
     expect(errors).toEqual([]);
   });
