@@ -1,7 +1,7 @@
 /**
  * A typed TypeScript client for Triton-compatible inference servers (Galley and Triton itself):
  * gRPC, gRPC-Web or Connect over HTTP/2, and KServe v2 REST, with typed tensors, streaming, and
- * system and CUDA shared memory.
+ * system and CUDA shared memory; and Galley's asynchronous videos API ({@link createVideosClient}).
  *
  * @packageDocumentation
  * @module @galley/client
