@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createGrpcClient } from "@galley/client";
+import { API_KEY_ENV, priorityClass, runAsync } from "./async-video.js";
 import { readFrames, writePng } from "./frames.js";
 import { encodeGif } from "./gif.js";
 import { checkInput, checkOut, checkPreviewDir, LocalError } from "./local-error.js";
@@ -17,8 +18,11 @@ import { generateVideo, upscaleVideo, type Video } from "./video.js";
 
 export const USAGE = `Usage: galley-video "<prompt>" [options]
        galley-video --input <file.gif | folder of .png> [options]
+       galley-video --async "<prompt>" [options]      a job of the server's videos API
+       galley-video --async --resume <video id> [options]
 
-  -u, --url <host:port>      the server's gRPC address (default localhost:8001)
+  -u, --url <host:port>      the server's gRPC address (default localhost:8001); with --async its
+                             HTTP address (default localhost:8000)
   --frames <n>               frames in the video (default 16; with --input: 2n - 1)
   --steps <n>                denoising steps (default 20)
   --resolution <HxW>         output size, one the server supports (default 128x128)
@@ -29,6 +33,15 @@ export const USAGE = `Usage: galley-video "<prompt>" [options]
   --fps <n>                  GIF frame rate (default 8)
   -o, --out <file.gif>       where to write the video (default video.gif)
   -h, --help
+
+  With --async (galley serve --videos-api=true; docs/guides/videos-api.md):
+  --async                    submit the video as a job, follow its progress, download the result
+                             (-o file.mp4 or file.gif, as the server encodes it; default video.mp4
+                             or video.gif); Ctrl-C cancels the job on the server
+  --detach                   Ctrl-C leaves the job running (its id is printed: see --resume)
+  --resume <video id>        follow and download a video submitted before
+  --api-key <key>            the server's API key (default: $${API_KEY_ENV})
+  --priority <class>         high, normal or low (or 1, 2, 3); default normal
 `;
 
 export interface CliIo {
@@ -55,7 +68,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       args: argv,
       allowPositionals: true,
       options: {
-        url: { type: "string", short: "u", default: "localhost:8001" },
+        url: { type: "string", short: "u" },
         frames: { type: "string" },
         steps: { type: "string" },
         resolution: { type: "string" },
@@ -64,8 +77,12 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         "preview-dir": { type: "string" },
         "preview-every": { type: "string" },
         fps: { type: "string" },
-        out: { type: "string", short: "o", default: "video.gif" },
+        out: { type: "string", short: "o" },
         input: { type: "string" },
+        async: { type: "boolean" },
+        detach: { type: "boolean" },
+        resume: { type: "string" },
+        "api-key": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -77,10 +94,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     io.stdout.write(USAGE);
     return 0;
   }
-  const url = String(values.url);
+  const asynchronous = values.async === true || values.resume !== undefined;
+  const url = String(values.url ?? (asynchronous ? "localhost:8000" : "localhost:8001"));
   const address = /^https?:\/\//.test(url) ? url : `http://${url}`;
-  const out = String(values.out);
+  const out = String(values.out ?? "video.gif");
   try {
+    if (asynchronous) return await startAsync(values, positionals, address, io);
+    for (const flag of ["detach", "api-key"] as const)
+      if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --async`);
     const frames = integer("frames", values.frames as string | undefined, 1);
     const steps = integer("steps", values.steps as string | undefined, 1);
     const seed = integer("seed", values.seed as string | undefined, 0);
@@ -191,6 +212,51 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     io.stderr.write(`galley-video: ${local.message}\n`);
     return local.exitCode;
   }
+}
+
+/** --async: its arguments checked, then the job run (async-video.ts). */
+async function startAsync(
+  values: Record<string, string | boolean | undefined>,
+  positionals: string[],
+  address: string,
+  io: CliIo,
+): Promise<number> {
+  for (const flag of ["input", "fps", "preview-every"] as const)
+    if (values[flag] !== undefined) throw new UsageError(`--${flag} does not go with --async`);
+  const resume = values.resume as string | undefined;
+  if (resume === undefined && positionals.length !== 1) throw new UsageError("give one prompt (in quotes)");
+  if (resume !== undefined && positionals.length > 0) throw new UsageError("give a prompt or --resume, not both");
+  if (resume !== undefined && !/^video_[0-9a-f]{32}$/.test(resume))
+    throw new UsageError(`--resume takes a video id (video_ and 32 hexadecimal digits), not '${resume}'`);
+  const resolution = values.resolution as string | undefined;
+  const hw = resolution === undefined ? undefined : /^(\d+)x(\d+)$/.exec(resolution);
+  if (hw === null) throw new UsageError(`--resolution must look like 128x128, not '${resolution}'`);
+  const priorityText = values.priority as string | undefined;
+  const priority = priorityText === undefined ? undefined : priorityClass(priorityText);
+  if (priorityText !== undefined && priority === undefined)
+    throw new UsageError(`--priority must be high, normal or low (or 1, 2, 3), not '${priorityText}'`);
+  const out = values.out as string | undefined;
+  if (out !== undefined) checkOut(out, [".mp4", ".gif"]);
+  const previewDir = values["preview-dir"] as string | undefined;
+  if (previewDir) checkPreviewDir(previewDir);
+  return runAsync(
+    {
+      baseUrl: address.replace(/\/+$/, ""),
+      apiKey: (values["api-key"] as string | undefined) ?? (process.env[API_KEY_ENV] || undefined),
+      prompt: positionals[0],
+      resume,
+      // --resolution is HxW; the API's size is WxH.
+      size: hw ? `${hw[2]}x${hw[1]}` : undefined,
+      frames: integer("frames", values.frames as string | undefined, 1),
+      steps: integer("steps", values.steps as string | undefined, 1),
+      seed: integer("seed", values.seed as string | undefined, 0),
+      priority,
+      out,
+      previewDir,
+      detach: values.detach === true,
+    },
+    io,
+  );
 }
 
 /**

@@ -15,18 +15,20 @@ export class LocalError extends Error {
   }
 }
 
-/** The formats --out can be written as. */
-const OUT_EXTENSIONS = [".gif"];
-
-/** `--out`: a .gif file name in a folder that exists and can be written. */
-export function checkOut(path: string): void {
+/**
+ * `--out`: a file name ending in one of `extensions` (the gRPC path writes GIFs only; `--async`
+ * downloads the server's MP4 or GIF) in a folder that exists and can be written.
+ */
+export function checkOut(path: string, extensions: readonly string[] = [".gif"]): void {
+  const names = extensions.join(" or ");
   const existing = statSync(path, { throwIfNoEntry: false });
-  if (existing?.isDirectory()) throw new LocalError(`--out ${path} is a folder; give a file name ending in .gif`);
+  if (existing?.isDirectory()) throw new LocalError(`--out ${path} is a folder; give a file name ending in ${names}`);
   const extension = extname(path).toLowerCase();
-  if (!OUT_EXTENSIONS.includes(extension))
+  if (!extensions.includes(extension))
     throw new LocalError(
-      `--out ${path}: galley-video writes animated GIFs only; give a file name ending in .gif` +
-        (extension ? ` (not ${extension})` : ""),
+      (extensions.length === 1
+        ? `--out ${path}: galley-video writes animated GIFs only; give a file name ending in .gif`
+        : `--out ${path}: give a file name ending in ${names}`) + (extension ? ` (not ${extension})` : ""),
     );
   const folder = dirname(resolve(path));
   const info = statSync(folder, { throwIfNoEntry: false });

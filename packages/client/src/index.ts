@@ -1,7 +1,7 @@
 /**
  * A typed TypeScript client for Triton-compatible inference servers (Galley and Triton itself):
  * gRPC, gRPC-Web or Connect over HTTP/2, and KServe v2 REST, with typed tensors, streaming, and
- * system and CUDA shared memory.
+ * system and CUDA shared memory; and Galley's asynchronous videos API ({@link createVideosClient}).
  *
  * @packageDocumentation
  * @module @galley/client
@@ -76,3 +76,26 @@ export {
   toBfloat16Bits,
   toFloat16Bits,
 } from "./tensor.js";
+export type { VideoEventsOptions } from "./video-events.js";
+export type {
+  CreateVideoRequest,
+  Video,
+  VideoApiErrorBody,
+  VideoContentVariant,
+  VideoDeleted,
+  VideoEvent,
+  VideoList,
+  VideoPriority,
+  VideoStatus,
+} from "./video-types.js";
+export {
+  type CreateVideoOptions,
+  createVideosClient,
+  type ListVideosOptions,
+  type VideoCallOptions,
+  type VideoContent,
+  type VideoContentOptions,
+  type VideosClient,
+  type VideosClientOptions,
+} from "./videos-client.js";
+export { VideosApiError } from "./videos-error.js";

@@ -380,7 +380,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
         if (options.jobs) {
           // The videos API answers its own paths beside the KServe routes, on Node's HTTP path.
           jobs = await createJobService(core, options.jobs, log);
-          const api = createVideosFrontend(core, jobs, log);
+          const api = createVideosFrontend(core, jobs, log, { page: options.jobs.page === true });
           videos = api;
           const kserve = rest.handle;
           rest = { ...rest, handle: (request) => (api.owns(request.target) ? api.handle(request) : kserve(request)) };

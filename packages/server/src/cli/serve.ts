@@ -97,6 +97,8 @@ export async function serve(args: string[]): Promise<number> {
   }
   if (started.grpc) log.info(`Started GRPCInferenceService at ${format(started.grpc)}`);
   if (started.http) log.info(`Started HTTPService at ${format(started.http)}`);
+  if (started.http && options.server.jobs?.page)
+    log.info(`The videos page: http://localhost:${started.http.port}/videos`);
   if (started.metrics) log.info(`Started Metrics Service at ${format(started.metrics)}`);
   const ready = (await server.core.repositoryIndex(true)).map((e) => e.name);
   if (started.http && ready.length > 0) {

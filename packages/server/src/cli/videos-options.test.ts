@@ -16,6 +16,7 @@ describe("galley serve --videos-api", () => {
     expect(jobsOf([])).toBeUndefined();
     expect(jobsOf(["--videos-api=false"])).toBeUndefined();
     expect(() => jobsOf(["--jobs-store", "x.sqlite"])).toThrow(/--jobs-store needs --videos-api=true/);
+    expect(() => jobsOf(["--videos-ui=true"])).toThrow(/--videos-ui needs --videos-api=true/);
   });
 
   it("reads each flag, with the documented defaults", () => {
@@ -48,6 +49,7 @@ describe("galley serve --videos-api", () => {
         "--videos-allow-private-webhooks=true",
         "--videos-max-event-streams=5",
         "--videos-ffmpeg=none",
+        "--videos-ui=true",
       ]),
     ).toEqual({
       store: "postgres://db/jobs",
@@ -63,6 +65,7 @@ describe("galley serve --videos-api", () => {
       allowPrivateWebhooks: true,
       maxEventStreams: 5,
       ffmpeg: false,
+      page: true,
     });
   });
 
@@ -73,6 +76,7 @@ describe("galley serve --videos-api", () => {
     writeFileSync(join(dir, "weak"), "whsec_abc\n");
     const cases: [string[], RegExp][] = [
       [["--videos-api=maybe"], /--videos-api/],
+      [["--videos-api=true", "--videos-ui=yes please"], /--videos-ui/],
       [["--videos-api=true", "--allow-http=false"], /HTTP port/],
       [["--videos-api=true", "--videos-concurrency=0"], /--videos-concurrency/],
       [["--videos-api=true", "--videos-lease-secs=1"], /--videos-lease-secs/],

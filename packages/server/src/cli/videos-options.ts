@@ -5,6 +5,7 @@ import type { JobsOptions } from "../jobs/job-service.js";
 /** The flags' parseArgs options. */
 export const VIDEOS_OPTIONS = {
   "videos-api": { type: "string" },
+  "videos-ui": { type: "string" },
   "jobs-store": { type: "string" },
   "jobs-dir": { type: "string" },
   "videos-concurrency": { type: "string" },
@@ -23,6 +24,7 @@ export const VIDEOS_OPTIONS = {
 /** The flags' usage lines. */
 export const VIDEOS_USAGE = `Videos API (asynchronous jobs on the HTTP port: /v1/videos, docs/guides/videos-api.md)
   --videos-api <bool>            serve /v1/videos and /v1/openapi.json (default: false)
+  --videos-ui <bool>             serve a web page for it at /videos (default: false)
   --jobs-store <path|postgres://...>   SQLite file (Node >= 22.13) or a PostgreSQL URL shared by
                                  replicas (default: <jobs-dir>/jobs.sqlite)
   --jobs-dir <path>              outputs go to <path>/outputs/<id>/ (default: ./galley-jobs)
@@ -94,6 +96,7 @@ export function readVideosFlags(
     allowPrivateWebhooks: flags.bool("--videos-allow-private-webhooks", v["videos-allow-private-webhooks"], false),
     maxEventStreams: flags.int("--videos-max-event-streams", v["videos-max-event-streams"], 1000, 1),
   };
+  if (flags.bool("--videos-ui", v["videos-ui"], false)) options.page = true;
   if (store !== undefined) options.store = store;
   if (v["jobs-dir"] !== undefined) options.jobsDir = v["jobs-dir"];
   const ffmpeg = v["videos-ffmpeg"];

@@ -47,6 +47,8 @@ export interface JobsOptions {
   maxEventStreams?: number;
   /** `--videos-ffmpeg`: the ffmpeg to encode MP4 with (default: `ffmpeg` on PATH; `false`: GIF). */
   ffmpeg?: string | false;
+  /** `--videos-ui` (default false): serve the web page at `/videos` beside the API. */
+  page?: boolean;
   /** How often the queue is polled for work other servers queued, in ms (default 1000). */
   pollMs?: number;
 }

@@ -20,6 +20,7 @@ import {
   requestDigest,
   traceContextOf,
 } from "./video-request.js";
+import { createVideosPage } from "./videos-page.js";
 
 /** The most videos one list page holds. */
 export const MAX_LIST_LIMIT = 100;
@@ -36,9 +37,15 @@ export interface VideosFrontend {
 const ID = /^video_[0-9a-f]{32}$/;
 const CONTENT_TYPES: Record<OutputVariant, string> = { video: "", thumbnail: "image/png", preview: "image/png" };
 
-/** The videos frontend over a started job service. */
-export function createVideosFrontend(core: InferenceServer, jobs: JobService, log: Logger): VideosFrontend {
+/** The videos frontend over a started job service; with `page`, the web page at /videos too. */
+export function createVideosFrontend(
+  core: InferenceServer,
+  jobs: JobService,
+  log: Logger,
+  options: { page?: boolean } = {},
+): VideosFrontend {
   const streams = new EventStreams();
+  const page = options.page ? createVideosPage() : undefined;
   const fpsOf = (model: string) => {
     try {
       return jobs.mapping(model).fps;
@@ -55,6 +62,7 @@ export function createVideosFrontend(core: InferenceServer, jobs: JobService, lo
     videoObject(job, fpsOf(job.model), job.status === "queued" ? await jobs.queuePosition(job) : undefined);
 
   const route = async (request: HttpRequest, path: string, query: URLSearchParams): Promise<HttpAnswer> => {
+    if (page?.owns(path)) return page.serve(request.method, path);
     if (path === OPENAPI_PATH) {
       if (request.method !== "GET") throw new InferenceError("METHOD_NOT_ALLOWED");
       return answer(200, openApiDocument());
@@ -173,7 +181,8 @@ export function createVideosFrontend(core: InferenceServer, jobs: JobService, lo
       target === "/v1/videos" ||
       target.startsWith("/v1/videos/") ||
       target.startsWith("/v1/videos?") ||
-      target.split("?")[0] === OPENAPI_PATH,
+      target.split("?")[0] === OPENAPI_PATH ||
+      page?.owns(target.split("?")[0] as string) === true,
     async handle(request) {
       const at = request.target.indexOf("?");
       const path = at === -1 ? request.target : request.target.slice(0, at);
