@@ -132,10 +132,16 @@ describe("the videos page in Chromium", { timeout: 180_000 }, () => {
   it("cancels a running video, then deletes it", async () => {
     const { page, errors } = await open(`${api.base}/videos`);
     const id = await submit(page, "a very long fox", 1000);
-    await page.waitForFunction(() => /^Running/.test(document.querySelector("#status")?.textContent ?? ""), {
-      timeout: 60_000,
-    });
-    await page.locator("#cancel").click();
+    // Clicked in the task that sees it running: a 1,000-step video at 64x64 takes about a second,
+    // less than a locator's wait for a stable button under the progress bar's updates.
+    await page.waitForFunction(
+      () => {
+        if (!/^Running/.test(document.querySelector("#status")?.textContent ?? "")) return false;
+        document.querySelector<HTMLButtonElement>("#cancel")?.click();
+        return true;
+      },
+      { timeout: 60_000 },
+    );
     await page.waitForFunction(() => document.querySelector("#status")?.textContent === "Cancelled");
     expect((await call(api.base, "GET", `/v1/videos/${id}`)).body.status).toBe("cancelled");
     expect(await page.$eval("#cancel", (b) => (b as HTMLButtonElement).hidden)).toBe(true);

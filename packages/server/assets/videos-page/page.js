@@ -151,7 +151,11 @@ async function follow(id, signal) {
             showStatus({ status: "in_progress", progress: event.progress });
           } else if (name === "preview") {
             showStatus({ status: "in_progress", progress: event.progress });
-            await showPreview(id, signal);
+            // A preview may be gone when it is fetched (the video cancelled or expired meanwhile):
+            // the stream says what comes next.
+            await showPreview(id, signal).catch((error) => {
+              if (signal.aborted) throw error;
+            });
           }
         }
       }
@@ -240,7 +244,8 @@ async function refresh(more = false) {
 async function cancel(id, running) {
   if (!running && !confirm("Delete this video and its files?")) return;
   try {
-    await api("DELETE", `/v1/videos/${id}`);
+    const answer = await (await api("DELETE", `/v1/videos/${id}`)).json();
+    if (running && watching.id === id && answer.status) showStatus(answer);
     if (!running && watching.id === id) {
       watching.stop.abort();
       $("current").hidden = true;
