@@ -53,6 +53,8 @@ export class JobRunner {
   readonly #tasks = new Set<Promise<void>>();
   #stopped = false;
   #claiming = false;
+  /** A fill was asked for while a claim was in flight. */
+  #again = false;
   /** Seconds a job took, smoothed (for Retry-After). */
   averageSeconds = 0;
 
@@ -67,30 +69,45 @@ export class JobRunner {
 
   /** Claim jobs while there is room; each runs in the background. */
   async fill(): Promise<void> {
-    if (this.#claiming || this.#stopped) return;
+    if (this.#stopped) return;
+    // A claim in flight may have looked before a job now waiting was created (PostgreSQL claims
+    // and creates interleave): it claims once more when it ends, instead of leaving the job to
+    // the next poll.
+    if (this.#claiming) {
+      this.#again = true;
+      return;
+    }
     this.#claiming = true;
     try {
-      const { store, owner, concurrency, perClient, leaseMs } = this.#options;
-      while (!this.#stopped && this.#running.size < concurrency) {
-        const now = Date.now();
-        const job = await store.claim(owner, now, now + leaseMs, perClient);
-        if (!job) break;
-        if (this.#stopped) {
-          // Claimed while stopping: back to the queue, as the running ones go.
-          await store.finish(job.id, "queued", { now, owner });
-          break;
-        }
-        const controller = new AbortController();
-        this.#running.set(job.id, controller);
-        const task = this.#run(job, controller).finally(() => {
-          this.#running.delete(job.id);
-          this.#tasks.delete(task);
-          void this.fill().catch((error: unknown) => this.#options.log.error(`jobs: claim failed: ${String(error)}`));
-        });
-        this.#tasks.add(task);
+      this.#again = true;
+      while (this.#again && !this.#stopped && this.#running.size < this.#options.concurrency) {
+        this.#again = false;
+        await this.#claimWhileRoom();
       }
     } finally {
       this.#claiming = false;
+    }
+  }
+
+  async #claimWhileRoom(): Promise<void> {
+    const { store, owner, concurrency, perClient, leaseMs } = this.#options;
+    while (!this.#stopped && this.#running.size < concurrency) {
+      const now = Date.now();
+      const job = await store.claim(owner, now, now + leaseMs, perClient);
+      if (!job) break;
+      if (this.#stopped) {
+        // Claimed while stopping: back to the queue, as the running ones go.
+        await store.finish(job.id, "queued", { now, owner });
+        break;
+      }
+      const controller = new AbortController();
+      this.#running.set(job.id, controller);
+      const task = this.#run(job, controller).finally(() => {
+        this.#running.delete(job.id);
+        this.#tasks.delete(task);
+        void this.fill().catch((error: unknown) => this.#options.log.error(`jobs: claim failed: ${String(error)}`));
+      });
+      this.#tasks.add(task);
     }
   }
 
