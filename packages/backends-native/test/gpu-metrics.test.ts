@@ -19,13 +19,15 @@ let dir: string;
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "galley-fake-nvml-"));
-  if (!compiler) return;
+  // A C compiler builds the stand-in (CI's machines have the one node-gyp uses): without one these
+  // tests fail here, saying why, rather than skip.
+  if (!compiler) throw new Error("the stand-in libnvidia-ml is built with cc: install a C compiler (gcc)");
   for (const [name, defines] of [
     ["libfake-nvml.so", []],
     ["libfake-nvml-incomplete.so", ["-DFAKE_NVML_INCOMPLETE"]],
     ["libfake-nvml-no-processes.so", ["-DFAKE_NVML_NO_PROCESSES"]],
   ] as const) {
-    execFileSync(compiler, ["-shared", "-fPIC", "-O1", ...defines, "-o", join(dir, name), fixture]);
+    execFileSync(compiler as string, ["-shared", "-fPIC", "-O1", ...defines, "-o", join(dir, name), fixture]);
   }
 });
 
@@ -46,9 +48,9 @@ function sampleInChild(env: Record<string, string>): [GpuSample, GpuSample] {
 }
 
 describe("sampleGpus", () => {
-  it.skipIf(existsSync("/dev/nvidiactl"))("without a GPU: available false, with the reason, no throw", async () => {
+  it("answers without throwing: available on a GPU machine, else false with the reason", async () => {
     const sample = await sampleGpus();
-    expect(sample.available).toBe(false);
+    expect(sample.available).toBe(existsSync("/dev/nvidiactl"));
     if (!sample.available) expect(sample.reason).toMatch(/libnvidia-ml\.so\.1|NVML|Driver/);
   });
 
@@ -57,7 +59,7 @@ describe("sampleGpus", () => {
     expect(sample).toEqual({ available: false, reason: expect.stringContaining("no-such-libnvidia-ml.so") });
   });
 
-  describe.skipIf(!compiler)("through a stand-in libnvidia-ml", () => {
+  describe("through a stand-in libnvidia-ml", () => {
     it("reads every GPU, in Triton's units, with per-field availability", () => {
       const [first, second] = sampleInChild({ GALLEY_NVML_LIBRARY: join(dir, "libfake-nvml.so") });
       expect(first).toEqual({
@@ -136,13 +138,13 @@ function memoryInChild(env: Record<string, string>): { sample: GpuMemorySample; 
 }
 
 describe("sampleGpuMemory", () => {
-  it.skipIf(existsSync("/dev/nvidiactl"))("without a GPU: available false, with the reason, no throw", async () => {
+  it("answers without throwing: available on a GPU machine, else false with the reason", async () => {
     const sample = await sampleGpuMemory();
-    expect(sample.available).toBe(false);
+    expect(sample.available).toBe(existsSync("/dev/nvidiactl"));
     if (!sample.available) expect(sample.reason).toMatch(/libnvidia-ml\.so\.1|NVML|Driver/);
   });
 
-  describe.skipIf(!compiler)("through a stand-in libnvidia-ml", () => {
+  describe("through a stand-in libnvidia-ml", () => {
     it("free, used and total per GPU, and each compute process' memory (the buffer grown as NVML asks)", () => {
       const { sample, pid } = memoryInChild({ GALLEY_NVML_LIBRARY: join(dir, "libfake-nvml.so") });
       const total = 150754820096;
