@@ -51,6 +51,8 @@ export async function serveChecks([repository, python = "python3", mode]) {
     grpc: { host: "127.0.0.1", port: 0 },
     metrics: false,
     log: createLogger({ verboseLevel: 1 }),
+    // A check that lays the server's trace timestamps beside its own (tracing off until it asks).
+    ...(process.env.GALLEY_CHECK_TRACE_FILE ? { trace: { file: process.env.GALLEY_CHECK_TRACE_FILE, level: 0 } } : {}),
   });
   const addresses = await server.listen();
   process.on("message", (m) => {

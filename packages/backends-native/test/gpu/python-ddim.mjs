@@ -241,6 +241,38 @@ for b in batches:
         "maxAbs": float(first.float().abs().max()),
     }
     print("plain Python, B=%d: denoiser call %.3f ms, step %.3f ms, loop %.1f ms" % (b, call_ms, result["batches"][str(b)]["stepMs"], result["batches"][str(b)]["loopMs"]), flush=True)
+
+
+def driver_costs():
+    """Microseconds (median of 200) of the driver calls a GPU tensor's trip to the server makes in
+    the stub: an idle context's synchronise, an allocation's range and its IPC handle."""
+    import ctypes
+    cuda = ctypes.CDLL("libcuda.so.1")
+    x = torch.empty(1 << 20, device=device, dtype=torch.uint8)
+    sync()
+    base, size, handle = ctypes.c_uint64(), ctypes.c_size_t(), (ctypes.c_byte * 64)()
+    pointer = ctypes.c_uint64(x.data_ptr())
+    cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), pointer)
+
+    def us(fn):
+        times = []
+        for _ in range(200):
+            start = time.perf_counter_ns()
+            fn()
+            times.append(time.perf_counter_ns() - start)
+        return statistics.median(times) / 1000.0
+
+    return {
+        "cuCtxSynchronize": us(lambda: cuda.cuCtxSynchronize()),
+        "torch.cuda.synchronize": us(sync),
+        "cuMemGetAddressRange": us(lambda: cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), pointer)),
+        "cuIpcGetMemHandle": us(lambda: cuda.cuIpcGetMemHandle(ctypes.byref(handle), base)),
+    }
+
+
+if cuda:
+    result["driverUs"] = driver_costs()
+    print("driver calls, µs: %s" % json.dumps(result["driverUs"]), flush=True)
 print(json.dumps(result))
 `;
 
@@ -267,26 +299,36 @@ class TritonPythonModel:
         self.sync = (lambda: torch.cuda.synchronize(self.device)) if self.cuda else (lambda: None)
         self.where = [1, 1]
         self.calls = []
+        self.stamps = []
+        self.trace = None
 
     def denoise(self, latents, timestep):
         # Each call's time in exec() (the server runs the denoiser and answers) and in mapping its
-        # output here (the server lends it: one copy on the GPU, one IPC handle opened), ms.
+        # output here (the server lends it: one copy on the GPU, one IPC handle opened), ms; and
+        # CLOCK_MONOTONIC stamps (the server's trace clock) before the inputs are made, before exec(),
+        # after it and after the mapping, to lay a traced call beside the server's timestamps.
+        made = time.monotonic_ns()
         start = time.perf_counter()
+        inputs = [
+            pb_utils.Tensor.from_dlpack("LATENTS__0", latents),
+            pb_utils.Tensor.from_dlpack("TIMESTEP__1", timestep),
+        ]
+        sent = time.monotonic_ns()
         response = pb_utils.InferenceRequest(
             model_name="denoiser",
-            inputs=[
-                pb_utils.Tensor.from_dlpack("LATENTS__0", latents),
-                pb_utils.Tensor.from_dlpack("TIMESTEP__1", timestep),
-            ],
+            inputs=inputs,
             requested_output_names=["NOISE_PRED__0"],
             preferred_memory=self.memory,
+            trace=self.trace,
         ).exec()
         if response.has_error():
             raise pb_utils.TritonModelException(response.error().message())
         answered = time.perf_counter()
+        back = time.monotonic_ns()
         output = pb_utils.get_output_tensor_by_name(response, "NOISE_PRED__0")
         noise_pred = torch.from_dlpack(output)
         self.calls.append([(answered - start) * 1000.0, (time.perf_counter() - answered) * 1000.0])
+        self.stamps.append([made, sent, back, time.monotonic_ns()])
         self.where = [int(output.is_cpu()), int(noise_pred.is_cuda)]
         return noise_pred
 
@@ -295,6 +337,8 @@ class TritonPythonModel:
         for request in requests:
             given = pb_utils.get_input_tensor_by_name(request, "LATENTS")
             self.calls = []
+            self.stamps = []
+            self.trace = request.trace()
             latents, times = ddim_loop(self.scheduler, torch.from_dlpack(given), self.denoise, self.timesteps, self.sync)
             where = np.array([int(given.is_cpu())] + self.where + [int(latents.is_cuda)], dtype=np.uint8)
             responses.append(
@@ -304,6 +348,7 @@ class TritonPythonModel:
                         pb_utils.Tensor("STEP_MS", np.array(times, dtype=np.float32)),
                         pb_utils.Tensor("WHERE", where),
                         pb_utils.Tensor("BLS_MS", np.array(self.calls, dtype=np.float32)),
+                        pb_utils.Tensor("BLS_NS", np.array(self.stamps, dtype=np.int64)),
                     ]
                 )
             )
@@ -344,9 +389,61 @@ function writeModels(repo, gpu, cpu) {
     `name: "ddim_loop"\nbackend: "python"\nmax_batch_size: 0\n` +
       `input [ ${tensor("LATENTS", "TYPE_FP16", latentDims)} ]\n` +
       `output [ ${tensor("LATENTS_OUT", "TYPE_FP16", latentDims)}, ${tensor("STEP_MS", "TYPE_FP32", [STEPS])}, ` +
-      `${tensor("WHERE", "TYPE_UINT8", [4])}, ${tensor("BLS_MS", "TYPE_FP32", [STEPS, 2])} ]\n${group}` +
+      `${tensor("WHERE", "TYPE_UINT8", [4])}, ${tensor("BLS_MS", "TYPE_FP32", [STEPS, 2])}, ${tensor("BLS_NS", "TYPE_INT64", [STEPS, 4])} ]\n${group}` +
       `parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } }\n`,
   );
+}
+
+/**
+ * Each traced denoiser call laid beside model.py's stamps (both CLOCK_MONOTONIC): ms from the
+ * stub making its inputs to sending (`inputs`), from sending to the server's REQUEST_START (`to
+ * server`), the server's own spans, from REQUEST_END to exec() returning (`back`), and the output's
+ * mapping (`map`); medians per batch size, printed and kept in the figures.
+ */
+function profile(traceFile, figures) {
+  const entries = JSON.parse(readFileSync(traceFile, "utf8"));
+  const traces = new Map();
+  for (const e of entries) {
+    const t = traces.get(e.id) ?? { stamps: {} };
+    if (e.model_name) t.model = e.model_name;
+    for (const s of e.timestamps ?? []) t.stamps[s.name] = Number(s.ns);
+    traces.set(e.id, t);
+  }
+  const denoiser = [...traces.values()].filter((t) => t.model === "denoiser" && t.stamps.REQUEST_START);
+  const names = [
+    "REQUEST_START",
+    "QUEUE_START",
+    "COMPUTE_START",
+    "COMPUTE_INPUT_END",
+    "COMPUTE_OUTPUT_START",
+    "COMPUTE_END",
+    "REQUEST_END",
+  ];
+  figures.profile = {};
+  for (const [b, fig] of Object.entries(figures.batches ?? {})) {
+    const rows = [];
+    for (const stamps of fig.profiledStamps ?? []) {
+      for (let k = 0; k + 3 < stamps.length; k += 4) {
+        const [made, sent, back, mapped] = stamps.slice(k, k + 4);
+        const t = denoiser.find((d) => d.stamps.REQUEST_START >= sent && d.stamps.REQUEST_START <= back);
+        if (!t) continue;
+        const row = { inputs: sent - made, "to server": t.stamps.REQUEST_START - sent };
+        for (let i = 1; i < names.length; i++) {
+          const from = t.stamps[names[i - 1]];
+          const to = t.stamps[names[i]];
+          if (from !== undefined && to !== undefined) row[`${names[i - 1]}→${names[i]}`] = to - from;
+        }
+        row.back = back - (t.stamps.REQUEST_END ?? back);
+        row.map = mapped - back;
+        rows.push(row);
+      }
+    }
+    const summary = { calls: rows.length };
+    for (const key of Object.keys(rows[0] ?? {}))
+      summary[key] = Number((median(rows.map((r) => r[key])) / 1e6).toFixed(3));
+    figures.profile[b] = summary;
+    console.log(`B=${b}: a traced BLS call, ms (median of ${rows.length}): ${JSON.stringify(summary)}`);
+  }
 }
 
 const median = (xs) => {
@@ -386,7 +483,7 @@ async function main() {
     [script, repo, out, device, `${width}`, `${depth}`, batches.join(","), `${warmup}`, `${reps}`, `${STEPS}`],
     join(out, "baseline.log"),
   );
-  for (const line of lines) if (line.startsWith("plain Python")) console.log(line);
+  for (const line of lines) if (line.startsWith("plain Python") || line.startsWith("driver calls")) console.log(line);
   const baseline = JSON.parse(lines.at(-1));
   figures.baseline = baseline;
   console.log(
@@ -403,7 +500,9 @@ async function main() {
   }
 
   writeModels(repo, gpu, cpu);
-  const server = await forkServer(repo, python);
+  // The server traces (Triton's trace file, timestamps) only the few requests the profile asks for.
+  const traceFile = join(out, "trace.json");
+  const server = await forkServer(repo, python, { env: { ...process.env, GALLEY_CHECK_TRACE_FILE: traceFile } });
   const { ports, transfers } = server;
   check("server starts with the models", ports.failed.length === 0, JSON.stringify(ports.failed));
   const delta = transferDelta;
@@ -557,6 +656,15 @@ async function main() {
             `${base.denoiserCallMs.toFixed(3)} ms in plain Python), ${median(maps).toFixed(3)} ms mapping its output; ` +
             `the denoiser's statistics, ms a call: ${JSON.stringify(perCall, (_, v) => (typeof v === "number" ? Number(v.toFixed(3)) : v))}`,
         );
+        // Profile: a few requests traced with their BLS calls (the calls pass `trace=request.trace()`),
+        // laid beside model.py's own stamps after the server stops (its trace file is complete then).
+        await grpc.traceSettings({ trace_level: ["TIMESTAMPS"], trace_rate: "1", trace_count: "-1" });
+        fig.profiledStamps = [];
+        for (let i = 0; i < 3; i++) {
+          const r = await infer();
+          fig.profiledStamps.push([...r.output("BLS_NS").int64()].map(Number));
+        }
+        await grpc.traceSettings({ trace_level: ["OFF"] });
         if (!cpu) {
           check(`B=${b}: model.py's step within 1.1× of plain Python's`, ratioInside <= 1.1, line);
           check(`B=${b}: a request / ${STEPS} within 1.1× of plain Python's step`, ratioRequest <= 1.1, line);
@@ -596,6 +704,7 @@ async function main() {
     await region?.dispose().catch(() => {});
     await server.stop(join(out, "server.log"));
   }
+  await attempt("where a BLS call's time goes (traced calls)", () => profile(traceFile, figures));
   finishChecks(out, "python-ddim", results, figures);
 }
 
