@@ -334,6 +334,9 @@ class DeviceCopyWorker : public Napi::AsyncWorker {
       if (e.empty()) {
         e = Check(d, d.cuMemcpyPeer(target_, target, memory_->pointer + offset_, source, length_), "cuMemcpyPeer");
       }
+      // A copy between device addresses may return before it is done: wait in both contexts.
+      if (e.empty()) e = Check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+      if (e.empty()) e = Check(d, d.cuCtxSetCurrent(target), "cuCtxSetCurrent");
     }
     if (e.empty()) e = Check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
     if (!e.empty()) SetError(e);
