@@ -3,11 +3,15 @@
 // port 0, JS models in a temporary repository. A GPU group's instances on each listed GPU, Triton's
 // load error for a GPU the server does not have. The GPU side runs in
 // backends-native/test/gpu/multi-gpu.mjs.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { parseModelConfig } from "@galley/config";
 import { afterEach, describe, expect, it } from "vitest";
-import { cleanup, startServer, tempRepository } from "./support/harness.js";
+import type { BackendInstance } from "../src/backend/backend.js";
+import { createPyTorchBackend, type TorchSupport } from "../src/backend/pytorch/pytorch-backend.js";
+import { TORCH_FIXTURES, tensors } from "./pytorch-support.js";
+import { cleanup, quietLog, startServer, tempRepository } from "./support/harness.js";
 
 afterEach(cleanup);
 
@@ -85,5 +89,87 @@ describe("several GPUs", () => {
     expect(await loadError(none.client.repositoryModelLoad({ modelName: "pair" }))).toBe(
       "failed to load 'pair', failed to poll from model repository: instance group pair_0 of model pair specifies invalid or unsupported gpu id 0. GPUs with at least the minimum required CUDA compute compatibility of 7.500000 are: ",
     );
+  });
+});
+
+describe("the PyTorch backend on several GPUs (CPU libtorch standing in for each GPU)", () => {
+  /** The real torch addon, saying it sees `gpus` GPUs and running each instance on the CPU; what each load asked for. */
+  async function standIn(gpus: number) {
+    const real = (await import("@galley/backends-native/torch")) as unknown as TorchSupport;
+    const asked: [string, number][] = [];
+    const torch: TorchSupport = {
+      torchSupport: () => ({ ...real.torchSupport(), cudaCompiled: true, cudaDevices: gpus }),
+      loadTorchModel: (path, options) => {
+        asked.push([options.device, options.deviceId]);
+        return real.loadTorchModel(path, { ...options, device: "cpu", deviceId: 0 });
+      },
+    };
+    return { backend: createPyTorchBackend({ log: quietLog(), torch: async () => torch }), asked };
+  }
+  const load = async (backend: ReturnType<typeof createPyTorchBackend>, groups: string) => {
+    const config = parseModelConfig(
+      `name: "dp"\nplatform: "pytorch_libtorch"\n${tensors("input", "INPUT__0:FP32:4")}${tensors("output", "OUTPUT__0:FP32:4")}instance_group [ ${groups} ]\n`,
+    );
+    const dir = tempRepository();
+    mkdirSync(join(dir, "dp", "1"), { recursive: true });
+    writeFileSync(join(dir, "dp", "1", "model.pt"), readFileSync(join(TORCH_FIXTURES, "identity.pt")));
+    return backend.load({
+      config,
+      version: 1,
+      modelPath: join(dir, "dp"),
+      versionPath: join(dir, "dp", "1"),
+      log: quietLog(),
+    });
+  };
+  const placed = (instances: readonly BackendInstance[]) => instances.map((i) => [i.name, i.device]);
+
+  it("starts count instances on each listed GPU in Triton's order, each on its GPU; device tensors only for a model on one GPU", async () => {
+    const { backend, asked } = await standIn(3);
+    const two = await load(backend, '{ name: "g" kind: KIND_GPU count: 2 gpus: [ 0, 2 ] }');
+    try {
+      expect(placed(two.instances)).toEqual([
+        ["g_0", 0],
+        ["g_1", 2],
+        ["g_2", 0],
+        ["g_3", 2],
+      ]);
+      expect(asked).toEqual([
+        ["cuda", 0],
+        ["cuda", 2],
+        ["cuda", 0],
+        ["cuda", 2],
+      ]);
+      // Instances on several GPUs read host inputs: no device placement for the core.
+      expect(two.deviceTensors).toBeUndefined();
+    } finally {
+      await two.unload();
+    }
+    const one = await load(
+      backend,
+      '{ name: "g" kind: KIND_GPU count: 1 gpus: [ 1 ] }, { name: "c" kind: KIND_CPU count: 1 }',
+    );
+    try {
+      expect(placed(one.instances)).toEqual([
+        ["g_0", 1],
+        ["c_0", undefined],
+      ]);
+      expect(one.deviceTensors).toBeUndefined();
+    } finally {
+      await one.unload();
+    }
+    const single = await load(backend, '{ name: "g" kind: KIND_GPU count: 2 gpus: [ 1 ] }');
+    try {
+      expect(single.deviceTensors).toEqual({ deviceId: 1, kind: "pytorch" });
+    } finally {
+      await single.unload();
+    }
+  });
+
+  it("refuses a GPU libtorch does not see, naming the group", async () => {
+    const { backend, asked } = await standIn(2);
+    await expect(load(backend, '{ name: "g" kind: KIND_GPU count: 1 gpus: [ 0, 2 ] }')).rejects.toThrow(
+      "unable to load model 'dp', instance group g names GPU 2; libtorch sees 2",
+    );
+    expect(asked).toEqual([]);
   });
 });
