@@ -313,10 +313,10 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     ...(options.responseCacheBytes ? { responseCache: new ResponseCache(options.responseCacheBytes) } : {}),
     sharedMemory: new SharedMemoryManager(options.allowClientShm ?? false, { gpus, open: openCudaIpcHandle, log }),
     // Tensors on one GPU read by a model on another go device to device (used only where there are).
-    gpuCopies: new GpuCopies({
-      allocate: allocateCudaMemory,
-      peerAccess: async () => (await probeCuda()).peerAccess ?? [],
-    }),
+    gpuCopies: new GpuCopies(
+      { allocate: allocateCudaMemory, peerAccess: async () => (await probeCuda()).peerAccess ?? [] },
+      log,
+    ),
     tracing: new TraceSettings(
       { ...DEFAULT_TRACE_CONFIG, ...options.trace },
       new TraceFiles((message) => log.error(message)),

@@ -125,7 +125,8 @@ describe("GpuCopies", () => {
 
   it("copies a kept tensor into memory on the target GPU, counts it between GPUs (no host bytes) and frees it on release", async () => {
     const gpus = new StandInGpus(PEERS);
-    const copies = new GpuCopies(gpus.driver());
+    const lines: string[] = [];
+    const copies = new GpuCopies(gpus.driver(), { info: (line) => lines.push(line) });
     const bytes = Uint8Array.from([1, 2, 3, 4, 5, 6, 7, 8]);
     const source = gpus.kept(1, bytes);
     const copy = await copies.move(source, 0, "stage");
@@ -142,6 +143,12 @@ describe("GpuCopies", () => {
     copy?.release();
     expect(gpus.memory.size).toBe(0);
     expect((await copies.move(gpus.kept(2, bytes), 0, "stage"))?.route).toBe("staged");
+    await copies.move(gpus.kept(1, bytes), 0, "stage");
+    // One line per pair of GPUs, at its first copy.
+    expect(lines).toEqual([
+      "tensors from GPU 1 to GPU 0 are copied device to device: peer to peer",
+      "tensors from GPU 2 to GPU 0 are copied device to device: staged by the CUDA driver (the GPUs are not peers)",
+    ]);
   });
 
   it("reads the copy to the host once, counted, for a consumer that needs bytes", async () => {

@@ -2,6 +2,7 @@
 // read by a model whose instances all run on GPU b, is copied device to device into memory on b
 // (one cuMemcpyPeer / libtorch copy between devices) instead of through host memory.
 import { hostTransfers } from "../base/host-transfers.js";
+import type { Logger } from "../base/log.js";
 import type { DeviceTensor } from "../base/tensor.js";
 
 /**
@@ -52,10 +53,15 @@ export interface MovedTensor {
  */
 export class GpuCopies {
   readonly #driver: GpuCopyDriver;
+  readonly #log: Pick<Logger, "info"> | undefined;
   #peers: Promise<readonly (readonly boolean[])[]> | undefined;
+  /** The GPU pairs whose route was logged (`from>to`). */
+  readonly #logged = new Set<string>();
 
-  constructor(driver: GpuCopyDriver) {
+  /** `log`: one line per pair of GPUs, at its first copy, saying how the copies go. */
+  constructor(driver: GpuCopyDriver, log?: Pick<Logger, "info">) {
     this.#driver = driver;
+    this.#log = log;
   }
 
   /** The route a copy from `from` to `to` takes on this machine. */
@@ -79,6 +85,13 @@ export class GpuCopies {
       throw error;
     }
     hostTransfers.record(model, { betweenGpus: tensor.byteSize });
+    const pair = `${tensor.deviceId}>${to}`;
+    if (!this.#logged.has(pair)) {
+      this.#logged.add(pair);
+      this.#log?.info(
+        `tensors from GPU ${tensor.deviceId} to GPU ${to} are copied device to device: ${route === "peer" ? "peer to peer" : "staged by the CUDA driver (the GPUs are not peers)"}`,
+      );
+    }
     let host: Promise<Uint8Array> | undefined;
     let released = false;
     const release = () => {
