@@ -5,7 +5,13 @@ import { fileURLToPath } from "node:url";
 export interface Binding {
   /** Bumped whenever the exports below change shape. */
   abiVersion: number;
-  probeCuda(): Promise<{ available: boolean; driverVersion: number; deviceCount: number; error: string }>;
+  probeCuda(): Promise<{
+    available: boolean;
+    driverVersion: number;
+    deviceCount: number;
+    error: string;
+    peerAccess: boolean[][];
+  }>;
   /**
    * mmap `byteLength` bytes of `path` from `offset` (any offset: aligned to a page inside),
    * read-write and MAP_SHARED; with `create`, O_CREAT|O_EXCL (0600) and ftruncate to
@@ -52,7 +58,7 @@ export interface RawCudaMemory {
   ipcHandle: Uint8Array | null;
   read(offset: number, length: number): Promise<Uint8Array>;
   write(offset: number, data: Uint8Array): Promise<void>;
-  copyTo(offset: number, target: bigint, length: number): Promise<void>;
+  copyTo(offset: number, target: bigint, length: number, targetDevice?: number): Promise<void>;
   close(): void;
 }
 
@@ -94,7 +100,7 @@ export interface NvmlRawMemorySample {
 }
 
 /** The ABI these wrappers were written against. */
-export const BINDING_ABI_VERSION = 5;
+export const BINDING_ABI_VERSION = 6;
 
 /** Where the addon may be: an explicit override first, then node-gyp's build folders. */
 export function bindingCandidates(): string[] {

@@ -24,10 +24,11 @@ export interface CudaMemory {
   /** Copy `data` to `offset` (one `cuMemcpyHtoD`); resolves once the bytes are on the device. */
   write(offset: number, data: ArrayBufferView): Promise<void>;
   /**
-   * Copy `length` bytes from `offset` to device memory at `target` (one `cuMemcpyDtoD`, on the
-   * same GPU or a peer); resolves once the bytes are there. The caller holds `target` for the copy.
+   * Copy `length` bytes from `offset` to device memory at `target` on this memory's GPU (one
+   * `cuMemcpyDtoD`), or on GPU `targetDevice` (one `cuMemcpyPeer`: direct between peers, staged by
+   * the driver otherwise); resolves once the bytes are there. The caller holds `target` for the copy.
    */
-  copyTo(offset: number, target: bigint, length: number): Promise<void>;
+  copyTo(offset: number, target: bigint, length: number, targetDevice?: number): Promise<void>;
   /** Close the IPC mapping or free the allocation; idempotent. Copies in flight finish first. */
   close(): void;
 }
@@ -58,11 +59,12 @@ function wrap(raw: RawCudaMemory): CudaMemory {
       range(offset, data.byteLength);
       await raw.write(offset, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     },
-    async copyTo(offset: number, target: bigint, length: number) {
+    async copyTo(offset: number, target: bigint, length: number, targetDevice?: number) {
       if (typeof target !== "bigint" || target <= 0n)
         throw fail(`the target must be a device address (a positive bigint), got ${String(target)}`);
       range(offset, length);
-      await raw.copyTo(offset, target, length);
+      if (targetDevice !== undefined) checkDevice(targetDevice, fail);
+      await raw.copyTo(offset, target, length, targetDevice);
     },
     close: () => raw.close(),
   });

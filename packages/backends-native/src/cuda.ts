@@ -9,6 +9,12 @@ export interface CudaProbe {
   deviceCount: number;
   /** Why CUDA is unavailable (for logs and error messages); empty when available. */
   error: string;
+  /**
+   * `peerAccess[a][b]`: GPU `a` reads GPU `b`'s memory directly (`cuDeviceCanAccessPeer`; true on
+   * the diagonal), so a copy from `b` to `a` is a peer copy; without it the driver stages the copy
+   * (still device to device for this process). Empty when CUDA is unavailable.
+   */
+  peerAccess: boolean[][];
 }
 
 /**

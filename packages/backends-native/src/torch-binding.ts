@@ -26,8 +26,11 @@ export interface RawDeviceTensor {
   narrow(start: number, length: number): RawDeviceTensor;
   /** One device-to-host copy (pinned), off the event loop. */
   toHost(): Promise<Uint8Array>;
-  /** One device-to-device copy to `pointer` on the tensor's GPU; `byteLength` is the room there. */
-  copyTo(pointer: bigint, byteLength: number): Promise<void>;
+  /**
+   * One device-to-device copy to `pointer` on the tensor's GPU, or on GPU `deviceId` (libtorch's copy
+   * between devices: direct between peers, staged by the driver otherwise); `byteLength` is the room there.
+   */
+  copyTo(pointer: bigint, byteLength: number, deviceId?: number): Promise<void>;
   /** Drop this handle's reference now (the memory is freed when no handle or job holds it). */
   dispose(): void;
 }
@@ -139,7 +142,7 @@ export interface TorchBinding {
 }
 
 /** The ABI these wrappers were written against. */
-export const TORCH_BINDING_ABI_VERSION = 6;
+export const TORCH_BINDING_ABI_VERSION = 7;
 
 /** Where the torch addon may be: an explicit override first, then node-gyp's build folders. */
 export function torchBindingCandidates(): string[] {

@@ -11,8 +11,15 @@ describe("probeCuda", () => {
       expect(cuda.driverVersion).toBeGreaterThanOrEqual(11000);
       expect(cuda.deviceCount).toBeGreaterThanOrEqual(1);
       expect(cuda.error).toBe("");
+      // One row per GPU, each GPU its own peer.
+      expect(cuda.peerAccess).toHaveLength(cuda.deviceCount);
+      cuda.peerAccess.forEach((row, a) => {
+        expect(row).toHaveLength(cuda.deviceCount);
+        expect(row[a]).toBe(true);
+      });
     } else {
       expect(cuda.error).not.toBe("");
+      expect(cuda.peerAccess).toEqual([]);
     }
   });
 

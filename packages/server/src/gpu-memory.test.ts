@@ -33,7 +33,8 @@ describe("cudaOrder", () => {
       [1, 2],
     ]);
     expect(order("1,7,0")).toEqual([[0, 1]]);
-    expect(order("")).toEqual(order(undefined));
+    // Empty hides every GPU from CUDA: none here either.
+    expect(order("")).toEqual([]);
     expect(order("-1")).toEqual([]);
   });
 });

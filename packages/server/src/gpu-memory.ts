@@ -1,4 +1,5 @@
 import { type GpuMemory, sampleGpuMemory } from "@galley/backends-native";
+import { cudaVisibleDevices } from "./base/cuda-visible-devices.js";
 import type { DeviceMemoryReader, DeviceMemoryReading } from "./base/device-memory.js";
 
 /** What the torch addon's module offers for GPU memory (imported only once a PyTorch model loaded it). */
@@ -56,23 +57,7 @@ function cachedOf(allocator: TorchMemory | undefined, ordinal: number) {
   }
 }
 
-/** NVML's GPUs by CUDA ordinal, as `CUDA_VISIBLE_DEVICES` (indexes or UUID prefixes) orders them; all of them by index without it. */
+/** NVML's GPUs by CUDA ordinal, as `CUDA_VISIBLE_DEVICES` orders them (see {@link cudaVisibleDevices}). */
 export function cudaOrder(gpus: readonly GpuMemory[], visible: string | undefined): Map<number, GpuMemory> {
-  const out = new Map<number, GpuMemory>();
-  if (visible === undefined || visible.trim() === "") {
-    for (const gpu of gpus) out.set(gpu.index, gpu);
-    return out;
-  }
-  const entries = visible.split(",").map((e) => e.trim());
-  for (const [ordinal, entry] of entries.entries()) {
-    // CUDA stops at the first entry it cannot use.
-    const gpu = /^\d+$/.test(entry)
-      ? gpus.find((g) => g.index === Number(entry))
-      : entry.length > 0
-        ? gpus.find((g) => g.uuid.startsWith(entry.startsWith("GPU-") ? entry : `GPU-${entry}`))
-        : undefined;
-    if (!gpu) break;
-    out.set(ordinal, gpu);
-  }
-  return out;
+  return new Map(cudaVisibleDevices(gpus, visible).entries());
 }

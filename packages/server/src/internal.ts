@@ -31,6 +31,14 @@ export { InferenceError } from "./base/errors.js";
 export type { LatencyHistogram } from "./base/latency-histogram.js";
 export type { Duration, ModelStatistics } from "./base/statistics.js";
 export type { ResponseCache } from "./cache/response-cache.js";
+export {
+  type GpuAllocation,
+  GpuCopies,
+  type GpuCopyDriver,
+  type GpuCopyRoute,
+  gpuCopyRoute,
+  type MovedTensor,
+} from "./core/gpu-copy.js";
 export type { InferenceServerOptions } from "./core/inference-server.js";
 export {
   type CudaIpc,

@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { openCudaIpcHandle } from "@galley/backends-native";
+import { allocateCudaMemory, openCudaIpcHandle, probeCuda } from "@galley/backends-native";
 import { createJsBackend, type JsIsolation } from "./backend/js/js-backend.js";
 import { createOnnxRuntimeBackend } from "./backend/onnxruntime/onnxruntime-backend.js";
 import { CustomMetrics } from "./backend/python/custom-metrics.js";
@@ -17,6 +17,7 @@ import { shrinkHeap } from "./base/heap.js";
 import type { InferenceRequest, InferenceResponse } from "./base/inference-request.js";
 import { createLogger, type Logger } from "./base/log.js";
 import { ResponseCache } from "./cache/response-cache.js";
+import { GpuCopies } from "./core/gpu-copy.js";
 import { InferenceServer } from "./core/inference-server.js";
 import { DEFAULT_OPENTELEMETRY_CONFIG } from "./core/opentelemetry-config.js";
 import { SharedMemoryManager } from "./core/shared-memory.js";
@@ -311,6 +312,11 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     strictReadiness: options.strictReadiness ?? true,
     ...(options.responseCacheBytes ? { responseCache: new ResponseCache(options.responseCacheBytes) } : {}),
     sharedMemory: new SharedMemoryManager(options.allowClientShm ?? false, { gpus, open: openCudaIpcHandle, log }),
+    // Tensors on one GPU read by a model on another go device to device (used only where there are).
+    gpuCopies: new GpuCopies(
+      { allocate: allocateCudaMemory, peerAccess: async () => (await probeCuda()).peerAccess ?? [] },
+      log,
+    ),
     tracing: new TraceSettings(
       { ...DEFAULT_TRACE_CONFIG, ...options.trace },
       new TraceFiles((message) => log.error(message)),

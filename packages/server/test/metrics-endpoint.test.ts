@@ -258,26 +258,50 @@ metric_tags { key: "tier" value: "gold" }
   });
 
   it("exports the host-transfer counters as galley_tensor_transfer_bytes, 0 for a CPU model", async () => {
-    const { client, metricsUrl } = await startServer({
+    const { client, metricsUrl, server } = await startServer({
       metrics: true,
       controlMode: "explicit",
       loadModels: ["simple", "simple_int8"],
     });
     await someInferences(client);
-    const paths = ["host_to_device", "device_to_host", "on_device"];
+    const paths = ["host_to_device", "device_to_host", "on_device", "between_gpus"];
     let s = await scrape(metricsUrl);
     for (const path of paths) expect(value(s, "galley_tensor_transfer_bytes", { ...SIMPLE, path })).toBe(0);
     // What a GPU backend and the CUDA shared-memory copies add (they record into the same counters).
     const before = hostTransfers.snapshot().models.simple_int8;
-    hostTransfers.record("simple_int8", { hostToDevice: 4096, deviceToHost: 1024, onDevice: 1 << 20 });
+    hostTransfers.record("simple_int8", {
+      hostToDevice: 4096,
+      deviceToHost: 1024,
+      onDevice: 1 << 20,
+      betweenGpus: 512,
+    });
     s = await scrape(metricsUrl);
-    const expected = [4096, 1024, 1 << 20];
-    const base = [before?.hostToDevice ?? 0, before?.deviceToHost ?? 0, before?.onDevice ?? 0];
+    const expected = [4096, 1024, 1 << 20, 512];
+    const base = [
+      before?.hostToDevice ?? 0,
+      before?.deviceToHost ?? 0,
+      before?.onDevice ?? 0,
+      before?.betweenGpus ?? 0,
+    ];
     for (const [i, path] of paths.entries()) {
       const bytes = (base[i] ?? 0) + (expected[i] ?? 0);
       expect(value(s, "galley_tensor_transfer_bytes", { model: "simple_int8", path })).toBe(bytes);
     }
     expect(find(s, "galley_tensor_transfer_bytes", { model: "mlp_classifier" })).toEqual([]);
+    // Per-GPU executions only for models that ran on a GPU: none yet; then what a GPU backend's
+    // instances on GPUs 0 and 1 add (the scheduler records each execution with its instance's GPU).
+    expect(find(s, "galley_gpu_execution_count", {})).toEqual([]);
+    const stats = server.core.models.resolve("simple_int8", "").stats;
+    stats.recordExecution(8, 2, 1000n, 3_000_000n, 1000n, 0);
+    stats.recordExecution(4, 1, 1000n, 1_000_000n, 1000n, 1);
+    stats.recordExecution(4, 1, 1000n, 1_000_000n, 1000n, 1);
+    s = await scrape(metricsUrl);
+    const int8 = { model: "simple_int8", version: "1" };
+    expect(value(s, "galley_gpu_execution_count", { ...int8, device: "0" })).toBe(1);
+    expect(value(s, "galley_gpu_execution_count", { ...int8, device: "1" })).toBe(2);
+    expect(value(s, "galley_gpu_inference_count", { ...int8, device: "1" })).toBe(8);
+    expect(value(s, "galley_gpu_compute_infer_duration_us", { ...int8, device: "0" })).toBe(3000);
+    expect(find(s, "galley_gpu_execution_count", SIMPLE)).toEqual([]);
   });
 
   it("answers /metrics/ too, and any other path with 200 and an empty body", async () => {

@@ -15,7 +15,7 @@ import { cleanup, startServer, tempRepository } from "./support/harness.js";
 
 afterEach(cleanup);
 
-const zero = { hostToDevice: 0, deviceToHost: 0, onDevice: 0 };
+const zero = { hostToDevice: 0, deviceToHost: 0, onDevice: 0, betweenGpus: 0 };
 
 /** identity (t = x) → add_sub (t + t, t - t), CPU libtorch models; `handoff` false sets DEVICE_HANDOFF. */
 function repository(handoff = true): string {

@@ -27,6 +27,13 @@ class CudaProbeWorker : public Napi::AsyncWorker {
     out.Set("driverVersion", result_.driver_version);
     out.Set("deviceCount", result_.device_count);
     out.Set("error", result_.error);
+    Napi::Array peer = Napi::Array::New(env, result_.peer.size());
+    for (size_t a = 0; a < result_.peer.size(); a++) {
+      Napi::Array row = Napi::Array::New(env, result_.peer[a].size());
+      for (size_t b = 0; b < result_.peer[a].size(); b++) row.Set(static_cast<uint32_t>(b), Napi::Boolean::New(env, result_.peer[a][b]));
+      peer.Set(static_cast<uint32_t>(a), row);
+    }
+    out.Set("peerAccess", peer);
     deferred_.Resolve(out);
   }
 
@@ -164,7 +171,7 @@ Napi::Value SampleGpuMemoryAsync(const Napi::CallbackInfo& info) {
 
 // NODE_API_MODULE pastes this name into an identifier, so it must be unqualified.
 static Napi::Object InitGalleyNative(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 5));
+  exports.Set("abiVersion", Napi::Number::New(env, 6));
   exports.Set("probeCuda", Napi::Function::New(env, galley::ProbeCudaAsync, "probeCuda"));
   exports.Set("mapSharedMemory", Napi::Function::New(env, galley::MapSharedMemory, "mapSharedMemory"));
   exports.Set("cudaIpcOpen", Napi::Function::New(env, galley::CudaIpcOpen, "cudaIpcOpen"));

@@ -43,6 +43,7 @@ struct Driver {
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
   CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemcpyPeer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t) = nullptr;
   CUresult (*cuMemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
   CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
@@ -99,6 +100,7 @@ Driver& GetDriver() {
               Resolve(library, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH") &&
               Resolve(library, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD") &&
               Resolve(library, d.cuMemcpyDtoD, "cuMemcpyDtoD_v2", "cuMemcpyDtoD") &&
+              Resolve(library, d.cuMemcpyPeer, nullptr, "cuMemcpyPeer") &&
               Resolve(library, d.cuMemGetAddressRange, "cuMemGetAddressRange_v2", "cuMemGetAddressRange") &&
               Resolve(library, d.cuPointerGetAttribute, nullptr, "cuPointerGetAttribute") &&
               Resolve(library, d.cuGetErrorName, nullptr, "cuGetErrorName") &&
@@ -120,9 +122,8 @@ Driver& GetDriver() {
   return driver;
 }
 
-// Makes `device`'s primary context current on this thread (threads of the pool are reused, so
-// every operation sets it). Returns the error, or "".
-std::string UseDevice(Driver& d, int device) {
+// `device`'s primary context, retained on first use. Returns the error, or "".
+std::string PrimaryContext(Driver& d, int device, CUcontext* out) {
   if (!d.error.empty()) return d.error;
   if (device < 0 || device >= d.device_count) {
     return "CUDA device " + std::to_string(device) + " does not exist (the driver reports " +
@@ -142,6 +143,15 @@ std::string UseDevice(Driver& d, int device) {
       d.contexts[static_cast<size_t>(device)] = context;
     }
   }
+  *out = context;
+  return "";
+}
+
+// Makes `device`'s primary context current on this thread (threads of the pool are reused, so
+// every operation sets it). Returns the error, or "".
+std::string UseDevice(Driver& d, int device) {
+  CUcontext context = nullptr;
+  if (std::string e = PrimaryContext(d, device, &context); !e.empty()) return e;
   return Check(d, d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
 }
 
@@ -293,16 +303,19 @@ class CopyWorker : public Napi::AsyncWorker {
 
 // One device-to-device copy from this memory to another device address (the legacy default
 // stream; then a synchronize, since a copy between device addresses returns before it is done and
-// the caller hands the target on as soon as this resolves).
+// the caller hands the target on as soon as this resolves). A target on another GPU
+// (`target_device`) is one cuMemcpyPeer between the two primary contexts: direct where the GPUs
+// are peers, staged by the driver otherwise; never through memory this process sees.
 class DeviceCopyWorker : public Napi::AsyncWorker {
  public:
-  DeviceCopyWorker(Napi::Env env, Memory memory, size_t offset, CUdeviceptr target, size_t length)
+  DeviceCopyWorker(Napi::Env env, Memory memory, size_t offset, CUdeviceptr target, size_t length, int target_device)
       : Napi::AsyncWorker(env, "galley:cudaCopy"),
         deferred_(Napi::Promise::Deferred::New(env)),
         memory_(std::move(memory)),
         offset_(offset),
         target_(target),
-        length_(length) {}
+        length_(length),
+        target_device_(target_device) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -310,7 +323,21 @@ class DeviceCopyWorker : public Napi::AsyncWorker {
   void Execute() override {
     Driver& d = GetDriver();
     if (std::string e = UseDevice(d, memory_->device); !e.empty()) return SetError(e);
-    std::string e = Check(d, d.cuMemcpyDtoD(target_, memory_->pointer + offset_, length_), "cuMemcpyDtoD");
+    std::string e;
+    if (target_device_ < 0 || target_device_ == memory_->device) {
+      e = Check(d, d.cuMemcpyDtoD(target_, memory_->pointer + offset_, length_), "cuMemcpyDtoD");
+    } else {
+      CUcontext source = nullptr;
+      CUcontext target = nullptr;
+      e = PrimaryContext(d, memory_->device, &source);
+      if (e.empty()) e = PrimaryContext(d, target_device_, &target);
+      if (e.empty()) {
+        e = Check(d, d.cuMemcpyPeer(target_, target, memory_->pointer + offset_, source, length_), "cuMemcpyPeer");
+      }
+      // A copy between device addresses may return before it is done: wait in both contexts.
+      if (e.empty()) e = Check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+      if (e.empty()) e = Check(d, d.cuCtxSetCurrent(target), "cuCtxSetCurrent");
+    }
     if (e.empty()) e = Check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
     if (!e.empty()) SetError(e);
   }
@@ -324,6 +351,7 @@ class DeviceCopyWorker : public Napi::AsyncWorker {
   size_t offset_;
   CUdeviceptr target_;
   size_t length_;
+  int target_device_;
 };
 
 // The IPC handle of the allocation holding `pointer` (memory another library of this process
@@ -461,8 +489,9 @@ Napi::Object MakeObject(Napi::Env env, Memory memory) {
             return promise;
           }, "write"));
 
-  // copyTo(offset, target: bigint, length) -> Promise<void>: one cuMemcpyDtoD to `target` (device
-  // memory the caller holds for the copy's length), then a synchronize.
+  // copyTo(offset, target: bigint, length, targetDevice?) -> Promise<void>: one cuMemcpyDtoD to
+  // `target` (device memory the caller holds for the copy's length), or one cuMemcpyPeer when
+  // `targetDevice` names another GPU; then a synchronize.
   out.Set("copyTo", Napi::Function::New(env, [slot](const Napi::CallbackInfo& info) -> Napi::Value {
             Napi::Env env = info.Env();
             Memory memory = OpenMemory(env, slot);
@@ -475,12 +504,21 @@ Napi::Object MakeObject(Napi::Env env, Memory memory) {
             if (!lossless || target == 0) throw Napi::RangeError::New(env, "target must be a device address");
             size_t length = SizeArgument(env, info[2], "length");
             CheckRange(env, *memory, offset, length);
+            int target_device = -1;
+            if (info.Length() > 3 && !info[3].IsUndefined()) {
+              double device = info[3].IsNumber() ? info[3].As<Napi::Number>().DoubleValue() : -1;
+              if (!(device >= 0 && device <= 0x7fffffff) || device != std::floor(device)) {
+                throw Napi::RangeError::New(env, "copyTo: targetDevice must be a CUDA ordinal");
+              }
+              target_device = static_cast<int>(device);
+            }
             if (length == 0) {
               auto done = Napi::Promise::Deferred::New(env);
               done.Resolve(env.Undefined());
               return done.Promise();
             }
-            auto* worker = new DeviceCopyWorker(env, memory, offset, static_cast<CUdeviceptr>(target), length);
+            auto* worker =
+                new DeviceCopyWorker(env, memory, offset, static_cast<CUdeviceptr>(target), length, target_device);
             Napi::Promise promise = worker->Promise();
             worker->Queue();
             return promise;

@@ -9,6 +9,8 @@ namespace {
 using CuInit = int (*)(unsigned int);
 using CuDriverGetVersion = int (*)(int*);
 using CuDeviceGetCount = int (*)(int*);
+using CuDeviceGet = int (*)(int*, int);
+using CuDeviceCanAccessPeer = int (*)(int*, int, int);
 
 }  // namespace
 
@@ -45,6 +47,22 @@ CudaProbeResult ProbeCuda() {
     return result;
   }
   result.available = true;
+  // Which pairs of GPUs reach each other's memory directly (left unknown, all false, where the
+  // driver lacks the entry points: copies between GPUs still run, staged by the driver).
+  auto cu_get = reinterpret_cast<CuDeviceGet>(dlsym(driver, "cuDeviceGet"));
+  auto cu_peer = reinterpret_cast<CuDeviceCanAccessPeer>(dlsym(driver, "cuDeviceCanAccessPeer"));
+  int n = result.device_count;
+  result.peer.assign(static_cast<size_t>(n), std::vector<bool>(static_cast<size_t>(n), false));
+  for (int a = 0; a < n; a++) {
+    result.peer[a][a] = true;
+    for (int b = 0; b < n; b++) {
+      int da = 0, db = 0, can = 0;
+      if (a != b && cu_get != nullptr && cu_peer != nullptr && cu_get(&da, a) == 0 && cu_get(&db, b) == 0 &&
+          cu_peer(&can, da, db) == 0) {
+        result.peer[a][b] = can != 0;
+      }
+    }
+  }
   return result;
 }
 

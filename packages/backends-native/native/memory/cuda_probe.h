@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace galley {
 
@@ -11,6 +12,9 @@ struct CudaProbeResult {
   int driver_version = 0;  // e.g. 13000 for CUDA 13.0
   int device_count = 0;
   std::string error;       // why CUDA is unavailable; empty when available
+  // peer[a][b]: device a can access device b's memory directly (cuDeviceCanAccessPeer; true for
+  // a == b). Copies between two GPUs without it still run, staged through host memory by the driver.
+  std::vector<std::vector<bool>> peer;
 };
 
 // Blocking (cuInit can take hundreds of milliseconds): call it off the JS thread.

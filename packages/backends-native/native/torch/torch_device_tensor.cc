@@ -76,24 +76,36 @@ class ToHostWorker : public TensorWorker {
   torch::Tensor host_;
 };
 
-/** copyTo(pointer, byteLength): one device-to-device copy into memory at `pointer` on the tensor's GPU. */
+/**
+ * copyTo(pointer, byteLength, deviceId?): one device-to-device copy into memory at `pointer` on the
+ * tensor's GPU, or on GPU `deviceId` (libtorch's copy between devices: direct where the GPUs are
+ * peers, staged by the driver otherwise; never through host memory this process sees).
+ */
 class CopyToWorker : public TensorWorker {
  public:
-  CopyToWorker(Napi::Env env, torch::Tensor tensor, uintptr_t pointer)
-      : TensorWorker(env, std::move(tensor)), pointer_(pointer) {}
+  CopyToWorker(Napi::Env env, torch::Tensor tensor, uintptr_t pointer, int device)
+      : TensorWorker(env, std::move(tensor)), pointer_(pointer), device_(device) {}
 
  protected:
   void Work() override {
     torch::Tensor source = tensor_.contiguous().view({-1}).view(torch::kUInt8);
-    torch::Tensor target = torch::from_blob(reinterpret_cast<void*>(pointer_), {source.numel()},
-                                            source.options().dtype(torch::kUInt8));
+    auto options = source.options().dtype(torch::kUInt8);
+    if (device_ >= 0) options = options.device(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device_)));
+    torch::Tensor target = torch::from_blob(reinterpret_cast<void*>(pointer_), {source.numel()}, options);
     target.copy_(source, /*non_blocking=*/true);
+#ifdef GALLEY_TORCH_CUDA
+    // The copy was queued on the target device's current stream too: wait for it there.
+    if (device_ >= 0 && device_ != source.device().index()) {
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).synchronize();
+    }
+#endif
   }
 
   void OnOK() override { deferred_.Resolve(Env().Undefined()); }
 
  private:
   uintptr_t pointer_;
+  int device_;
 };
 
 }  // namespace
@@ -227,12 +239,20 @@ Napi::Value TorchDeviceTensor::CopyTo(const Napi::CallbackInfo& info) {
   uint64_t pointer = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
   double length = info[1].As<Napi::Number>().DoubleValue();
   if (!lossless || pointer == 0) throw Napi::RangeError::New(env, "copyTo: not a device address");
+  int device = -1;
+  if (info.Length() > 2 && !info[2].IsUndefined()) {
+    double id = info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : -1;
+    if (!(id >= 0 && id <= 0x7fff) || id != static_cast<double>(static_cast<int>(id))) {
+      throw Napi::RangeError::New(env, "copyTo: deviceId must be a CUDA ordinal");
+    }
+    device = static_cast<int>(id);
+  }
   // The caller checked the range against its region; the tensor must fit in it.
   if (!(length >= static_cast<double>(tensor.nbytes()))) {
     throw Napi::RangeError::New(env, "copyTo: " + std::to_string(tensor.nbytes()) + " bytes do not fit in " +
                                          std::to_string(static_cast<int64_t>(length)));
   }
-  auto* worker = new CopyToWorker(env, tensor, static_cast<uintptr_t>(pointer));
+  auto* worker = new CopyToWorker(env, tensor, static_cast<uintptr_t>(pointer), device);
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;

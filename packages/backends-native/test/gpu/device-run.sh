@@ -7,7 +7,8 @@
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
 # GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"; "pygpu", GPU tensors
 # in the Python backend, "ddim", a DDIM loop in model.py through BLS, "stubmem", the GPU memory of
-# Python stubs, "memory", the GPU memory budget and admission (issue 52), and "t2vreal", the text-to-video benchmark on real-size untrained models, run only
+# Python stubs, "memory", the GPU memory budget and admission (issue 52), "multigpu", several GPUs in one server
+# (issue 55; on a machine of one GPU its two-GPU parts print NOT RUN), and "t2vreal", the text-to-video benchmark on real-size untrained models, run only
 # when named); a later call on the
 # same warm machine can leave out "build" (the addons built by an earlier call are still there).
 set -uo pipefail
@@ -132,6 +133,21 @@ if step memory && [ -f "$carry/memory-gpu.mjs" ]; then
     ${GALLEY_MEMORY_ARGS:-} 2>&1 | tee "$out/memory-gpu.log"
   memory_status=${PIPESTATUS[0]}
   check_status=$((check_status || memory_status))
+fi
+
+# Several GPUs in one server (issue 55): data parallel (gpus [0] vs [0, 1], a DiT-XL/2-shaped
+# denoiser, target ≥ 1.8×), an ensemble split over GPUs 0 and 1 (0 host bytes between the stages),
+# CUDA shared memory on device 1 read by models on GPUs 1 and 0, Triton's load error for a missing
+# GPU, CUDA_VISIBLE_DEVICES. Runs on any number of GPUs: on one, the parts that need two print
+# "NOT RUN ...: needs ≥ 2 GPUs" (GALLEY_MULTIGPU_ARGS=--require-gpus=2 makes them fail instead;
+# e.g. also --latent=64 for 1,024 tokens, --seconds=20).
+multigpu_status=0
+if step multigpu && [ -f "$carry/multi-gpu.mjs" ]; then
+  timeout "${GALLEY_MULTIGPU_TIMEOUT:-540}" node "$carry/multi-gpu.mjs" --device="$device" --python="$python" --out="$out/multi-gpu" \
+    ${GALLEY_MULTIGPU_ARGS:-} 2>&1 | tee "$out/multi-gpu.log"
+  multigpu_status=${PIPESTATUS[0]}
+  check_status=$((check_status || multigpu_status))
+  cp "$out/multi-gpu/multi-gpu.json" "$out/" 2>/dev/null
 fi
 
 # torch_aoti (issue 49 item 4): packages compiled here for CUDA (FP16, BF16, FP32), checked against

@@ -23,7 +23,7 @@ cp node_modules/node-addon-api/{napi.h,napi-inl.h,napi-inl.deprecated.h} "$carry
 # Each step's bundle, with the server and the client inside (no node_modules, no onnxruntime-node):
 # only those of the steps asked for (GALLEY_GPU_STEPS, as device-run.sh reads it; default all), so
 # that the carry and the tracked files stay under the 64 MiB a run may take.
-steps=" ${GALLEY_GPU_STEPS:-build test checks aoti pt2 t2v bench pygpu ddim stubmem memory t2vreal} "
+steps=" ${GALLEY_GPU_STEPS:-build test checks aoti pt2 t2v bench pygpu ddim stubmem memory multigpu t2vreal} "
 want() { for s in "$@"; do case "$steps" in *" $s "*) return 0 ;; esac; done; return 1; }
 bundle() { # entry, outfile name
   node_modules/.bin/esbuild "$1" --bundle --platform=node --format=esm --target=node20 \
@@ -63,6 +63,8 @@ want ddim && bundle packages/backends-native/test/gpu/python-ddim.mjs python-ddi
 want stubmem && bundle packages/backends-native/test/gpu/python-stub-memory.mjs python-stub-memory.mjs
 # The GPU memory budget and GPU-memory admission (issue 52).
 want memory && bundle packages/backends-native/test/gpu/memory-gpu.mjs memory-gpu.mjs
+# Several GPUs in one server (issue 55).
+want multigpu && bundle packages/backends-native/test/gpu/multi-gpu.mjs multi-gpu.mjs
 # The text-to-video example's GPU check and benchmark (the GPU variant: --model-config-name gpu).
 want t2v && bundle examples/text-to-video/scripts/gpu-check.mjs t2v-gpu-check.mjs
 want t2v t2vreal && bundle bench/text-to-video.ts text-to-video-bench.mjs

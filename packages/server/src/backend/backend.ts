@@ -123,7 +123,7 @@ export interface DirectRunnerHooks {
 export interface DirectRun {
   outcome: Tensor[] | Error | undefined;
   execution: { inputNs: number; inferNs: number; outputNs: number };
-  transfers?: HostTransferCounts;
+  transfers?: Partial<HostTransferCounts>;
 }
 
 /** Runs requests of one model version from another thread. */
@@ -159,7 +159,7 @@ export interface DirectRecord {
   execution?: { batchSize: number; inputNs: number; inferNs: number; outputNs: number };
   /** Triton's failure reason; absent on success. */
   failure?: "OTHER" | "BACKEND" | "CANCELED";
-  transfers?: HostTransferCounts;
+  transfers?: Partial<HostTransferCounts>;
 }
 
 /** A loaded model version: its instances, and how to release them. */

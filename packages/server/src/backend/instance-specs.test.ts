@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ModelConfigSchema, ModelInstanceGroup_Kind } from "@galley/proto";
 import { describe, expect, it } from "vitest";
-import { instanceSpecs, wholeNumberParameter } from "./instance-specs.js";
+import { groupInstances, instanceSpecs, wholeNumberParameter } from "./instance-specs.js";
 
 const config = (groups: { name: string; kind: ModelInstanceGroup_Kind; count: number; gpus?: number[] }[]) =>
   create(ModelConfigSchema, {
@@ -19,6 +19,18 @@ describe("instanceSpecs", () => {
       ["g_2", "GPU", 0],
       ["g_3", "GPU", 3],
     ]);
+  });
+
+  it("spreads one group over the GPUs a backend chose for it (data parallel: count 1 on [0, 1], count 2 on [0, 1])", () => {
+    const [group] = config([{ name: "d", kind: ModelInstanceGroup_Kind.GPU, count: 1, gpus: [0, 1] }]).instanceGroup;
+    if (!group) throw new Error("no group");
+    expect(groupInstances(group, "GPU", [0, 1]).map((s) => [s.name, s.device])).toEqual([
+      ["d_0", 0],
+      ["d_1", 1],
+    ]);
+    expect(groupInstances({ ...group, count: 2 }, "GPU", [0, 1]).map((s) => s.device)).toEqual([0, 1, 0, 1]);
+    // A group the backend runs on the CPU: on device 0, whatever it listed.
+    expect(groupInstances(group, "CPU", [0, 1]).map((s) => [s.kind, s.device])).toEqual([["CPU", 0]]);
   });
 
   it("gives CPU and MODEL groups count instances on device 0, and resolves KIND_AUTO as the backend says", () => {

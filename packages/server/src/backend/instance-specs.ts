@@ -27,16 +27,28 @@ export function instanceSpecs(config: ModelConfig, auto: "CPU" | "GPU" = "CPU"):
           : group.kind === ModelInstanceGroup_Kind.AUTO
             ? auto
             : "CPU";
-    // As Triton: a GPU group runs `count` instances on each GPU it lists (each count, every GPU in turn).
-    const gpus = kind === "GPU" && group.gpus.length > 0 ? group.gpus : [0];
-    return Array.from({ length: Math.max(1, group.count) * gpus.length }, (_, i) => ({
-      name: `${group.name}_${i}`,
-      kind,
-      device: gpus[i % gpus.length] ?? 0,
-      rateLimiter: group.rateLimiter,
-      passive: group.passive,
-    }));
+    return groupInstances(group, kind, group.gpus);
   });
+}
+
+/**
+ * One group's instances as {@link instanceSpecs} orders them, run as `kind` on `gpus` (a GPU group's
+ * own list, or the GPUs a backend chose for it): as Triton, `count` on each GPU, each count every
+ * GPU in turn, so the first idle instances a scheduler picks are on different GPUs.
+ */
+export function groupInstances(
+  group: ModelConfig["instanceGroup"][number],
+  kind: InstanceSpec["kind"],
+  gpus: readonly number[],
+): InstanceSpec[] {
+  const devices = kind === "GPU" && gpus.length > 0 ? gpus : [0];
+  return Array.from({ length: Math.max(1, group.count) * devices.length }, (_, i) => ({
+    name: `${group.name}_${i}`,
+    kind,
+    device: devices[i % devices.length] ?? 0,
+    rateLimiter: group.rateLimiter,
+    passive: group.passive,
+  }));
 }
 
 /**

@@ -6,6 +6,8 @@ export interface HostTransferCounts {
   deviceToHost: number;
   /** Input and output bytes that a GPU model used or wrote on the device without crossing the host. */
   onDevice: number;
+  /** Input bytes copied from another GPU for a model on this one, device to device (peer or driver-staged). */
+  betweenGpus: number;
 }
 
 /** A {@link HostTransfers} reading: per model, and the sum. */
@@ -14,7 +16,7 @@ export interface HostTransferSnapshot {
   models: Record<string, HostTransferCounts>;
 }
 
-const zero = (): HostTransferCounts => ({ hostToDevice: 0, deviceToHost: 0, onDevice: 0 });
+const zero = (): HostTransferCounts => ({ hostToDevice: 0, deviceToHost: 0, onDevice: 0, betweenGpus: 0 });
 
 /**
  * Counters of the bytes that crossed between host and GPU memory, by model (issue 19): the
@@ -34,7 +36,7 @@ export class HostTransfers {
       entry = zero();
       this.#models.set(model, entry);
     }
-    for (const key of ["hostToDevice", "deviceToHost", "onDevice"] as const) {
+    for (const key of ["hostToDevice", "deviceToHost", "onDevice", "betweenGpus"] as const) {
       const amount = counts[key];
       if (amount !== undefined && Number.isFinite(amount) && amount > 0) entry[key] += amount;
     }
@@ -49,6 +51,7 @@ export class HostTransfers {
       total.hostToDevice += counts.hostToDevice;
       total.deviceToHost += counts.deviceToHost;
       total.onDevice += counts.onDevice;
+      total.betweenGpus += counts.betweenGpus;
     }
     return { total, models };
   }

@@ -32,6 +32,11 @@ export class ModelStatistics {
   pending = 0;
   /** Requests in the core's pipeline now, waiting or not (`pending` of them in the scheduler). */
   inflight = 0;
+  /**
+   * Per GPU (CUDA ordinal) the model's instances run on: executions, batch elements and compute
+   * time there (`galley_gpu_*` metrics); empty for a model on the CPU or where the backend does not say.
+   */
+  readonly gpus = new Map<number, { executionCount: number; inferenceCount: number; computeInferNs: bigint }>();
   /** Per batch size: compute durations of executions with that many elements. */
   readonly batches = new Map<number, { computeInput: Duration; computeInfer: Duration; computeOutput: Duration }>();
   /** Seconds the load took. */
@@ -82,9 +87,23 @@ export class ModelStatistics {
    * One execution of `batchSize` elements serving `requests` requests: each request's compute
    * durations count once per request, as in Triton; the batch statistics once per execution.
    */
-  recordExecution(batchSize: number, requests: number, inputNs: bigint, inferNs: bigint, outputNs: bigint): void {
+  recordExecution(
+    batchSize: number,
+    requests: number,
+    inputNs: bigint,
+    inferNs: bigint,
+    outputNs: bigint,
+    device?: number,
+  ): void {
     this.executionCount++;
     this.inferenceCount += batchSize;
+    if (device !== undefined) {
+      const gpu = this.gpus.get(device) ?? { executionCount: 0, inferenceCount: 0, computeInferNs: 0n };
+      gpu.executionCount++;
+      gpu.inferenceCount += batchSize;
+      gpu.computeInferNs += inferNs;
+      this.gpus.set(device, gpu);
+    }
     for (let i = 0; i < requests; i++) {
       add(this.computeInput, inputNs);
       add(this.computeInfer, inferNs);

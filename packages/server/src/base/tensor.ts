@@ -63,8 +63,12 @@ export interface DeviceTensor {
   readonly ipc?: { readonly handle: Uint8Array; readonly offset: number };
   /** The bytes on the host: one device-to-host copy, made once (later calls share it). */
   toHost(): Promise<Uint8Array>;
-  /** One device-to-device copy to `pointer` on the same GPU, `byteSize` bytes of room there; absent: only through the host. */
-  copyTo?(pointer: bigint, byteSize: number): Promise<void>;
+  /**
+   * One device-to-device copy to `pointer` (`byteSize` bytes of room there) on the same GPU, or on
+   * GPU `deviceId` (direct between peers, staged by the driver otherwise, never through this
+   * process's host memory); absent: only through the host.
+   */
+  copyTo?(pointer: bigint, byteSize: number, deviceId?: number): Promise<void>;
   /** Rows `[start, start + count)` of the first dimension, as a view on the device (a batch split per request). */
   rows?(start: number, count: number): DeviceTensor;
   /** Let the memory go now (a kept output); a no-op for client memory. Idempotent. */

@@ -1,22 +1,26 @@
 // Where a request's tensors live for the model that runs it (issue 19): CUDA shared-memory inputs
-// left in place for a model that runs on their GPU, tensors kept on a GPU copied to the host for
-// any other model, outputs the consumer takes on the device asked of the backend, and outputs
-// written into CUDA regions device to device.
+// left in place for a model that runs on their GPU, copied device to device for a model on another
+// GPU (issue 55), tensors kept on a GPU copied to the host for a model on no GPU, outputs the
+// consumer takes on the device asked of the backend, and outputs written into CUDA regions device
+// to device.
 import { type DevicePlacement, takesKept } from "../backend/backend.js";
 import { InferenceError } from "../base/errors.js";
 import type { InferenceRequest, InferenceResponse } from "../base/inference-request.js";
 import { type DeviceTensor, hostTensor, NO_BYTES } from "../base/tensor.js";
+import type { GpuCopies } from "./gpu-copy.js";
 import type { DeviceLocation, SharedMemoryManager, SharedMemoryRef } from "./shared-memory.js";
 
 /** Client memory in a CUDA region as a device tensor; its host copy (one read, counted) is made once. */
 function regionTensor(location: DeviceLocation, read: () => Promise<Uint8Array>): DeviceTensor {
   let host: Promise<Uint8Array> | undefined;
+  const copy = location.copyTo;
   return {
     kind: "region",
     deviceId: location.deviceId,
     byteSize: location.byteSize,
     pointer: location.pointer,
     ...(location.ipc ? { ipc: location.ipc } : {}),
+    ...(copy ? { copyTo: (pointer: bigint, _room: number, deviceId?: number) => copy(pointer, deviceId) } : {}),
     toHost: () => {
       host ??= read();
       return host;
@@ -50,11 +54,18 @@ function onGpu(placement: Placement, deviceId: number | undefined): boolean {
   );
 }
 
+/** The GPU a model placed at `placement` reads other GPUs' tensors on, by a copy: its one GPU, if it has one. */
+function copyTarget(placement: Placement): number | undefined {
+  return placement !== undefined && placement !== ANY_GPU ? placement.deviceId : undefined;
+}
+
 /**
  * Bring each input where the model reads it: a shared-memory input is read into host memory,
  * except a CUDA region on the GPU of a model that takes device tensors (left in place, held
- * until `holds` run); an input already on a GPU is copied to the host unless the model takes it
- * there. Throws the region errors a read throws.
+ * until `holds` run); an input on another GPU than the model's one GPU (a CUDA region, a tensor
+ * kept there) is copied there device to device when `gpus` is given (freed when `holds` run); any
+ * other input on a GPU is copied to the host unless the model takes it there. Throws the region
+ * errors a read throws.
  */
 export async function placeInputs(
   request: InferenceRequest,
@@ -62,7 +73,16 @@ export async function placeInputs(
   model: string,
   placement: Placement,
   holds: (() => void)[],
+  gpus?: GpuCopies,
 ): Promise<void> {
+  const target = copyTarget(placement);
+  // The tensor on the model's GPU, copied from the GPU it is on; undefined where it cannot be.
+  const moved = async (device: DeviceTensor) => {
+    if (!gpus || target === undefined || device.deviceId === target) return undefined;
+    const copy = await gpus.move(device, target, model);
+    if (copy) holds.push(copy.release);
+    return copy?.tensor;
+  };
   for (const [i, input] of request.inputs.entries()) {
     const ref = input.sharedMemory;
     if (ref) {
@@ -74,13 +94,24 @@ export async function placeInputs(
           request.inputs[i] = { ...input, data: NO_BYTES, movable: false, sharedMemory: undefined, device };
           continue;
         }
-        held?.release();
+        if (held) {
+          try {
+            const device = await moved(regionTensor(held.location, () => shm.read(ref, model)));
+            if (device) {
+              request.inputs[i] = { ...input, data: NO_BYTES, movable: false, sharedMemory: undefined, device };
+              continue;
+            }
+          } finally {
+            held.release();
+          }
+        }
       }
       const data = await shm.read(ref, model);
       request.inputs[i] = { ...input, data, movable: true, sharedMemory: undefined };
     } else if (input.device && !takesOnDevice(placement, input.device)) {
-      // The owner (an ensemble) releases the device copy; this request only reads it.
-      request.inputs[i] = await hostTensor(input);
+      // The owner (an ensemble) releases the device copy; this request only reads it (or its copy).
+      const device = input.datatype !== "BYTES" ? await moved(input.device) : undefined;
+      request.inputs[i] = device ? { ...input, device } : await hostTensor(input);
     }
   }
 }
@@ -128,6 +159,9 @@ export function planDeviceOutputs(
     try {
       const location = shm.deviceLocation(ref);
       if (location && onGpu(placement, location.deviceId)) outputs.set(output.name, location.deviceId);
+      // A region on another GPU than the model's one GPU: kept there, then copied device to device.
+      else if (location && copyTarget(placement) !== undefined)
+        outputs.set(output.name, copyTarget(placement) as number);
     } catch {
       // A bad region or range: the write after inference reports it, as for any output.
     }
@@ -167,10 +201,11 @@ export async function finishOutputs(
     if (device) {
       try {
         const held = device.copyTo ? shm.holdDevice(ref) : undefined;
-        if (held && device.copyTo && held.location.deviceId === device.deviceId) {
-          // The backend counted the kept output; this copy stays on the device.
+        if (held && device.copyTo) {
+          // The backend counted the kept output; this copy stays on the device (its GPU or the
+          // region's, device to device).
           try {
-            await device.copyTo(held.location.pointer, ref.byteSize);
+            await device.copyTo(held.location.pointer, ref.byteSize, held.location.deviceId);
           } finally {
             held.release();
           }

@@ -41,6 +41,8 @@ export function recordDirect(model: LoadedModel, record: DirectRecord): void {
       ns(execution.inputNs),
       ns(execution.inferNs),
       ns(execution.outputNs),
+      // A model run directly has all its instances on one GPU, if on any.
+      model.backend.deviceTensors?.deviceId,
     );
   }
   if (record.failure === undefined) {

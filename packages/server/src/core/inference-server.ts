@@ -23,6 +23,7 @@ export type { LoadOverrides, MemoryBudgetLimits, MemoryCounters, MemoryUsage, On
 import { InferenceError } from "../base/errors.js";
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../base/inference-request.js";
 import type { ModelStatistics } from "../base/statistics.js";
+import type { GpuCopies } from "./gpu-copy.js";
 import { applyLogSettings, type LogSettingValue } from "./log-settings.js";
 import { SharedMemoryManager } from "./shared-memory.js";
 import { TraceFiles } from "./trace-files.js";
@@ -86,6 +87,8 @@ export interface InferenceServerOptions {
   sharedMemory?: SharedMemoryManager;
   /** The trace extension (`--trace-config`); tracing is off when absent. */
   tracing?: TraceSettings;
+  /** Copies of device tensors between this server's GPUs; absent: tensors on another GPU go through the host. */
+  gpuCopies?: GpuCopies;
 }
 
 /**
@@ -145,7 +148,7 @@ export class InferenceServer {
     this.cache = options.responseCache;
     this.sharedMemory = options.sharedMemory ?? new SharedMemoryManager(false);
     this.tracing = options.tracing ?? new TraceSettings(DEFAULT_TRACE_CONFIG, new TraceFiles(() => {}));
-    this.#pipeline = new RequestPipeline(this.sharedMemory, this.cache);
+    this.#pipeline = new RequestPipeline(this.sharedMemory, this.cache, options.gpuCopies);
   }
 
   /** What every inference goes through (`request-pipeline.ts`). */

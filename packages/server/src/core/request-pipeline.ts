@@ -21,6 +21,7 @@ import type { ResponseCache } from "../cache/response-cache.js";
 import type { LoadedModel } from "../repository/loaded-model.js";
 import { classify } from "./classification.js";
 import { ANY_GPU, finishOutputs, type Placement, placeInputs, planDeviceOutputs } from "./device-placement.js";
+import type { GpuCopies } from "./gpu-copy.js";
 import type { SharedMemoryManager } from "./shared-memory.js";
 
 const NO_HOLDS: readonly (() => void)[] = [];
@@ -47,11 +48,12 @@ function admit(request: InferenceRequest, model: LoadedModel, start: bigint): nu
   }
 }
 
-/** The pipeline over a server's shared-memory regions and response cache. */
+/** The pipeline over a server's shared-memory regions, response cache and copies between its GPUs. */
 export class RequestPipeline {
   constructor(
     readonly sharedMemory: SharedMemoryManager,
     readonly cache: ResponseCache | undefined,
+    readonly gpus?: GpuCopies,
   ) {}
 
   /**
@@ -263,7 +265,7 @@ export class RequestPipeline {
   async #placeOnDevice(request: InferenceRequest, model: LoadedModel, placement: Placement): Promise<(() => void)[]> {
     const holds: (() => void)[] = [];
     try {
-      await placeInputs(request, this.sharedMemory, model.name, placement, holds);
+      await placeInputs(request, this.sharedMemory, model.name, placement, holds, this.gpus);
       planDeviceOutputs(
         request,
         this.sharedMemory,

@@ -35,6 +35,11 @@ export interface CudaRegionMemory {
   readonly pointer: bigint;
   read(offset: number, length: number): Promise<Uint8Array>;
   write(offset: number, data: Uint8Array): Promise<void>;
+  /**
+   * Copy `length` bytes from `offset` to device memory at `target` on the region's GPU, or on GPU
+   * `targetDevice` (one device-to-device copy); absent where the memory cannot.
+   */
+  copyTo?(offset: number, target: bigint, length: number, targetDevice?: number): Promise<void>;
   close(): void;
 }
 
@@ -59,6 +64,11 @@ export interface DeviceLocation {
    * process (a Python stub) opens the same memory with it, without a copy.
    */
   ipc?: { handle: Uint8Array; offset: number };
+  /**
+   * Copy the tensor's bytes to device memory at `pointer` on its GPU or on GPU `deviceId`, device to
+   * device (a model on another GPU); absent where the region's memory cannot.
+   */
+  copyTo?(pointer: bigint, deviceId?: number): Promise<void>;
 }
 
 /** `sizeof(cudaIpcMemHandle_t)`. */
@@ -412,11 +422,19 @@ export class SharedMemoryManager {
     const region = this.#region(ref.region);
     checkRange(ref, region.byteSize);
     if (!(region instanceof CudaRegion)) return undefined;
+    const memory = region.memory;
+    const copy = memory.copyTo;
     return {
       deviceId: region.deviceId,
-      pointer: region.memory.pointer + BigInt(ref.offset),
+      pointer: memory.pointer + BigInt(ref.offset),
       byteSize: ref.byteSize,
       ...(region.handle ? { ipc: { handle: region.handle, offset: ref.offset } } : {}),
+      ...(copy
+        ? {
+            copyTo: (pointer: bigint, deviceId?: number) =>
+              copy.call(memory, ref.offset, pointer, ref.byteSize, deviceId),
+          }
+        : {}),
     };
   }
 

@@ -49,6 +49,40 @@ const request = (id: string, signal?: AbortSignal): InferenceRequest => ({
 const endOfTurn = () => new Promise((resolve) => setImmediate(resolve));
 
 describe("DefaultScheduler", () => {
+  it("spreads requests over instances on different GPUs in Triton's order, and counts executions per GPU", async () => {
+    // gpus: [0, 1], count: 2 → instances on 0, 1, 0, 1 (groupInstances' order).
+    const instances = [0, 1, 0, 1].map((device) => new HeldInstance(device));
+    const stats = new ModelStatistics();
+    const scheduler = new DefaultScheduler(new InstancePool(instances), stats);
+    const two = ["a", "b"].map((id) => scheduler.enqueue(request(id), 4));
+    await endOfTurn();
+    // Two requests at once: one on each GPU, not both on GPU 0.
+    expect(instances.map((i) => i.started)).toEqual([["a"], ["b"], [], []]);
+    for (const i of instances) i.finishNext();
+    await Promise.all(two);
+    const five = ["c", "d", "e", "f", "g"].map((id) => scheduler.enqueue(request(id), 2));
+    await endOfTurn();
+    for (const i of instances) i.finishNext();
+    await Promise.all(five.slice(0, 4));
+    await endOfTurn();
+    for (const i of instances) i.finishNext();
+    await Promise.all(five);
+    expect([...stats.gpus.keys()].sort()).toEqual([0, 1]);
+    const total = (d: number) => stats.gpus.get(d)?.executionCount ?? 0;
+    expect(total(0) + total(1)).toBe(7);
+    expect(Math.abs(total(0) - total(1))).toBeLessThanOrEqual(1);
+    expect((stats.gpus.get(0)?.inferenceCount ?? 0) + (stats.gpus.get(1)?.inferenceCount ?? 0)).toBe(2 * 4 + 5 * 2);
+    // A CPU instance adds to the model's counts only.
+    const cpu = new ModelStatistics();
+    const one = new HeldInstance();
+    const done = new DefaultScheduler(new InstancePool([one]), cpu).enqueue(request("h"), 1);
+    await endOfTurn();
+    one.finishNext();
+    await done;
+    expect(cpu.executionCount).toBe(1);
+    expect(cpu.gpus.size).toBe(0);
+  });
+
   it("starts a turn's requests at the end of the turn, one at a time per instance, in order", async () => {
     const instance = new HeldInstance();
     const stats = new ModelStatistics();

@@ -164,6 +164,7 @@ export class DefaultScheduler implements Scheduler {
         result.computeInputNs,
         result.computeInferNs,
         result.computeOutputNs,
+        instance.device,
       );
       const outcome = result.responses[0];
       if (outcome === undefined) throw new InferenceError("BACKEND_NO_RESPONSE");

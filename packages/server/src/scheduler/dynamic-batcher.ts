@@ -417,6 +417,7 @@ export class DynamicBatcher implements Scheduler {
         result.computeInputNs,
         result.computeInferNs,
         result.computeOutputNs,
+        instance.device,
       );
       items.forEach((item, i) => {
         const outcome = result.responses[i];

@@ -32,19 +32,32 @@ describe("planDeviceHandoff", () => {
     expect(p.decisions.find((d) => d.tensor === "OUT")?.reason).toBe("the ensemble returns it");
   });
 
-  it("sends through the host a tensor any reader takes on the host, on another GPU or of another kind", () => {
+  it("sends through the host a tensor any reader takes on the host or of another kind on its GPU", () => {
     expect(decided(plan([0, 1, 2, 3], ["OUT", "STATS"], [gpu(0), gpu(0), gpu(0), undefined]))).toMatchObject({
       big: "host",
       smooth: 0,
     });
-    const other = plan([0, 1, 2, 3], ["OUT", "STATS"], [gpu(0), gpu(0), gpu(0), gpu(1)]);
-    expect(other.decisions.find((d) => d.tensor === "big")?.reason).toBe(
-      "step 3 ('probe') reads it on GPU 1 (pytorch), it is made on GPU 0 (pytorch)",
-    );
     expect(decided(plan([0, 1, 2], ["OUT"], [gpu(0), gpu(0, "tensorrt"), gpu(0), undefined]))).toMatchObject({
       big: "host",
       smooth: "host",
     });
+  });
+
+  it("keeps a tensor on its maker's GPU for readers on other GPUs (the core copies it there device to device)", () => {
+    // Stages on different GPUs: upscale on 0, filter on 1, downscale on 1, probe on 2.
+    const p = plan([0, 1, 2, 3], ["OUT", "STATS"], [gpu(0), gpu(1), gpu(1), gpu(2)]);
+    expect(decided(p)).toEqual({ big: 0, smooth: 1, OUT: "host", STATS: "host" });
+    // Kept where it is made: the backend keeps outputs on its own GPU only.
+    expect(p.keep.get(0)).toEqual(new Map([["OUTPUT__0", 0]]));
+    expect(p.keep.get(1)).toEqual(new Map([["OUTPUT__0", 1]]));
+    expect(p.decisions.find((d) => d.tensor === "big")?.reason).toBe(
+      "every reader takes it on a GPU: on GPU 0, and copied device to device to GPU 1, 2",
+    );
+    expect(p.decisions.find((d) => d.tensor === "smooth")?.reason).toBe("every reader takes it on GPU 1");
+    // Another kind on another GPU reads the copy (plain device memory there) as well.
+    expect(decided(plan([0, 1, 2], ["OUT"], [gpu(0), gpu(1, "tensorrt"), gpu(1), undefined])).big).toBe(0);
+    // A reader on the host still sends it through the host.
+    expect(decided(plan([0, 1, 2, 3], ["OUT", "STATS"], [gpu(0), gpu(1), gpu(1), undefined])).big).toBe("host");
   });
 
   it("decides host for CPU makers, and only counts the readers that run", () => {

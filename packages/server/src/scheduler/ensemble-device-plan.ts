@@ -29,9 +29,18 @@ export interface DevicePlan {
 }
 
 /**
+ * Whether a model placed on one GPU (`at`) reads a tensor kept on another fixed GPU (`made`): the
+ * core copies it device to device onto the reader's GPU (`core/gpu-copy.ts`), never through the host.
+ */
+function copiedAcross(at: StepPlacement, made: StepPlacement): boolean {
+  return made.deviceId !== undefined && at.deviceId !== undefined && at.deviceId !== made.deviceId;
+}
+
+/**
  * Plan the device hand-off of one request's steps. A tensor made by a live step stays on the GPU
  * only when the step's model runs there (keeps tensors) and every live step that reads it takes
- * tensors of the same kind on the same GPU. A tensor the ensemble returns stays there only when
+ * tensors of the same kind on the same GPU, or runs on another single GPU (then the core copies it
+ * there device to device). A tensor the ensemble returns stays there only when
  * its caller takes it on that GPU (`takenOnDevice`: tensor → GPU; a CUDA region the core then
  * fills device to device, or a BLS call that prefers GPU memory); otherwise the caller gets host
  * bytes. Everything else goes through host memory as before.
@@ -89,7 +98,7 @@ export function planDeviceHandoff(
       }
       const other = consumers.find((c) => {
         const at = where(c);
-        return !at || !takesKept(at, made.kind, made.deviceId);
+        return !at || !(takesKept(at, made.kind, made.deviceId) || copiedAcross(at, made));
       });
       if (other !== undefined) {
         const at = where(other);
@@ -109,9 +118,16 @@ export function planDeviceHandoff(
       }
       const deviceId = made.deviceId ?? [...wanted][0] ?? ANY_DEVICE;
       const at = deviceId === ANY_DEVICE ? "the GPU it is made on" : `GPU ${deviceId}`;
+      const across = [
+        ...new Set(
+          consumers.flatMap((c) => ((where(c)?.deviceId ?? deviceId) !== deviceId ? [where(c)?.deviceId] : [])),
+        ),
+      ];
       decide(
         region === undefined
-          ? `every reader takes it on ${at}`
+          ? across.length > 0
+            ? `every reader takes it on a GPU: on ${at}, and copied device to device to GPU ${across.join(", ")}`
+            : `every reader takes it on ${at}`
           : `the ensemble returns it to a caller that takes it on GPU ${region}${consumers.length > 0 ? " and every reader takes it there" : ""}`,
         deviceId,
       );

@@ -205,7 +205,7 @@ export class DeviceIpc {
         });
         return host;
       },
-      copyTo: (target, room) => memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room)),
+      copyTo: (target, room, deviceId) => memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room), deviceId),
       release: () => {
         if (released) return;
         released = true;
@@ -259,10 +259,14 @@ export class DeviceIpc {
       },
       ...(memory
         ? {
-            copyTo: (target: bigint, room: number) => memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room)),
+            copyTo: (target: bigint, room: number, deviceId?: number) =>
+              memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room), deviceId),
           }
         : whole && loan.device.copyTo
-          ? { copyTo: (target: bigint, room: number) => loan.device.copyTo?.(target, room) ?? Promise.resolve() }
+          ? {
+              copyTo: (target: bigint, room: number, deviceId?: number) =>
+                loan.device.copyTo?.(target, room, deviceId) ?? Promise.resolve(),
+            }
           : {}),
       release: () => {
         if (released) return;

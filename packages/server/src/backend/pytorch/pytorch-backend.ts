@@ -3,6 +3,7 @@ import { isAbsolute, join, relative, resolve } from "node:path";
 import { type ModelConfig, ModelInstanceGroup_Kind } from "@galley/proto";
 import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel } from "../backend.js";
+import { groupInstances } from "../instance-specs.js";
 import { cudaGraphPlan } from "./cuda-graphs.js";
 import { mapAotiIO } from "./pytorch-aoti-io.js";
 import { torchDirectTarget } from "./pytorch-direct.js";
@@ -114,9 +115,11 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
       const planned: {
         name: string;
         passive: boolean;
-        group: ModelConfig["instanceGroup"][number];
+        rateLimiter: ModelConfig["instanceGroup"][number]["rateLimiter"];
         settings: TorchInstanceSettings;
       }[] = [];
+      // Triton's order (groupInstances): each count, every listed GPU in turn, so the first idle
+      // instances the scheduler picks are on different GPUs.
       for (const group of config.instanceGroup) {
         const kind =
           group.kind === ModelInstanceGroup_Kind.AUTO
@@ -124,47 +127,38 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
               ? ModelInstanceGroup_Kind.GPU
               : ModelInstanceGroup_Kind.CPU
             : group.kind;
-        const count = Math.max(1, group.count);
-        if (kind === ModelInstanceGroup_Kind.GPU) {
-          if (gpus === 0) {
-            throw fail(
-              `instance group ${group.name} has kind KIND_GPU but libtorch has no usable GPU (${
-                support.cudaCompiled
-                  ? "CUDA finds no device"
-                  : "the torch addon was built against a libtorch without CUDA"
-              }); use KIND_CPU, or build the addon against a CUDA libtorch on a machine with a GPU`,
-            );
-          }
-          const ids = group.gpus.length > 0 ? group.gpus : Array.from({ length: gpus }, (_, i) => i);
-          for (const id of ids) {
-            if (id < 0 || id >= gpus) throw fail(`instance group ${group.name} names GPU ${id}; libtorch sees ${gpus}`);
-            for (let i = 0; i < count; i++) {
-              planned.push({
-                name: `${group.name}_${planned.length}`,
-                passive: group.passive,
-                group,
-                settings: {
+        const onGpu = kind === ModelInstanceGroup_Kind.GPU;
+        if (onGpu && gpus === 0) {
+          throw fail(
+            `instance group ${group.name} has kind KIND_GPU but libtorch has no usable GPU (${
+              support.cudaCompiled
+                ? "CUDA finds no device"
+                : "the torch addon was built against a libtorch without CUDA"
+            }); use KIND_CPU, or build the addon against a CUDA libtorch on a machine with a GPU`,
+          );
+        }
+        const ids = group.gpus.length > 0 ? group.gpus : Array.from({ length: gpus }, (_, i) => i);
+        for (const id of onGpu ? ids : []) {
+          if (id < 0 || id >= gpus) throw fail(`instance group ${group.name} names GPU ${id}; libtorch sees ${gpus}`);
+        }
+        if (!onGpu && graphs)
+          log.warn(
+            `${config.name}: optimization.cuda.graphs: instance group ${group.name} runs on the CPU, without graphs`,
+          );
+        for (const spec of groupInstances(group, onGpu ? "GPU" : "CPU", ids)) {
+          planned.push({
+            name: spec.name,
+            passive: spec.passive,
+            rateLimiter: spec.rateLimiter,
+            settings: onGpu
+              ? {
                   ...parameters,
                   device: "cuda",
-                  deviceId: id,
+                  deviceId: spec.device,
                   ...(graphs ? { cudaGraphs: true, cudaGraphLimit: graphs.limit } : {}),
-                },
-              });
-            }
-          }
-        } else {
-          if (graphs)
-            log.warn(
-              `${config.name}: optimization.cuda.graphs: instance group ${group.name} runs on the CPU, without graphs`,
-            );
-          for (let i = 0; i < count; i++) {
-            planned.push({
-              name: `${group.name}_${i}`,
-              passive: group.passive,
-              group,
-              settings: { ...parameters, device: "cpu", deviceId: 0 },
-            });
-          }
+                }
+              : { ...parameters, device: "cpu", deviceId: 0 },
+          });
         }
       }
       const started = await Promise.allSettled(
@@ -177,7 +171,7 @@ export function createPyTorchBackend(options: PyTorchBackendOptions): Backend {
               settings: p.settings,
               torch,
               log,
-              rateLimiter: p.group.rateLimiter,
+              rateLimiter: p.rateLimiter,
               signal: context.signal,
               ...(graphs && p.settings.device === "cuda" ? { graphs } : {}),
             },

@@ -27,7 +27,7 @@ export interface TorchBatchHooks {
   name: string;
   log: Pick<Logger, "info" | "warn" | "verbose">;
   /** The bytes the batch moved across the host, for `model` (the process's `hostTransfers`). */
-  transfers(counts: HostTransferCounts): void;
+  transfers(counts: Partial<HostTransferCounts>): void;
   /** A batch may be ahead of this one on the thread: the wall time would count it, the thread's own time is used. */
   queued: boolean;
 }
@@ -226,7 +226,7 @@ function keptTensor(handle: TorchKeptTensor, model: string): DeviceTensor {
       });
       return host;
     },
-    copyTo: (pointer, byteSize) => handle.copyTo(pointer, byteSize),
+    copyTo: (pointer, byteSize, deviceId) => handle.copyTo(pointer, byteSize, deviceId),
     rows: (start, count) => keptTensor(handle.narrow(start, count), model),
     release: () => handle.dispose(),
   };

@@ -21,7 +21,8 @@ export interface TorchKeptTensor {
   readonly disposed: boolean;
   narrow(start: number, length: number): TorchKeptTensor;
   toHost(): Promise<Uint8Array>;
-  copyTo(pointer: bigint, byteLength: number): Promise<void>;
+  /** One device-to-device copy to `pointer` on its GPU, or on GPU `deviceId` (addon ABI 7). */
+  copyTo(pointer: bigint, byteLength: number, deviceId?: number): Promise<void>;
   dispose(): void;
 }
 

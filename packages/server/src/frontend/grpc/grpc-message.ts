@@ -32,14 +32,20 @@ function safeDecode(value: string): string {
   }
 }
 
-/** gRPC's percent-encoding: every UTF-8 byte outside 0x20–0x7E, and `%`, as `%XX`. */
+/**
+ * gRPC's percent-encoding: every UTF-8 byte outside 0x20–0x7E, and `%`, as `%XX`; a space that
+ * starts or ends the text too, since HTTP/2 drops a header value with whitespace at either end
+ * (Triton's "... are: " for a server without GPUs would arrive empty).
+ */
 export function specPercentEncode(text: string): string {
   let out = "";
-  for (const byte of Buffer.from(text, "utf8")) {
+  const bytes = Buffer.from(text, "utf8");
+  bytes.forEach((byte, i) => {
+    const edgeSpace = byte === 0x20 && (i === 0 || i === bytes.length - 1);
     out +=
-      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25 && !edgeSpace
         ? String.fromCharCode(byte)
         : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
-  }
+  });
   return out;
 }

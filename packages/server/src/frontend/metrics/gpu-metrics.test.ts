@@ -26,6 +26,25 @@ describe("startGpuMetrics", () => {
     expect(text).not.toMatch(/nv_gpu_memory|nv_gpu_power/);
   });
 
+  it("logs each GPU by its CUDA number: the source's order, CUDA_VISIBLE_DEVICES applied (NVML's 3 and 1 as CUDA's 0 and 1)", async () => {
+    const lines: string[] = [];
+    const log = createLogger({ write: (line) => lines.push(line) });
+    const visible: GpuMetricsSource = {
+      sample: async () => ({
+        available: true,
+        driverVersion: "",
+        gpus: [
+          { index: 3, uuid: "GPU-3", name: "H100", errors: {} },
+          { index: 1, uuid: "GPU-1", name: "H100", errors: {} },
+        ],
+      }),
+    };
+    (await startGpuMetrics({ source: visible, log }))?.close();
+    expect(
+      lines.filter((l) => l.includes("Collecting metrics")).map((l) => l.replace(/^.*Collecting/, "Collecting")),
+    ).toEqual(["Collecting metrics for GPU 0: H100 (GPU-3)\n", "Collecting metrics for GPU 1: H100 (GPU-1)\n"]);
+  });
+
   it("resolves undefined for a source that throws at start", async () => {
     const failing: GpuMetricsSource = { sample: () => Promise.reject(new Error("no")) };
     expect(await startGpuMetrics({ source: failing, log: quiet })).toBeUndefined();

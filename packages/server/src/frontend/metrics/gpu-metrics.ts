@@ -5,7 +5,8 @@ import type { Logger } from "../../base/log.js";
 /**
  * Where GPU readings come from: NVML through the native addon in a real server
  * (`nvmlGpuSource`); any object with this method in tests (`metrics.gpuSource`).
- * `sample()` may reject or answer `available: false`: neither breaks /metrics.
+ * `sample()` may reject or answer `available: false`: neither breaks /metrics. It lists the GPUs
+ * in CUDA's order (`CUDA_VISIBLE_DEVICES` applied): a GPU's position is its CUDA number.
  *
  * @internal
  */
@@ -75,8 +76,9 @@ export async function startGpuMetrics(options: GpuMetricsOptions): Promise<GpuMe
     log.info(`GPU metrics unavailable: ${first.reason}`);
     return undefined;
   }
-  for (const gpu of first.gpus) {
-    log.info(`Collecting metrics for GPU ${gpu.index}: ${gpu.name || "unnamed"} (${gpu.uuid})`);
+  // The source lists the GPUs in CUDA's order (CUDA_VISIBLE_DEVICES applied): the number is CUDA's, as Triton logs it.
+  for (const [ordinal, gpu] of first.gpus.entries()) {
+    log.info(`Collecting metrics for GPU ${ordinal}: ${gpu.name || "unnamed"} (${gpu.uuid})`);
   }
 
   let latest: GpuReadings[] = [];

@@ -45,6 +45,7 @@ const TRANSFER_PATHS: [string, keyof HostTransferCounts][] = [
   ["host_to_device", "hostToDevice"],
   ["device_to_host", "deviceToHost"],
   ["on_device", "onDevice"],
+  ["between_gpus", "betweenGpus"],
 ];
 
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
@@ -226,6 +227,7 @@ async function render(
     const counts = counted[m.name];
     for (const [path, key] of TRANSFER_PATHS) transfers.inc(tritonOrder({ ...labels(m), path }), counts?.[key] ?? 0);
   }
+  gpuExecutionMetrics(models, registry, labelNames, labels);
   const text = (await registry.metrics()) + (options.histogramLatencies ? firstResponseHistogram(models, labels) : "");
   return (options.batchSizeHistogram ? text + batchSizeHistogram(models, labels) : text) + (options.extra?.() ?? "");
 }
@@ -302,6 +304,40 @@ function memoryMetrics(
       registers: [registry],
     });
     for (const [model, count] of counters.waiting) waiting.set({ model }, count);
+  }
+}
+
+/**
+ * Per GPU a model's instances run on (`device`: the CUDA ordinal, as in `galley_model_memory_bytes`):
+ * executions, batch elements and compute time there, to see a model's batches spread over its GPUs.
+ * Only for models that ran on a GPU.
+ */
+function gpuExecutionMetrics(
+  models: readonly ModelView[],
+  registry: Registry,
+  labelNames: string[],
+  labels: (m: ModelView) => Record<string, string>,
+): void {
+  if (!models.some((m) => m.stats.gpus.size > 0)) return;
+  const families: [
+    string,
+    string,
+    (g: { executionCount: number; inferenceCount: number; computeInferNs: bigint }) => number,
+  ][] = [
+    ["galley_gpu_execution_count", "Model executions on each GPU", (g) => g.executionCount],
+    ["galley_gpu_inference_count", "Batch elements inferred on each GPU", (g) => g.inferenceCount],
+    [
+      "galley_gpu_compute_infer_duration_us",
+      "Compute time on each GPU (microseconds)",
+      (g) => Number(g.computeInferNs / 1000n),
+    ],
+  ];
+  for (const [name, help, value] of families) {
+    const counter = new Counter({ name, help, labelNames: [...labelNames, "device"], registers: [registry] });
+    for (const m of models) {
+      for (const [device, gpu] of m.stats.gpus)
+        counter.inc(tritonOrder({ ...labels(m), device: String(device) }), value(gpu));
+    }
   }
 }
 

@@ -325,6 +325,7 @@ export class SequenceBatcher implements Scheduler {
         result.computeInputNs,
         result.computeInferNs,
         result.computeOutputNs,
+        slot.instance.device,
       );
       const rescheduled = new Set(result.rescheduled);
       items.forEach((item, i) => {
