@@ -86,7 +86,15 @@ async function receive(): Promise<Receiver> {
     mode: "refuse",
     next: () => {
       const got = arrived.shift();
-      return got ? Promise.resolve(got) : new Promise((resolve) => waiting.push(resolve));
+      if (got) return Promise.resolve(got);
+      return new Promise((resolve, reject) => {
+        // A bound, not a wait: retries come within seconds, so this only turns a miss into a message.
+        const late = setTimeout(() => reject(new Error("no webhook delivery within 30 s")), 30_000);
+        waiting.push((delivery) => {
+          clearTimeout(late);
+          resolve(delivery);
+        });
+      });
     },
   };
   receiver = createServer((req, res) => {
