@@ -2,22 +2,28 @@
 // the CPU text-to-video example at a tiny size, against the same N videos over the gRPC stream
 // (`generateVideo`, the way galley-video streams them) with the same concurrency limit (the
 // API's --videos-concurrency; a pool of that many streams). Per store (SQLite, then PostgreSQL
-// when Debian's server binaries are there): all N complete; videos per second each way and their
-// ratio, measured in the same run with the modes alternating; the create answers' latency; the
-// process's RSS after the warm-up, after each batch and after a second API batch (memory flat).
+// when Debian's server binaries are there): all N complete; `--rounds` rounds, each one batch
+// each way back to back (interleaved: gRPC then API, then API then gRPC, ...), so that the two
+// halves of a round see the same machine; the API / gRPC ratio of each round, their median, its
+// spread and a confidence interval for it, what other processes used of the CPUs during each
+// round, and the 5 % target judged on that interval; the create answers' latency; the process's
+// RSS after the warm-up, after each batch and after a last API batch (memory flat).
 // The server runs in this process (so RSS is the server's and the bench's together); the API's
 // jobs are also GIF-encoded (a worker thread) and stored, which the gRPC path's client does not
 // ask for: that is the API's cost, measured.
-// Run: node --expose-gc --import tsx bench/videos-api.ts [--jobs=200] [--steps=4] [--frames=3]
-//   [--size=64x64] [--concurrency=2] [--reps=1] [--stores=sqlite,postgres]
+// Run: npm run bench:videos-api -- [--jobs=200] [--steps=4] [--frames=3] [--size=64x64]
+//   [--concurrency=2] [--rounds=9] [--stores=sqlite,postgres]
+//   (or node --expose-gc --import tsx bench/videos-api.ts ..., with the server built)
 import { mkdtempSync, rmSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createGrpcClient, createVideosClient, type Video } from "@galley/client";
 import { generateVideo } from "@galley/example-text-to-video";
 import { createLogger, createServer } from "@galley/server";
 import { startPostgres } from "../packages/server/test/postgres-cluster.js";
+import { type MachineLoad, watchMachineLoad } from "./lib/machine-load.js";
+import { median, medianInterval, percentile } from "./lib/stats.js";
 
 const option = (name: string, fallback: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
@@ -26,8 +32,13 @@ const STEPS = Number(option("steps", "4"));
 const FRAMES = Number(option("frames", "3"));
 const SIZE = option("size", "64x64");
 const CONCURRENCY = Number(option("concurrency", "2"));
-const REPS = Number(option("reps", "1"));
+// `--reps` was this option's name before rounds were interleaved.
+const ROUNDS = Number(option("rounds", option("reps", "9")));
 const STORES = option("stores", "sqlite,postgres").split(",");
+/** The target: the API's throughput at least this share of the gRPC stream's. */
+const TARGET = 0.95;
+/** The share of the CPUs other processes may use, at the median round, for the target to be judged. */
+const QUIET_SHARE = 0.1;
 const MODELS = fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url));
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -105,6 +116,72 @@ async function overApi(base: string): Promise<{ seconds: number; createP50: numb
   return { seconds, createP50: answers[Math.floor(answers.length / 2)] ?? 0, createMax: answers.at(-1) ?? 0 };
 }
 
+/** One round: a batch each way, back to back. */
+interface Round {
+  first: "grpc" | "api";
+  grpcRate: number;
+  apiRate: number;
+  createP50: number;
+  createMax: number;
+  load: MachineLoad;
+}
+
+const fixed = (value: number, digits: number) => (Number.isNaN(value) ? "n/a" : value.toFixed(digits));
+
+function row(r: Round): string[] {
+  return [
+    r.first === "grpc" ? "gRPC, API" : "API, gRPC",
+    fixed(r.grpcRate, 2),
+    fixed(r.apiRate, 2),
+    fixed(r.apiRate / r.grpcRate, 3),
+    `${fixed(r.createP50, 0)} / ${fixed(r.createMax, 0)}`,
+    fixed(r.load.otherCores, 2),
+    r.load.helperCores > 0 ? fixed(r.load.helperCores, 2) : "-",
+    fixed(r.load.steal * 100, 1),
+    fixed(r.load.loadAverage, 1),
+  ];
+}
+
+/**
+ * The rounds as a table, then the target judged on the median of the rounds' ratios: met when
+ * its confidence interval lies at or above TARGET, missed when it lies below, and not judged when
+ * it straddles TARGET (the rounds' spread is wider than what is to be told apart).
+ */
+function report(store: string, rounds: Round[], rss: string[]): void {
+  console.log(
+    `\n${store}: ${JOBS} jobs of ${SIZE}, ${FRAMES} frames, ${STEPS} steps; concurrency ${CONCURRENCY}; ${ROUNDS} rounds`,
+  );
+  console.log(
+    "| round | order | gRPC videos/s | API videos/s | API / gRPC | create answered p50 / max ms | other processes' CPU (cores) | PostgreSQL's CPU (cores) | steal % | load average |",
+  );
+  console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  for (const [i, r] of rounds.entries()) console.log(`| ${i + 1} | ${row(r).join(" | ")} |`);
+  const ratios = rounds.map((r) => r.apiRate / r.grpcRate);
+  const middle = median(ratios);
+  const interval = medianInterval(ratios);
+  const others = rounds.map((r) => r.load.otherCores);
+  console.log(
+    `API / gRPC: median ${fixed(middle, 3)} over ${rounds.length} rounds; quartiles ${fixed(percentile(ratios, 25), 3)}–${fixed(percentile(ratios, 75), 3)}; range ${fixed(Math.min(...ratios), 3)}–${fixed(Math.max(...ratios), 3)}; median's interval ${fixed(interval.low, 3)}–${fixed(interval.high, 3)} (${(interval.coverage * 100).toFixed(1)} % confidence)`,
+  );
+  console.log(
+    `machine: ${availableParallelism()} CPUs (${cpus()[0]?.model ?? "unknown"}), node ${process.version}; other processes used ${fixed(median(others), 2)} cores (median; ${fixed(Math.min(...others), 2)}–${fixed(Math.max(...others), 2)}) during the rounds (this process${store === "postgres" ? " and PostgreSQL" : ""} not counted); load average ${fixed(loadavg()[0] ?? Number.NaN, 1)} at the end`,
+  );
+  // On a busy machine both modes run on what is left, but not alike (the API has more threads
+  // and a database to share it with): a verdict there says little of a quiet machine.
+  const busy = median(others) > QUIET_SHARE * availableParallelism();
+  let verdict: string;
+  if (interval.coverage < 0.95)
+    verdict = `not judged: ${rounds.length} rounds are too few for a 95 % interval (6 at least)`;
+  else if (interval.low >= TARGET) verdict = `MET: the API's throughput is at least ${TARGET} of the gRPC stream's`;
+  else if (interval.high < TARGET) verdict = `MISSED: the API's throughput is below ${TARGET} of the gRPC stream's`;
+  else
+    verdict = `not judged: the interval straddles ${TARGET}: the rounds vary more than the 5 % to be told apart (a quieter machine, or more rounds)`;
+  if (busy && !verdict.startsWith("not judged"))
+    verdict = `not judged: the machine was busy (other processes used more than ${QUIET_SHARE * 100} % of its CPUs); on it, ${verdict}`;
+  console.log(`target (API within 5 % of gRPC, judged on the median's interval): ${verdict}`);
+  console.log(`RSS/heap MB: after warm-up ${rss.join(" -> ")} (after each batch, the last a further API batch)`);
+}
+
 async function runStore(store: string): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "galley-bench-videos-"));
   const cluster = store === "postgres" ? await startPostgres() : undefined;
@@ -129,49 +206,34 @@ async function runStore(store: string): Promise<void> {
     const grpcUrl = `http://127.0.0.1:${grpc?.port}`;
     // Warm-up: sessions, workers and code paths of both ways.
     await Promise.all([overGrpcN(grpcUrl, 4), overApiN(base, 4)]);
-    const load = loadavg()[0]?.toFixed(1);
     const rss = [memory()];
-    const rows: string[] = [];
-    const ratios: number[] = [];
-    for (let rep = 0; rep < REPS; rep++) {
-      // Alternate which goes first.
-      const order = rep % 2 === 0 ? ["grpc", "api"] : ["api", "grpc"];
-      const result: Record<string, number> = {};
-      let create = { createP50: 0, createMax: 0 };
+    const rounds: Round[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      // Interleaved, the first mode alternating, so that drift over the run falls on both.
+      const order = round % 2 === 0 ? (["grpc", "api"] as const) : (["api", "grpc"] as const);
+      const load = watchMachineLoad(cluster ? [cluster.pid] : []);
+      let grpcSeconds = Number.NaN;
+      let api = { seconds: Number.NaN, createP50: Number.NaN, createMax: Number.NaN };
       for (const mode of order) {
-        if (mode === "grpc") result.grpc = await overGrpc(grpcUrl);
-        else {
-          const api = await overApi(base);
-          result.api = api.seconds;
-          create = api;
-        }
+        if (mode === "grpc") grpcSeconds = await overGrpc(grpcUrl);
+        else api = await overApi(base);
         rss.push(memory());
       }
-      const grpcRate = JOBS / (result.grpc ?? 1);
-      const apiRate = JOBS / (result.api ?? 1);
-      ratios.push(apiRate / grpcRate);
-      rows.push(
-        `| ${store} | ${rep + 1} | ${grpcRate.toFixed(2)} | ${apiRate.toFixed(2)} | ${(apiRate / grpcRate).toFixed(3)} | ${create.createP50.toFixed(0)} / ${create.createMax.toFixed(0)} |`,
-      );
+      const result: Round = {
+        first: order[0],
+        grpcRate: JOBS / grpcSeconds,
+        apiRate: JOBS / api.seconds,
+        createP50: api.createP50,
+        createMax: api.createMax,
+        load: load(),
+      };
+      rounds.push(result);
+      console.error(`${store} round ${round + 1}/${ROUNDS}: ${row(result).join(" | ")}`);
     }
-    // A second API batch: memory flat?
+    // A last API batch: memory flat?
     await overApi(base);
     rss.push(memory());
-    console.log(
-      `\n${store}: ${JOBS} jobs of ${SIZE}, ${FRAMES} frames, ${STEPS} steps; concurrency ${CONCURRENCY}; load average ${load} before, ${loadavg()[0]?.toFixed(1)} after`,
-    );
-    console.log("| store | rep | gRPC videos/s | API videos/s | API / gRPC | create answered p50 / max ms |");
-    console.log("| --- | --- | --- | --- | --- | --- |");
-    for (const row of rows) console.log(row);
-    const sorted = [...ratios].sort((a, b) => a - b);
-    const median =
-      sorted.length % 2
-        ? sorted[(sorted.length - 1) / 2]
-        : ((sorted[sorted.length / 2 - 1] ?? 0) + (sorted[sorted.length / 2] ?? 0)) / 2;
-    console.log(
-      `API / gRPC: median ${median?.toFixed(3)} (${sorted[0]?.toFixed(3)}-${sorted.at(-1)?.toFixed(3)}) over ${REPS} reps`,
-    );
-    console.log(`RSS/heap MB: after warm-up ${rss.join(" -> ")} (after each batch, the last a second API batch)`);
+    report(store, rounds, rss);
   } finally {
     await server.close();
     await cluster?.stop();
@@ -209,4 +271,9 @@ async function overApiN(base: string, n: number): Promise<void> {
 }
 
 console.log(`gc exposed: ${gc !== undefined} (run with node --expose-gc --import tsx for RSS after a collection)`);
+console.log(
+  `load average before: ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" ")} (1, 5, 15 min)`,
+);
 for (const store of STORES) await runStore(store);

@@ -47,3 +47,33 @@ export function table(header: readonly string[], rows: readonly (readonly string
     cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number))).join("  ");
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
+
+/** A distribution-free confidence interval for the median: two order statistics and their coverage. */
+export interface MedianInterval {
+  low: number;
+  high: number;
+  /** The probability that the interval holds the true median (0..1). */
+  coverage: number;
+}
+
+/**
+ * The narrowest interval [x(k), x(n+1−k)] of the sorted values whose coverage is at
+ * least `confidence`, k as large as that allows (the binomial(n, ½) order-statistic interval: it
+ * assumes only that the values are independent draws). With fewer than 6 values no interval
+ * reaches 95 %; then k is 1 and the coverage says how much less it is.
+ */
+export function medianInterval(values: readonly number[], confidence = 0.95): MedianInterval {
+  const sorted = [...values].sort((a, b) => a - b);
+  const n = sorted.length;
+  if (n === 0) return { low: Number.NaN, high: Number.NaN, coverage: 0 };
+  // below[j] = P(Binomial(n, ½) < j).
+  const below = [0];
+  let term = 0.5 ** n;
+  for (let j = 0; j <= n; j++) {
+    below.push((below[j] as number) + term);
+    term = (term * (n - j)) / (j + 1);
+  }
+  let k = 1;
+  while (k + 1 <= Math.floor((n + 1) / 2) && 1 - 2 * (below[k + 1] as number) >= confidence) k++;
+  return { low: sorted[k - 1] as number, high: sorted[n - k] as number, coverage: 1 - 2 * (below[k] as number) };
+}

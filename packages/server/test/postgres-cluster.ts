@@ -9,6 +9,8 @@ import { join } from "node:path";
 export interface PostgresCluster {
   /** A connection URL for the `postgres` database (user `galley`, trust authentication). */
   url: string;
+  /** The server's process id (its backends are its children). */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -64,6 +66,7 @@ export async function startPostgres(): Promise<PostgresCluster> {
   });
   return {
     url: `postgresql://galley@/postgres?host=${encodeURIComponent(dir)}`,
+    pid: server.pid as number,
     async stop() {
       server.kill("SIGINT");
       await exited;

@@ -17,7 +17,8 @@ import { openSqlite } from "./sqlite-driver.js";
 import { createVideoEncoder, findFfmpeg } from "./video-encoder.js";
 import { type VideoMapping, videoMapping } from "./video-mapping.js";
 import { videoObject } from "./video-object.js";
-import { createWebhookSender, type WebhookOptions, type WebhookSender } from "./webhooks.js";
+import { createWebhookDeliverer, type WebhookDeliverer } from "./webhook-deliverer.js";
+import { type WebhookOptions, webhookEvent } from "./webhooks.js";
 
 /** Options of the jobs subsystem (`galley serve --videos-*`, docs/guides/videos-api.md). */
 export interface JobsOptions {
@@ -92,7 +93,20 @@ export async function createJobService(core: InferenceServer, options: JobsOptio
   const outputs = join(jobsDir, "outputs");
   const storeUrl = options.store ?? join(jobsDir, "jobs.sqlite");
   const postgres = /^postgres(ql)?:\/\//.test(storeUrl);
-  const store = new JobStore(postgres ? await openPostgres(storeUrl) : await openSqlite(storeUrl));
+  // Ending a job with a webhook_url records its event in the same transaction (the outbox).
+  const outbox = options.webhooks && {
+    event(job: Job) {
+      if (!job.webhookUrl) return undefined;
+      let fps = 8;
+      try {
+        fps = videoMapping(core.modelConfig(job.model, ""))?.fps ?? fps;
+      } catch {}
+      return webhookEvent(job.webhookUrl, `video.${job.status}`, videoObject(job, fps));
+    },
+    maxPending: options.webhooks.maxPending ?? 10_000,
+    log,
+  };
+  const store = new JobStore(postgres ? await openPostgres(storeUrl) : await openSqlite(storeUrl), outbox);
   await store.migrate();
   const maxAttempts = options.maxAttempts ?? 2;
   const leaseMs = (options.leaseSecs ?? 30) * 1000;
@@ -101,18 +115,12 @@ export async function createJobService(core: InferenceServer, options: JobsOptio
   const ffmpeg = options.ffmpeg === false ? undefined : (options.ffmpeg ?? findFfmpeg());
   const encoder = createVideoEncoder(ffmpeg);
   const events = new JobEvents();
-  const webhooks: WebhookSender | undefined = options.webhooks
-    ? createWebhookSender({ ...options.webhooks, allowPrivate: options.allowPrivateWebhooks ?? false }, log)
-    : undefined;
-  const notify = (job: Job) => {
-    if (!job.webhookUrl || !webhooks) return;
-    let fps = 8;
-    try {
-      fps = videoMapping(core.modelConfig(job.model, ""))?.fps ?? fps;
-    } catch {}
-    webhooks.send(job.webhookUrl, `video.${job.status}`, videoObject(job, fps));
-  };
   const owner = `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
+  let webhooks: WebhookDeliverer | undefined;
+  /** A job ended here: its event, if any, is in the outbox already. */
+  const notify = (job: Job) => {
+    if (job.webhookUrl) webhooks?.wake();
+  };
   const runner = new JobRunner({
     store,
     core,
@@ -141,6 +149,10 @@ export async function createJobService(core: InferenceServer, options: JobsOptio
   await recover();
   await sweep();
   const pollMs = options.pollMs ?? 1000;
+  if (options.webhooks) {
+    const webhookOptions = { ...options.webhooks, allowPrivate: options.allowPrivateWebhooks ?? false };
+    webhooks = createWebhookDeliverer(store, webhookOptions, owner, pollMs, log);
+  }
   const timers = [
     setInterval(() => void runner.fill().catch(failure("claiming")), pollMs),
     setInterval(() => void store.renew(owner, Date.now() + leaseMs).catch(failure("renewing leases")), leaseMs / 3),
@@ -235,7 +247,7 @@ export async function createJobService(core: InferenceServer, options: JobsOptio
     async close() {
       for (const timer of timers) clearInterval(timer);
       await runner.stop();
-      webhooks?.close();
+      await webhooks?.close();
       await encoder.close();
       await store.close();
     },

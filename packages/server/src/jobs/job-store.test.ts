@@ -5,8 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresCluster, startPostgres } from "../../test/postgres-cluster.js";
+import { createLogger } from "../base/log.js";
 import type { Job, PriorityClass } from "./job.js";
-import { JobStore } from "./job-store.js";
+import { JobStore, type OutboxOptions } from "./job-store.js";
 import { openPostgres } from "./postgres-driver.js";
 import { openSqlite } from "./sqlite-driver.js";
 
@@ -25,22 +26,29 @@ afterAll(async () => {
 });
 
 /** A fresh, empty store of each kind (a new file; a new PostgreSQL database). */
-const kinds: Record<string, () => Promise<JobStore>> = {
-  sqlite: async () => {
-    const store = new JobStore(await openSqlite(join(dir, `jobs-${databases++}.sqlite`)));
+const kinds: Record<string, (outbox?: OutboxOptions) => Promise<JobStore>> = {
+  sqlite: async (outbox) => {
+    const store = new JobStore(await openSqlite(join(dir, `jobs-${databases++}.sqlite`)), outbox);
     await store.migrate();
     return store;
   },
-  postgres: async () => {
+  postgres: async (outbox) => {
     const name = `jobs_${databases++}`;
     const admin = await openPostgres(cluster.url);
     await admin.query(`CREATE DATABASE ${name}`);
     await admin.close();
-    const store = new JobStore(await openPostgres(cluster.url.replace("/postgres?", `/${name}?`)));
+    const store = new JobStore(await openPostgres(cluster.url.replace("/postgres?", `/${name}?`)), outbox);
     await store.migrate();
     return store;
   },
 };
+
+/** An outbox recording `<status> <job id>` events to one URL for the jobs with a webhook_url. */
+const outbox = (log: string[] = [], maxPending = 100): OutboxOptions => ({
+  event: (j) => (j.webhookUrl ? { id: `msg_${j.id}`, url: j.webhookUrl, body: `${j.status} ${j.id}` } : undefined),
+  maxPending,
+  log: createLogger({ write: (t) => log.push(t) }),
+});
 
 let serial = 0;
 function job(overrides: Partial<Job> = {}): Omit<Job, "seq"> {
@@ -72,7 +80,7 @@ async function created(store: JobStore, overrides: Partial<Job> = {}, maxQueued 
 }
 
 describe.each(Object.keys(kinds))("the %s store", (kind) => {
-  const open = kinds[kind] as () => Promise<JobStore>;
+  const open = kinds[kind] as (outbox?: OutboxOptions) => Promise<JobStore>;
 
   it("queues by priority class, then age, and claims in that order", async () => {
     const store = await open();
@@ -172,7 +180,112 @@ describe.each(Object.keys(kinds))("the %s store", (kind) => {
   });
 });
 
+describe.each(Object.keys(kinds))("the %s store's webhook outbox", (kind) => {
+  const open = kinds[kind] as (outbox?: OutboxOptions) => Promise<JobStore>;
+  const hook = { webhookUrl: "https://example.com/hook" };
+
+  it("records a job's event when it ends, in the same transaction, and never twice", async () => {
+    const store = await open(outbox());
+    const done = await created(store, hook);
+    await store.claim("me", 0, 10_000, 0);
+    const quiet = await created(store);
+    await store.finish(done.id, "completed", { now: 5000, owner: "me" });
+    // Final already, or no webhook_url: nothing more.
+    expect(await store.finish(done.id, "cancelled", { now: 6000 })).toBeUndefined();
+    await store.finish(quiet.id, "cancelled", { now: 6000 });
+    expect(await store.pendingWebhooks()).toBe(1);
+    const [event] = await store.claimWebhooks("server", 7000, 8000, 10);
+    expect(event).toEqual({
+      id: `msg_${done.id}`,
+      jobId: done.id,
+      url: hook.webhookUrl,
+      body: `completed ${done.id}`,
+      attempts: 1,
+    });
+    // An event that cannot be written leaves the job as it was.
+    const failing = await open({
+      ...outbox(),
+      event: () => {
+        throw new Error("no event");
+      },
+    });
+    const kept = await created(failing, hook);
+    await expect(failing.finish(kept.id, "cancelled", { now: 1 })).rejects.toThrow("no event");
+    expect((await failing.get(kept.id))?.status).toBe("queued");
+    await failing.close();
+    await store.close();
+  });
+
+  it("records the event of a job failed after a crash, and bounds the outbox", async () => {
+    const log: string[] = [];
+    const store = await open(outbox(log, 1));
+    const crashed = await created(store, hook);
+    await store.claim("crashed", 0, 1000, 0);
+    expect((await store.recover(2000, 1)).map((j) => j.id)).toEqual([crashed.id]);
+    const [event] = await store.claimWebhooks("server", 3000, 4000, 10);
+    expect(event?.body).toBe(`failed ${crashed.id}`);
+    const over = await created(store, hook);
+    expect(await store.finish(over.id, "cancelled", { now: 5000 })).toMatchObject({ status: "cancelled" });
+    expect(await store.pendingWebhooks()).toBe(1);
+    expect(log.join("")).toContain(`webhook msg_${over.id} for ${over.id} (cancelled) to ${hook.webhookUrl} dropped`);
+    await store.close();
+  });
+
+  it("leases an event to one server, keeps its attempts, and removes it when delivered", async () => {
+    const store = await open(outbox());
+    const one = await created(store, hook);
+    await store.finish(one.id, "cancelled", { now: 0 });
+    expect(await store.claimWebhooks("a", 1000, 5000, 10)).toHaveLength(1);
+    // Leased: nobody else's until the lease runs out.
+    expect(await store.claimWebhooks("b", 2000, 6000, 10)).toEqual([]);
+    // A's attempt failed: due again at 8000, its attempt counted.
+    await store.webhookFailed(`msg_${one.id}`, "a", 8000);
+    expect(await store.claimWebhooks("b", 7999, 20_000, 10)).toEqual([]);
+    expect((await store.claimWebhooks("b", 8000, 20_000, 10))[0]?.attempts).toBe(2);
+    // B crashed mid-attempt: its lease runs out and the event is due again for A.
+    expect((await store.claimWebhooks("a", 20_001, 30_000, 10))[0]?.attempts).toBe(3);
+    // B's late result does not touch A's lease; A's stop gives its attempt back.
+    await store.webhookFailed(`msg_${one.id}`, "b", 50_000);
+    await store.releaseWebhooks("a");
+    expect((await store.claimWebhooks("b", 20_002, 30_000, 10))[0]?.attempts).toBe(3);
+    await store.webhookDelivered(`msg_${one.id}`);
+    expect(await store.pendingWebhooks()).toBe(0);
+    // At the start of the only server on an embedded store, every lease ends.
+    const two = await created(store, hook);
+    await store.finish(two.id, "cancelled", { now: 0 });
+    await store.claimWebhooks("gone", 1000, 99_000, 10);
+    await store.expireLeases();
+    expect(await store.claimWebhooks("new", 1001, 99_000, 10)).toHaveLength(1);
+    await store.close();
+  });
+});
+
 describe("PostgreSQL shared by several servers", () => {
+  it("leases each webhook event to one server when four claim at the same time", async () => {
+    const first = await kinds.postgres?.(outbox());
+    if (!first) throw new Error("no store");
+    for (let i = 0; i < 40; i++) {
+      const one = await created(first, { webhookUrl: "https://example.com/hook" });
+      await first.finish(one.id, "cancelled", { now: 0 });
+    }
+    const url = cluster.url.replace("/postgres?", `/jobs_${databases - 1}?`);
+    const stores = [first, ...(await Promise.all([1, 2, 3].map(async () => new JobStore(await openPostgres(url)))))];
+    const claimed = await Promise.all(
+      stores.map(async (store, n) => {
+        const ids: string[] = [];
+        for (;;) {
+          const got = await store.claimWebhooks(`server ${n}`, 1000, 60_000, 3);
+          if (got.length === 0) return ids;
+          ids.push(...got.map((e) => e.id));
+        }
+      }),
+    );
+    const all = claimed.flat();
+    expect(all).toHaveLength(40);
+    expect(new Set(all).size).toBe(40);
+    for (const store of stores) await store.close();
+  });
+
   it("claims each job once when four stores claim at the same time (FOR UPDATE SKIP LOCKED)", async () => {
     const first = await kinds.postgres?.();
     if (!first) throw new Error("no store");

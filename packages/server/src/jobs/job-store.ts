@@ -1,6 +1,9 @@
-// The durable job store: one table, the same SQL for SQLite and PostgreSQL. A running job holds a
-// lease that its runner renews; a job whose lease ran out (its server was killed) is queued again
-// or failed (see `recover`), whichever replica notices first.
+// The durable job store: the same SQL for SQLite and PostgreSQL. A running job holds a lease that
+// its runner renews; a job whose lease ran out (its server was killed) is queued again or failed
+// (see `recover`), whichever replica notices first. Beside the jobs, the webhook outbox: the event
+// of a job that ends is written in the transaction that ends it, and stays until it is delivered
+// or has had its attempts (`claimWebhooks` leases events to one server at a time).
+import type { Logger } from "../base/log.js";
 import type { Job, JobStatus, OutputVariant, PriorityClass } from "./job.js";
 import { PRIORITY_RANK } from "./job.js";
 import type { Row, SqlDriver, SqlValue } from "./sql-driver.js";
@@ -17,7 +20,14 @@ const SCHEMA = {
   sqlite: `CREATE TABLE IF NOT EXISTS galley_jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, ${COLUMNS})`,
   postgres: `CREATE TABLE IF NOT EXISTS galley_jobs (seq BIGSERIAL PRIMARY KEY, ${COLUMNS})`,
 };
+const OUTBOX_COLUMNS = `id TEXT NOT NULL UNIQUE, job_id TEXT NOT NULL, url TEXT NOT NULL, body TEXT NOT NULL,
+  attempts INTEGER NOT NULL, next_at BIGINT NOT NULL, owner TEXT, lease_until BIGINT, created_at BIGINT NOT NULL`;
+const OUTBOX = {
+  sqlite: `CREATE TABLE IF NOT EXISTS galley_webhooks (seq INTEGER PRIMARY KEY AUTOINCREMENT, ${OUTBOX_COLUMNS})`,
+  postgres: `CREATE TABLE IF NOT EXISTS galley_webhooks (seq BIGSERIAL PRIMARY KEY, ${OUTBOX_COLUMNS})`,
+};
 const INDEXES = [
+  "CREATE INDEX IF NOT EXISTS galley_webhooks_due ON galley_webhooks (next_at, seq)",
   "CREATE UNIQUE INDEX IF NOT EXISTS galley_jobs_idempotency ON galley_jobs (client, idempotency_key)",
   "CREATE INDEX IF NOT EXISTS galley_jobs_queue ON galley_jobs (status, rank, seq)",
   "CREATE INDEX IF NOT EXISTS galley_jobs_expiry ON galley_jobs (expires_at)",
@@ -36,12 +46,38 @@ export interface JobPage {
   hasMore: boolean;
 }
 
+/** A webhook event as recorded: its `webhook-id`, where it goes and the body every attempt sends. */
+export interface WebhookEvent {
+  id: string;
+  url: string;
+  body: string;
+}
+
+/** A recorded event waiting for delivery, as {@link JobStore.claimWebhooks} leases it. */
+export interface PendingWebhook extends WebhookEvent {
+  jobId: string;
+  /** Attempts made, this one included (it counts from its claim). */
+  attempts: number;
+}
+
+/** What the store records in the outbox when a job ends (`completed`, `failed`, `cancelled`). */
+export interface OutboxOptions {
+  /** The event of a job that has just ended, or undefined for none (no `webhook_url`). */
+  event: (job: Job) => WebhookEvent | undefined;
+  /** Events pending at most: past it a job ends without its event, logged. */
+  maxPending: number;
+  log: Logger;
+}
+
 /** A job store over one SQL database (see `openJobStore`). */
 export class JobStore {
   readonly #db: SqlDriver;
+  readonly #outbox: OutboxOptions | undefined;
 
-  constructor(db: SqlDriver) {
+  /** With `outbox`, ending a job records its webhook event in the same transaction. */
+  constructor(db: SqlDriver, outbox?: OutboxOptions) {
     this.#db = db;
+    this.#outbox = outbox;
   }
 
   /** Create the table and indexes if they are missing. */
@@ -51,11 +87,13 @@ export class JobStore {
       await this.#db.transaction(async (q) => {
         await q("SELECT pg_advisory_xact_lock(53053053)");
         await q(SCHEMA.postgres);
+        await q(OUTBOX.postgres);
         for (const index of INDEXES) await q(index);
       });
       return;
     }
     await this.#db.query(SCHEMA.sqlite);
+    await this.#db.query(OUTBOX.sqlite);
     for (const index of INDEXES) await this.#db.query(index);
   }
 
@@ -207,8 +245,36 @@ export class JobStore {
       params.push(fields.owner);
       where += ` AND owner = $${params.length}`;
     }
-    const [row] = await this.#db.query(`UPDATE galley_jobs SET ${sets} WHERE ${where} RETURNING *`, params);
-    return row ? toJob(row) : undefined;
+    const sql = `UPDATE galley_jobs SET ${sets} WHERE ${where} RETURNING *`;
+    if (!this.#outbox || status === "queued") {
+      const [row] = await this.#db.query(sql, params);
+      return row ? toJob(row) : undefined;
+    }
+    return this.#db.transaction(async (q) => {
+      const [row] = await q(sql, params);
+      if (!row) return undefined;
+      const job = toJob(row);
+      await this.#record(q, job, fields.now);
+      return job;
+    });
+  }
+
+  /** Write the webhook event of a job that has just ended, unless the outbox is full. */
+  async #record(q: SqlDriver["query"], job: Job, now: number): Promise<void> {
+    const event = this.#outbox?.event(job);
+    if (!event || !this.#outbox) return;
+    const [count] = await q("SELECT count(*) AS n FROM galley_webhooks");
+    if (Number(count?.n ?? 0) >= this.#outbox.maxPending) {
+      this.#outbox.log.warn(
+        `webhook ${event.id} for ${job.id} (${job.status}) to ${event.url} dropped: ${this.#outbox.maxPending} already waiting`,
+      );
+      return;
+    }
+    await q(
+      `INSERT INTO galley_webhooks (id, job_id, url, body, attempts, next_at, created_at)
+       VALUES ($1, $2, $3, $4, 0, $5, $5)`,
+      [event.id, job.id, event.url, event.body, now],
+    );
   }
 
   /**
@@ -217,28 +283,93 @@ export class JobStore {
    * The failed ones are returned (their webhooks are due).
    */
   async recover(now: number, maxAttempts: number): Promise<Job[]> {
-    await this.#db.query(
-      `UPDATE galley_jobs SET status = 'queued', owner = NULL, lease_until = NULL, progress = 0, started_at = NULL
+    return this.#db.transaction(async (q) => {
+      await q(
+        `UPDATE galley_jobs SET status = 'queued', owner = NULL, lease_until = NULL, progress = 0, started_at = NULL
        WHERE status = 'in_progress' AND lease_until < $1 AND attempts < $2`,
-      [now, maxAttempts],
-    );
-    const rows = await this.#db.query(
-      `UPDATE galley_jobs SET status = 'failed', owner = NULL, lease_until = NULL, completed_at = $3,
+        [now, maxAttempts],
+      );
+      const rows = await q(
+        `UPDATE galley_jobs SET status = 'failed', owner = NULL, lease_until = NULL, completed_at = $3,
          error_code = 'interrupted', error_message = $4
        WHERE status = 'in_progress' AND lease_until < $1 AND attempts >= $2 RETURNING *`,
-      [
-        now,
-        maxAttempts,
-        Math.floor(now / 1000),
-        `the server running this job stopped ${maxAttempts} times before it finished`,
-      ],
-    );
-    return rows.map(toJob);
+        [
+          now,
+          maxAttempts,
+          Math.floor(now / 1000),
+          `the server running this job stopped ${maxAttempts} times before it finished`,
+        ],
+      );
+      const failed = rows.map(toJob);
+      for (const job of failed) await this.#record(q, job, now);
+      return failed;
+    });
   }
 
-  /** End every lease now: at the start of the only server on an embedded store, its jobs' runner is gone. */
+  /**
+   * End every lease now: at the start of the only server on an embedded store, its jobs' runner
+   * and its webhook deliveries are gone (an attempt cut short stays counted).
+   */
   async expireLeases(): Promise<void> {
     await this.#db.query("UPDATE galley_jobs SET lease_until = 0 WHERE status = 'in_progress'");
+    await this.#db.query("UPDATE galley_webhooks SET owner = NULL, lease_until = NULL WHERE owner IS NOT NULL");
+  }
+
+  /**
+   * Lease up to `limit` due webhook events to `owner` until `leaseUntil` (ms), oldest due first,
+   * counting the attempt it is about to make. With PostgreSQL the rows are locked `FOR UPDATE SKIP
+   * LOCKED`, and a leased event is not due for anyone else until its lease runs out, so one
+   * server delivers each event at a time.
+   */
+  async claimWebhooks(owner: string, now: number, leaseUntil: number, limit: number): Promise<PendingWebhook[]> {
+    const lock = this.#db.dialect === "postgres" ? "FOR UPDATE SKIP LOCKED" : "";
+    const due = "next_at <= $3 AND (lease_until IS NULL OR lease_until < $3)";
+    const rows = await this.#db.query(
+      `UPDATE galley_webhooks SET owner = $1, lease_until = $2, attempts = attempts + 1
+       WHERE seq IN (SELECT seq FROM galley_webhooks WHERE ${due} ORDER BY next_at, seq LIMIT $4 ${lock}) AND ${due}
+       RETURNING *`,
+      [owner, leaseUntil, now, limit],
+    );
+    return rows
+      .sort((a, b) => Number(a.seq) - Number(b.seq))
+      .map((row) => ({
+        id: String(row.id),
+        jobId: String(row.job_id),
+        url: String(row.url),
+        body: String(row.body),
+        attempts: Number(row.attempts),
+      }));
+  }
+
+  /** Remove a delivered event (whoever holds it now: it is done). */
+  async webhookDelivered(id: string): Promise<void> {
+    await this.#db.query("DELETE FROM galley_webhooks WHERE id = $1", [id]);
+  }
+
+  /** An attempt of `owner`'s failed: due again at `nextAt` (ms), or, with `nextAt` undefined, removed. */
+  async webhookFailed(id: string, owner: string, nextAt: number | undefined): Promise<void> {
+    if (nextAt === undefined) {
+      await this.#db.query("DELETE FROM galley_webhooks WHERE id = $1 AND owner = $2", [id, owner]);
+      return;
+    }
+    await this.#db.query(
+      "UPDATE galley_webhooks SET owner = NULL, lease_until = NULL, next_at = $3 WHERE id = $1 AND owner = $2",
+      [id, owner, nextAt],
+    );
+  }
+
+  /** Give `owner`'s leased events back at a graceful stop, due at once; the attempts cut short do not count. */
+  async releaseWebhooks(owner: string): Promise<void> {
+    await this.#db.query(
+      "UPDATE galley_webhooks SET owner = NULL, lease_until = NULL, attempts = attempts - 1 WHERE owner = $1",
+      [owner],
+    );
+  }
+
+  /** How many webhook events wait for delivery (leased ones included). */
+  async pendingWebhooks(): Promise<number> {
+    const [row] = await this.#db.query("SELECT count(*) AS n FROM galley_webhooks");
+    return Number(row?.n ?? 0);
   }
 
   /** Delete the records of jobs that expired by `now` (ms); their ids, for their outputs to be deleted. */
