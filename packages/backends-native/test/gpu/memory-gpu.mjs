@@ -305,7 +305,11 @@ async function main() {
               .filter((l) => l.includes("model 'hungry': batch of size"))
               .slice(0, 8);
             figures.b.memoryMetric = sample(metrics, "galley_model_memory_bytes", { model: "hungry", kind: "gpu" });
-            const working = sample(metrics, "galley_model_working_memory_bytes", { model: "hungry", batch_size: "1" });
+            const working = sample(metrics, "galley_model_working_memory_bytes", {
+              model: "hungry",
+              batch_size: "1",
+              kind: "gpu",
+            });
             figures.b.workingMiBBatch1 = working === undefined ? undefined : mib(working);
             // The warm-up's batch of 1: its working tensor and the product, 8 bytes a element.
             check(
