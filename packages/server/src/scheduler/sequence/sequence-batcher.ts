@@ -299,7 +299,9 @@ export class SequenceBatcher implements Scheduler {
         if (wakeAt === undefined || admitted.retryAt < wakeAt) wakeAt = admitted.retryAt;
         continue;
       }
-      this.#run(slot, admitted.sequences, this.#strategy.reason(ready.length, max, short), admitted.batch);
+      const reason = this.#strategy.reason(ready.length, max, short);
+      const reduced = admitted.sequences.length < ready.length ? "; reduced to fit GPU memory" : "";
+      this.#run(slot, admitted.sequences, reason + reduced, admitted.batch);
     }
     if (wakeAt !== undefined) {
       this.#delayTimer = this.#clock.setTimer(
