@@ -296,6 +296,7 @@ export function createServer(options: ServerOptions = {}): GalleyServer {
     ...(options.modelMemoryBudget ? { memoryBudget: options.modelMemoryBudget } : {}),
     ...(options.modelMinResidencySecs !== undefined ? { minResidencySecs: options.modelMinResidencySecs } : {}),
     memory: options.memorySource ?? measureWith([hostMemorySource(), gpuMemorySource(deviceMemory)]),
+    deviceMemory,
     ...(admission ? { admission } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.metrics !== false && options.metrics?.histogramLatencies ? { histogramLatencies: true } : {}),

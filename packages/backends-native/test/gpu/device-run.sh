@@ -125,8 +125,9 @@ fi
 
 # Memory-aware serving (issue 52): three TorchScript models of 2 GiB FP16 weights each served in turn
 # under --model-memory-budget gpu0 (answers, evictions, GPU figures), and 16 concurrent requests that
-# run out of GPU memory without --gpu-memory-admission and must all succeed with it
-# (GALLEY_MEMORY_ARGS: e.g. --gib=4).
+# run out of GPU memory without --gpu-memory-admission and must all succeed with it, the same for
+# 16 sequences under the sequence batcher, and a Python stub's GPU working memory per batch size
+# (GALLEY_MEMORY_ARGS: e.g. --gib=4, --parts=cd).
 memory_status=0
 if step memory && [ -f "$carry/memory-gpu.mjs" ]; then
   timeout "${GALLEY_MEMORY_TIMEOUT:-420}" node "$carry/memory-gpu.mjs" --device="$device" --python="$python" --out="$out/memory-gpu" \

@@ -11,15 +11,23 @@
 //       by a server without admission (a batch of 16 wants twice the GPU: libtorch's out-of-memory
 //       error comes back for the batch, counted, and the instance still answers the next request),
 //       then by one with --gpu-memory-admission (0 failures required, every answer right).
+//   (c) the same model under the sequence batcher: 16 concurrent sequences (START and END in one
+//       request each), for each strategy without admission (failures expected) and with it (0
+//       failures required, every answer right): `oldest` on one instance, batches of 16 that want
+//       twice the GPU; `direct` on two instances of 8 positions, whose full batches fit one at a
+//       time.
+//   (d) a Python model on the GPU (torch in its stub) whose batches take 64 MiB a request on the
+//       GPU, with warm-up samples of batch 1 and 4: its GPU working memory per batch size from
+//       NVML's figure for its stub (galley_model_working_memory_bytes{kind="gpu"}).
 // prepare-carry.sh bundles this file (server and client inside) into build/gpu-carry; device-run.sh
 // runs it as the step `memory`:
 //
 //   node packages/backends-native/build/gpu-carry/memory-gpu.mjs --out=$OUT/memory-gpu
 //
 // Options: --out=DIR (memory-gpu.json, server logs), --python=python3, --gib=2 (weights per model in
-// part a), --device=cpu (a check of this script on a machine without CUDA: part a with KIND_CPU and
-// a host budget, 512 MiB models; part b is left out). Prints one line per check and a summary; exits
-// 1 if any check failed.
+// part a), --parts=abcd (the parts to run), --device=cpu (a check of this script on a machine
+// without CUDA: part a with KIND_CPU and a host budget, 512 MiB models; parts b, c and d are left
+// out). Prints one line per check and a summary; exits 1 if any check failed.
 import { execFileSync, fork } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -76,6 +84,45 @@ instance_group [ { count: 1 kind: ${kind} } ]
 `;
 }
 
+function hungrySequenceConfig(strategy, instances, maxBatchSize) {
+  return `name: "hungry_seq"
+platform: "pytorch_libtorch"
+max_batch_size: ${maxBatchSize}
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [ { count: ${instances} kind: KIND_GPU gpus: [ 0 ] } ]
+sequence_batching { ${strategy} }
+model_warmup [ { name: "one" batch_size: 1 inputs { key: "INPUT__0" value: { data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } } } ]
+`;
+}
+
+// A Python model whose batches take 64 MiB a request on the GPU (torch in the stub).
+const PY_GPU_CONFIG = `name: "py_gpu"
+backend: "python"
+max_batch_size: 4
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_GPU gpus: [ 0 ] } ]
+model_warmup [
+  { name: "one" batch_size: 1 inputs { key: "IN" value: { data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } } },
+  { name: "four" batch_size: 4 inputs { key: "IN" value: { data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } } }
+]
+`;
+const PY_GPU_MODEL = `import torch
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.weights = torch.ones(1024, device="cuda")
+
+    def execute(self, requests):
+        work = torch.ones(len(requests) * 16 * 1024 * 1024, device="cuda")
+        torch.cuda.synchronize()
+        scale = float(work[0].item()) * float(self.weights[0].item())
+        del work
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy() * scale)]) for r in requests]
+`;
+
 function hungryConfig() {
   return `name: "hungry"
 platform: "pytorch_libtorch"
@@ -123,6 +170,7 @@ async function serve(json) {
   const server = createServer({
     modelRepositories: [options.repository],
     controlMode: "explicit",
+    ...(options.python ? { pythonExecutable: options.python } : {}),
     ...(options.loadModels ? { loadModels: options.loadModels } : {}),
     ...(budget ? { loadOnDemand: true, modelMemoryBudget: budget, modelMinResidencySecs: 0 } : {}),
     ...(options.admission ? { gpuMemoryAdmission: { reserveBytes: options.admission.reserve, waitSecs: 30 } } : {}),
@@ -154,6 +202,7 @@ async function main() {
   const python = arg("python", "python3");
   const cpu = arg("device", "cuda") === "cpu";
   const gib = Number(arg("gib", "2"));
+  const parts = arg("parts", "abcd");
   mkdirSync(out, { recursive: true });
   // torch.jit.script reads the classes' source: the generators run from files.
   const makeWeights = join(out, "make_weights.py");
@@ -164,101 +213,102 @@ async function main() {
   const figures = { device: cpu ? "cpu" : "cuda" };
   const started = performance.now();
 
-  // (a) three models that together exceed the budget, served in turn.
-  // On the CPU a first load also maps libtorch (~110 MiB): large weights keep that small beside them.
-  const weightBytes = cpu ? 512 * MIB : gib * GIB;
-  const repoA = join(out, "models-a");
-  const names = ["big_a", "big_b", "big_c"];
-  const offsets = [100, 200, 300];
-  for (const [i, name] of names.entries()) {
-    mkdirSync(join(repoA, name, "1"), { recursive: true });
-    writeFileSync(join(repoA, name, "config.pbtxt"), weightsConfig(name, cpu ? "KIND_CPU" : "KIND_GPU gpus: [ 0 ]"));
-    execFileSync(python, [
-      makeWeights,
-      join(repoA, name, "1", "model.pt"),
-      String(offsets[i]),
-      String(weightBytes / 2),
-      cpu ? "cpu" : "cuda",
-    ]);
-  }
-  figures.generateSecs = Math.round((performance.now() - started) / 100) / 10;
-  // Two models (the first load's figure holds the CUDA context, ~0.5 GiB, too) fit; three do not.
-  const budget = Math.round(2.75 * weightBytes);
-  figures.a = { weightMiB: mib(weightBytes), budgetMiB: mib(budget) };
-  await attempt("three models over the budget", async () => {
-    const server = await startServer(
-      { repository: repoA, budget: cpu ? { host: budget } : { gpu0: budget } },
-      join(out, "server-a.log"),
-    );
-    try {
-      const client = createGrpcClient({ baseUrl: `http://127.0.0.1:${server.ports.grpc}` });
-      const wrong = [];
-      const order = [];
-      for (let round = 0; round < 2; round++) {
-        for (const [i, name] of names.entries()) {
-          const x = [1, 2, 3, round];
-          const result = await client.infer(name, { inputs: { INPUT__0: tensor.fp32([4], x) } });
-          const y = [...result.output("OUTPUT__0").fp32()];
-          if (y.some((v, k) => v !== x[k] + offsets[i])) wrong.push(`${name}: ${y}`);
-          order.push(name);
-          if (!cpu) figures.a[`gpuUsedMiBAfter_${name}_${round}`] = gpuMemoryMiB(0);
-        }
-      }
-      check("every answer right (a, b, c, a, b, c)", wrong.length === 0, wrong.join("; "));
-      const metrics = await (await fetch(`http://127.0.0.1:${server.ports.metrics}/metrics`)).text();
-      const evictions = names.map((model) => sample(metrics, "galley_model_evictions_total", { model }) ?? 0);
-      figures.a.evictions = Object.fromEntries(names.map((n, i) => [n, evictions[i]]));
-      // Each load past the second evicts the least recently used: a, b, c, a.
-      const total = evictions.reduce((s, n) => s + n, 0);
-      check("evictions counted", total === 4, `${JSON.stringify(figures.a.evictions)} (expected 4 in all)`);
-      const kind = cpu ? { kind: "host" } : { kind: "gpu", device: "0" };
-      const held = {};
-      for (const model of names) {
-        const bytes = sample(metrics, "galley_model_memory_bytes", { model, version: "1", ...kind });
-        if (bytes !== undefined) held[model] = mib(bytes);
-      }
-      figures.a.heldMiB = held;
-      const loaded = Object.values(held);
-      check(
-        `${cpu ? "host" : "GPU 0"} figures of the loaded versions are at least their weights`,
-        loaded.length === 2 && loaded.every((m) => m >= mib(weightBytes) * 0.99),
-        JSON.stringify(held),
-      );
-      check(
-        "the loaded versions hold no more than the budget",
-        loaded.reduce((s, m) => s + m, 0) <= mib(budget),
-        `${loaded.reduce((s, m) => s + m, 0)} MiB of ${mib(budget)} MiB`,
-      );
-      const stats = await client.statistics("big_c");
-      const usage = stats.modelStats[0]?.memoryUsage ?? [];
-      figures.a.memoryUsage = usage.map((u) => ({ type: u.type, id: Number(u.id), mib: mib(Number(u.byteSize)) }));
-      check(
-        `statistics' memory_usage has ${cpu ? "CPU" : "GPU"} 0`,
-        usage.some(
-          (u) => u.type === (cpu ? "CPU" : "GPU") && Number(u.id) === 0 && Number(u.byteSize) >= weightBytes * 0.99,
-        ),
-        JSON.stringify(figures.a.memoryUsage),
-      );
-      const index = await client.index();
-      figures.a.index = index.map((m) => `${m.name}: ${m.state}${m.reason ? ` (${m.reason})` : ""}`);
-      check(
-        "the index shows the evicted model",
-        index.some((m) => m.name === "big_a" && m.state === "UNAVAILABLE" && m.reason.includes("evicted")),
-        figures.a.index.join("; "),
-      );
-      const line = server
-        .logs()
-        .split("\n")
-        .find((l) => l.includes("loaded 'big_b' version 1:"));
-      figures.a.loadLine = line ?? "";
-      check("the load log line has the figures", line !== undefined && (cpu || /MiB gpu0/.test(line)), line ?? "");
-    } finally {
-      await server.stop();
+  if (parts.includes("a")) {
+    // (a) three models that together exceed the budget, served in turn.
+    // On the CPU a first load also maps libtorch (~110 MiB): large weights keep that small beside them.
+    const weightBytes = cpu ? 512 * MIB : gib * GIB;
+    const repoA = join(out, "models-a");
+    const names = ["big_a", "big_b", "big_c"];
+    const offsets = [100, 200, 300];
+    for (const [i, name] of names.entries()) {
+      mkdirSync(join(repoA, name, "1"), { recursive: true });
+      writeFileSync(join(repoA, name, "config.pbtxt"), weightsConfig(name, cpu ? "KIND_CPU" : "KIND_GPU gpus: [ 0 ]"));
+      execFileSync(python, [
+        makeWeights,
+        join(repoA, name, "1", "model.pt"),
+        String(offsets[i]),
+        String(weightBytes / 2),
+        cpu ? "cpu" : "cuda",
+      ]);
     }
-  });
-
+    figures.generateSecs = Math.round((performance.now() - started) / 100) / 10;
+    // Two models (the first load's figure holds the CUDA context, ~0.5 GiB, too) fit; three do not.
+    const budget = Math.round(2.75 * weightBytes);
+    figures.a = { weightMiB: mib(weightBytes), budgetMiB: mib(budget) };
+    await attempt("three models over the budget", async () => {
+      const server = await startServer(
+        { repository: repoA, budget: cpu ? { host: budget } : { gpu0: budget } },
+        join(out, "server-a.log"),
+      );
+      try {
+        const client = createGrpcClient({ baseUrl: `http://127.0.0.1:${server.ports.grpc}` });
+        const wrong = [];
+        const order = [];
+        for (let round = 0; round < 2; round++) {
+          for (const [i, name] of names.entries()) {
+            const x = [1, 2, 3, round];
+            const result = await client.infer(name, { inputs: { INPUT__0: tensor.fp32([4], x) } });
+            const y = [...result.output("OUTPUT__0").fp32()];
+            if (y.some((v, k) => v !== x[k] + offsets[i])) wrong.push(`${name}: ${y}`);
+            order.push(name);
+            if (!cpu) figures.a[`gpuUsedMiBAfter_${name}_${round}`] = gpuMemoryMiB(0);
+          }
+        }
+        check("every answer right (a, b, c, a, b, c)", wrong.length === 0, wrong.join("; "));
+        const metrics = await (await fetch(`http://127.0.0.1:${server.ports.metrics}/metrics`)).text();
+        const evictions = names.map((model) => sample(metrics, "galley_model_evictions_total", { model }) ?? 0);
+        figures.a.evictions = Object.fromEntries(names.map((n, i) => [n, evictions[i]]));
+        // Each load past the second evicts the least recently used: a, b, c, a.
+        const total = evictions.reduce((s, n) => s + n, 0);
+        check("evictions counted", total === 4, `${JSON.stringify(figures.a.evictions)} (expected 4 in all)`);
+        const kind = cpu ? { kind: "host" } : { kind: "gpu", device: "0" };
+        const held = {};
+        for (const model of names) {
+          const bytes = sample(metrics, "galley_model_memory_bytes", { model, version: "1", ...kind });
+          if (bytes !== undefined) held[model] = mib(bytes);
+        }
+        figures.a.heldMiB = held;
+        const loaded = Object.values(held);
+        check(
+          `${cpu ? "host" : "GPU 0"} figures of the loaded versions are at least their weights`,
+          loaded.length === 2 && loaded.every((m) => m >= mib(weightBytes) * 0.99),
+          JSON.stringify(held),
+        );
+        check(
+          "the loaded versions hold no more than the budget",
+          loaded.reduce((s, m) => s + m, 0) <= mib(budget),
+          `${loaded.reduce((s, m) => s + m, 0)} MiB of ${mib(budget)} MiB`,
+        );
+        const stats = await client.statistics("big_c");
+        const usage = stats.modelStats[0]?.memoryUsage ?? [];
+        figures.a.memoryUsage = usage.map((u) => ({ type: u.type, id: Number(u.id), mib: mib(Number(u.byteSize)) }));
+        check(
+          `statistics' memory_usage has ${cpu ? "CPU" : "GPU"} 0`,
+          usage.some(
+            (u) => u.type === (cpu ? "CPU" : "GPU") && Number(u.id) === 0 && Number(u.byteSize) >= weightBytes * 0.99,
+          ),
+          JSON.stringify(figures.a.memoryUsage),
+        );
+        const index = await client.index();
+        figures.a.index = index.map((m) => `${m.name}: ${m.state}${m.reason ? ` (${m.reason})` : ""}`);
+        check(
+          "the index shows the evicted model",
+          index.some((m) => m.name === "big_a" && m.state === "UNAVAILABLE" && m.reason.includes("evicted")),
+          figures.a.index.join("; "),
+        );
+        const line = server
+          .logs()
+          .split("\n")
+          .find((l) => l.includes("loaded 'big_b' version 1:"));
+        figures.a.loadLine = line ?? "";
+        check("the load log line has the figures", line !== undefined && (cpu || /MiB gpu0/.test(line)), line ?? "");
+      } finally {
+        await server.stop();
+      }
+    });
+  }
   // (b) 16 concurrent requests at a size that runs out of GPU memory without admission.
-  if (!cpu) {
+  if (!cpu && parts.includes("b")) {
     const freeMiB = Number(
       execFileSync("nvidia-smi", ["--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", "0"], {
         encoding: "utf8",
@@ -305,7 +355,11 @@ async function main() {
               .filter((l) => l.includes("model 'hungry': batch of size"))
               .slice(0, 8);
             figures.b.memoryMetric = sample(metrics, "galley_model_memory_bytes", { model: "hungry", kind: "gpu" });
-            const working = sample(metrics, "galley_model_working_memory_bytes", { model: "hungry", batch_size: "1" });
+            const working = sample(metrics, "galley_model_working_memory_bytes", {
+              model: "hungry",
+              batch_size: "1",
+              kind: "gpu",
+            });
             figures.b.workingMiBBatch1 = working === undefined ? undefined : mib(working);
             // The warm-up's batch of 1: its working tensor and the product, 8 bytes a element.
             check(
@@ -329,9 +383,146 @@ async function main() {
       });
     }
   }
+  // (c) the sequence batcher, (d) a Python stub's GPU working memory.
+  if (!cpu) await sequencesAndStubs({ out, python, makeHungry, figures, check, attempt, parts });
   figures.totalSecs = Math.round((performance.now() - started) / 100) / 10;
   console.log(JSON.stringify(figures));
   finishChecks(out, "memory-gpu", results, figures);
+}
+
+async function sequencesAndStubs({ out, python, makeHungry, figures, check, attempt, parts }) {
+  const freeMiB = Number(
+    execFileSync("nvidia-smi", ["--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", "0"], {
+      encoding: "utf8",
+    }).trim(),
+  );
+  figures.c = { freeMiB };
+  // oldest: one instance; a batch of 16 wants twice the GPU (an eighth of it a sample), the
+  // admission sends smaller ones. direct: a sequence keeps its position, so the batch of a sequence
+  // at position 7 is 8 requests whatever runs: two instances of 8 positions, a full batch two
+  // thirds of the GPU (a twelfth a sample), and the two at once want more than the GPU.
+  const oldest = "oldest { max_candidate_sequences: 16 max_queue_delay_microseconds: 200000 }";
+  const direct = "direct { max_queue_delay_microseconds: 200000 minimum_slot_utilization: 1.0 }";
+  const runs = [
+    ["oldest", false, oldest, 1, 16, 8],
+    ["oldest", true, oldest, 1, 16, 8],
+    ["direct", false, direct, 2, 8, 12],
+    ["direct", true, direct, 2, 8, 12],
+  ];
+  for (const [strategy, admission, text, instances, maxBatchSize, share] of parts.includes("c") ? runs : []) {
+    const perSample = Math.floor((freeMiB * MIB) / share);
+    const label = `${strategy} ${admission ? "with" : "without"} admission`;
+    await attempt(`16 concurrent sequences, ${label}`, async () => {
+      const repo = join(out, `models-c-${strategy}-${admission}`);
+      mkdirSync(join(repo, "hungry_seq", "1"), { recursive: true });
+      writeFileSync(join(repo, "hungry_seq", "config.pbtxt"), hungrySequenceConfig(text, instances, maxBatchSize));
+      execFileSync(python, [makeHungry, join(repo, "hungry_seq", "1", "model.pt"), String(Math.floor(perSample / 8))]);
+      const server = await startServer(
+        { repository: repo, loadModels: ["hungry_seq"], ...(admission ? { admission: { reserve: 512 * MIB } } : {}) },
+        join(out, `server-c-${strategy}-${admission}.log`),
+      );
+      try {
+        const client = createGrpcClient({ baseUrl: `http://127.0.0.1:${server.ports.grpc}` });
+        const t0 = performance.now();
+        const answers = await Promise.allSettled(
+          Array.from({ length: 16 }, async (_, i) => {
+            const result = await client.infer("hungry_seq", {
+              inputs: { INPUT__0: tensor.fp32([1, 1], [i + 1]) },
+              sequence: { id: 1000 + i, start: true, end: true },
+            });
+            const y = result.output("OUTPUT__0").fp32()[0];
+            if (y !== i + 1) throw new Error(`sequence ${i}: ${y}, expected ${i + 1}`);
+          }),
+        );
+        const failures = answers
+          .filter((a) => a.status === "rejected")
+          .map((a) => String(a.reason?.message ?? a.reason));
+        const metrics = await (await fetch(`http://127.0.0.1:${server.ports.metrics}/metrics`)).text();
+        const counted = Object.fromEntries(
+          ["delayed", "reduced", "refused"].map((outcome) => [
+            outcome,
+            sample(metrics, "galley_model_memory_admission_batches_total", { model: "hungry_seq", outcome }),
+          ]),
+        );
+        figures.c[label] = {
+          failures: failures.length,
+          reasons: [...new Set(failures)].slice(0, 3),
+          ms: Math.round(performance.now() - t0),
+          counted,
+          batchLines: server
+            .logs()
+            .split("\n")
+            .filter((l) => l.includes("sequence batch of size"))
+            .slice(0, 8),
+        };
+        console.log(`${label}: ${failures.length} of 16 failed ${JSON.stringify(figures.c[label].reasons)}`);
+        if (admission) {
+          check(`${label}: 0 failures, every answer right`, failures.length === 0, JSON.stringify(figures.c[label]));
+          check(
+            `${label}: batches held back are counted`,
+            (counted.reduced ?? 0) + (counted.delayed ?? 0) > 0 && counted.refused === 0,
+            JSON.stringify(counted),
+          );
+        } else {
+          check(
+            `${label}: without admission the GPU runs out of memory`,
+            failures.length > 0,
+            `${failures.length} of 16`,
+          );
+        }
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+
+  if (!parts.includes("d")) return;
+  await attempt("a Python stub's GPU working memory per warm-up batch size", async () => {
+    const repo = join(out, "models-d");
+    mkdirSync(join(repo, "py_gpu", "1"), { recursive: true });
+    writeFileSync(join(repo, "py_gpu", "config.pbtxt"), PY_GPU_CONFIG);
+    writeFileSync(join(repo, "py_gpu", "1", "model.py"), PY_GPU_MODEL);
+    const server = await startServer({ repository: repo, loadModels: ["py_gpu"], python }, join(out, "server-d.log"));
+    try {
+      const client = createGrpcClient({ baseUrl: `http://127.0.0.1:${server.ports.grpc}` });
+      const result = await client.infer("py_gpu", { inputs: { IN: tensor.fp32([1, 1], [3]) } });
+      check("the Python model answers", result.output("OUT").fp32()[0] === 3);
+      const metrics = await (await fetch(`http://127.0.0.1:${server.ports.metrics}/metrics`)).text();
+      const gpu = (batch) =>
+        sample(metrics, "galley_model_working_memory_bytes", {
+          model: "py_gpu",
+          batch_size: String(batch),
+          kind: "gpu",
+        });
+      const host = (batch) =>
+        sample(metrics, "galley_model_working_memory_bytes", {
+          model: "py_gpu",
+          batch_size: String(batch),
+          kind: "host",
+        });
+      figures.d = {
+        gpuMiB: { 1: mib(gpu(1) ?? 0), 4: mib(gpu(4) ?? 0) },
+        hostMiB: { 1: mib(host(1) ?? 0), 4: mib(host(4) ?? 0) },
+        loadLine: server
+          .logs()
+          .split("\n")
+          .find((l) => l.includes("loaded 'py_gpu' version 1:")),
+      };
+      // 64 MiB a request; the stub's allocator rounds up and keeps what it took (an upper bound).
+      check(
+        "batch 1: about 64 MiB on the GPU",
+        gpu(1) !== undefined && gpu(1) >= 60 * MIB && gpu(1) <= 200 * MIB,
+        JSON.stringify(figures.d),
+      );
+      check(
+        "batch 4: about 256 MiB on the GPU",
+        gpu(4) !== undefined && gpu(4) >= 240 * MIB && gpu(4) <= 450 * MIB,
+        JSON.stringify(figures.d),
+      );
+    } finally {
+      await server.stop();
+    }
+  });
 }
 
 if (process.argv[2] === "--serve") await serve(process.argv[3]);

@@ -60,6 +60,11 @@ export interface BackendInstance {
   readonly depth?: number;
   /** The GPU (CUDA ordinal) it runs on; absent on the CPU or where the backend does not say. */
   readonly device?: number | undefined;
+  /**
+   * The process it runs in where that is not the server's (a Python model's stub, while it is up),
+   * so its memory can be measured; absent: the server's own process.
+   */
+  readonly pid?: number | undefined;
 }
 
 /**

@@ -42,6 +42,13 @@ export class ModelStatistics {
   /** Seconds the load took. */
   loadSeconds = 0;
   /**
+   * GPU-memory admission (`--gpu-memory-admission`), counted by the schedulers: batches that had to
+   * wait for GPU memory (once per wait), batches sent smaller than gathered because the whole did
+   * not fit, and batches whose requests got UNAVAILABLE after `--gpu-memory-wait-secs`
+   * (`galley_model_memory_admission_batches_total`).
+   */
+  readonly memoryAdmission = { delayed: 0, reduced: 0, refused: 0 };
+  /**
    * `nv_inference_first_response_histogram_ms` (`--metrics-config histogram_latencies=true`), over
    * the given bucket bounds; absent (and nothing observed) otherwise.
    */

@@ -68,6 +68,8 @@ export interface ModelView {
   readonly memory: readonly MemoryUsage[];
   /** The most GPU working memory a batch of each size took (bytes by batch size), where measured. */
   readonly workingMemory?: ReadonlyMap<number, number>;
+  /** The most host memory a warm-up batch of each size took (bytes by batch size), where measured. */
+  readonly hostWorkingMemory?: ReadonlyMap<number, number>;
 }
 
 /** One entry of the repository index: a model folder, and a version's state when it has one. */
@@ -276,6 +278,11 @@ export class InferenceServer {
   /** `--model-memory-budget`, when there is one. */
   memoryBudget(): MemoryBudgetLimits | undefined {
     return this.models.memoryBudget;
+  }
+
+  /** Whether `--gpu-memory-admission` is on (its counters are then on the metrics). */
+  gpuMemoryAdmission(): boolean {
+    return this.models.gpuMemoryAdmission;
   }
 
   /** Every READY model version (the metrics endpoint reports them). */

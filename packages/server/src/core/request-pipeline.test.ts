@@ -6,6 +6,7 @@ describe("failureReason", () => {
   it("gives Triton's reason for each kind of failure", () => {
     expect(failureReason(new InferenceError("QUEUE_FULL"))).toBe("REJECTED");
     expect(failureReason(new InferenceError("QUEUE_TIMEOUT"))).toBe("REJECTED");
+    expect(failureReason(new InferenceError("GPU_MEMORY_SHORT", { device: "0" }))).toBe("REJECTED");
     expect(failureReason(new InferenceError("CANCELLED", { id: "" }))).toBe("CANCELED");
     expect(failureReason(new InferenceError("BACKEND_FAILED", { message: "x" }))).toBe("BACKEND");
     // A model's error that names a Triton code is still the backend's.

@@ -28,11 +28,13 @@ const NO_HOLDS: readonly (() => void)[] = [];
 
 /**
  * Triton's failure reason for a request's error: REJECTED for a request the scheduler's queue
- * policy refused (queue full, timed out in the queue), CANCELED, BACKEND for what the backend or
+ * policy refused (queue full, timed out in the queue, or waited out `--gpu-memory-wait-secs` for
+ * GPU memory), CANCELED, BACKEND for what the backend or
  * the model raised, OTHER for everything else (the request itself, the server).
  */
 export function failureReason(failure: InferenceError): keyof ModelStatistics["failures"] {
-  if (failure.id === "QUEUE_FULL" || failure.id === "QUEUE_TIMEOUT") return "REJECTED";
+  if (failure.id === "QUEUE_FULL" || failure.id === "QUEUE_TIMEOUT" || failure.id === "GPU_MEMORY_SHORT")
+    return "REJECTED";
   if (failure.code === "CANCELLED") return "CANCELED";
   if (failure.id === "BACKEND_FAILED") return "BACKEND";
   return "OTHER";

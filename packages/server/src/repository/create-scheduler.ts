@@ -52,7 +52,15 @@ export function createScheduler(config: ModelConfig, context: SchedulerContext):
     });
   }
   if (config.schedulingChoice.case === "sequenceBatching") {
-    return new SequenceBatcher({ pool, config, stats, log, initialStates: context.initialStates ?? new Map() });
+    return new SequenceBatcher({
+      pool,
+      config,
+      stats,
+      log,
+      initialStates: context.initialStates ?? new Map(),
+      ...(context.memory ? { memory: context.memory } : {}),
+      ...(context.admission ? { admission: context.admission } : {}),
+    });
   }
   return new DefaultScheduler(pool, stats, context.memory, context.admission);
 }

@@ -27,9 +27,17 @@ export class LoadedModel {
   /** Its GPU working memory per batch size, from warmup and every batch since (GPU-memory admission's estimates). */
   batchMemory = new BatchMemory();
 
+  /** Its host working memory per batch size, from warmup (the peak resident set a sample took). */
+  hostBatchMemory = new BatchMemory();
+
   /** The most GPU working memory a batch of each size took (bytes by batch size); empty where none was measured. */
   get workingMemory(): ReadonlyMap<number, number> {
     return this.batchMemory.peaks;
+  }
+
+  /** The most host memory a warm-up batch of each size took beyond what was held before it (bytes by batch size). */
+  get hostWorkingMemory(): ReadonlyMap<number, number> {
+    return this.hostBatchMemory.peaks;
   }
   /** When it became READY and when a request last started on it (the clock's nanoseconds): eviction's order. */
   loadedAtNs = 0n;

@@ -1,5 +1,6 @@
 import type { BackendRegistry } from "../backend/registry.js";
 import { type Clock, systemClock } from "../base/clock.js";
+import type { DeviceMemoryReader } from "../base/device-memory.js";
 import { InferenceError } from "../base/errors.js";
 import type { LoadOverrides } from "../base/load-overrides.js";
 import type { Logger } from "../base/log.js";
@@ -63,6 +64,8 @@ export interface ModelManagerOptions {
   memory?: MemorySource;
   /** `--gpu-memory-admission`: batches on a GPU start only when their working memory fits. */
   admission?: GpuMemoryAdmission;
+  /** NVML's per-process figures, for the GPU working memory of Python stubs at warmup. */
+  deviceMemory?: DeviceMemoryReader;
   /** Time for residency, recency and on-demand waits (tests control it). */
   clock?: Clock;
 }
@@ -316,6 +319,11 @@ export class ModelManager {
   /** The budget in force (`--model-memory-budget`), when there is one. */
   get memoryBudget(): MemoryBudgetLimits | undefined {
     return this.#budget?.limits;
+  }
+
+  /** Whether batches on a GPU wait for their working memory to fit (`--gpu-memory-admission`). */
+  get gpuMemoryAdmission(): boolean {
+    return this.#options.admission !== undefined;
   }
 
   /** A load on demand: the one load path, unless a load of the model is already queued or running. */

@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { Platform, PYTHON_BASED_RUNTIME } from "@galley/config";
 import type { ModelConfig } from "@galley/proto";
 import type { BackendRegistry } from "../backend/registry.js";
+import type { DeviceMemoryReader } from "../base/device-memory.js";
 import { FIRST_RESPONSE_BUCKETS, FIRST_RESPONSE_HISTOGRAM } from "../base/latency-histogram.js";
 import type { Logger } from "../base/log.js";
 import { ModelStatistics } from "../base/statistics.js";
@@ -17,6 +18,7 @@ import { LoadedModel } from "./loaded-model.js";
 import { describeMemory, hostMemorySource, type MemorySource } from "./memory-source.js";
 import { readModelFile } from "./model-file.js";
 import { warmUp } from "./warmup.js";
+import { workingMemoryProbe } from "./working-memory.js";
 
 /** What {@link VersionLoader} loads versions with. */
 export interface VersionLoaderOptions {
@@ -43,6 +45,8 @@ export interface VersionLoaderOptions {
   histogramLatencies?: boolean;
   /** `--gpu-memory-admission`: batches on a GPU start only when their working memory fits. */
   admission?: GpuMemoryAdmission;
+  /** NVML's per-process figures, for the GPU working memory of instances in processes of their own (Python stubs). */
+  deviceMemory?: DeviceMemoryReader;
 }
 
 /**
@@ -154,8 +158,10 @@ export class VersionLoader {
       config.schedulingChoice.case !== "sequenceBatching",
     );
     const memory = new BatchMemory();
+    const hostMemory = new BatchMemory();
+    const probe = workingMemoryProbe(this.#options.deviceMemory);
     try {
-      await warmUp(config, model.instances, modelPath, memory);
+      await warmUp(config, model.instances, modelPath, { gpu: memory, host: hostMemory, probe });
     } catch (error) {
       await model.unload();
       throw error;
@@ -173,13 +179,12 @@ export class VersionLoader {
     const loaded = new LoadedModel(name, version, config, model, scheduler, labels, stats);
     loaded.memory = await measured(model);
     loaded.batchMemory = memory;
-    const working = [...memory.peaks]
-      .sort(([a], [b]) => a - b)
-      .map(([size, bytes]) => `batch ${size} ${(bytes / 2 ** 20).toFixed(1)} MiB`);
+    loaded.hostBatchMemory = hostMemory;
     log.info(
       `loaded '${name}' version ${version}: ${describeMemory(loaded.memory)}` +
         `${config.modelWarmup.length > 0 ? " (measured after warmup)" : ""}` +
-        `${working.length > 0 ? `; GPU working memory: ${working.join(", ")}` : ""}`,
+        describePeaks("host", hostMemory) +
+        describePeaks("GPU", memory),
     );
     return loaded;
   }
@@ -197,6 +202,14 @@ export class VersionLoader {
     }
     return new ModelStatistics(buckets);
   }
+}
+
+/** `; host working memory: batch 1 3.0 MiB, batch 4 11.5 MiB` for a log line; "" when nothing was measured. */
+function describePeaks(kind: string, memory: BatchMemory): string {
+  const peaks = [...memory.peaks]
+    .sort(([a], [b]) => a - b)
+    .map(([size, bytes]) => `batch ${size} ${(bytes / 2 ** 20).toFixed(1)} MiB`);
+  return peaks.length > 0 ? `; ${kind} working memory: ${peaks.join(", ")}` : "";
 }
 
 /** Labels for outputs that name a `label_filename` (one label per line). */

@@ -9,6 +9,17 @@ import type { Tensor } from "../base/tensor.js";
 import { validateRequest } from "../base/validate-request.js";
 import type { BatchMemory } from "../scheduler/batch-memory.js";
 import { readModelFile } from "./model-file.js";
+import type { WorkingMemoryProbe } from "./working-memory.js";
+
+/** Where the warm-up samples' working memory goes, by batch size. */
+export interface WarmupMemory {
+  /** GPU working memory: the backend's own figure (PyTorch's allocator), else the probe's (a stub's NVML figure). */
+  gpu: BatchMemory;
+  /** Host working memory: the probe's (peak resident set during the sample). */
+  host?: BatchMemory;
+  /** Measures what the backend does not report itself. */
+  probe?: WorkingMemoryProbe;
+}
 
 /** The largest input a sample may have: the largest buffer Node allocates (Triton's limit is INT64_MAX). */
 export const MAX_WARMUP_INPUT_BYTES = constants.MAX_LENGTH;
@@ -21,21 +32,26 @@ const LOG_REQUEST = "[request id: <id_unknown>] ";
  * Triton does: each sample is `batch_size` requests of batch 1 sent together, `count` times
  * (at least once), with zero, random or file data (`<model>/warmup/<file>`). A sample that
  * fails fails the load with Triton's `failed to run warmup sample '<name>': <error>; `. Each
- * sample's working memory on a GPU goes into `memory` (GPU-memory admission's first figures).
+ * sample's working memory goes into `memory`: on a GPU, GPU-memory admission's first figures; on
+ * the host, the peak resident set the sample took (see `WorkingMemoryProbe`).
  */
 export async function warmUp(
   config: ModelConfig,
   instances: readonly BackendInstance[],
   modelPath: string,
-  memory?: BatchMemory,
+  memory?: WarmupMemory,
 ): Promise<void> {
   for (const sample of config.modelWarmup) {
     if (sample.batchSize === 0) continue;
     const requests = await warmupRequests(config, sample, modelPath);
     for (let round = 0; round < Math.max(1, sample.count); round++) {
       for (const instance of instances) {
+        const measured = await memory?.probe?.begin(instance);
         const result = await instance.execute(requests);
-        if (result.peakWorkingBytes !== undefined) memory?.record(sample.batchSize, result.peakWorkingBytes);
+        const taken = await measured?.();
+        const gpu = result.peakWorkingBytes ?? taken?.gpu;
+        if (gpu !== undefined) memory?.gpu.record(sample.batchSize, gpu);
+        if (taken?.host !== undefined) memory?.host?.record(sample.batchSize, taken.host);
         const failure = result.responses.find((r): r is Error => r instanceof Error);
         if (failure) throw new Error(`failed to run warmup sample '${sample.name}': ${failure.message}; `);
       }

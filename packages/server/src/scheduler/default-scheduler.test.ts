@@ -134,7 +134,8 @@ describe("DefaultScheduler", () => {
     const memory = new BatchMemory();
     memory.record(1, 300);
     const instance = new HeldInstance(0);
-    const scheduler = new DefaultScheduler(new InstancePool([instance]), new ModelStatistics(), memory, gate);
+    const stats = new ModelStatistics();
+    const scheduler = new DefaultScheduler(new InstancePool([instance]), stats, memory, gate);
     // 300 bytes needed, 100 free: it waits the 50 ms, then fails; the instance never saw it.
     const refused = scheduler.enqueue(request("big"), 1).catch((e: InferenceError) => e.message);
     expect(await refused).toBe("not enough free GPU memory on GPU 0 for the batch within --gpu-memory-wait-secs");
@@ -149,6 +150,8 @@ describe("DefaultScheduler", () => {
     expect(instance.started).toEqual(["next"]);
     instance.finishNext();
     await next;
+    // Two requests waited for room; the first was refused.
+    expect(stats.memoryAdmission).toEqual({ delayed: 2, reduced: 0, refused: 1 });
     gate.close();
   });
 });

@@ -42,6 +42,7 @@ export class DefaultScheduler implements Scheduler {
   readonly #clock: Clock;
   readonly #memory: BatchMemory;
   readonly #admission: GpuMemoryAdmission | undefined;
+  #unsubscribe: (() => void) | undefined;
   /** While the queue's head waits for GPU memory: the timer that ends its wait. */
   #short: { timer: unknown } | undefined;
 
@@ -62,7 +63,7 @@ export class DefaultScheduler implements Scheduler {
     this.#memory = memory;
     this.#admission = admission;
     this.#dispatchSoon = onceThisTurn(clock, () => this.#dispatch());
-    admission?.onRoom(this.#dispatchSoon);
+    this.#unsubscribe = admission?.onRoom(this.#dispatchSoon);
   }
 
   enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
@@ -133,6 +134,7 @@ export class DefaultScheduler implements Scheduler {
       return batch;
     }
     if (!this.#short) {
+      this.#stats.memoryAdmission.delayed++;
       const waitMs = Number(this.#admission.waitNs) / 1e6;
       const timer = this.#clock.setTimer(() => this.#giveUp(device), waitMs);
       this.#short = { timer };
@@ -146,6 +148,7 @@ export class DefaultScheduler implements Scheduler {
     const head = this.#queue.shift();
     if (!head) return;
     this.#stats.pending--;
+    this.#stats.memoryAdmission.refused++;
     if (head.onAbort) head.request.signal?.removeEventListener("abort", head.onAbort);
     head.reject(new InferenceError("GPU_MEMORY_SHORT", { device: String(device) }));
     this.#dispatch();
@@ -183,6 +186,10 @@ export class DefaultScheduler implements Scheduler {
   }
 
   #checkDrained(): void {
-    if (this.#draining && this.#running === 0 && this.#queue.length === 0) this.#drained?.();
+    if (this.#draining && this.#running === 0 && this.#queue.length === 0) {
+      this.#unsubscribe?.();
+      this.#unsubscribe = undefined;
+      this.#drained?.();
+    }
   }
 }

@@ -92,10 +92,11 @@ async function setup(freeMib: number, instances = 2, admitting = true) {
   await gate.refresh();
   const memory = new BatchMemory();
   const held = Array.from({ length: instances }, (_, i) => new GpuInstance(`m_${i}`));
+  const stats = new ModelStatistics();
   const batcher = new DynamicBatcher({
     pool: new InstancePool(held),
     config,
-    stats: new ModelStatistics(),
+    stats,
     log,
     clock,
     memory,
@@ -119,12 +120,12 @@ async function setup(freeMib: number, instances = 2, admitting = true) {
         () => void settled.push(id),
         (error: Error) => void settled.push(`${id}: ${error.message}`),
       );
-  return { clock, reader, gate, memory, held, send, settled };
+  return { clock, reader, gate, memory, held, send, settled, stats };
 }
 
 describe("DynamicBatcher with GPU-memory admission", () => {
   it("sends the largest batch that fits, holds the rest until a batch ends, and learns from each batch's peak", async () => {
-    const { clock, gate, memory, held, send, settled } = await setup(1000);
+    const { clock, gate, memory, held, send, settled, stats } = await setup(1000);
     memory.record(1, 300 * MIB);
     const answers = ["a", "b", "c", "d"].map(send);
     clock.turn();
@@ -138,6 +139,8 @@ describe("DynamicBatcher with GPU-memory admission", () => {
     held[1]?.batches[0]?.finish(250 * MIB);
     await Promise.all(answers);
     expect(settled).toEqual(["a", "b", "c", "d"]);
+    // One batch sent smaller than gathered, one that waited for room (d).
+    expect(stats.memoryAdmission).toEqual({ delayed: 1, reduced: 1, refused: 0 });
     expect(memory.peaks).toEqual(
       new Map([
         [1, 300 * MIB],
@@ -147,7 +150,7 @@ describe("DynamicBatcher with GPU-memory admission", () => {
   });
 
   it("a batch that never fits waits --gpu-memory-wait-secs, then its requests get UNAVAILABLE; the instance stays usable", async () => {
-    const { clock, reader, gate, memory, held, send, settled } = await setup(100);
+    const { clock, reader, gate, memory, held, send, settled, stats } = await setup(100);
     memory.record(1, 400 * MIB);
     const waiting = send("big");
     clock.turn();
@@ -156,6 +159,7 @@ describe("DynamicBatcher with GPU-memory admission", () => {
     clock.advanceMs(1);
     await waiting;
     expect(settled).toEqual(["big: not enough free GPU memory on GPU 0 for the batch within --gpu-memory-wait-secs"]);
+    expect(stats.memoryAdmission).toEqual({ delayed: 1, reduced: 0, refused: 1 });
     // Room comes back: the next request runs.
     reader.freeMib = 1000;
     await gate.refresh();

@@ -97,6 +97,7 @@ export class DynamicBatcher implements Scheduler {
   readonly #onBatch?: (event: BatchEvent) => void;
   readonly #memory: BatchMemory;
   readonly #admission?: GpuMemoryAdmission;
+  #unsubscribe: (() => void) | undefined;
   /** The request at the head of the batch waiting for GPU memory, and since when it waits (undefined: none waits). */
   #short: { head: Pending; since: bigint } | undefined;
   readonly #preferred: number[];
@@ -147,7 +148,7 @@ export class DynamicBatcher implements Scheduler {
     this.#memory = options.memory ?? new BatchMemory();
     if (options.admission) {
       this.#admission = options.admission;
-      options.admission.onRoom(this.#scheduleSoon);
+      this.#unsubscribe = options.admission.onRoom(this.#scheduleSoon);
     }
   }
 
@@ -365,13 +366,19 @@ export class DynamicBatcher implements Scheduler {
     const batch = this.#admission.admit(device, this.#memory, sizes);
     if (batch) {
       this.#short = undefined;
-      return { count: sizes.indexOf(batch.size) + 1, batch };
+      const count = sizes.indexOf(batch.size) + 1;
+      if (count < items.length) this.#stats.memoryAdmission.reduced++;
+      return { count, batch };
     }
     // A new head (the old one left: answered, timed out, cancelled) waits its own time.
     const head = items[0] as Pending;
-    if (this.#short?.head !== head) this.#short = { head, since: now };
+    if (this.#short?.head !== head) {
+      this.#short = { head, since: now };
+      this.#stats.memoryAdmission.delayed++;
+    }
     if (now - this.#short.since < this.#admission.waitNs) return "wait";
     this.#short = undefined;
+    this.#stats.memoryAdmission.refused++;
     const error = new InferenceError("GPU_MEMORY_SHORT", { device: String(device) });
     this.#queue.remove(new Set(items));
     for (const item of items) {
@@ -488,7 +495,11 @@ export class DynamicBatcher implements Scheduler {
   }
 
   #checkDrained(): void {
-    if (this.#draining && this.#running === 0 && this.#queue.size === 0) this.#drained?.();
+    if (this.#draining && this.#running === 0 && this.#queue.size === 0) {
+      this.#unsubscribe?.();
+      this.#unsubscribe = undefined;
+      this.#drained?.();
+    }
   }
 }
 

@@ -257,17 +257,34 @@ function memoryMetrics(
       bytes.inc(tritonOrder({ ...labels(m), ...kind }), usage.byteSize);
     }
   }
-  if (models.some((m) => (m.workingMemory?.size ?? 0) > 0)) {
+  if (models.some((m) => (m.workingMemory?.size ?? 0) + (m.hostWorkingMemory?.size ?? 0) > 0)) {
     const working = new Gauge({
       name: "galley_model_working_memory_bytes",
-      help: "The most GPU working memory a batch of each size took (the PyTorch allocator's peak during the batch less what it held before), from warmup and every batch since",
-      labelNames: [...labelNames, "batch_size"],
+      help: "The most working memory a batch of each size took beyond what was held before it: kind gpu (the PyTorch allocator's peak, or a stub's NVML figure), from warmup and every batch since; kind host (the peak resident set of the instance's process), from warmup",
+      labelNames: [...labelNames, "batch_size", "kind"],
       registers: [registry],
     });
     for (const m of models) {
-      for (const [size, bytes] of m.workingMemory ?? []) {
-        working.set(tritonOrder({ ...labels(m), batch_size: String(size) }), bytes);
+      for (const [kind, peaks] of [
+        ["host", m.hostWorkingMemory],
+        ["gpu", m.workingMemory],
+      ] as const) {
+        for (const [size, bytes] of peaks ?? []) {
+          working.set(tritonOrder({ ...labels(m), batch_size: String(size), kind }), bytes);
+        }
       }
+    }
+  }
+  if (server.gpuMemoryAdmission()) {
+    const held = new Counter({
+      name: "galley_model_memory_admission_batches_total",
+      help: "Batches GPU-memory admission held back (--gpu-memory-admission): outcome delayed (waited for GPU memory, once per wait), reduced (sent smaller than gathered), refused (its requests got UNAVAILABLE after --gpu-memory-wait-secs)",
+      labelNames: [...labelNames, "outcome"],
+      registers: [registry],
+    });
+    for (const m of models) {
+      for (const [outcome, count] of Object.entries(m.stats.memoryAdmission))
+        held.inc(tritonOrder({ ...labels(m), outcome }), count);
     }
   }
   const budget = server.memoryBudget();

@@ -2,6 +2,7 @@ import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
 import { encodeBytesElements } from "@galley/proto";
 import type { InferenceRequest } from "../../base/inference-request.js";
 import { elementCount, type Tensor } from "../../base/tensor.js";
+import type { Sequence } from "./sequence.js";
 import { type CorrelationId, controlTensors } from "./sequence-controls.js";
 import type { BatchItem, BatchLayout, SequenceStrategy } from "./sequence-strategy.js";
 
@@ -39,6 +40,11 @@ export class DirectStrategy implements SequenceStrategy {
   reason(_size: number, _max: number, short: boolean): string {
     if (this.delayNs === 0n || this.#utilization === 0) return "no delay";
     return short ? "delay expired" : "slot utilization reached";
+  }
+
+  /** Every position up to the highest one in use: the empty ones get null requests. */
+  batchSize(sequences: readonly Sequence[]): number {
+    return Math.max(0, ...sequences.map((s) => s.position + 1));
   }
 
   /** Each sequence at its position; the positions below the highest one in use that have no request get a null request. */

@@ -40,6 +40,10 @@ export class OldestStrategy implements SequenceStrategy {
     return size === max ? "filled" : "preferred size reached";
   }
 
+  batchSize(sequences: readonly Sequence[]): number {
+    return sequences.length;
+  }
+
   layout(items: readonly BatchItem[]): BatchLayout {
     return { requests: items.map((i) => i.request), at: items.map((_, i) => i) };
   }

@@ -5,6 +5,8 @@ import type { InferenceRequest } from "../../base/inference-request.js";
 import type { Logger } from "../../base/log.js";
 import type { ModelStatistics } from "../../base/statistics.js";
 import type { Tensor } from "../../base/tensor.js";
+import { BatchMemory } from "../batch-memory.js";
+import type { AdmittedBatch, GpuMemoryAdmission } from "../gpu-memory-admission.js";
 import type { InstancePool } from "../instance-pool.js";
 import { batchCompatible, type ScheduledResult, type Scheduler } from "../scheduler.js";
 import { DirectStrategy } from "./direct-strategy.js";
@@ -24,6 +26,13 @@ export interface SequenceBatcherOptions {
   clock?: Clock;
   /** Each state input's `initial_state` value, as read at load (see `loadInitialStates`); zeros otherwise. */
   initialStates?: ReadonlyMap<string, Tensor>;
+  /** Where each batch's GPU working memory is recorded (by batch size), where the backend measures it. */
+  memory?: BatchMemory;
+  /**
+   * GPU-memory admission (`--gpu-memory-admission`): a batch for an instance on a GPU starts only
+   * when its estimated working memory (from `memory`) fits.
+   */
+  admission?: GpuMemoryAdmission;
 }
 
 /**
@@ -43,6 +52,13 @@ export interface SequenceBatcherOptions {
  * TRITONSERVER_REQUEST_RELEASE_RESCHEDULE (`ExecuteResult.rescheduled`): it goes back to the end
  * of its sequence's queue as it came (its inputs, its client, its responder), with neither START
  * nor END, and runs again. A request released otherwise ends its sequence, as though it had END.
+ *
+ * With GPU-memory admission and an instance on a GPU, a batch starts only when its working memory
+ * fits (see `GpuMemoryAdmission`): the largest prefix of the batch that fits goes (the others keep
+ * their positions and wait), or the whole batch waits. A request that waited
+ * `--gpu-memory-wait-secs` for room gets UNAVAILABLE; its sequence stays open with the state it had
+ * before that request (the client may send it again), and no other sequence is touched. A refused
+ * START ends the sequence it would have begun (it never began): its queued requests fail with it.
  */
 export class SequenceBatcher implements Scheduler {
   readonly #config: ModelConfig;
@@ -71,6 +87,9 @@ export class SequenceBatcher implements Scheduler {
   #running = 0;
   #draining = false;
   #drained?: () => void;
+  readonly #memory: BatchMemory;
+  readonly #admission: GpuMemoryAdmission | undefined;
+  #unsubscribe: (() => void) | undefined;
 
   constructor(options: SequenceBatcherOptions) {
     this.#config = options.config;
@@ -92,6 +111,9 @@ export class SequenceBatcher implements Scheduler {
     this.#stringIds = usesStringIds(this.#batching);
     this.#typedIds = hasCorrelationControl(this.#batching);
     this.#iterative = this.#batching.iterativeSequence;
+    this.#memory = options.memory ?? new BatchMemory();
+    this.#admission = options.admission;
+    this.#unsubscribe = options.admission?.onRoom(() => this.#schedule());
   }
 
   enqueue(request: InferenceRequest, batchSize: number): Promise<ScheduledResult> {
@@ -187,8 +209,9 @@ export class SequenceBatcher implements Scheduler {
       return false;
     }
     this.#log.verbose(1, `model '${this.#config.name}': sequence ${String(sequence.id)} rescheduled`);
+    const { shortSinceNs: _waitedForMemory, ...again } = pending;
     this.#queue(sequence, {
-      ...pending,
+      ...again,
       start: false,
       end: false,
       waitedNs: pending.waitedNs + (startedNs - pending.enqueuedNs),
@@ -271,7 +294,14 @@ export class SequenceBatcher implements Scheduler {
         if (wakeAt === undefined || due < wakeAt) wakeAt = due;
         continue;
       }
-      this.#run(slot, ready, this.#strategy.reason(ready.length, max, short));
+      const admitted = this.#admit(slot, ready, now);
+      if ("retryAt" in admitted) {
+        if (wakeAt === undefined || admitted.retryAt < wakeAt) wakeAt = admitted.retryAt;
+        continue;
+      }
+      const reason = this.#strategy.reason(ready.length, max, short);
+      const reduced = admitted.sequences.length < ready.length ? "; reduced to fit GPU memory" : "";
+      this.#run(slot, admitted.sequences, reason + reduced, admitted.batch);
     }
     if (wakeAt !== undefined) {
       this.#delayTimer = this.#clock.setTimer(
@@ -279,14 +309,76 @@ export class SequenceBatcher implements Scheduler {
           this.#delayTimer = undefined;
           this.#schedule();
         },
-        Number(wakeAt - now) / 1e6,
+        Math.max(0, Number(wakeAt - now) / 1e6),
       );
     }
     this.#reaper.reap(() => this.#sequences.values());
     this.#checkDrained();
   }
 
-  async #run(slot: Slot, sequences: Sequence[], reason: string): Promise<void> {
+  /**
+   * With GPU-memory admission and `slot`'s instance on a GPU: the sequences whose next requests go
+   * now (the largest prefix of `ready` whose batch fits) and their reservation; otherwise when to
+   * look again (a request's wait ends then; the admission also calls back after each reading).
+   * Requests that waited `--gpu-memory-wait-secs` get UNAVAILABLE here.
+   */
+  #admit(
+    slot: Slot,
+    ready: Sequence[],
+    now: bigint,
+  ): { sequences: Sequence[]; batch?: AdmittedBatch } | { retryAt: bigint } {
+    const admission = this.#admission;
+    const device = slot.instance.device;
+    if (!admission || device === undefined) return { sequences: ready };
+    const sizes = ready.map((_, i) => this.#strategy.batchSize(ready.slice(0, i + 1)));
+    const batch = admission.admit(device, this.#memory, sizes);
+    if (batch) {
+      const count = sizes.indexOf(batch.size) + 1;
+      if (count < ready.length) this.#stats.memoryAdmission.reduced++;
+      return { sequences: ready.slice(0, count), batch };
+    }
+    let waitBegan = false;
+    let expired = false;
+    let retryAt: bigint | undefined;
+    for (const sequence of ready) {
+      const head = sequence.queue[0] as Pending;
+      if (head.shortSinceNs === undefined) {
+        head.shortSinceNs = now;
+        waitBegan = true;
+      }
+      const until = head.shortSinceNs + admission.waitNs;
+      if (until > now) {
+        if (retryAt === undefined || until < retryAt) retryAt = until;
+        continue;
+      }
+      expired = true;
+      this.#refuse(sequence, new InferenceError("GPU_MEMORY_SHORT", { device: String(device) }));
+    }
+    if (waitBegan) this.#stats.memoryAdmission.delayed++;
+    if (expired) {
+      this.#stats.memoryAdmission.refused++;
+      // What is left (the next requests, a smaller batch) is looked at again at once.
+      return { retryAt: now };
+    }
+    return { retryAt: retryAt ?? now };
+  }
+
+  /**
+   * A sequence's next request waited too long for GPU memory: it fails and the sequence keeps the
+   * state it had. A refused START ends the sequence it would have begun, with every request queued behind it.
+   */
+  #refuse(sequence: Sequence, error: InferenceError): void {
+    const head = sequence.queue[0] as Pending;
+    const failing = head.start ? sequence.queue.splice(0) : [sequence.queue.shift() as Pending];
+    for (const pending of failing) {
+      this.#stats.pending--;
+      if (pending.onAbort) pending.request.signal?.removeEventListener("abort", pending.onAbort);
+      pending.reject(error);
+    }
+    if (head.start) this.#release(sequence);
+  }
+
+  async #run(slot: Slot, sequences: Sequence[], reason: string, admitted?: AdmittedBatch): Promise<void> {
     this.#pool.take(slot.instance);
     this.#running++;
     const started = this.#clock.now();
@@ -318,6 +410,7 @@ export class SequenceBatcher implements Scheduler {
     );
     try {
       const result = await this.#pool.execute(slot.instance, requests);
+      if (result.peakWorkingBytes !== undefined) this.#memory.record(requests.length, result.peakWorkingBytes);
       // Null requests are padding: the statistics count the sequences' requests only.
       this.#stats.recordExecution(
         items.length,
@@ -359,6 +452,7 @@ export class SequenceBatcher implements Scheduler {
         // Iterative: a request released without RESCHEDULE ends its sequence (Triton's null END request).
         else if ((pending.end || (this.#iterative && !again)) && sequence.queue.length === 0) this.#release(sequence);
       }
+      admitted?.release();
       this.#pool.give(slot.instance);
       this.#running--;
       this.#schedule();
@@ -390,6 +484,8 @@ export class SequenceBatcher implements Scheduler {
     const waiting = [...this.#sequences.values()].some((s) => s.queue.length > 0);
     if (this.#draining && this.#running === 0 && !waiting) {
       this.#reaper.stop();
+      this.#unsubscribe?.();
+      this.#unsubscribe = undefined;
       if (this.#delayTimer !== undefined) this.#clock.clearTimer(this.#delayTimer);
       this.#drained?.();
     }

@@ -30,4 +30,6 @@ export interface SequenceStrategy {
   reason(size: number, max: number, short: boolean): string;
   /** The requests sent for `items` (at least one). */
   layout(items: readonly BatchItem[]): BatchLayout;
+  /** How many requests the model receives for a batch of these sequences' next requests (null requests included). */
+  batchSize(sequences: readonly Sequence[]): number;
 }

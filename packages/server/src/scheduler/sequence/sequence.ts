@@ -14,6 +14,8 @@ export interface Pending {
   enqueuedNs: bigint;
   /** Nanoseconds it waited in the queue before the executions that rescheduled it. */
   waitedNs: bigint;
+  /** With GPU-memory admission: when it began to wait for GPU memory at the head of its sequence. */
+  shortSinceNs?: bigint;
   resolve(result: ScheduledResult): void;
   reject(error: InferenceError): void;
   onAbort?: () => void;
