@@ -500,6 +500,10 @@ void TorchInstance::RunLoad(TorchJob& job) {
                                  std::to_string(torch::cuda::device_count()) + ")");
       }
       stream_ = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(settings_.device_id));
+      // The caching allocator starts lazily, at the first CUDA tensor: a model with no parameters
+      // (x + 1) makes none at load, and its allocator statistics would throw "Invalid device
+      // argument ...: did you call init?" at its first execution.
+      (void)torch::empty({1}, torch::TensorOptions().device(device_));
       if (settings_.cuda_graphs && settings_.cuda_graph_limit > 0) {
         graphs_ = std::make_unique<TorchGraphs>(settings_.cuda_graph_limit);
       }
@@ -539,9 +543,14 @@ void TorchInstance::RunExecute(TorchJob& job) {
     int64_t allocated_before = -1;
     const auto device_index = static_cast<c10::DeviceIndex>(settings_.device_id);
     if (device_.is_cuda()) {
-      // Index 0 is the aggregate of every pool (StatType::AGGREGATE).
-      allocated_before = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index).allocated_bytes[0].current;
-      c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+      // Index 0 is the aggregate of every pool (StatType::AGGREGATE). The statistics never fail a
+      // request: without them the batch's peak is not reported.
+      try {
+        allocated_before = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index).allocated_bytes[0].current;
+        c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+      } catch (const std::exception&) {
+        allocated_before = -1;
+      }
     }
 #endif
     // The inputs, held until the outputs are checked for sharing their bytes.
@@ -600,8 +609,11 @@ void TorchInstance::RunExecute(TorchJob& job) {
     job.outputs = std::move(outputs);
 #ifdef GALLEY_TORCH_CUDA
     if (allocated_before >= 0) {
-      int64_t peak = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index).allocated_bytes[0].peak;
-      job.peak_bytes = std::max<int64_t>(0, peak - allocated_before);
+      try {
+        int64_t peak = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index).allocated_bytes[0].peak;
+        job.peak_bytes = std::max<int64_t>(0, peak - allocated_before);
+      } catch (const std::exception&) {
+      }
     }
 #endif
     if (settings_.cache_cleaning && device_.is_cuda()) {

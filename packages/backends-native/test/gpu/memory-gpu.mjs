@@ -147,6 +147,14 @@ async function startServer(options, logFile) {
     child.once("message", resolve);
     child.once("exit", (code) => reject(new Error(`the server exited with ${code}: ${Buffer.concat(logs)}`)));
   });
+  if (ports.failed?.length) {
+    // Every part needs its models: a load failure is the part's failure, with the server's words.
+    const text = Buffer.concat(logs).toString();
+    child.disconnect();
+    writeFileSync(logFile, text);
+    const lines = text.split("\n").filter((l) => /^E\d|failed|error/i.test(l));
+    throw new Error(`models failed to load: ${ports.failed.join(", ")}: ${lines.slice(-6).join(" | ")}`);
+  }
   return {
     ports,
     logs: () => Buffer.concat(logs).toString(),
