@@ -8,9 +8,10 @@
 // spread and a confidence interval for it, what other processes used of the CPUs during each
 // round, and the 5 % target judged on that interval; the create answers' latency; the process's
 // RSS after the warm-up, after each batch and after a last API batch (memory flat).
-// The server runs in this process (so RSS is the server's and the bench's together); the API's
-// jobs are also GIF-encoded (a worker thread) and stored, which the gRPC path's client does not
-// ask for: that is the API's cost, measured.
+// The server runs in this process (so RSS is the server's and the bench's together). Both ways end
+// with the same GIF file (the server's encoder, each in a worker thread: the API's jobs, and the
+// gRPC path as galley-video writes its video); the API also writes its rows, a thumbnail and the
+// previews: that is the API's cost, measured.
 // Run: npm run bench:videos-api -- [--jobs=200] [--steps=4] [--frames=3] [--size=64x64]
 //   [--concurrency=2] [--rounds=9] [--stores=sqlite,postgres]
 //   (or node --expose-gc --import tsx bench/videos-api.ts ..., with the server built)
@@ -21,6 +22,7 @@ import { fileURLToPath } from "node:url";
 import { createGrpcClient, createVideosClient, type Video } from "@galley/client";
 import { generateVideo } from "@galley/example-text-to-video";
 import { createLogger, createServer } from "@galley/server";
+import { createVideoEncoder, type VideoEncoder } from "@galley/server/internal";
 import { startPostgres } from "../packages/server/test/postgres-cluster.js";
 import { type MachineLoad, watchMachineLoad } from "./lib/machine-load.js";
 import { median, medianInterval, percentile } from "./lib/stats.js";
@@ -52,15 +54,21 @@ const prompt = (i: number) => `a red fox running in snow, take ${i}`;
 /** The gRPC stream's RESOLUTION is HxW; the API's size WxH. */
 const RESOLUTION = SIZE.split("x").reverse().join("x");
 
-/** N videos over the gRPC stream, CONCURRENCY at a time; seconds. */
-async function overGrpc(url: string): Promise<number> {
+/** The API's frame rate for the example (text_to_video's `videos_api.fps`). */
+const FPS = 8;
+
+/**
+ * N videos over the gRPC stream, CONCURRENCY at a time, each written as the same GIF file the API
+ * writes (the server's encoder, in a worker thread of its own), as galley-video writes one; seconds.
+ */
+async function overGrpc(url: string, encoder: VideoEncoder, dir: string): Promise<number> {
   const client = createGrpcClient({ baseUrl: url });
   let next = 0;
   const start = performance.now();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       for (let i = next++; i < JOBS; i = next++) {
-        await generateVideo(client, {
+        const video = await generateVideo(client, {
           prompt: prompt(i),
           frames: FRAMES,
           steps: STEPS,
@@ -69,6 +77,7 @@ async function overGrpc(url: string): Promise<number> {
           previewEvery: 5,
           progressIntervalMs: 100,
         });
+        await encoder.video(video, FPS, join(dir, `grpc-${i}.gif`));
       }
     }),
   );
@@ -199,6 +208,8 @@ async function runStore(store: string): Promise<void> {
     },
     log: createLogger({ write: () => {} }),
   });
+  const grpcDir = mkdtempSync(join(tmpdir(), "galley-bench-grpc-videos-"));
+  const encoder = createVideoEncoder(undefined);
   try {
     const { http, grpc, failedModels } = await server.listen();
     if (failedModels.length > 0) throw new Error(`models that did not load: ${failedModels.join(", ")}`);
@@ -215,7 +226,7 @@ async function runStore(store: string): Promise<void> {
       let grpcSeconds = Number.NaN;
       let api = { seconds: Number.NaN, createP50: Number.NaN, createMax: Number.NaN };
       for (const mode of order) {
-        if (mode === "grpc") grpcSeconds = await overGrpc(grpcUrl);
+        if (mode === "grpc") grpcSeconds = await overGrpc(grpcUrl, encoder, grpcDir);
         else api = await overApi(base);
         rss.push(memory());
       }
@@ -236,8 +247,10 @@ async function runStore(store: string): Promise<void> {
     report(store, rounds, rss);
   } finally {
     await server.close();
+    await encoder.close();
     await cluster?.stop();
     rmSync(dir, { recursive: true, force: true });
+    rmSync(grpcDir, { recursive: true, force: true });
   }
 }
 

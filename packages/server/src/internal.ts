@@ -52,6 +52,7 @@ export {
 } from "./core/shared-memory.js";
 export type { GpuMetricsSource } from "./frontend/metrics/gpu-metrics.js";
 export { nvmlMemoryReader } from "./gpu-memory.js";
+export { createVideoEncoder, type Frames, type VideoEncoder } from "./jobs/video-encoder.js";
 export type { LoadedModel } from "./repository/loaded-model.js";
 export { gpuMemorySource, hostMemorySource, type MemorySource, measureWith } from "./repository/memory-source.js";
 export type {
