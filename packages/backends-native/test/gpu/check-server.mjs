@@ -7,11 +7,13 @@ import { writeFileSync } from "node:fs";
 
 /**
  * Fork this script as the server of `repository` (Python stubs run by `python`; `explicit`: model
- * control mode explicit). Resolves once it listens: `ports` ({ grpc, failed }), `logs` (its output
- * so far), `transfers()` (its host-transfer counters) and `stop(logFile)` (ends it, writes its log).
+ * control mode explicit; `metrics`: a metrics port too). Resolves once it listens: `ports` ({ grpc,
+ * metrics, failed }), `pid`, `logs` (its output so far), `metricsText()` (its /metrics),
+ * `transfers()` (its host-transfer counters) and `stop(logFile)` (ends it, writes its log).
  */
-export async function forkServer(repository, python, { env = process.env, explicit = false } = {}) {
-  const child = fork(process.argv[1], ["--serve", repository, python, ...(explicit ? ["explicit"] : [])], {
+export async function forkServer(repository, python, { env = process.env, explicit = false, metrics = false } = {}) {
+  const modes = [...(explicit ? ["explicit"] : []), ...(metrics ? ["metrics"] : [])];
+  const child = fork(process.argv[1], ["--serve", repository, python, modes.join(",")], {
     stdio: ["ignore", "pipe", "pipe", "ipc"],
     env,
   });
@@ -25,7 +27,9 @@ export async function forkServer(repository, python, { env = process.env, explic
   return {
     child,
     ports,
+    pid: child.pid,
     logs,
+    metricsText: async () => (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text(),
     transfers: () =>
       new Promise((resolve) => {
         child.once("message", resolve);
@@ -40,16 +44,17 @@ export async function forkServer(repository, python, { env = process.env, explic
 }
 
 /** The child's side of {@link forkServer}: `argv` is what follows `--serve`. */
-export async function serveChecks([repository, python = "python3", mode]) {
+export async function serveChecks([repository, python = "python3", modes = ""]) {
   const { createServer, createLogger, hostTransfers } = await import("@galley/server");
+  const mode = modes.split(",");
   const server = createServer({
     modelRepositories: [repository],
     pythonExecutable: python,
-    ...(mode === "explicit" ? { controlMode: "explicit" } : {}),
+    ...(mode.includes("explicit") ? { controlMode: "explicit" } : {}),
     allowClientShm: true,
     http: false,
     grpc: { host: "127.0.0.1", port: 0 },
-    metrics: false,
+    metrics: mode.includes("metrics") ? { host: "127.0.0.1", port: 0 } : false,
     log: createLogger({ verboseLevel: 1 }),
     // A check that lays the server's trace timestamps beside its own (tracing off until it asks).
     ...(process.env.GALLEY_CHECK_TRACE_FILE ? { trace: { file: process.env.GALLEY_CHECK_TRACE_FILE, level: 0 } } : {}),
@@ -58,7 +63,7 @@ export async function serveChecks([repository, python = "python3", mode]) {
   process.on("message", (m) => {
     if (m === "transfers") process.send?.(hostTransfers.snapshot());
   });
-  process.send?.({ grpc: addresses.grpc?.port, failed: addresses.failedModels });
+  process.send?.({ grpc: addresses.grpc?.port, metrics: addresses.metrics?.port, failed: addresses.failedModels });
   process.on("disconnect", () => void server.close().then(() => process.exit(0)));
 }
 

@@ -26,11 +26,12 @@
 // --latent=32 --depth=28 --width=1152 --heads=16 (the denoiser), --clients=16, --require-gpus=N
 // (fail, not skip, the parts that need more GPUs than this machine has), --device=cpu (the same on
 // a CPU machine, small models, KIND_CPU instances, no CUDA parts: a check of this script).
-import { execFileSync, fork, spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CudaSharedMemory, createGrpcClient } from "@galley/client";
+import { forkServer, serveChecks } from "./check-server.mjs";
 import { createChecks, gpuMemoryMiB, values } from "./checks.mjs";
 
 const arg = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
@@ -182,35 +183,13 @@ const metric = (samples, name, labels) =>
     .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
     .reduce((a, s) => a + s.value, 0);
 
-/** Fork this script as a server of `repository` (with `env`); resolves once it listens. */
-async function forkServer(repository, python, env = process.env) {
-  const child = fork(process.argv[1], ["--serve", repository, python], {
-    stdio: ["ignore", "pipe", "pipe", "ipc"],
-    env,
-  });
-  const logs = [];
-  child.stdout.on("data", (d) => logs.push(d));
-  child.stderr.on("data", (d) => logs.push(d));
-  const ports = await new Promise((resolve, reject) => {
-    child.once("message", resolve);
-    child.once("exit", (code) => reject(new Error(`the server exited with ${code}: ${Buffer.concat(logs)}`)));
-  });
-  const grpc = createGrpcClient({ baseUrl: `http://127.0.0.1:${ports.grpc}` });
+/** A server of `repository` in a child process (with `env`), its gRPC client and its parsed /metrics. */
+async function startServer(repository, python, env = process.env) {
+  const server = await forkServer(repository, python, { env, metrics: true });
   return {
-    ports,
-    grpc,
-    pid: child.pid,
-    metrics: async () => parseMetrics(await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text()),
-    transfers: () =>
-      new Promise((resolve) => {
-        child.once("message", resolve);
-        child.send("transfers");
-      }),
-    async stop(logFile) {
-      child.disconnect();
-      await new Promise((resolve) => child.once("exit", resolve));
-      writeFileSync(logFile, Buffer.concat(logs));
-    },
+    ...server,
+    grpc: createGrpcClient({ baseUrl: `http://127.0.0.1:${server.ports.grpc}` }),
+    metrics: async () => parseMetrics(await server.metricsText()),
   };
 }
 
@@ -350,7 +329,7 @@ async function main() {
   );
 
   const memoryBefore = nvml.map((g) => gpuMemoryMiB(g.index));
-  const server = await forkServer(repo, python);
+  const server = await startServer(repo, python);
   const triton = (list) =>
     `instance group ghost_0 of model ghost specifies invalid or unsupported gpu id ${missing}. GPUs with at least the minimum required CUDA compute compatibility of 7.500000 are: ${list}`;
   try {
@@ -570,7 +549,7 @@ async function main() {
       }
       const before = nvml.map((g) => gpuMemoryMiB(g.index));
       const env = { ...process.env, CUDA_VISIBLE_DEVICES: String(last), CUDA_DEVICE_ORDER: "PCI_BUS_ID" };
-      const one = await forkServer(cvd, python, env);
+      const one = await startServer(cvd, python, env);
       try {
         const grew = nvml.map((g, i) => gpuMemoryMiB(g.index) - (before[i] ?? 0));
         figures.cudaVisibleDevices = { visible: String(last), failed: one.ports.failed, grewMiB: grew };
@@ -619,7 +598,7 @@ async function main() {
       } finally {
         await one.stop(join(out, "server-cvd.log"));
       }
-      const none = await forkServer(cvd, python, { ...process.env, CUDA_VISIBLE_DEVICES: "" });
+      const none = await startServer(cvd, python, { ...process.env, CUDA_VISIBLE_DEVICES: "" });
       try {
         check(
           'CUDA_VISIBLE_DEVICES="": no GPU for the server, both GPU models refused',
@@ -656,25 +635,5 @@ async function main() {
   process.exitCode = failed.length > 0 ? 1 : 0;
 }
 
-if (process.argv[2] === "--serve") {
-  // The server process: Galley over the repository in argv[3] (its environment as given), gRPC
-  // and metrics on ports of its own; ports sent to the parent, its transfer counters when asked.
-  const { createServer, createLogger, hostTransfers } = await import("@galley/server");
-  const server = createServer({
-    modelRepositories: [process.argv[3]],
-    pythonExecutable: process.argv[4] ?? "python3",
-    allowClientShm: true,
-    http: false,
-    grpc: { host: "127.0.0.1", port: 0 },
-    metrics: { host: "127.0.0.1", port: 0 },
-    log: createLogger({ verboseLevel: 0 }),
-  });
-  const addresses = await server.listen();
-  process.on("message", (m) => {
-    if (m === "transfers") process.send?.(hostTransfers.snapshot());
-  });
-  process.send?.({ grpc: addresses.grpc?.port, metrics: addresses.metrics?.port, failed: addresses.failedModels });
-  process.on("disconnect", () => void server.close().then(() => process.exit(0)));
-} else {
-  await main();
-}
+if (process.argv[2] === "--serve") await serveChecks(process.argv.slice(3));
+else await main();
