@@ -354,53 +354,6 @@ class DeviceCopyWorker : public Napi::AsyncWorker {
   int target_device_;
 };
 
-// The IPC handle of the allocation holding `pointer` (memory another library of this process
-// allocated with cudaMalloc, e.g. libtorch's caching allocator) and the pointer's offset in it.
-class ExportWorker : public Napi::AsyncWorker {
- public:
-  ExportWorker(Napi::Env env, int device, CUdeviceptr pointer)
-      : Napi::AsyncWorker(env, "galley:cudaExport"),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        device_(device),
-        pointer_(pointer) {}
-
-  Napi::Promise Promise() { return deferred_.Promise(); }
-
- protected:
-  void Execute() override {
-    Driver& d = GetDriver();
-    if (std::string e = UseDevice(d, device_); !e.empty()) return SetError(e);
-    CUdeviceptr base = 0;
-    if (std::string e = Check(d, d.cuMemGetAddressRange(&base, &size_, pointer_), "cuMemGetAddressRange");
-        !e.empty()) {
-      return SetError(e);
-    }
-    if (std::string e = Check(d, d.cuIpcGetMemHandle(&handle_, base), "cuIpcGetMemHandle"); !e.empty()) {
-      return SetError(e);
-    }
-    offset_ = static_cast<size_t>(pointer_ - base);
-  }
-
-  void OnOK() override {
-    Napi::Env env = Env();
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("handle", Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<const uint8_t*>(handle_.reserved),
-                                                  sizeof(handle_.reserved)));
-    out.Set("offset", Napi::Number::New(env, static_cast<double>(offset_)));
-    out.Set("allocationSize", Napi::Number::New(env, static_cast<double>(size_)));
-    deferred_.Resolve(out);
-  }
-  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  int device_;
-  CUdeviceptr pointer_;
-  CUipcMemHandle handle_{};
-  size_t offset_ = 0;
-  size_t size_ = 0;
-};
-
 // A non-negative integer argument below 2^53, or a thrown RangeError naming it.
 size_t SizeArgument(Napi::Env env, const Napi::Value& value, const char* what) {
   double number = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : -1;
@@ -569,6 +522,12 @@ Napi::Value CudaAlloc(const Napi::CallbackInfo& info) {
   return promise;
 }
 
+// The IPC handle of the allocation holding `pointer` (memory another library of this process
+// allocated with cudaMalloc, e.g. libtorch's caching allocator) and the pointer's offset in it.
+// Two driver calls of ~1-2 us each (once a thread has the primary context current), made on the
+// calling thread: a trip through libuv's pool would cost two thread wake-ups, on an idle GPU host
+// ~100 us or more each, for every GPU output a BLS call hands a Python stub. A settled promise,
+// as before.
 Napi::Value CudaExport(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 2 || !info[0].IsBigInt()) {
@@ -578,10 +537,27 @@ Napi::Value CudaExport(const Napi::CallbackInfo& info) {
   uint64_t pointer = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
   if (!lossless || pointer == 0) throw Napi::RangeError::New(env, "pointer must be a device address");
   int device = DeviceArgument(env, info[1]);
-  auto* worker = new ExportWorker(env, device, static_cast<CUdeviceptr>(pointer));
-  Napi::Promise promise = worker->Promise();
-  worker->Queue();
-  return promise;
+  Napi::Promise::Deferred deferred = Napi::Promise::Deferred::New(env);
+  Driver& d = GetDriver();
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CUipcMemHandle handle{};
+  std::string e = UseDevice(d, device);
+  if (e.empty()) {
+    e = Check(d, d.cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(pointer)), "cuMemGetAddressRange");
+  }
+  if (e.empty()) e = Check(d, d.cuIpcGetMemHandle(&handle, base), "cuIpcGetMemHandle");
+  if (!e.empty()) {
+    deferred.Reject(Napi::Error::New(env, e).Value());
+    return deferred.Promise();
+  }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("handle", Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<const uint8_t*>(handle.reserved),
+                                                sizeof(handle.reserved)));
+  out.Set("offset", Napi::Number::New(env, static_cast<double>(static_cast<CUdeviceptr>(pointer) - base)));
+  out.Set("allocationSize", Napi::Number::New(env, static_cast<double>(size)));
+  deferred.Resolve(out);
+  return deferred.Promise();
 }
 
 }  // namespace galley

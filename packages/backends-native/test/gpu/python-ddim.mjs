@@ -25,6 +25,7 @@
 //   node packages/backends-native/build/gpu-carry/python-ddim.mjs --out=$OUT/python-ddim
 //
 // Options: --out=DIR (python-ddim.json, logs), --python=python3, --gpu=0, --batches=1,4,
+// --hold-cpu-latency (/dev/cpu_dma_latency held at 0 for the run: no deep C-states; needs root),
 // --width=128 and --depth=8 (the denoiser: 4 → W → 2W, depth blocks at 2W, → W → 4), --warmup=3,
 // --reps=10, --requests=50, --tolerance=0.01 (when the bytes differ, the max |Δ| accepted, as a
 // fraction of the plain-Python result's max |x|; 0: the bytes must be equal), --device=cpu (a check
@@ -32,7 +33,7 @@
 // inputs as bytes; step times reported, not checked).
 // Prints one line per check and a summary; exits 1 if any check failed.
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CudaSharedMemory, createGrpcClient } from "@galley/client";
@@ -467,9 +468,34 @@ async function main() {
   const requests = Number(arg("requests", cpu ? "2" : "50"));
   const tolerance = Number(arg("tolerance", "0.01"));
   mkdirSync(out, { recursive: true });
+  // --hold-cpu-latency: hold /dev/cpu_dma_latency at 0 µs for the whole run (baseline too), as
+  // tuned's latency profiles do: no deep C-states, so a sleeping thread wakes in a few µs. Tells
+  // how much of a BLS call's cost is waking threads on an idle host (needs root).
+  let heldLatency = "no";
+  if (process.argv.includes("--hold-cpu-latency")) {
+    try {
+      // Never closed: the kernel keeps the request while the descriptor is open (until exit).
+      const fd = openSync("/dev/cpu_dma_latency", "w");
+      writeSync(fd, Buffer.from(new Int32Array([0]).buffer));
+      heldLatency = "yes (/dev/cpu_dma_latency 0 µs, held open)";
+    } catch (error) {
+      heldLatency = `asked, not possible: ${error.message}`;
+    }
+    console.log(`CPU wake-up latency held at 0: ${heldLatency}`);
+  }
   const { results, check, attempt } = createChecks();
   const figures = {
-    settings: { batches, width, depth, warmup, reps, requests, steps: STEPS, device: cpu ? "cpu" : "cuda" },
+    settings: {
+      batches,
+      width,
+      depth,
+      warmup,
+      reps,
+      requests,
+      steps: STEPS,
+      device: cpu ? "cpu" : "cuda",
+      heldLatency,
+    },
   };
 
   // The denoiser, the noise and the plain-Python loop, before the server takes the GPU.
@@ -658,13 +684,31 @@ async function main() {
         );
         // Profile: a few requests traced with their BLS calls (the calls pass `trace=request.trace()`),
         // laid beside model.py's own stamps after the server stops (its trace file is complete then).
+        // The server's verbose log says, for each denoiser call, libtorch's own time against the
+        // wall time on the JS side (the rest: the hops to libtorch's thread and back).
         await grpc.traceSettings({ trace_level: ["TIMESTAMPS"], trace_rate: "1", trace_count: "-1" });
+        const logFrom = Buffer.concat(server.logs).length;
         fig.profiledStamps = [];
         for (let i = 0; i < 3; i++) {
           const r = await infer();
           fig.profiledStamps.push([...r.output("BLS_NS").int64()].map(Number));
         }
         await grpc.traceSettings({ trace_level: ["OFF"] });
+        const split = [
+          ...Buffer.concat(server.logs)
+            .subarray(logFrom)
+            .toString()
+            .matchAll(/denoiser_\d+_\d+: .*libtorch (\d+) µs of (\d+) µs/g),
+        ];
+        if (split.length > 0) {
+          const libtorch = median(split.map((m) => Number(m[1]))) / 1e3;
+          const wallMs = median(split.map((m) => Number(m[2]))) / 1e3;
+          fig.libtorchSplit = { calls: split.length, libtorchMs: libtorch, wallMs, hopsMs: wallMs - libtorch };
+          console.log(
+            `B=${b}: the denoiser's compute (median of ${split.length}): libtorch ${libtorch.toFixed(3)} ms of ${wallMs.toFixed(3)} ms ` +
+              `from handing it over to its result on the JS thread (${(wallMs - libtorch).toFixed(3)} ms in the hops)`,
+          );
+        }
         if (!cpu) {
           check(`B=${b}: model.py's step within 1.1× of plain Python's`, ratioInside <= 1.1, line);
           check(`B=${b}: a request / ${STEPS} within 1.1× of plain Python's step`, ratioRequest <= 1.1, line);
