@@ -356,6 +356,12 @@ class FrameInterpolation(nn.Module):
     then go the other way).
     """
 
+    def __init__(self):
+        super().__init__()
+        # The working memory _motion_in_chunks aims a call at (bytes); a test sets it to 1 to
+        # compare one pair at a time with all at once.
+        self.motion_bytes: int = 2 << 30
+
     def forward(self, FRAMES: Tensor, FRAME_COUNT: Tensor) -> Tensor:
         n = FRAMES.shape[0]
         h = FRAMES.shape[2]
@@ -382,8 +388,7 @@ class FrameInterpolation(nn.Module):
             return out
         luma = (0.299 * frames[:, 0] + 0.587 * frames[:, 1] + 0.114 * frames[:, 2]).to(torch.float32)
         luma = luma.to(torch.float64)
-        first = torch.tensor(pairs, device=device)
-        vx, vy = self._motion(luma[first], luma[first + 1], h, w)
+        vx, vy = self._motion_in_chunks(luma, torch.tensor(pairs, device=device), h, w)
         warped: List[int] = []
         slot: List[int] = []
         fs: List[float] = []
@@ -411,6 +416,31 @@ class FrameInterpolation(nn.Module):
         f4 = f[:, None]
         out[torch.tensor(warped, device=device)] = _to_byte((1 - f4) * a + f4 * b).permute(0, 2, 3, 1)
         return out
+
+    def _motion_in_chunks(self, luma: Tensor, first: Tensor, h: int, w: int) -> Tuple[Tensor, Tensor]:
+        """_motion of each pair (first[k], first[k] + 1), a few pairs at a time. Its intermediates
+        grow with the (2r + 1)^2 displacements of every block (r = min(h, w) / 32): ~4.4 GB a pair
+        at 1024x1024, so a 32-frame video's 15 pairs at once took ~65 GB of GPU memory. Chunks of
+        pairs keep a call near `motion_bytes` (one pair at least) whatever the size; at 256x256 (32 MB
+        a pair) every pair still goes at once. Pairs are independent: the same result either way."""
+        radius = max(2, _js_round(float(min(h, w)) / 32.0))
+        span = 2 * radius + 1
+        rows = (h + 8 - 1) // 8
+        cols = (w + 8 - 1) // 8
+        # The shifted copies and differences of one displacement row, and ~6 tensors of all costs.
+        pair_bytes = 8 * (2 * span * rows * 8 * cols * 8 + 6 * span * span * rows * cols)
+        chunk = max(1, self.motion_bytes // pair_bytes)
+        p = first.shape[0]
+        if p <= chunk:
+            return self._motion(luma[first], luma[first + 1], h, w)
+        xs: List[Tensor] = []
+        ys: List[Tensor] = []
+        for start in range(0, p, chunk):
+            some = first[start : start + chunk]
+            x, y = self._motion(luma[some], luma[some + 1], h, w)
+            xs.append(x)
+            ys.append(y)
+        return torch.cat(xs), torch.cat(ys)
 
     def _motion(self, a: Tensor, b: Tensor, h: int, w: int) -> Tuple[Tensor, Tensor]:
         """Block-matching motion from a to b ([P, h, w] luma) -> dense (vx, vy), each [P, h, w]."""
