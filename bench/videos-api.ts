@@ -13,7 +13,7 @@
 // gRPC path as galley-video writes its video); the API also writes its rows, a thumbnail and the
 // previews: that is the API's cost, measured.
 // Run: npm run bench:videos-api -- [--jobs=200] [--steps=4] [--frames=3] [--size=64x64]
-//   [--concurrency=2] [--rounds=9] [--stores=sqlite,postgres]
+//   [--concurrency=2] [--rounds=9] [--stores=sqlite,postgres] [--models=examples/text-to-video/models]
 //   (or node --expose-gc --import tsx bench/videos-api.ts ..., with the server built)
 import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
@@ -23,7 +23,7 @@ import { createGrpcClient, createVideosClient, type Video } from "@galley/client
 import { generateVideo } from "@galley/example-text-to-video";
 import { createLogger, createServer } from "@galley/server";
 import { createVideoEncoder, type VideoEncoder } from "@galley/server/internal";
-import { startPostgres } from "../packages/server/test/postgres-cluster.js";
+import { findPostgresBin, startPostgres } from "../packages/server/test/postgres-cluster.js";
 import { type MachineLoad, watchMachineLoad } from "./lib/machine-load.js";
 import { median, medianInterval, percentile } from "./lib/stats.js";
 
@@ -41,7 +41,8 @@ const STORES = option("stores", "sqlite,postgres").split(",");
 const TARGET = 0.95;
 /** The share of the CPUs other processes may use, at the median round, for the target to be judged. */
 const QUIET_SHARE = 0.1;
-const MODELS = fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url));
+// `--models`: for a bundled copy of this script, which lies elsewhere (device-run.sh's videosapi step).
+const MODELS = option("models", fileURLToPath(new URL("../examples/text-to-video/models", import.meta.url)));
 
 const gc = (globalThis as { gc?: () => void }).gc;
 /** RSS and JS heap in use, in MB, after a collection when gc is exposed. */
@@ -289,4 +290,10 @@ console.log(
     .map((l) => l.toFixed(1))
     .join(" ")} (1, 5, 15 min)`,
 );
-for (const store of STORES) await runStore(store);
+for (const store of STORES) {
+  if (store === "postgres" && findPostgresBin() === undefined) {
+    console.log("\npostgres: skipped: no PostgreSQL server binaries (Debian's /usr/lib/postgresql/<v>/bin, or PG_BIN)");
+    continue;
+  }
+  await runStore(store);
+}

@@ -14,7 +14,8 @@ export interface PostgresCluster {
   stop(): Promise<void>;
 }
 
-function binDir(): string {
+/** The folder of PostgreSQL's server binaries ($PG_BIN, else Debian's newest with initdb), or undefined. */
+export function findPostgresBin(): string | undefined {
   if (process.env.PG_BIN) return process.env.PG_BIN;
   const root = "/usr/lib/postgresql";
   const versions = existsSync(root)
@@ -22,7 +23,11 @@ function binDir(): string {
         .filter((v) => /^\d+$/.test(v))
         .sort((a, b) => Number(b) - Number(a))
     : [];
-  const found = versions.map((v) => join(root, v, "bin")).find((dir) => existsSync(join(dir, "initdb")));
+  return versions.map((v) => join(root, v, "bin")).find((dir) => existsSync(join(dir, "initdb")));
+}
+
+function binDir(): string {
+  const found = findPostgresBin();
   if (!found)
     throw new Error("PostgreSQL's server binaries were not found: install Debian's postgresql, or set PG_BIN");
   return found;

@@ -8,9 +8,11 @@
 # GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"; "pygpu", GPU tensors
 # in the Python backend, "ddim", a DDIM loop in model.py through BLS, "stubmem", the GPU memory of
 # Python stubs, "memory", the GPU memory budget and admission (issue 52), "multigpu", several GPUs in one server
-# (issue 55; on a machine of one GPU its two-GPU parts print NOT RUN), and "t2vreal", the text-to-video benchmark on real-size untrained models, run only
+# (issue 55; on a machine of one GPU its two-GPU parts print NOT RUN), "t2vreal", the text-to-video benchmark on real-size untrained models,
+# and "videosapi", bench/videos-api.ts on the CPUs (issue 53 item 8; needs no GPU and no "build"), run only
 # when named); a later call on the
 # same warm machine can leave out "build" (the addons built by an earlier call are still there).
+#   GALLEY_GPU_STEPS=videosapi bash packages/backends-native/test/gpu/device-run.sh   # log: $OUT/videos-api.log
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 root=$(pwd)
@@ -24,6 +26,10 @@ step() { case "$steps" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$out" /tmp/galley-node/bin
 xz -dc "$carry/node.xz" >/tmp/galley-node/bin/node && chmod +x /tmp/galley-node/bin/node
 export PATH=/tmp/galley-node/bin:$PATH
+# What the bundles load from node_modules at run time (tsx; ONNX Runtime for videosapi).
+if [ -f "$carry/node_modules.tar.xz" ]; then
+  mkdir -p "$carry/node_modules" && tar -xJf "$carry/node_modules.tar.xz" -C "$carry/node_modules"
+fi
 {
   echo "node $(node --version)"
   "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
@@ -211,8 +217,21 @@ if step t2vreal && [ -f "$carry/text-to-video-bench.mjs" ]; then
     2>&1 | tee "$out/t2v-real.log"
   [ "${PIPESTATUS[0]}" = 0 ] || t2v_status=1
 fi
+# The videos API (issue 53 item 8; only when named: GALLEY_GPU_STEPS=videosapi): bench/videos-api.ts,
+# bundled, on the CPU text-to-video example (ONNX Runtime and scripted models: no GPU, no addon, no
+# build step): --jobs videos at once through /v1/videos against the same videos over the gRPC
+# stream, in interleaved rounds, on this machine's otherwise idle CPUs. GALLEY_VIDEOSAPI_ARGS
+# replaces the options (e.g. "--stores=sqlite,postgres --rounds=15"; PostgreSQL only where its
+# server binaries are, else the bench prints that it skipped it).
+videosapi_status=0
+if step videosapi && [ -f "$carry/videos-api.mjs" ]; then
+  # shellcheck disable=SC2086
+  timeout "${GALLEY_VIDEOSAPI_TIMEOUT:-540}" node --expose-gc "$carry/videos-api.mjs" --models="$root/examples/text-to-video/models" \
+    ${GALLEY_VIDEOSAPI_ARGS:---stores=sqlite --rounds=15} 2>&1 | tee "$out/videos-api.log"
+  videosapi_status=${PIPESTATUS[0]}
+fi
 bench_status=0
-step bench || { echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, pytorch2 $pt2_status, text-to-video $t2v_status"; exit $((test_status || check_status || aoti_status || pt2_status || t2v_status)); }
+step bench || { echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, pytorch2 $pt2_status, text-to-video $t2v_status, videos API $videosapi_status"; exit $((test_status || check_status || aoti_status || pt2_status || t2v_status || videosapi_status)); }
 timeout "${GALLEY_GPU_BENCH_TIMEOUT:-300}" node "$carry/pytorch-backend.mjs" --device="$device" $small --python="$python" --out="$out/bench" \
   --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" ${GALLEY_BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
 bench_status=${PIPESTATUS[0]}
@@ -222,5 +241,5 @@ if [ -n "${GALLEY_BENCH_ARGS2:-}" ]; then
     --script="$root/packages/server/test/fixtures/pytorch/bench_models.py" $GALLEY_BENCH_ARGS2 2>&1 | tee "$out/bench2.log"
 fi
 cp "$out/bench/pytorch-backend.json" "$out/test-gpu/torch-gpu.json" "$out/" 2>/dev/null
-echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, pytorch2 $pt2_status, text-to-video $t2v_status, bench exit $bench_status"
-exit $((test_status || check_status || aoti_status || pt2_status || t2v_status || bench_status))
+echo "test:gpu exit $test_status, other checks $check_status, aoti $aoti_status, pytorch2 $pt2_status, text-to-video $t2v_status, videos API $videosapi_status, bench exit $bench_status"
+exit $((test_status || check_status || aoti_status || pt2_status || t2v_status || videosapi_status || bench_status))

@@ -2,8 +2,8 @@
 # Here, before the H200 run: stage in packages/backends-native/build/gpu-carry (ignored by git,
 # well under the 64 MiB a run may carry) what device-run.sh needs and git does not track: a Node
 # binary (xz), Node-API and node-addon-api headers (the addon is built there with g++, no
-# node-gyp), and the benchmark and the CUDA shared-memory check bundled with the server (no
-# node_modules, no onnxruntime-node).
+# node-gyp), the benchmark and the CUDA shared-memory check bundled with the server, and what the
+# bundles load at run time (tsx; onnxruntime-node for the videosapi step) in node_modules.tar.xz.
 # Also builds packages/backends-native/dist, which the run carries too.
 #   bash packages/backends-native/test/gpu/prepare-carry.sh    # NODE_MAJOR=22 by default
 #   GALLEY_GPU_STEPS="build pt2" bash packages/backends-native/test/gpu/prepare-carry.sh   # those steps only
@@ -23,7 +23,7 @@ cp node_modules/node-addon-api/{napi.h,napi-inl.h,napi-inl.deprecated.h} "$carry
 # Each step's bundle, with the server and the client inside (no node_modules, no onnxruntime-node):
 # only those of the steps asked for (GALLEY_GPU_STEPS, as device-run.sh reads it; default all), so
 # that the carry and the tracked files stay under the 64 MiB a run may take.
-steps=" ${GALLEY_GPU_STEPS:-build test checks aoti pt2 t2v bench pygpu ddim stubmem memory multigpu t2vreal} "
+steps=" ${GALLEY_GPU_STEPS:-build test checks aoti pt2 t2v bench pygpu ddim stubmem memory multigpu t2vreal videosapi} "
 want() { for s in "$@"; do case "$steps" in *" $s "*) return 0 ;; esac; done; return 1; }
 bundle() { # entry, outfile name
   node_modules/.bin/esbuild "$1" --bundle --platform=node --format=esm --target=node20 \
@@ -70,14 +70,32 @@ want t2v && bundle examples/text-to-video/scripts/gpu-check.mjs t2v-gpu-check.mj
 want t2v t2vreal && bundle bench/text-to-video.ts text-to-video-bench.mjs
 # Issue 51's benchmark on real-size models: a server over HTTP for baseline (iii) (Python backend).
 want t2vreal && bundle examples/text-to-video/scripts/serve-http.ts t2v-serve-http.mjs
+# The videos API against the gRPC stream on the CPU text-to-video example (issue 53 item 8), and
+# the worker entries its server starts besides the js backend's: ONNX Runtime's sessions, the video
+# encoder, the microsecond timers (found beside the bundles, as js-worker.js is).
+if want videosapi; then
+  bundle bench/videos-api.ts videos-api.mjs
+  bundle packages/server/src/backend/onnxruntime/ort-worker.ts ort-worker.js
+  bundle packages/server/src/jobs/encode-worker.ts encode-worker.js
+  bundle packages/server/src/base/timer-worker.ts timer-worker.js
+fi
 # Scripted (JS) models in these checks: the js backend's worker entry, found beside the bundles; its
 # TypeScript models go through tsx (and its esbuild).
 bundle packages/server/src/backend/js/js-worker.ts js-worker.js
-if want checks t2v t2vreal pygpu stubmem; then
-  mkdir -p "$carry/node_modules/@esbuild"
-  cp -r node_modules/tsx node_modules/esbuild "$carry/node_modules/"
-  cp -r node_modules/@esbuild/linux-x64 "$carry/node_modules/@esbuild/"
+# What the bundles load from node_modules at run time, xz-compressed (device-run.sh unpacks it into
+# $carry/node_modules): tsx and esbuild; for ONNX models, onnxruntime-node (its JS, its Linux x64
+# binding and library) and onnxruntime-common.
+modules=()
+want checks t2v t2vreal pygpu stubmem videosapi && modules+=(tsx esbuild @esbuild/linux-x64)
+want videosapi && modules+=(onnxruntime-node/package.json onnxruntime-node/dist
+  onnxruntime-node/bin/napi-v6/linux/x64/{onnxruntime_binding.node,libonnxruntime.so.1}
+  onnxruntime-common/package.json onnxruntime-common/dist)
+if [ ${#modules[@]} -gt 0 ]; then
+  tar -c -C node_modules "${modules[@]}" | xz -6 -T0 >"$carry/node_modules.tar.xz"
 fi
 echo '{"type":"module"}' >"$carry/package.json"
 du -sh "$carry" packages/backends-native/dist
+# What a run takes: these and the tracked files (64 MiB at most).
+echo "with the tracked files: $((($(du -sbc "$carry" packages/backends-native/dist | tail -1 | cut -f1) + \
+  $(git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s }')) / 1048576)) MiB"
 echo "carry: [\"$carry\", \"packages/backends-native/dist\"]"
