@@ -8,12 +8,13 @@ import { type DeviceTensor, hostTensor, NO_BYTES, type Parameters, type Tensor }
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { checkOutputs, type OutputRules } from "../batch-io.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
-import { processTransport } from "../host/process-transport.js";
+import type { SharedProcess } from "../host/process-transport.js";
 import { BlsCalls, type InferencePath } from "../scripted/bls-calls.js";
 import type { BlsReply, WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
 import { type CudaIpcApi, DeviceIpc } from "./device-ipc.js";
 import type {
+  FromStub,
   IpcTensor,
   ModelControlOp,
   PyError,
@@ -23,17 +24,20 @@ import type {
   PyResponse,
   PyResult,
   ShmTensor,
+  ToStub,
 } from "./python-messages.js";
 import type { SegmentMapper } from "./shm-mapping.js";
 import { SHM_PREFIX, ShmPool } from "./shm-pool.js";
 
-/** How one instance runs: the interpreter, the stub, `initialize`'s args and the limits. */
+/** How one instance runs: its stub process, `initialize`'s args and the limits. */
 export interface PythonInstanceOptions {
   name: string;
-  /** The interpreter and what it runs: `[stub]`, with the environment that finds pb_utils. */
-  command: string;
-  args: string[];
-  env: NodeJS.ProcessEnv;
+  /**
+   * The stub process it runs in (the interpreter, the stub, the environment that finds pb_utils),
+   * on socket `channel`: a process of its own, or one its model's instances share.
+   */
+  process: SharedProcess<ToStub, FromStub>;
+  channel: number;
   init: Omit<PyInit, "shm">;
   /** What the model's outputs must look like (its config). */
   outputRules: OutputRules;
@@ -87,11 +91,12 @@ const READINESS_TIMEOUT_MS = 5000;
 const RESERVED_PARAMETERS = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
 
 /**
- * One instance of a Python model: a stub process (`galley_python_stub.py`) running the model,
- * supervised by an instance host. Tensors cross through the instance's shared memory (see
- * `ShmPool`). Whatever ends the process (a crash, a kill, `os._exit`, an execute past its timeout)
- * fails only the requests this instance holds; the host restarts it, backing off after repeated
- * failures, and while it waits the instance is not {@link PythonInstance.healthy}.
+ * One instance of a Python model: a stub process (`galley_python_stub.py`) running the model
+ * (or a thread of one its model's instances share: `SHARED_STUB_PROCESS`), supervised by an
+ * instance host. Tensors cross through the instance's shared memory (see `ShmPool`). Whatever ends
+ * the process (a crash, a kill, `os._exit`, an execute past its timeout) fails only the requests
+ * its instances hold; the host restarts it, backing off after repeated failures, and while it
+ * waits the instance is not {@link PythonInstance.healthy}.
  */
 export class PythonInstance implements BackendInstance {
   readonly name: string;
@@ -145,13 +150,7 @@ export class PythonInstance implements BackendInstance {
     this.#host = createInstanceHost<PyProtocol>({
       name: options.name,
       model: options.init.args.model_name ?? options.name,
-      transport: processTransport({
-        command: options.command,
-        args: options.args,
-        env: options.env,
-        name: options.name,
-        log: options.log,
-      }),
+      transport: options.process.transport(options.channel, () => this.#host.revive()),
       init: { ...options.init, shm: this.#prefix },
       ...(options.initializeTimeoutMs ? { startTimeoutMs: options.initializeTimeoutMs } : {}),
       ...(options.executeTimeoutMs ? { executeTimeoutMs: options.executeTimeoutMs } : {}),
