@@ -337,10 +337,11 @@ class Runtime:
 
     def _mappings(self):
         if self.mappings is None:
+            drv = galley_cuda.driver()
             with _OPEN_LOCK:
-                if not _MAPPINGS:
-                    _MAPPINGS.append(galley_cuda.IpcMappings(galley_cuda.driver()))
-            self.mappings = _MAPPINGS[0]
+                if not _MAPPINGS or _MAPPINGS[0]._driver is not drv:
+                    _MAPPINGS[:] = [galley_cuda.IpcMappings(drv)]
+                self.mappings = _MAPPINGS[0]
         return self.mappings
 
     def open_loan(self, wire, datatype, shape):
