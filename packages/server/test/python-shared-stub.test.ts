@@ -135,11 +135,13 @@ describe("SHARED_STUB_PROCESS", () => {
     expect(stubsOf("shared_stub_0_0")).not.toEqual([before]);
   });
 
-  it("an unload ends the process and leaves no shared memory", async () => {
-    const { client } = await sharedServer();
+  it("an unload runs every finalize, ends the process and leaves no shared memory", async () => {
+    const { client, lines } = await sharedServer();
     expect(stubsOf("shared_stub_0_0")).toHaveLength(1);
     await client.repositoryModelUnload({ modelName: "shared_stub" });
     await waitFor(() => stubsOf("shared_stub_0_0").length === 0, { what: "the shared process to end" });
+    // Each instance's finalize ran (its print reached the log through the process's stdout).
+    for (const name of NAMES) expect(lines.some((l) => l.trimEnd().endsWith(`finalized ${name}`))).toBe(true);
     expect(shmLeftovers().filter((n) => n.includes(`_${process.pid}_`))).toHaveLength(
       // fragile's, still loaded: its segments are unlinked once mapped, so none either.
       0,
