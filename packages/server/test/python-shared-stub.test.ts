@@ -11,6 +11,7 @@ import {
   cleanup,
   expectGrpcError,
   int32Bytes,
+  pushable,
   readBytesTensor,
   readInt32,
   startServer,
@@ -148,6 +149,41 @@ describe("SHARED_STUB_PROCESS", () => {
     );
     await client.repositoryModelLoad({ modelName: "shared_stub" });
     expect((await meet(client, -20)).map((m) => m.instance).sort()).toEqual(NAMES);
+  });
+
+  it("a decoupled model's instances answer from their own threads, each stream its own responses", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["repeat_int32"]);
+    const config = join(repo, "repeat_int32", "config.pbtxt");
+    writeFileSync(
+      config,
+      `${readFileSync(config, "utf8")}\ninstance_group [ { count: 2 kind: KIND_CPU } ]\n` +
+        `parameters { key: "SHARED_STUB_PROCESS" value: { string_value: "yes" } }\n`,
+    );
+    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+    expect(stubsOf("repeat_int32_0_0")).toEqual(stubsOf("repeat_int32_0_1"));
+    expect(stubsOf("repeat_int32_0_0")).toHaveLength(1);
+    const stream = async (base: number) => {
+      const values = [0, 1, 2, 3, 4].map((i) => base + i);
+      const input = pushable<Parameters<typeof client.modelInfer>[0]>();
+      input.push({
+        modelName: "repeat_int32",
+        inputs: [
+          { name: "IN", datatype: "INT32", shape: [5n] },
+          { name: "DELAY", datatype: "UINT32", shape: [1n] },
+        ],
+        rawInputContents: [int32Bytes(values), new Uint8Array(Uint32Array.of(2).buffer)],
+      });
+      input.end();
+      const got: number[] = [];
+      for await (const r of client.modelStreamInfer(input)) {
+        if (r.errorMessage) throw new Error(r.errorMessage);
+        const out = r.inferResponse?.outputs.findIndex((o) => o.name === "OUT") ?? -1;
+        if (out >= 0) got.push(...readInt32(r.inferResponse?.rawOutputContents[out]));
+      }
+      expect(got).toEqual(values);
+    };
+    await Promise.all([100, 200, 300, 400].map(stream));
   });
 
   it("refuses a value other than yes and no", async () => {
