@@ -186,6 +186,24 @@ describe("SHARED_STUB_PROCESS", () => {
     await Promise.all([100, 200, 300, 400].map(stream));
   });
 
+  it("an exception in initialize fails the load with the model's message and ends the process", async () => {
+    const repo = tempRepository();
+    copyPythonModels(repo, ["init_fails"]);
+    const config = join(repo, "init_fails", "config.pbtxt");
+    writeFileSync(
+      config,
+      `${readFileSync(config, "utf8")}\ninstance_group [ { count: 2 kind: KIND_CPU } ]\n` +
+        `parameters { key: "SHARED_STUB_PROCESS" value: { string_value: "yes" } }\n`,
+    );
+    const { client, failedModels } = await startServer({ modelRepositories: [repo], pythonExecutable: python });
+    expect(failedModels).toEqual(["init_fails"]);
+    const index = await client.repositoryIndex({});
+    expect(index.models.find((m) => m.name === "init_fails")?.reason).toContain(
+      "ValueError: initialize refused: no weights",
+    );
+    await waitFor(() => stubsOf("init_fails_0_0").length === 0, { what: "the failed model's process to end" });
+  });
+
   it("refuses a value other than yes and no", async () => {
     const repo = tempRepository();
     copyPythonModels(repo, ["shared_stub"]);
