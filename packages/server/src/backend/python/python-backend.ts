@@ -176,33 +176,33 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
       const rules = outputRules(config);
       const modelConfig = JSON.stringify(toModelConfigJson(config));
       // One process per instance, or (SHARED_STUB_PROCESS) one per device for the instances there.
-      const groups = new Map<string | number, InstanceSpec[]>();
-      for (const spec of specs) {
-        const key = shared ? spec.device : spec.name;
-        groups.set(key, [...(groups.get(key) ?? []), spec]);
-      }
-      const stubs = new Map<InstanceSpec, { process: SharedProcess<ToStub, FromStub>; channel: number }>();
-      const processes = [...groups.values()].map((members) => {
-        const names = members.map((spec) => spec.name);
-        const process = sharedProcess<ToStub, FromStub>({
-          command: python.command,
-          // Named as Triton's stub process is, so that what finds Triton's stubs (`pgrep -f
-          // triton_python_backend_stub`) finds these, with the names of the instances it runs.
-          args: [PYTHON_STUB, "triton_python_backend_stub", ...names],
-          env: python.env,
-          name: names.join(","),
-          log: options.log,
-          channels: members.length,
-        });
-        for (const [channel, spec] of members.entries()) stubs.set(spec, { process, channel });
-        return process;
-      });
-      const closeProcesses = () => Promise.all(processes.map((p) => p.close()));
+      const processes = new Map<string | number, SharedProcess<ToStub, FromStub>>();
+      const placeOf = (spec: InstanceSpec) => (shared ? spec.device : spec.name);
+      const stubOf = (spec: InstanceSpec) => {
+        const members = specs.filter((other) => placeOf(other) === placeOf(spec));
+        let process = processes.get(placeOf(spec));
+        if (!process) {
+          const names = members.map((member) => member.name);
+          process = sharedProcess<ToStub, FromStub>({
+            command: python.command,
+            // Named as Triton's stub process is, so that what finds Triton's stubs (`pgrep -f
+            // triton_python_backend_stub`) finds these, with the names of the instances it runs.
+            args: [PYTHON_STUB, "triton_python_backend_stub", ...names],
+            env: python.env,
+            name: names.join(","),
+            log: options.log,
+            channels: members.length,
+          });
+          processes.set(placeOf(spec), process);
+        }
+        return { process, channel: members.indexOf(spec) };
+      };
+      const closeProcesses = () => Promise.all([...processes.values()].map((p) => p.close()));
       const started = await Promise.allSettled(
         specs.map((spec) =>
           PythonInstance.start({
             name: spec.name,
-            ...(stubs.get(spec) as { process: SharedProcess<ToStub, FromStub>; channel: number }),
+            ...stubOf(spec),
             init: {
               file,
               ...placement(file, context.modelPath, context.version),
