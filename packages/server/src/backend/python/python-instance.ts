@@ -87,6 +87,12 @@ const RELEASE_DELAY_MS = 2;
 /** How long a readiness check waits for the model's `is_ready()` (Triton's `kUserModelReadinessTimeoutMs`). */
 const READINESS_TIMEOUT_MS = 5000;
 
+/**
+ * The CUDA IPC bookkeeping of the instances of each stub process: memory one of them mapped is
+ * that process's own for all of them (a handle does not open in the process that made it).
+ */
+const STUB_PEERS = new WeakMap<object, Set<DeviceIpc>>();
+
 /** Parameters Triton keeps out of a Python request's `parameters()`. */
 const RESERVED_PARAMETERS = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
 
@@ -282,7 +288,12 @@ export class PythonInstance implements BackendInstance {
 
   #newIpc(): DeviceIpc {
     const model = this.#options.init.args.model_name ?? this.#options.name;
-    return new DeviceIpc(model, this.#options.cudaIpc);
+    let peers = STUB_PEERS.get(this.#options.process);
+    if (!peers) {
+      peers = new Set();
+      STUB_PEERS.set(this.#options.process, peers);
+    }
+    return new DeviceIpc(model, this.#options.cudaIpc, peers);
   }
 
   /** Whether inputs on a GPU reach the model there (`FORCE_CPU_ONLY_INPUT_TENSORS` "no" and a stub with CUDA). */
