@@ -6,9 +6,9 @@
 # runtime; the process ends when the server has closed every socket (or when it dies).
 #
 # Reading: whichever thread needs a frame reads the socket (one at a time, under a lock), and
-# hands out what it reads: work (start/execute/stop) to the main thread, BLS and metric replies
-# to the thread waiting for them, cancellations and releases applied at once. The main thread,
-# idle, is the reader, so an execute starts without a thread hand-off; `is_cancelled()` reads
+# hands out what it reads: work (start/execute/stop) to the instance's thread (the main thread in
+# a process of one instance), BLS and metric replies to the thread waiting for them, cancellations
+# and releases applied at once. The instance's thread, idle, is the reader, so an execute starts without a thread hand-off; `is_cancelled()` reads
 # whatever has arrived without waiting. An instance ends when the server closes its socket; the
 # process exits when the last one does, and asks the kernel to kill it when the server dies, so it
 # never outlives the server.
@@ -895,7 +895,8 @@ def main():
     # unittest.main() or argparse at import must not see the stub's own command line (which names
     # the instance so that `pgrep -f triton_python_backend_stub` finds it).
     sys.argv = [""]
-    fds = list(range(3, 3 + max(1, int(os.environ.get("GALLEY_STUB_CHANNELS", "1")))))
+    # Read, then dropped: processes the model starts are not stubs.
+    fds = list(range(3, 3 + max(1, int(os.environ.pop("GALLEY_STUB_CHANNELS", "1")))))
     if _MISSING is not None:
         refuse(
             "the Python backend needs numpy in %s (%s): install it (apt-get install python3-numpy, or pip install numpy) "
