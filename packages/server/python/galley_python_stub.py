@@ -8,10 +8,10 @@
 # Reading: whichever thread needs a frame reads the socket (one at a time, under a lock), and
 # hands out what it reads: work (start/execute/stop) to the instance's thread (the main thread in
 # a process of one instance), BLS and metric replies to the thread waiting for them, cancellations
-# and releases applied at once. The instance's thread, idle, is the reader, so an execute starts without a thread hand-off; `is_cancelled()` reads
-# whatever has arrived without waiting. An instance ends when the server closes its socket; the
-# process exits when the last one does, and asks the kernel to kill it when the server dies, so it
-# never outlives the server.
+# and releases applied at once. The instance's thread, idle, is the reader, so an execute starts
+# without a thread hand-off; `is_cancelled()` reads whatever has arrived without waiting. An
+# instance ends when the server closes its socket; the process exits when the last one does, and
+# asks the kernel to kill it when the server dies, so it never outlives the server.
 #
 # Coroutines (`async def execute`) run as in Triton's stub: on one asyncio loop in a thread of its
 # own, started with the first and running between calls. A request's response sender that the
