@@ -19,7 +19,7 @@ class SharedMemory:
     """The stub's shared memory, as Triton's `c_python_backend_utils.shared_memory`."""
 
     def free_memory(self):
-        runtime = _pb_utils._runtime
+        runtime = _pb_utils._current()
         shm = runtime.shm if runtime is not None else None
         return shm.free_memory() if shm is not None else 0
 

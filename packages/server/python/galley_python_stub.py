@@ -1,12 +1,17 @@
 # Galley's Python backend stub: runs one instance of a Triton Python model (model.py with
-# TritonPythonModel) for the server, which started it with a private socket on fd 3.
+# TritonPythonModel) for the server, which started it with a private socket on fd 3. With the
+# model parameter SHARED_STUB_PROCESS, one process runs several instances of a model (one CUDA
+# context for all): GALLEY_STUB_CHANNELS sockets on fd 3, 4, ..., one `Runtime` per socket, each
+# on a thread of its own, with its own shared memory and model object. Everything below is per
+# runtime; the process ends when the server has closed every socket (or when it dies).
 #
 # Reading: whichever thread needs a frame reads the socket (one at a time, under a lock), and
-# hands out what it reads: work (start/execute/stop) to the main thread, BLS and metric replies
-# to the thread waiting for them, cancellations and releases applied at once. The main thread,
-# idle, is the reader, so an execute starts without a thread hand-off; `is_cancelled()` reads
-# whatever has arrived without waiting. The process exits when the socket closes, and asks the
-# kernel to kill it when the server dies, so it never outlives the server.
+# hands out what it reads: work (start/execute/stop) to the instance's thread (the main thread in
+# a process of one instance), BLS and metric replies to the thread waiting for them, cancellations
+# and releases applied at once. The instance's thread, idle, is the reader, so an execute starts
+# without a thread hand-off; `is_cancelled()` reads whatever has arrived without waiting. An
+# instance ends when the server closes its socket; the process exits when the last one does, and
+# asks the kernel to kill it when the server dies, so it never outlives the server.
 #
 # Coroutines (`async def execute`) run as in Triton's stub: on one asyncio loop in a thread of its
 # own, started with the first and running between calls. A request's response sender that the
@@ -58,6 +63,39 @@ _OURS = {_HERE, os.path.dirname(asyncio.__file__), os.path.dirname(importlib.imp
 
 # The keys of the batch whose execute (or a task it started) runs: a BLS call's parents.
 PARENTS = contextvars.ContextVar("galley_batch_keys", default=[])
+
+# The runtimes whose socket is still open: the last one's end is the process's.
+_OPEN = []
+_OPEN_LOCK = threading.Lock()
+# The server's allocations mapped here, for every runtime: CUDA maps a handle once per context.
+_MAPPINGS = []
+
+
+class Closed(Exception):
+    """The server closed this instance's socket (an unload, or the end of one instance of several)."""
+
+    def __init__(self):
+        super().__init__("the server ended this model instance")
+
+
+def inherit_runtime():
+    """A thread started by a thread of an instance works for that instance (pb_utils calls in it go
+    through its runtime), as in a process of its own, where every thread does."""
+    start = threading.Thread.start
+
+    def started(thread):
+        runtime = getattr(pb_utils._local, "runtime", None)
+        if runtime is not None:
+            run = thread.run
+
+            def bound():
+                pb_utils._local.runtime = runtime
+                run()
+
+            thread.run = bound
+        start(thread)
+
+    threading.Thread.start = started
 
 
 def describe(error):
@@ -113,7 +151,8 @@ class Call:
         if error is not None and error.get("refused"):
             # Refused before the model ran: Triton's stub words it as its request executor does.
             error = dict(error, message="Model %s - Error when running inference: %s" % (self.model, error.get("message", "")))
-        return pb_utils.InferenceResponse._from_wire(message.get("response"), error), final
+        with pb_utils._using(self.runtime):
+            return pb_utils.InferenceResponse._from_wire(message.get("response"), error), final
 
     def cancel(self):
         self.runtime.channel.send({"kind": "bls-cancel", "call": self.number})
@@ -143,16 +182,31 @@ class Runtime:
         self.abandoned = collections.deque()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
-        threading.Thread(target=self._courier, name="courier", daemon=True).start()
+        self.closed = False
+        self.thread(self._courier, "courier")
 
         self.read_lock = threading.Lock()
         self.arrived = threading.Condition()
 
+    def thread(self, target, name, *args):
+        """A daemon thread working for this instance."""
+
+        def bound():
+            pb_utils._local.runtime = self
+            target(*args)
+
+        thread = threading.Thread(target=bound, name=name, daemon=True)
+        thread.start()
+        return thread
+
     # ---- reading ----
 
     def pump(self, ready, block=True):
-        """Read frames until `ready()`; without `block`, only those already arrived."""
+        """Read frames until `ready()`; without `block`, only those already arrived. Raises Closed
+        once the server has closed the socket."""
         while not ready():
+            if self.closed:
+                raise Closed()
             if not self.read_lock.acquire(blocking=False):
                 if not block:
                     return False
@@ -170,7 +224,7 @@ class Runtime:
                     except Exception:  # noqa: BLE001 - an unreadable stream ends the instance
                         message = None
                     if message is None:
-                        os._exit(0)
+                        self.end()
                     self.dispatch(message)
                     with self.arrived:
                         self.arrived.notify_all()
@@ -179,6 +233,27 @@ class Runtime:
                 with self.arrived:
                     self.arrived.notify_all()
         return True
+
+    def end(self):
+        """The server closed the socket: the process ends with its last instance; another's thread
+        ends (Closed), its requests read as cancelled, and what it still sends is dropped."""
+        with _OPEN_LOCK:
+            if self in _OPEN:
+                _OPEN.remove(self)
+            if not _OPEN:
+                os._exit(0)
+            pb_utils._runtime = _OPEN[0]
+        self.closed = True
+        self.channel.close()
+        for flag in list(self.cancels.values()):
+            flag.set()
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        try:
+            os.write(self.wake_w, b"x")
+        except BlockingIOError:
+            pass
+        raise Closed()
 
     def dispatch(self, message):
         kind = message.get("kind")
@@ -198,13 +273,16 @@ class Runtime:
                 self.shm.release(message["blocks"])
         elif kind == "is-ready":
             # Beside whatever runs (an execute may be under way), as Triton's stub does.
-            threading.Thread(target=self.is_ready, args=(message["probe"],), name="is_ready", daemon=True).start()
+            self.thread(self.is_ready, "is_ready", message["probe"])
         else:
             self.work.append(message)
 
     def poll(self):
         """Apply whatever the server has sent (cancellations, above all) without waiting."""
-        self.pump(lambda: False, block=False)
+        try:
+            self.pump(lambda: False, block=False)
+        except Closed:
+            pass  # its requests now read as cancelled
 
     def flush(self):
         for message in self.before_send() or ():
@@ -259,7 +337,11 @@ class Runtime:
 
     def _mappings(self):
         if self.mappings is None:
-            self.mappings = galley_cuda.IpcMappings(galley_cuda.driver())
+            drv = galley_cuda.driver()
+            with _OPEN_LOCK:
+                if not _MAPPINGS or _MAPPINGS[0]._driver is not drv:
+                    _MAPPINGS[:] = [galley_cuda.IpcMappings(drv)]
+                self.mappings = _MAPPINGS[0]
         return self.mappings
 
     def open_loan(self, wire, datatype, shape):
@@ -361,7 +443,8 @@ class Runtime:
         return reply.get("value")
 
     def bls(self, request, decoupled):
-        wire = request._to_wire()
+        with pb_utils._using(self):
+            wire = request._to_wire()
         call = self._call()
         call.model = wire.get("model", "")
         parents = PARENTS.get()
@@ -415,7 +498,8 @@ class Runtime:
                 "Expected an 'InferenceResponse' object in the execute function return list, found type '%s'."
                 % type(response)
             )
-        return response._to_wire(set(requested or self.outputs))
+        with pb_utils._using(self):
+            return response._to_wire(set(requested or self.outputs))
 
     def _failed(self, text):
         return {"outputs": [], "error": {"message": self.failure(text), "code": "INTERNAL"}}
@@ -437,7 +521,7 @@ class Runtime:
                 pass
 
     def _courier(self):
-        while True:
+        while not self.closed:
             os.read(self.wake_r, 4096)
             while self.abandoned:
                 state = self.abandoned.popleft()
@@ -456,7 +540,12 @@ class Runtime:
 
     def run(self):
         while True:
-            self.pump(lambda: self.work)
+            try:
+                self.pump(lambda: self.work)
+            except Closed:
+                # Its model goes (and the GPU memory it holds), the process stays for the others.
+                self.model = None
+                return
             message = self.work.popleft()
             kind = message.get("kind")
             if kind == "start":
@@ -537,7 +626,7 @@ class Runtime:
             if self.loop is None:
                 self.loop = asyncio.new_event_loop()
                 asyncio.set_event_loop(self.loop)
-                threading.Thread(target=self.loop.run_forever, name="asyncio", daemon=True).start()
+                self.thread(self.loop.run_forever, "asyncio")
         return self.loop
 
     def await_here(self, value):
@@ -770,22 +859,34 @@ class Runtime:
             self.channel.send({"kind": "auto-completed", "error": describe(error)})
 
 
-def refuse(reason):
-    """Answer the server's first message with why this interpreter cannot run models."""
+def refuse(reason, fds):
+    """Answer the server's first message on each socket with why this interpreter cannot run models."""
     import struct
 
-    data = b""
-    while len(data) < 4 or len(data) < 4 + struct.unpack_from("<I", data)[0]:
-        chunk = os.read(3, 65536)
-        if not chunk:
-            os._exit(0)
-        data += chunk
-    first = json.loads(data[4 : 4 + struct.unpack_from("<I", data)[0]])
-    kind = "auto-completed" if first.get("kind") == "auto-complete" else "start-failed"
-    body = json.dumps({"kind": kind, "error" if kind == "auto-completed" else "message": reason}).encode()
-    os.write(3, struct.pack("<I", len(body)) + body)
-    os.read(3, 1)
+    for fd in fds:
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from("<I", data)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                os._exit(0)
+            data += chunk
+        first = json.loads(data[4 : 4 + struct.unpack_from("<I", data)[0]])
+        kind = "auto-completed" if first.get("kind") == "auto-complete" else "start-failed"
+        body = json.dumps({"kind": kind, "error" if kind == "auto-completed" else "message": reason}).encode()
+        os.write(fd, struct.pack("<I", len(body)) + body)
+    os.read(fds[0], 1)
     os._exit(0)
+
+
+def serve(runtime):
+    """One instance of several, on its thread: an error of the stub's own ends the process, which
+    the server sees (as it would see one instance's process die)."""
+    try:
+        runtime.run()
+    except BaseException:  # noqa: BLE001 - the instance cannot go on; its process neither
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def main():
@@ -794,18 +895,31 @@ def main():
     # unittest.main() or argparse at import must not see the stub's own command line (which names
     # the instance so that `pgrep -f triton_python_backend_stub` finds it).
     sys.argv = [""]
+    # Read, then dropped: processes the model starts are not stubs.
+    fds = list(range(3, 3 + max(1, int(os.environ.pop("GALLEY_STUB_CHANNELS", "1")))))
     if _MISSING is not None:
         refuse(
             "the Python backend needs numpy in %s (%s): install it (apt-get install python3-numpy, or pip install numpy) "
             "or choose another interpreter with --backend-config python,python-executable=<path> or EXECUTION_ENV_PATH"
-            % (sys.executable, _MISSING)
+            % (sys.executable, _MISSING),
+            fds,
         )
-    channel = Channel(3)
-    runtime = Runtime(channel)
-    channel.before_send = runtime.before_send
-    pb_utils._runtime = runtime
-    # The first work item is `start` (or `auto-complete`).
-    runtime.run()
+    if len(fds) > 1:
+        inherit_runtime()
+    for fd in fds:
+        channel = Channel(fd)
+        runtime = Runtime(channel)
+        channel.before_send = runtime.before_send
+        _OPEN.append(runtime)
+    pb_utils._runtime = _OPEN[0]
+    # The first work item is `start` (or `auto-complete`). One instance runs on the main thread.
+    if len(fds) == 1:
+        _OPEN[0].run()
+        return
+    for i, runtime in enumerate(list(_OPEN)):
+        runtime.thread(serve, "instance-%d" % i, runtime)
+    # The process ends with its last instance (`Runtime.end`) or a signal.
+    threading.Event().wait()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import collections
 import json
 import mmap
 import os
+import socket
 import struct
 import threading
 import weakref
@@ -36,6 +37,7 @@ class Channel:
         self._fd = fd
         self._lock = threading.Lock()
         self._buffer = bytearray()
+        self.closed = False
         # Called as each frame goes out: pending releases (a list of messages, or None) follow it
         # in the same write (after it, so that a block or a device tensor the frame hands to the
         # server is taken there before we let it go).
@@ -50,10 +52,32 @@ class Channel:
             extra_body = _ENCODE(message).encode("utf-8")
             data += _LEN.pack(len(extra_body)) + extra_body
         with self._lock:
+            if self.closed:
+                return
             view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+            try:
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+            except (BrokenPipeError, ConnectionResetError):
+                # The server closed this instance's socket: its reader sees the end next.
+                self.closed = True
+
+    def close(self):
+        """The server closed the socket: it is shut down both ways and what is sent later is
+        dropped. The descriptor stays open, so that no file opened later takes its number."""
+        with self._lock:
+            self.closed = True
+        try:
+            sock = socket.socket(fileno=os.dup(self._fd))
+        except OSError:
+            return
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            sock.close()
 
     def pending(self):
         """Whether a whole frame is already buffered."""

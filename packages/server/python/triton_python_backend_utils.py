@@ -26,8 +26,12 @@ TRITONSERVER_MEMORY_GPU = 2
 # A keyword argument left out (Triton's default), told apart from one given as None.
 _DEFAULT = object()
 
-# The stub sets this to its runtime (the pipe, shared memory, BLS calls); see galley_python_stub.
+# The stub's runtime (the pipe, shared memory, BLS calls); see galley_python_stub. A process that
+# runs several instances (SHARED_STUB_PROCESS) has one runtime per instance: the threads of each
+# know theirs (`_local.runtime`), and `_runtime` is then the first still open, for threads that
+# none of them started.
 _runtime = None
+_local = threading.local()
 
 
 # The model's version folder (the folder of `model.py`; for a Python-based backend, the model's own),
@@ -42,10 +46,33 @@ def get_model_dir():
     return _model_dir
 
 
+def _current():
+    """The runtime of the instance this thread works for, or None outside a stub."""
+    runtime = getattr(_local, "runtime", None)
+    return runtime if runtime is not None else _runtime
+
+
 def _rt():
-    if _runtime is None:
+    runtime = _current()
+    if runtime is None:
         raise TritonModelException("triton_python_backend_utils is used outside a Galley Python backend stub")
-    return _runtime
+    return runtime
+
+
+class _using:  # noqa: N801 - used as a statement: `with _using(runtime):`
+    """Work for `runtime` on this thread meanwhile (its shared memory, its pipe)."""
+
+    __slots__ = ("runtime", "before")
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+
+    def __enter__(self):
+        self.before = getattr(_local, "runtime", None)
+        _local.runtime = self.runtime
+
+    def __exit__(self, *_):
+        _local.runtime = self.before
 
 
 # ---- errors --------------------------------------------------------------------------------
@@ -256,7 +283,9 @@ class _Held:
         self.datatype = datatype
         self.shape = shape
         self._loan = [loan] if loan is not None else []
-        weakref.finalize(self, _drop_held, device["ref"], self._loan)
+        # The instance that holds it: the garbage collector may drop it in another's thread.
+        self._runtime = _current()
+        weakref.finalize(self, _drop_held, self._runtime, device["ref"], self._loan)
 
     _mapped = None
 
@@ -272,15 +301,16 @@ class _Held:
                     "pass it to another BLS call or return it, or ask for TRITONSERVER_MEMORY_CPU"
                     % (self.device["deviceId"], _cuda_problem())
                 )
+            runtime = self._runtime or _rt()
             if self._loan:
                 loan = self._loan.pop()
                 try:
-                    self._mapped = _rt().open_loan(loan, self.datatype, self.shape)[0]
+                    self._mapped = runtime.open_loan(loan, self.datatype, self.shape)[0]
                 except Exception:
-                    _rt().ipc_drops.append(loan["key"])
+                    runtime.ipc_drops.append(loan["key"])
                     raise
             else:
-                self._mapped = _rt().device_export(self.device["ref"], self.datatype, self.shape)
+                self._mapped = runtime.device_export(self.device["ref"], self.datatype, self.shape)
         return self._mapped
 
     def __dlpack_device__(self):
@@ -340,15 +370,15 @@ def _gpu_tensor(name, owner, capsule):
         raise TritonModelException(_NOT_CONTIGUOUS)
     # Work queued on the tensor finishes before the server reads it (Triton synchronises too).
     galley_cuda.driver().synchronize(device_id)
-    located = _rt().locate_loan(pointer) if _runtime is not None else None
+    runtime = _current()
+    located = runtime.locate_loan(pointer) if runtime is not None else None
     dlpack = galley_cuda.DLPackTensor(pointer, galley_cuda.kDLCUDA, device_id, datatype, shape, keep=owner)
     return Tensor._on_gpu(name, datatype, shape, _OnGpu(dlpack, located))
 
 
-def _drop_held(ref, unopened=()):
+def _drop_held(runtime, ref, unopened=()):
     # Queued, not sent: the frame that hands this tensor to the server (a response, a BLS call)
     # may not have gone out yet; the drop follows the next frame.
-    runtime = _runtime
     if runtime is not None:
         runtime.drop(ref)
         for loan in unopened:
@@ -781,6 +811,8 @@ class InferenceResponseSender:
         self._requested = request._requested
         self._cancelled = request._cancelled
         self._state = _SendState(request._key)
+        # The instance that got the request: a thread of the model's may send for it.
+        self._runtime = request._runtime or _rt()
 
     def send(self, response=None, flags=0):
         if flags != TRITONSERVER_RESPONSE_COMPLETE_FINAL and flags != 0:
@@ -789,13 +821,13 @@ class InferenceResponseSender:
             raise TritonModelException("Inference Response object must be provided when the response flags is set to zero.")
         if response is not None and not isinstance(response, InferenceResponse):
             raise TritonModelException("the response must be a pb_utils.InferenceResponse")
-        _rt().send_response(self, response, flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        self._runtime.send_response(self, response, flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def is_cancelled(self):
         if self._cancelled is None:
             return False
         if not self._cancelled.is_set():
-            _rt().poll()
+            self._runtime.poll()
         return self._cancelled.is_set()
 
 
@@ -918,6 +950,7 @@ class InferenceRequest:
         request._key = wire["key"]
         request._trace_context = wire.get("traceContext")
         request._cancelled = cancelled
+        request._runtime = _current()
         return request
 
     # Server-side accessors.
@@ -979,8 +1012,10 @@ class InferenceRequest:
         if self._cancelled is None:
             return False
         if not self._cancelled.is_set():
-            _rt().poll()
+            (self._runtime or _rt()).poll()
         return self._cancelled.is_set()
+
+    _runtime = None
 
     def get_response_sender(self):
         if self._key is None:
@@ -1156,12 +1191,14 @@ class MetricFamily:
         self._kind = kind
         self._metrics = []
         try:
-            _rt().metric({"op": "family", "family": name, "description": description, "kind": MetricFamily._KINDS[kind]})
+            # The instance that declared it owns it in the server, whichever thread uses or drops it.
+            self._runtime = _rt()
+            self._runtime.metric({"op": "family", "family": name, "description": description, "kind": MetricFamily._KINDS[kind]})
         except TritonModelException as error:
             raise TritonModelException("Error when creating MetricFamily: %s" % error) from None
         # Triton's ~MetricFamily: its metrics are cleared, then the family is deleted in the server
         # (queued: the garbage collector may run this anywhere, even inside another call's send).
-        weakref.finalize(self, _delete_family, name, self._metrics).atexit = False
+        weakref.finalize(self, _delete_family, self._runtime, name, self._metrics).atexit = False
 
     def Metric(self, labels=None, buckets=None):  # noqa: N802 - Triton's name
         if labels is not None and not isinstance(labels, dict):
@@ -1178,10 +1215,9 @@ class MetricFamily:
         return metric
 
 
-def _delete_family(name, metrics):
+def _delete_family(runtime, name, metrics):
     for metric in metrics:
         metric._clear()
-    runtime = _runtime
     if runtime is not None:
         runtime.drop_metric({"op": "family-delete", "family": name})
 
@@ -1190,13 +1226,14 @@ class Metric:
     def __init__(self, family, labels=None, buckets=None):
         # The family's name and kind only: a metric does not keep its family alive (Triton's).
         self._family_name = family._name
+        self._runtime = family._runtime
         self._labels = {str(k): str(v) for k, v in (labels or {}).items()}
         self._cleared = False
         request = {"op": "metric", "family": self._family_name, "labels": self._labels}
         if buckets is not None:
             request["buckets"] = [float(b) for b in buckets]
         try:
-            _rt().metric(request)
+            self._runtime.metric(request)
         except TritonModelException as error:
             raise TritonModelException("Error when creating Metric: %s" % error) from None
 
@@ -1204,7 +1241,7 @@ class Metric:
         if self._cleared:
             return
         self._cleared = True
-        runtime = _runtime
+        runtime = self._runtime
         if runtime is not None:
             runtime.drop_metric({"op": "metric-delete", "family": self._family_name, "labels": self._labels})
 
@@ -1218,7 +1255,7 @@ class Metric:
             request = {"op": op, "family": self._family_name, "labels": self._labels}
             if value is not None:
                 request["value"] = float(value)
-            return _rt().metric(request)
+            return self._runtime.metric(request)
         except TritonModelException as error:
             raise TritonModelException("Failed to %s metric value: %s" % (what, error)) from None
 

@@ -123,7 +123,7 @@ fi
 # uses CUDA and for torch on CUDA with 1, 2 and 4 instances, loaded one at a time (explicit mode).
 stubmem_status=0
 if step stubmem && [ -f "$carry/python-stub-memory.mjs" ]; then
-  timeout "${GALLEY_STUBMEM_TIMEOUT:-180}" node "$carry/python-stub-memory.mjs" --device="$device" --python="$python" --out="$out/python-stub-memory" \
+  timeout "${GALLEY_STUBMEM_TIMEOUT:-300}" node "$carry/python-stub-memory.mjs" --device="$device" --python="$python" --out="$out/python-stub-memory" \
     ${GALLEY_STUBMEM_ARGS:-} 2>&1 | tee "$out/python-stub-memory.log"
   stubmem_status=${PIPESTATUS[0]}
   check_status=$((check_status || stubmem_status))

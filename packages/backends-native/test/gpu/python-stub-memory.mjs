@@ -8,6 +8,8 @@
 //     driver call until the first GPU tensor.
 //   - py_cuda_1, py_cuda_2, py_cuda_4 (instance_group count 1, 2, 4, KIND_GPU): torch on CUDA, a
 //     weight made on the GPU in initialize, one small matmul there per request (cuBLAS).
+//   - py_shared_1, py_shared_2, py_shared_4: the same model with SHARED_STUB_PROCESS "yes": the
+//     instances in one stub process (one CUDA context), each with its own weight.
 // For each: the GPU memory of every process (nvidia-smi --query-compute-apps, matched to
 // /proc/<pid>/cmdline; stubs are named `triton_python_backend_stub <instance>`), MiB per stub, the
 // stubs' total, the server's, the GPU's total used (and against the server alone), torch's own
@@ -112,7 +114,7 @@ class TritonPythonModel:
         return responses
 `;
 
-function writeModel(repo, name, source, count, { gpu, cpu, force }) {
+function writeModel(repo, name, source, count, { gpu, cpu, force, shared }) {
   mkdirSync(join(repo, name, "1"), { recursive: true });
   writeFileSync(join(repo, name, "1", "model.py"), source);
   const kind = cpu ? "KIND_CPU" : `KIND_GPU gpus: [ ${gpu} ]`;
@@ -122,7 +124,8 @@ function writeModel(repo, name, source, count, { gpu, cpu, force }) {
       `input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ ${N} ] } ]\n` +
       `output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ ${N} ] }, { name: "MEM" data_type: TYPE_INT64 dims: [ 4 ] } ]\n` +
       `instance_group [ { count: ${count} kind: ${kind} } ]\n` +
-      (force ? `parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "${force}" } }\n` : ""),
+      (force ? `parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "${force}" } }\n` : "") +
+      (shared ? `parameters { key: "SHARED_STUB_PROCESS" value: { string_value: "yes" } }\n` : ""),
   );
 }
 
@@ -179,6 +182,7 @@ async function main() {
   writeModel(repo, "py_nocuda", PY_NOCUDA, 1, { ...where, force: "no" });
   const counts = [1, 2, 4];
   for (const count of counts) writeModel(repo, `py_cuda_${count}`, PY_CUDA, count, where);
+  for (const count of counts) writeModel(repo, `py_shared_${count}`, PY_CUDA, count, { ...where, shared: true });
 
   const served = await forkServer(repo, python, { explicit: true });
   const { ports } = served;
@@ -230,17 +234,18 @@ async function main() {
       console.log(`a bare process's GPU memory (MiB): ${JSON.stringify(figures.contextParts)}`);
     });
 
-    const measure = async (model, count, expectCuda) => {
+    const measure = async (model, count, expectCuda, shared = false) => {
       const t0 = performance.now();
       await grpc.load(model);
       const loadMs = performance.now() - t0;
+      const processes = shared ? 1 : count;
       check(
-        `${model}: loaded, ${count} stub process(es)`,
-        stubsOf(model).length === count,
+        `${model}: loaded, ${processes} stub process(es)`,
+        stubsOf(model).length === processes,
         JSON.stringify(stubsOf(model)),
       );
       // 2 × count requests in flight, `rounds` times: every instance gets some.
-      const torchBytes = new Map(); // pid -> [allocated, reserved]
+      const torchBytes = new Map(); // pid -> [allocated, reserved] (of the instances in it together)
       let right = true;
       let hostInputs = true;
       for (let r = 0; r < rounds; r++) {
@@ -275,6 +280,7 @@ async function main() {
       const figure = {
         model,
         count,
+        shared,
         loadMs: Math.round(loadMs),
         stubs: perStub,
         perStubMiB: perStub.length ? Math.round(stubsMiB / perStub.length) : 0,
@@ -282,11 +288,17 @@ async function main() {
         serverMiB: apps.get(server) ?? 0,
         gpuUsedMiB: used,
         overServerAloneMiB: used !== null && baseline.gpuUsedMiB !== null ? used - baseline.gpuUsedMiB : null,
-        instancesServed: perStub.filter((s) => s.served).length,
+        stubsServed: perStub.filter((s) => s.served).length,
       };
       figures.configurations.push(figure);
       if (!cpu) {
-        if (expectCuda)
+        if (shared)
+          check(
+            `${model}: the ${count} instances share one stub process and one CUDA context`,
+            perStub.length === 1 && perStub[0].hasContext,
+            JSON.stringify(perStub),
+          );
+        else if (expectCuda)
           check(
             `${model}: each of the ${count} stubs has its own CUDA context (one process each, as Triton)`,
             perStub.every((s) => s.hasContext),
@@ -303,7 +315,7 @@ async function main() {
         `${model} (count ${count}): stubs ${perStub.map((s) => `${s.mib}`).join(" + ") || "none"} = ${stubsMiB} MiB ` +
           `(${figure.perStubMiB} MiB per stub; torch reserved ${perStub.map((s) => s.torchReservedMiB).join(", ")} MiB), ` +
           `server ${figure.serverMiB} MiB, GPU used ${used ?? "n/a"} MiB (${figure.overServerAloneMiB ?? "n/a"} over the server alone); ` +
-          `loaded in ${figure.loadMs} ms, ${figure.instancesServed}/${count} instances served`,
+          `loaded in ${figure.loadMs} ms, ${figure.stubsServed}/${processes} stubs served`,
       );
       const pids = stubs.map((s) => s.pid);
       await grpc.unload(model);
@@ -314,18 +326,31 @@ async function main() {
 
     await attempt("py_nocuda", () => measure("py_nocuda", 1, false));
     for (const count of counts) await attempt(`py_cuda_${count}`, () => measure(`py_cuda_${count}`, count, true));
+    for (const count of counts)
+      await attempt(`py_shared_${count}`, () => measure(`py_shared_${count}`, count, true, true));
 
-    const cuda = figures.configurations.filter((c) => c.model.startsWith("py_cuda_"));
+    const of = (prefix) => figures.configurations.filter((c) => c.model.startsWith(prefix));
+    const cuda = of("py_cuda_");
+    const shared = of("py_shared_");
     if (cuda.length === counts.length) {
-      figures.summary = cuda.map((c) => ({
-        count: c.count,
-        perStubMiB: c.perStubMiB,
-        stubsMiB: c.stubsMiB,
-        overServerAloneMiB: c.overServerAloneMiB,
-      }));
-      console.log(`count | MiB per stub | stubs total | GPU used over the server alone`);
+      figures.summary = cuda.map((c) => {
+        const one = shared.find((s) => s.count === c.count);
+        return {
+          count: c.count,
+          perStubMiB: c.perStubMiB,
+          stubsMiB: c.stubsMiB,
+          overServerAloneMiB: c.overServerAloneMiB,
+          sharedStubMiB: one?.stubsMiB ?? null,
+          sharedOverServerAloneMiB: one?.overServerAloneMiB ?? null,
+        };
+      });
+      console.log(
+        "count | MiB per stub | stubs total | GPU used over the server alone | one shared stub (SHARED_STUB_PROCESS) | GPU used over the server alone, shared",
+      );
       for (const s of figures.summary)
-        console.log(`${s.count} | ${s.perStubMiB} | ${s.stubsMiB} | ${s.overServerAloneMiB ?? "n/a"}`);
+        console.log(
+          `${s.count} | ${s.perStubMiB} | ${s.stubsMiB} | ${s.overServerAloneMiB ?? "n/a"} | ${s.sharedStubMiB ?? "n/a"} | ${s.sharedOverServerAloneMiB ?? "n/a"}`,
+        );
     }
   } finally {
     await served.stop(join(out, "server.log"));

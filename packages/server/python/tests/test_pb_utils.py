@@ -320,6 +320,100 @@ class CustomMetrics(unittest.TestCase):
         self.assertEqual(self.sent[-1], {"op": "metric", "family": "h", "labels": {}, "buckets": []})
 
 
+class SeveralInstances(unittest.TestCase):
+    """A process running several instances (SHARED_STUB_PROCESS): pb_utils works for the instance
+    of the calling thread, and what an instance made (requests, senders, metrics) stays its own."""
+
+    def setUp(self):
+        self.calls = []
+        test = self
+
+        class Runtime:
+            def __init__(self, name):
+                self.name = name
+
+            def metric(self, request):
+                test.calls.append((self.name, request["op"]))
+                return 0.0
+
+            def drop_metric(self, request):
+                test.calls.append((self.name, request["op"]))
+
+            def send_response(self, sender, response, final):
+                test.calls.append((self.name, "send", final))
+
+            def poll(self):
+                test.calls.append((self.name, "poll"))
+
+            def log(self, level, message):
+                test.calls.append((self.name, "log", message))
+
+        self.a, self.b = Runtime("a"), Runtime("b")
+        self.previous = pb_utils._runtime
+        pb_utils._runtime = self.a
+
+    def tearDown(self):
+        pb_utils._runtime = self.previous
+        pb_utils._local.runtime = None
+
+    def on(self, runtime, work):
+        """Run `work` on a thread of `runtime`'s."""
+        import threading
+
+        def bound():
+            pb_utils._local.runtime = runtime
+            work()
+
+        thread = threading.Thread(target=bound)
+        thread.start()
+        thread.join()
+
+    def test_the_calling_threads_instance_serves_it(self):
+        self.on(self.b, lambda: pb_utils.Logger.log_info("from b"))
+        pb_utils.Logger.log_info("from a thread of none")
+        with pb_utils._using(self.b):
+            self.assertIs(pb_utils._current(), self.b)
+        self.assertIs(pb_utils._current(), self.a)
+        self.assertEqual(self.calls, [("b", "log", "from b"), ("a", "log", "from a thread of none")])
+
+    def test_what_an_instance_made_stays_its_own(self):
+        made = {}
+
+        def on_b():
+            wire = {"id": "r", "correlationId": 0, "flags": 0, "timeout": 0, "outputs": [], "inputs": [], "parameters": "{}", "key": 1}
+            made["request"] = pb_utils.InferenceRequest._from_wire(wire, None)
+            made["family"] = pb_utils.MetricFamily(name="m", description="d", kind=pb_utils.MetricFamily.GAUGE)
+
+        self.on(self.b, on_b)
+        sender = made["request"].get_response_sender()
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        made["family"].Metric(labels={}).set(1)
+        del made["family"]
+        self.assertEqual(
+            self.calls, [("b", "family"), ("b", "send", True), ("b", "metric"), ("b", "set"), ("b", "metric-delete"), ("b", "family-delete")]
+        )
+
+    def test_threads_an_instance_starts_work_for_it(self):
+        import threading
+
+        import galley_python_stub as stub
+
+        start = threading.Thread.start
+        try:
+            stub.inherit_runtime()
+            inner = []
+
+            def starts():
+                thread = threading.Thread(target=lambda: inner.append(pb_utils._current()))
+                thread.start()
+                thread.join()
+
+            self.on(self.b, starts)
+            self.assertEqual(inner, [self.b])
+        finally:
+            threading.Thread.start = start
+
+
 class AutoCompleteAsTriton(unittest.TestCase):
     def config(self, **extra):
         return pb_utils.ModelConfig(json.dumps({"name": "m", "max_batch_size": 0, "input": [], "output": [], **extra}))

@@ -60,6 +60,11 @@ export interface InstanceHost<P extends InstanceProtocol> {
   /** End the running instance as failed with `reason` (`ran out of memory ...`): it restarts. */
   fail(reason: string): void;
   /**
+   * Restart now an instance that waits for work to restart it (`restartOnRequest`): one whose
+   * process another instance shares has started again. Nothing otherwise.
+   */
+  revive(): void;
+  /**
    * Ask the instance to stop and wait up to `graceMs` (default 5000; not for one still starting,
    * nor for one still executing: an unload that stopped waiting for it), then end it.
    */
@@ -232,6 +237,12 @@ class Host<P extends InstanceProtocol> implements InstanceHost<P> {
 
   fail(reason: string): void {
     this.#kill(reason);
+  }
+
+  revive(): void {
+    if (this.#health !== "restarting" || !this.#retry || this.#retry.timer !== undefined) return;
+    this.#retry = undefined;
+    this.#spawn();
   }
 
   close(graceMs = 5000): Promise<void> {

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
 import type { Logger } from "../../base/log.js";
-import type { InstanceTransport, TransportFactory } from "./instance-transport.js";
+import type { InstanceTransport, TransportEvents, TransportFactory } from "./instance-transport.js";
 
 /** Options for {@link processTransport}. */
 export interface ProcessTransportOptions {
@@ -51,6 +51,33 @@ function installExitHook(): void {
   });
 }
 
+/** Options for {@link sharedProcess}. */
+export interface SharedProcessOptions extends ProcessTransportOptions {
+  /**
+   * How many instances one process runs: a socket each, on fd 3, 4, ...; the child reads the
+   * count from `GALLEY_STUB_CHANNELS` (set only when above 1).
+   */
+  channels: number;
+}
+
+/**
+ * One child process that runs several instances (the Python backend's `SHARED_STUB_PROCESS`),
+ * each on its own socket, seen by its host as a transport of its own: see {@link sharedProcess}.
+ */
+export interface SharedProcess<Out, In> {
+  /**
+   * The transports of the instance on socket `channel` (0-based). `revive` is called when a new
+   * process starts for another instance: an instance waiting to restart joins it at once.
+   */
+  transport(channel: number, revive?: () => void): TransportFactory<Out, In>;
+  /** End every process still running (once their instances have closed). */
+  close(): Promise<void>;
+}
+
+/** Host messages that put an instance in its model's code, and those that take it out. */
+const ENTERS = new Set(["start", "execute", "stop"]);
+const LEAVES = new Set(["started", "start-failed", "executed", "stopped"]);
+
 /**
  * Instances in child processes (Triton's Python backend stub): each start spawns a fresh process
  * in its own process group with a private socket on fd 3. Messages are frames of a 4-byte
@@ -60,40 +87,146 @@ function installExitHook(): void {
  * with code N` / `was killed by SIGNAL`), a failure to spawn, or a frame that cannot be read.
  */
 export function processTransport<Out, In>(options: ProcessTransportOptions): TransportFactory<Out, In> {
+  return sharedProcess<Out, In>({ ...options, channels: 1 }).transport(0);
+}
+
+/** One spawned process and the instances on its sockets. */
+interface Run {
+  child: ChildProcess;
+  sockets: Socket[];
+  /** Per socket: taken by an instance (each is taken once), and whether that instance is still there. */
+  taken: boolean[];
+  live: boolean[];
+  /** Exited, failed to spawn, or being ended: no instance joins it any more. */
+  dying: boolean;
+  exited: Promise<void>;
+  /** Reports each live instance's end, once, with `reason`. */
+  ends: ((reason: string) => void)[];
+  terminating?: Promise<void>;
+}
+
+/**
+ * {@link processTransport} for `channels` instances in one process. The first instance that starts
+ * spawns it with a socket for each; the others take theirs as they start. An instance that starts
+ * again (a restart) takes its socket in the running process if it has not used it yet, else a new
+ * process is spawned (and the instances waiting to restart are revived into it). Whatever ends the
+ * process ends every instance in it. `kill()` of an instance that is in its model's code (start,
+ * execute, stop not answered: it cannot be stopped alone) or the last one in the process ends the
+ * process, as {@link processTransport} does; otherwise only its socket closes (its thread in the
+ * process ends) and its end is reported at once.
+ */
+export function sharedProcess<Out, In>(options: SharedProcessOptions): SharedProcess<Out, In> {
   installExitHook();
-  return (events) => {
-    let ended = false;
-    const end = (reason: string) => {
-      if (ended) return;
-      ended = true;
-      events.ended(reason);
-    };
+  const channels = Math.max(1, Math.floor(options.channels));
+  const revivers = new Map<number, () => void>();
+  const runs = new Set<Run>();
+  let current: Run | undefined;
+
+  const terminate = (run: Run): Promise<void> => {
+    run.dying = true;
+    if (current === run) current = undefined;
+    const { child } = run;
+    run.terminating ??= (async () => {
+      if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
+        for (const socket of run.sockets) socket.end();
+        killGroup(child, "SIGTERM");
+        const timer = setTimeout(() => killGroup(child, "SIGKILL"), options.killGraceMs ?? 2000);
+        await run.exited;
+        clearTimeout(timer);
+      }
+      // A group member that outlived the leader goes too.
+      killGroup(child, "SIGKILL");
+    })();
+    return run.terminating;
+  };
+
+  /** Whether an instance other than `channel`'s is in the process, or may still join it. */
+  const othersIn = (run: Run, channel: number) =>
+    run.live.some((live, i) => i !== channel && (live || (!run.taken[i] && run === current)));
+
+  const spawnRun = (): Run => {
     const child = spawn(options.command, [...options.args], {
-      stdio: ["ignore", "pipe", "pipe", "pipe"],
-      env: options.env ?? process.env,
+      stdio: ["ignore", "pipe", "pipe", ...Array.from({ length: channels }, () => "pipe" as const)],
+      env: {
+        ...(options.env ?? process.env),
+        ...(channels > 1 ? { GALLEY_STUB_CHANNELS: String(channels) } : {}),
+      },
       ...(options.cwd ? { cwd: options.cwd } : {}),
       detached: true,
     });
     live.add(child);
-    const channel = child.stdio[3] as Socket;
+    const sockets = Array.from({ length: channels }, (_, i) => child.stdio[3 + i] as Socket);
+    for (const socket of sockets) socket.on("error", () => undefined);
     pipeLines(child.stdout, (line) => options.log.info(`${options.name}: ${line}`));
     pipeLines(child.stderr, (line) => options.log.warn(`${options.name}: ${line}`));
-    const exited = new Promise<void>((resolve) => {
+    const run: Run = {
+      child,
+      sockets,
+      taken: sockets.map(() => false),
+      live: sockets.map(() => false),
+      dying: false,
+      exited: Promise.resolve(),
+      ends: sockets.map(() => () => undefined),
+    };
+    const endAll = (reason: string) => {
+      run.dying = true;
+      if (current === run) current = undefined;
+      runs.delete(run);
+      for (const end of run.ends) end(reason);
+    };
+    run.exited = new Promise<void>((resolve) => {
       // "exit", not "close": a process the model forked may hold the pipes open after the stub
       // is gone; it is in the stub's group, which goes with it.
       child.once("exit", (code, signal) => {
         live.delete(child);
         killGroup(child, "SIGKILL");
-        channel.destroy();
-        end(signal ? `was killed by ${signal}` : `exited with code ${code}`);
+        for (const socket of sockets) socket.destroy();
+        endAll(signal ? `was killed by ${signal}` : `exited with code ${code}`);
         resolve();
       });
     });
     child.once("error", (error) => {
       live.delete(child);
-      end(`could not be started: ${error.message}`);
+      endAll(`could not be started: ${error.message}`);
     });
-    channel.on("error", () => undefined);
+    runs.add(run);
+    return run;
+  };
+
+  const attach = (channel: number, events: TransportEvents<In>): InstanceTransport<Out> => {
+    let run = current;
+    if (!run || run.dying || run.taken[channel]) {
+      if (run && !run.dying) {
+        // Superseded: sockets no instance took close; with no instance left, it ends.
+        for (const [i, socket] of run.sockets.entries()) if (!run.taken[i]) socket.end();
+        if (!run.live.some(Boolean)) void terminate(run);
+      }
+      run = current = spawnRun();
+      for (const [other, revive] of revivers) if (other !== channel) queueMicrotask(revive);
+    }
+    return take(run, channel, events);
+  };
+
+  const take = (run: Run, channel: number, events: TransportEvents<In>): InstanceTransport<Out> => {
+    const socket = run.sockets[channel] as Socket;
+    run.taken[channel] = true;
+    run.live[channel] = true;
+    let ended = false;
+    /** Start, execute and stop sent and not yet answered: the instance is in its model's code. */
+    let inModel = 0;
+    const end = (reason: string) => {
+      if (ended) return;
+      ended = true;
+      run.live[channel] = false;
+      events.ended(reason);
+    };
+    run.ends[channel] = end;
+    const fail = (reason: string) => {
+      end(reason);
+      run.dying = true;
+      if (current === run) current = undefined;
+      killGroup(run.child, "SIGKILL");
+    };
     const reader = frameReader((body) => {
       if (ended) return;
       let message: In;
@@ -103,38 +236,49 @@ export function processTransport<Out, In>(options: ProcessTransportOptions): Tra
         fail(`sent a message the server could not read (${(error as Error).message})`);
         return;
       }
+      // Counted before the host hears it: its answer may be to kill the instance.
+      if (LEAVES.has((message as { kind?: string }).kind ?? "")) inModel = Math.max(0, inModel - 1);
       events.message(message);
     });
-    const fail = (reason: string) => {
-      end(reason);
-      killGroup(child, "SIGKILL");
-    };
-    channel.on("data", (chunk: Buffer) => {
+    socket.on("data", (chunk: Buffer) => {
       const problem = reader(chunk);
       if (problem) fail(`sent a message the server could not read (${problem})`);
     });
     let killing: Promise<void> | undefined;
-    const transport: InstanceTransport<Out> = {
+    return {
       send(message) {
-        if (ended || channel.destroyed) return;
-        channel.write(encodeFrame(message));
+        if (ended || socket.destroyed) return;
+        if (ENTERS.has((message as { kind?: string }).kind ?? "")) inModel++;
+        socket.write(encodeFrame(message));
       },
       kill() {
         killing ??= (async () => {
-          if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
-            channel.end();
-            killGroup(child, "SIGTERM");
-            const timer = setTimeout(() => killGroup(child, "SIGKILL"), options.killGraceMs ?? 2000);
-            await exited;
-            clearTimeout(timer);
+          if (!ended && !run.dying && inModel === 0 && othersIn(run, channel)) {
+            // This instance alone: its socket closes, and its thread in the process ends.
+            run.live[channel] = false;
+            socket.end();
+            queueMicrotask(() => end("was stopped"));
+            return;
           }
-          // A group member that outlived the leader goes too.
-          killGroup(child, "SIGKILL");
+          await terminate(run);
         })();
         return killing;
       },
     };
-    return transport;
+  };
+
+  return {
+    transport(channel, revive) {
+      if (!Number.isInteger(channel) || channel < 0 || channel >= channels) {
+        throw new RangeError(`channel ${channel} of a process with ${channels}`);
+      }
+      if (revive) revivers.set(channel, revive);
+      return (events) => attach(channel, events);
+    },
+    async close() {
+      revivers.clear();
+      await Promise.all([...runs].map(terminate));
+    },
   };
 }
 

@@ -261,6 +261,21 @@ describe("DeviceIpc", () => {
     expect(log).toEqual(["open 6", "alloc 8", "copy open 6 +0 → 2000 8"]);
   });
 
+  it("lends memory another instance of its stub process mapped as a device copy too (SHARED_STUB_PROCESS)", async () => {
+    const { api, log } = fakeApi();
+    const peers = new Set<DeviceIpc>();
+    const a = new DeviceIpc("m", api, peers);
+    const b = new DeviceIpc("m", api, peers);
+    const handle = Buffer.alloc(64, 6).toString("base64");
+    const fromA = await a.map({ handle, offset: 0, deviceId: 0, byteSize: 8, key: 21 }, () => {});
+    const lent = await b.lend(fromA, () => {});
+    expect(Buffer.from(lent.handle, "base64")).toEqual(Buffer.alloc(64, 7));
+    expect(log).toEqual(["open 6", "alloc 8", "copy open 6 +0 → 2000 8"]);
+    // Once a is gone (its process restarted), its mappings are no longer b's process's.
+    a.close();
+    expect(peers.has(a)).toBe(false);
+  });
+
   it("keeps its own loan while a tensor sent back over it is in use", async () => {
     const { api, log } = fakeApi();
     const ipc = new DeviceIpc("m", api);

@@ -60,10 +60,24 @@ export class DeviceIpc {
   readonly #opened = new Map<string, Opened>();
   #nextKey = 1;
   #closed = false;
+  /** The DeviceIpc of every instance in the same stub process (this one included). */
+  readonly #peers: Set<DeviceIpc>;
 
-  constructor(model: string, api: () => Promise<CudaIpcApi> = nativeApi) {
+  /**
+   * `peers`: those of the other instances that share the stub process (`SHARED_STUB_PROCESS`),
+   * whose mappings are that process's memory too; this one joins them until {@link close}.
+   */
+  constructor(model: string, api: () => Promise<CudaIpcApi> = nativeApi, peers: Set<DeviceIpc> = new Set()) {
     this.#model = model;
     this.#api = api;
+    this.#peers = peers;
+    peers.add(this);
+  }
+
+  /** Whether `id` names memory of the stub process (mapped here or by an instance beside this one). */
+  #stubs(id: string): boolean {
+    for (const peer of this.#peers) if (peer.#opened.has(id)) return true;
+    return false;
   }
 
   /**
@@ -74,8 +88,7 @@ export class DeviceIpc {
   async share(device: DeviceTensor, release: () => void = () => device.release()): Promise<IpcTensor | undefined> {
     if (this.#closed) throw new Error("the Python stub has gone");
     // The stub's own memory cannot be opened in the stub (CUDA's rule): it gets a copy.
-    const own =
-      device.ipc && this.#opened.has(`${device.deviceId}:${Buffer.from(device.ipc.handle).toString("base64")}`);
+    const own = device.ipc && this.#stubs(`${device.deviceId}:${Buffer.from(device.ipc.handle).toString("base64")}`);
     if (device.ipc && !own) return this.#lendHandle(device, device.ipc, release);
     if (device.pointer === undefined || device.kind === "region" || own) return undefined;
     // A libtorch tensor: the stub maps libtorch's allocation (the tensor is kept until it gives it back).
@@ -317,6 +330,7 @@ export class DeviceIpc {
   /** The stub is gone: every loan ends, every mapping of its memory closes. */
   close(): void {
     this.#closed = true;
+    this.#peers.delete(this);
     for (const loan of this.#lent.values()) loan.release();
     this.#lent.clear();
     for (const entry of this.#opened.values())

@@ -8,8 +8,8 @@ import type { ModelConfig } from "@galley/proto";
 import type { Logger } from "../../base/log.js";
 import type { Backend, BackendModel, DevicePlacement } from "../backend.js";
 import { outputRules } from "../batch-io.js";
-import { processTransport } from "../host/process-transport.js";
-import { initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
+import { processTransport, type SharedProcess, sharedProcess } from "../host/process-transport.js";
+import { type InstanceSpec, initializeArgs, instanceSpecs, wholeNumberParameter } from "../instance-specs.js";
 import type { InferencePath } from "../scripted/bls-calls.js";
 import { CustomMetrics } from "./custom-metrics.js";
 import { PythonInstance } from "./python-instance.js";
@@ -88,10 +88,24 @@ export function forceCpuOnlyInputTensors(config: ModelConfig, log?: Logger): boo
 }
 
 /**
+ * Galley's `SHARED_STUB_PROCESS`: "yes" runs a model's instances on one device in one stub process
+ * (one CUDA context for all of them; each instance a thread there, with its own model object and
+ * shared memory); "no" (the default, as Triton) one process per instance. Any other value fails
+ * the load.
+ */
+export function sharedStubProcess(config: ModelConfig): boolean {
+  const value = config.parameters.SHARED_STUB_PROCESS?.stringValue;
+  if (value === undefined || value === "no") return false;
+  if (value === "yes") return true;
+  throw new Error(`Incorrect value for SHARED_STUB_PROCESS: ${value} (expected "yes" or "no")`);
+}
+
+/**
  * The `python` backend: Triton Python models (`model.py` with `TritonPythonModel`), one stub
  * process per instance, tensors through shared memory. Parameters: `EXECUTION_ENV_PATH` (a
  * folder holding `bin/python3`; `$$TRITON_MODEL_DIRECTORY` is the model's folder),
- * `execute_timeout_ms` and `initialize_timeout_ms` (none by default, as in Triton).
+ * `execute_timeout_ms` and `initialize_timeout_ms` (none by default, as in Triton),
+ * `SHARED_STUB_PROCESS` (see {@link sharedStubProcess}).
  *
  * With `based`, a Python-based backend (Triton's): the backend named so, whose models all run its
  * folder's `model.py` (imported as `model`, its folder on `sys.path`) instead of one of their own;
@@ -154,21 +168,41 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
       }
       const parameter = (key: string) => wholeNumberParameter(config, key);
       const forceCpuOnlyInputs = forceCpuOnlyInputTensors(config, options.log);
+      const shared = sharedStubProcess(config);
       const executeTimeoutMs = parameter("execute_timeout_ms");
       const initializeTimeoutMs = parameter("initialize_timeout_ms");
       const python = await interpreter(config, context.modelPath, options.pythonExecutable);
       const mapper = await segmentMapper(options.log);
       const rules = outputRules(config);
       const modelConfig = JSON.stringify(toModelConfigJson(config));
+      // One process per instance, or (SHARED_STUB_PROCESS) one per device for the instances there.
+      const processes = new Map<string | number, SharedProcess<ToStub, FromStub>>();
+      const placeOf = (spec: InstanceSpec) => (shared ? spec.device : spec.name);
+      const stubOf = (spec: InstanceSpec) => {
+        const members = specs.filter((other) => placeOf(other) === placeOf(spec));
+        let process = processes.get(placeOf(spec));
+        if (!process) {
+          const names = members.map((member) => member.name);
+          process = sharedProcess<ToStub, FromStub>({
+            command: python.command,
+            // Named as Triton's stub process is, so that what finds Triton's stubs (`pgrep -f
+            // triton_python_backend_stub`) finds these, with the names of the instances it runs.
+            args: [PYTHON_STUB, "triton_python_backend_stub", ...names],
+            env: python.env,
+            name: names.join(","),
+            log: options.log,
+            channels: members.length,
+          });
+          processes.set(placeOf(spec), process);
+        }
+        return { process, channel: members.indexOf(spec) };
+      };
+      const closeProcesses = () => Promise.all([...processes.values()].map((p) => p.close()));
       const started = await Promise.allSettled(
         specs.map((spec) =>
           PythonInstance.start({
             name: spec.name,
-            command: python.command,
-            // Named as Triton's stub process is, so that what finds Triton's stubs (`pgrep -f
-            // triton_python_backend_stub`) finds these, with the instance's name.
-            args: [PYTHON_STUB, "triton_python_backend_stub", spec.name],
-            env: python.env,
+            ...stubOf(spec),
             init: {
               file,
               ...placement(file, context.modelPath, context.version),
@@ -196,6 +230,7 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
       const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
       if (failed) {
         await Promise.all(opened.map((i) => i.close()));
+        await closeProcesses();
         throw new Error(`unable to load model '${config.name}': ${explain((failed.reason as Error).message, python)}`);
       }
       // FORCE_CPU_ONLY_INPUT_TENSORS "no" (whatever the instances' kind, as in Triton): tensors on
@@ -222,9 +257,11 @@ export function createPythonBackend(options: PythonBackendOptions, based?: Pytho
           return true;
         },
         ...(options.unloadTimeoutMs !== undefined ? { unloadTimeoutMs: options.unloadTimeoutMs } : {}),
-        processIds: () => opened.flatMap((i) => (i.pid === undefined ? [] : [i.pid])),
+        // Instances that share a process name it once.
+        processIds: () => [...new Set(opened.flatMap((i) => (i.pid === undefined ? [] : [i.pid])))],
         async unload() {
           await Promise.all(opened.map((i) => i.close()));
+          await closeProcesses();
         },
       };
     },

@@ -8,12 +8,13 @@ import { type DeviceTensor, hostTensor, NO_BYTES, type Parameters, type Tensor }
 import type { BackendInstance, ExecuteResult } from "../backend.js";
 import { checkOutputs, type OutputRules } from "../batch-io.js";
 import { createInstanceHost, type InstanceHost } from "../host/instance-host.js";
-import { processTransport } from "../host/process-transport.js";
+import type { SharedProcess } from "../host/process-transport.js";
 import { BlsCalls, type InferencePath } from "../scripted/bls-calls.js";
 import type { BlsReply, WireBlsRequest } from "../scripted/bls-wire.js";
 import type { CustomMetrics } from "./custom-metrics.js";
 import { type CudaIpcApi, DeviceIpc } from "./device-ipc.js";
 import type {
+  FromStub,
   IpcTensor,
   ModelControlOp,
   PyError,
@@ -23,17 +24,20 @@ import type {
   PyResponse,
   PyResult,
   ShmTensor,
+  ToStub,
 } from "./python-messages.js";
 import type { SegmentMapper } from "./shm-mapping.js";
 import { SHM_PREFIX, ShmPool } from "./shm-pool.js";
 
-/** How one instance runs: the interpreter, the stub, `initialize`'s args and the limits. */
+/** How one instance runs: its stub process, `initialize`'s args and the limits. */
 export interface PythonInstanceOptions {
   name: string;
-  /** The interpreter and what it runs: `[stub]`, with the environment that finds pb_utils. */
-  command: string;
-  args: string[];
-  env: NodeJS.ProcessEnv;
+  /**
+   * The stub process it runs in (the interpreter, the stub, the environment that finds pb_utils),
+   * on socket `channel`: a process of its own, or one its model's instances share.
+   */
+  process: SharedProcess<ToStub, FromStub>;
+  channel: number;
   init: Omit<PyInit, "shm">;
   /** What the model's outputs must look like (its config). */
   outputRules: OutputRules;
@@ -83,15 +87,22 @@ const RELEASE_DELAY_MS = 2;
 /** How long a readiness check waits for the model's `is_ready()` (Triton's `kUserModelReadinessTimeoutMs`). */
 const READINESS_TIMEOUT_MS = 5000;
 
+/**
+ * The CUDA IPC bookkeeping of the instances of each stub process: memory one of them mapped is
+ * that process's own for all of them (a handle does not open in the process that made it).
+ */
+const STUB_PEERS = new WeakMap<object, Set<DeviceIpc>>();
+
 /** Parameters Triton keeps out of a Python request's `parameters()`. */
 const RESERVED_PARAMETERS = new Set(["sequence_id", "sequence_start", "sequence_end", "priority", "timeout"]);
 
 /**
- * One instance of a Python model: a stub process (`galley_python_stub.py`) running the model,
- * supervised by an instance host. Tensors cross through the instance's shared memory (see
- * `ShmPool`). Whatever ends the process (a crash, a kill, `os._exit`, an execute past its timeout)
- * fails only the requests this instance holds; the host restarts it, backing off after repeated
- * failures, and while it waits the instance is not {@link PythonInstance.healthy}.
+ * One instance of a Python model: a stub process (`galley_python_stub.py`) running the model
+ * (or a thread of one its model's instances share: `SHARED_STUB_PROCESS`), supervised by an
+ * instance host. Tensors cross through the instance's shared memory (see `ShmPool`). Whatever ends
+ * the process (a crash, a kill, `os._exit`, an execute past its timeout) fails only the requests
+ * its instances hold; the host restarts it, backing off after repeated failures, and while it
+ * waits the instance is not {@link PythonInstance.healthy}.
  */
 export class PythonInstance implements BackendInstance {
   readonly name: string;
@@ -145,13 +156,7 @@ export class PythonInstance implements BackendInstance {
     this.#host = createInstanceHost<PyProtocol>({
       name: options.name,
       model: options.init.args.model_name ?? options.name,
-      transport: processTransport({
-        command: options.command,
-        args: options.args,
-        env: options.env,
-        name: options.name,
-        log: options.log,
-      }),
+      transport: options.process.transport(options.channel, () => this.#host.revive()),
       init: { ...options.init, shm: this.#prefix },
       ...(options.initializeTimeoutMs ? { startTimeoutMs: options.initializeTimeoutMs } : {}),
       ...(options.executeTimeoutMs ? { executeTimeoutMs: options.executeTimeoutMs } : {}),
@@ -283,7 +288,12 @@ export class PythonInstance implements BackendInstance {
 
   #newIpc(): DeviceIpc {
     const model = this.#options.init.args.model_name ?? this.#options.name;
-    return new DeviceIpc(model, this.#options.cudaIpc);
+    let peers = STUB_PEERS.get(this.#options.process);
+    if (!peers) {
+      peers = new Set();
+      STUB_PEERS.set(this.#options.process, peers);
+    }
+    return new DeviceIpc(model, this.#options.cudaIpc, peers);
   }
 
   /** Whether inputs on a GPU reach the model there (`FORCE_CPU_ONLY_INPUT_TENSORS` "no" and a stub with CUDA). */
