@@ -6,7 +6,14 @@ import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../src/index.js";
-import { copyPythonModels, pythonPath, pythonWithNumpy, shmLeftovers, stubProcesses } from "./python-harness.js";
+import {
+  copyPythonModels,
+  pythonPath,
+  pythonWithNumpy,
+  pythonWithoutNumpy,
+  shmLeftovers,
+  stubProcesses,
+} from "./python-harness.js";
 import {
   cleanup,
   expectGrpcError,
@@ -319,17 +326,7 @@ describe("an interpreter without numpy", () => {
   it("fails the load saying what to install", async () => {
     const repo = tempRepository();
     copyPythonModels(repo, ["add_sub"]);
-    // An interpreter whose numpy cannot be imported.
-    mkdirSync(join(repo, "fake", "numpy"), { recursive: true });
-    writeFileSync(join(repo, "fake", "numpy", "__init__.py"), 'raise ImportError("No module named numpy")\n');
-    writeFileSync(
-      join(repo, "python3"),
-      `#!/bin/sh\nPYTHONPATH=${join(repo, "fake")}:$PYTHONPATH exec ${pythonPath()} "$@"\n`,
-      {
-        mode: 0o755,
-      },
-    );
-    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: join(repo, "python3") });
+    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: pythonWithoutNumpy(repo) });
     const reason = (await client.repositoryIndex({})).models.find((m) => m.name === "add_sub")?.reason ?? "";
     expect(reason).toContain("the Python backend needs numpy in");
     expect(reason).toContain("--backend-config python,python-executable=<path>");

@@ -1,7 +1,7 @@
 // What the Python backend's tests share: an interpreter that has numpy (PATH's python3, then
 // Debian's /usr/bin/python3), the fixture models, and checks that nothing is left behind.
 import { execFileSync } from "node:child_process";
-import { cpSync, readdirSync, readFileSync } from "node:fs";
+import { cpSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -46,6 +46,20 @@ export function pythonPath(): string {
 /** Copy fixture models into `repo`. */
 export function copyPythonModels(repo: string, models: readonly string[]): void {
   for (const model of models) cpSync(join(PYTHON_FIXTURES, model), join(repo, model), { recursive: true });
+}
+
+/**
+ * An interpreter in `repo` (`<repo>/python3`) whose numpy cannot be imported: the real one with
+ * a package named numpy first on its path that raises ImportError.
+ */
+export function pythonWithoutNumpy(repo: string): string {
+  mkdirSync(join(repo, "fake", "numpy"), { recursive: true });
+  writeFileSync(join(repo, "fake", "numpy", "__init__.py"), 'raise ImportError("No module named numpy")\n');
+  const interpreter = join(repo, "python3");
+  writeFileSync(interpreter, `#!/bin/sh\nPYTHONPATH=${join(repo, "fake")}:$PYTHONPATH exec ${pythonPath()} "$@"\n`, {
+    mode: 0o755,
+  });
+  return interpreter;
 }
 
 /** The Python backend's files in /dev/shm. */

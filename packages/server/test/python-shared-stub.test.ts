@@ -1,12 +1,18 @@
 // SHARED_STUB_PROCESS "yes": a model's instances run in one stub process (one thread each), each
 // still an instance of its own to the server: concurrent executes, BLS, logging, a crash that
 // takes them all and restarts them together, an unload that ends the process.
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../src/index.js";
-import { copyPythonModels, pythonPath, pythonWithNumpy, shmLeftovers, stubProcesses } from "./python-harness.js";
+import {
+  copyPythonModels,
+  pythonWithNumpy,
+  pythonWithoutNumpy,
+  shmLeftovers,
+  stubProcesses,
+} from "./python-harness.js";
 import {
   cleanup,
   expectGrpcError,
@@ -207,17 +213,7 @@ describe("SHARED_STUB_PROCESS", () => {
   it("an interpreter without numpy fails the load saying what to install", async () => {
     const repo = tempRepository();
     copyPythonModels(repo, ["shared_stub"]);
-    // An interpreter whose numpy cannot be imported.
-    mkdirSync(join(repo, "fake", "numpy"), { recursive: true });
-    writeFileSync(join(repo, "fake", "numpy", "__init__.py"), 'raise ImportError("No module named numpy")\n');
-    writeFileSync(
-      join(repo, "python3"),
-      `#!/bin/sh\nPYTHONPATH=${join(repo, "fake")}:$PYTHONPATH exec ${pythonPath()} "$@"\n`,
-      {
-        mode: 0o755,
-      },
-    );
-    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: join(repo, "python3") });
+    const { client } = await startServer({ modelRepositories: [repo], pythonExecutable: pythonWithoutNumpy(repo) });
     const reason = (await client.repositoryIndex({})).models.find((m) => m.name === "shared_stub")?.reason ?? "";
     expect(reason).toContain("the Python backend needs numpy in");
     await waitFor(() => stubsOf("shared_stub_0_0").length === 0, { what: "the process to end" });
