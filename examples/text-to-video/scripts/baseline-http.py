@@ -32,6 +32,12 @@ import torch  # noqa: E402
 from pipeline import Models, Request, generate_one  # noqa: E402
 
 
+class Server(HTTPServer):
+    # One video at a time, but every waiting user's connection accepted: socketserver's default
+    # backlog of 5 refused connections at 16 users (the 4,096-token run's (i) failed on it).
+    request_queue_size = 128
+
+
 def make_server(models: Models, host: str, port: int) -> HTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format, *args):  # quiet
@@ -66,7 +72,7 @@ def make_server(models: Models, host: str, port: int) -> HTTPServer:
             self.end_headers()
             self.wfile.write(data)
 
-    return HTTPServer((host, port), Handler)
+    return Server((host, port), Handler)
 
 
 def percentile(values, q):

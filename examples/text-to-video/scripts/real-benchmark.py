@@ -113,7 +113,11 @@ def run(command, timeout, env=None, required=False):
     seconds = round(time.time() - started, 1)
     if failure:
         sys.stderr.write(stderr[-4000:])
-        run.failures.append({"command": shlex.join(command), "failure": failure, "seconds": seconds, "stderr": stderr[-2000:]})
+        # What it printed too: a baseline that ran but counted errors says which on stdout.
+        sys.stderr.write(stdout[-2000:])
+        run.failures.append(
+            {"command": shlex.join(command), "failure": failure, "seconds": seconds, "stderr": stderr[-2000:], "stdout": stdout[-2000:]}
+        )
         if required:
             raise SystemExit(f"failed ({failure}): {shlex.join(command)}")
         print(f"FAILED ({failure}): {shlex.join(command)}", flush=True)
