@@ -1,9 +1,13 @@
 // The runner's claims on a real SQLite store: a job created while a claim is in flight (a claim
 // that looked before it existed, as PostgreSQL's can) is claimed when that claim ends, not left
-// to the next poll.
+// to the next poll; a job's pipeline slot goes to the next job when its model's stream ends, while
+// it still encodes its files, and no more than `concurrency` jobs are encoding at once.
+
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { DataType, ModelConfigSchema, ModelInputSchema, ModelOutputSchema, ModelParameterSchema } from "@galley/proto";
 import { afterEach, expect, it } from "vitest";
 import { createLogger } from "../base/log.js";
 import type { InferenceServer } from "../core/inference-server.js";
@@ -82,5 +86,119 @@ it("claims again when a job came while a claim was in flight", async () => {
   // Claimed by the claim that fill asked for again, before any poll.
   expect(claims).toBe(2);
   expect([(await done).id, (await done).status]).toEqual(["video_a", "failed"]);
+  await runner.stop();
+});
+
+/** A gate per name: `wait(name)` resolves when `open(name)` is called (before or after). */
+function gates() {
+  const opened = new Map<string, () => void>();
+  const waits = new Map<string, Promise<void>>();
+  const get = (name: string) => {
+    let wait = waits.get(name);
+    if (!wait) {
+      wait = new Promise<void>((resolve) => opened.set(name, resolve));
+      waits.set(name, wait);
+    }
+    return wait;
+  };
+  const open = (name: string) => {
+    get(name);
+    opened.get(name)?.();
+  };
+  return { wait: get, open };
+}
+
+it("gives a job's pipeline slot to the next job once its stream ends, and bounds the jobs encoding", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "galley-runner-"));
+  dirs.push(dir);
+  const store = new JobStore(await openSqlite(join(dir, "jobs.sqlite")));
+  await store.migrate();
+  const config = create(ModelConfigSchema, {
+    name: "pipe",
+    input: [create(ModelInputSchema, { name: "PROMPT", dataType: DataType.TYPE_STRING, dims: [1n] })],
+    output: [create(ModelOutputSchema, { name: "VIDEO", dataType: DataType.TYPE_UINT8, dims: [-1n, -1n, -1n, 3n] })],
+    parameters: {
+      "videos_api.prompt_input": create(ModelParameterSchema, { stringValue: "PROMPT" }),
+      "videos_api.video_output": create(ModelParameterSchema, { stringValue: "VIDEO" }),
+    },
+  });
+  const streams = gates();
+  const encodes = gates();
+  const started: string[] = [];
+  const encoding: string[] = [];
+  // The pipeline: one response with a 1-frame video, sent when the test opens the job's gate.
+  const core = {
+    modelConfig: () => config,
+    stream: (request: { id: string }) => ({
+      async *[Symbol.asyncIterator]() {
+        started.push(request.id);
+        await streams.wait(request.id);
+        const video = { name: "VIDEO", datatype: "UINT8", shape: [1, 1, 1, 3], data: new Uint8Array(3) };
+        yield { response: { outputs: [video] }, empty: false };
+      },
+    }),
+    tracing: { sample: () => undefined },
+  } as unknown as InferenceServer;
+  const encoder = {
+    format: { extension: "gif", contentType: "image/gif" },
+    video: async (_frames: unknown, _fps: number, path: string) => {
+      const id = path.split("/").at(-2) ?? "";
+      encoding.push(id);
+      await encodes.wait(id);
+    },
+    still: async () => {},
+    close: async () => {},
+  } as unknown as VideoEncoder;
+  const finished: string[] = [];
+  let onFinished = () => {};
+  const runner = new JobRunner({
+    store,
+    core,
+    encoder,
+    events: new JobEvents(),
+    outputs: dir,
+    owner: "here",
+    concurrency: 1,
+    perClient: 0,
+    leaseMs: 60_000,
+    finished: (done) => {
+      finished.push(done.id);
+      onFinished();
+    },
+    log: createLogger({ write: () => {} }),
+  });
+  // A bounded wait for the runner's promises and the store's statements to settle.
+  const until = async (what: () => boolean) => {
+    for (let turn = 0; !what(); turn++) {
+      if (turn > 100_000) throw new Error(`never came: ${what}; started ${started}, encoding ${encoding}`);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  };
+  for (const id of ["video_a", "video_b", "video_c"]) await store.create({ ...job(id), model: "pipe" }, 10);
+  await runner.fill();
+  await until(() => started.length === 1);
+  expect(started).toEqual(["video_a"]);
+  // a's stream ends: b's pipeline starts while a is still encoding.
+  streams.open("video_a");
+  await until(() => started.length === 2);
+  expect(encoding).toEqual(["video_a"]);
+  expect(started).toEqual(["video_a", "video_b"]);
+  // b's stream ends too: with a and b encoding (as many as pipelines may run), c waits.
+  streams.open("video_b");
+  await until(() => encoding.length === 2);
+  expect(started).toEqual(["video_a", "video_b"]);
+  expect(runner.running).toBe(2);
+  // a's files are written: c starts.
+  const aDone = new Promise<void>((resolve) => (onFinished = resolve));
+  encodes.open("video_a");
+  await aDone;
+  await until(() => started.length === 3);
+  expect(started).toEqual(["video_a", "video_b", "video_c"]);
+  streams.open("video_c");
+  encodes.open("video_b");
+  encodes.open("video_c");
+  await until(() => finished.length === 3);
+  expect(finished.sort()).toEqual(["video_a", "video_b", "video_c"]);
+  expect((await store.get("video_c"))?.status).toBe("completed");
   await runner.stop();
 });

@@ -34,7 +34,10 @@ export interface JobRunnerOptions {
   outputs: string;
   /** This server's name on the jobs it claims. */
   owner: string;
-  /** Jobs run at once by this server. */
+  /**
+   * Pipelines run at once by this server. A job's files are written after its pipeline has ended,
+   * while the next job's runs: up to this many jobs more may be writing theirs.
+   */
   concurrency: number;
   /** A client's jobs running at once across all servers (0: no limit). */
   perClient: number;
@@ -49,6 +52,8 @@ export interface JobRunnerOptions {
 export class JobRunner {
   readonly #options: JobRunnerOptions;
   readonly #running = new Map<string, AbortController>();
+  /** Jobs whose pipeline is running (the rest of `#running` are writing their files). */
+  #pipelines = 0;
   /** The running jobs' runs, awaited by `stop`. */
   readonly #tasks = new Set<Promise<void>>();
   #stopped = false;
@@ -62,9 +67,15 @@ export class JobRunner {
     this.#options = options;
   }
 
-  /** Jobs running here now. */
+  /** Jobs running here now (their pipeline, or writing their files). */
   get running(): number {
     return this.#running.size;
+  }
+
+  /** Whether another job may start: a pipeline slot free, and not too many jobs writing files. */
+  get #room(): boolean {
+    const { concurrency } = this.#options;
+    return this.#pipelines < concurrency && this.#running.size < 2 * concurrency;
   }
 
   /** Claim jobs while there is room; each runs in the background. */
@@ -80,7 +91,7 @@ export class JobRunner {
     this.#claiming = true;
     try {
       this.#again = true;
-      while (this.#again && !this.#stopped && this.#running.size < this.#options.concurrency) {
+      while (this.#again && !this.#stopped && this.#room) {
         this.#again = false;
         await this.#claimWhileRoom();
       }
@@ -90,8 +101,8 @@ export class JobRunner {
   }
 
   async #claimWhileRoom(): Promise<void> {
-    const { store, owner, concurrency, perClient, leaseMs } = this.#options;
-    while (!this.#stopped && this.#running.size < concurrency) {
+    const { store, owner, perClient, leaseMs } = this.#options;
+    while (!this.#stopped && this.#room) {
       const now = Date.now();
       const job = await store.claim(owner, now, now + leaseMs, perClient);
       if (!job) break;
@@ -102,13 +113,30 @@ export class JobRunner {
       }
       const controller = new AbortController();
       this.#running.set(job.id, controller);
-      const task = this.#run(job, controller).finally(() => {
+      this.#pipelines++;
+      let inPipeline = true;
+      // Its pipeline slot goes to the next job as soon as the model's stream has ended: encoding
+      // the video and writing the files overlap that job's pipeline, as they would not if the
+      // slot waited for them (a video's tail is worker round trips and store writes, a good part
+      // of a short video's time).
+      const pipelineEnded = () => {
+        if (!inPipeline) return;
+        inPipeline = false;
+        this.#pipelines--;
+        this.#refill();
+      };
+      const task = this.#run(job, controller, pipelineEnded).finally(() => {
         this.#running.delete(job.id);
         this.#tasks.delete(task);
-        void this.fill().catch((error: unknown) => this.#options.log.error(`jobs: claim failed: ${String(error)}`));
+        if (inPipeline) pipelineEnded();
+        else this.#refill();
       });
       this.#tasks.add(task);
     }
+  }
+
+  #refill(): void {
+    void this.fill().catch((error: unknown) => this.#options.log.error(`jobs: claim failed: ${String(error)}`));
   }
 
   /** Abort a job running here (cancelled in the store already); true if it ran here. */
@@ -130,7 +158,7 @@ export class JobRunner {
     }
   }
 
-  async #run(job: Job, controller: AbortController): Promise<void> {
+  async #run(job: Job, controller: AbortController, pipelineEnded: () => void): Promise<void> {
     const { store, core, encoder, events, owner, log } = this.#options;
     const started = performance.now();
     const dir = join(this.#options.outputs, job.id);
@@ -201,11 +229,14 @@ export class JobRunner {
           else events.emit(job.id, { type: "progress", progress });
         }
       }
+      pipelineEnded();
       if (controller.signal.aborted) return;
       if (!video) throw new Error(`the model sent no ${mapping.videoOutput}`);
       const name = `video.${encoder.format.extension}`;
-      await encoder.video(video, mapping.fps, join(dir, name));
-      await encoder.still(video, join(dir, "thumbnail.png"));
+      await Promise.all([
+        encoder.video(video, mapping.fps, join(dir, name)),
+        encoder.still(video, join(dir, "thumbnail.png")),
+      ]);
       const final = await store.finish(job.id, "completed", {
         now: Date.now(),
         owner,
