@@ -164,6 +164,8 @@ export class JobRunner {
     const dir = join(this.#options.outputs, job.id);
     const outputs: Job["outputs"] = {};
     let trace: Trace | undefined;
+    /** The previews and progress rows written so far (a chain, so they land in order). */
+    let written = Promise.resolve();
     try {
       const mapping = videoMapping(core.modelConfig(job.model, ""));
       if (!mapping) throw new InferenceError("VIDEO_MODEL_NOT_FOUND", { model: job.model });
@@ -214,22 +216,31 @@ export class JobRunner {
           if (total > 0) progress = Math.max(0, Math.min(99, Math.floor((done / total) * 100)));
         }
         const preview = frames(await find(mapping.previewOutput));
-        if (preview) {
-          await encoder.still(preview, join(dir, "preview.png"));
-          outputs.preview = "preview.png";
-        }
         video = frames(await find(mapping.videoOutput)) ?? video;
         const now = performance.now();
-        if (progress !== undefined && (preview || now - lastWrite >= PROGRESS_WRITE_MS)) {
+        if (preview || (progress !== undefined && now - lastWrite >= PROGRESS_WRITE_MS)) {
           lastWrite = now;
-          // Cancelled through another server (or expired): stop here too.
-          if (!(await store.progress(job.id, owner, progress, outputs))) controller.abort("cancelled");
-          else if (preview)
-            events.emit(job.id, { type: "preview", progress, url: `/v1/videos/${job.id}/content?variant=preview` });
-          else events.emit(job.id, { type: "progress", progress });
+          // Off the stream's path, in order: the pipeline's next responses are read while a
+          // preview is encoded (a worker round trip) and its row written; its event goes out once
+          // its file is there.
+          written = written.then(async () => {
+            if (preview) {
+              await encoder.still(preview, join(dir, "preview.png"));
+              outputs.preview = "preview.png";
+            }
+            if (progress === undefined) return;
+            // Cancelled through another server (or expired): stop here too.
+            if (!(await store.progress(job.id, owner, progress, outputs))) controller.abort("cancelled");
+            else if (preview)
+              events.emit(job.id, { type: "preview", progress, url: `/v1/videos/${job.id}/content?variant=preview` });
+            else events.emit(job.id, { type: "progress", progress });
+          });
+          // Its failure fails the job where the chain is awaited, not as an unhandled rejection.
+          written.catch(() => {});
         }
       }
       pipelineEnded();
+      await written;
       if (controller.signal.aborted) return;
       if (!video) throw new Error(`the model sent no ${mapping.videoOutput}`);
       const name = `video.${encoder.format.extension}`;
@@ -248,6 +259,7 @@ export class JobRunner {
       this.averageSeconds = this.averageSeconds === 0 ? seconds : 0.8 * this.averageSeconds + 0.2 * seconds;
       if (final) this.#done(final);
     } catch (error) {
+      await written.catch(() => {});
       if (controller.signal.aborted) return;
       log.error(
         `jobs: ${job.id} (${job.model}) failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
