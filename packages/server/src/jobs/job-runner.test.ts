@@ -13,7 +13,7 @@ import { createLogger } from "../base/log.js";
 import type { InferenceServer } from "../core/inference-server.js";
 import type { Job } from "./job.js";
 import { JobEvents } from "./job-events.js";
-import { JobRunner } from "./job-runner.js";
+import { JobRunner, type JobRunnerOptions } from "./job-runner.js";
 import { JobStore } from "./job-store.js";
 import { openSqlite } from "./sqlite-driver.js";
 import type { VideoEncoder } from "./video-encoder.js";
@@ -43,11 +43,39 @@ function job(id: string): Omit<Job, "seq"> {
   };
 }
 
-it("claims again when a job came while a claim was in flight", async () => {
+/** A real SQLite store in a fresh folder, and a runner over it running one job at a time. */
+async function setUp(parts: Pick<JobRunnerOptions, "core" | "encoder" | "finished">) {
   const dir = mkdtempSync(join(tmpdir(), "galley-runner-"));
   dirs.push(dir);
   const store = new JobStore(await openSqlite(join(dir, "jobs.sqlite")));
   await store.migrate();
+  const runner = new JobRunner({
+    store,
+    events: new JobEvents(),
+    outputs: dir,
+    owner: "here",
+    concurrency: 1,
+    perClient: 0,
+    leaseMs: 60_000,
+    log: createLogger({ write: () => {} }),
+    ...parts,
+  });
+  return { store, runner };
+}
+
+it("claims again when a job came while a claim was in flight", async () => {
+  let finished!: (job: Job) => void;
+  const done = new Promise<Job>((resolve) => (finished = resolve));
+  const { store, runner } = await setUp({
+    // No such model: each job it claims fails at once (the run itself is not under test).
+    core: {
+      modelConfig: () => {
+        throw new Error("no model");
+      },
+    } as unknown as InferenceServer,
+    encoder: {} as VideoEncoder,
+    finished: (job) => finished(job),
+  });
   // The first claim looks at an empty queue, then waits for the gate before it answers.
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
@@ -58,26 +86,6 @@ it("claims again when a job came while a claim was in flight", async () => {
     if (++claims === 1) await gate;
     return found;
   };
-  let finished!: (job: Job) => void;
-  const done = new Promise<Job>((resolve) => (finished = resolve));
-  const runner = new JobRunner({
-    store,
-    // No such model: each job it claims fails at once (the run itself is not under test).
-    core: {
-      modelConfig: () => {
-        throw new Error("no model");
-      },
-    } as unknown as InferenceServer,
-    encoder: {} as VideoEncoder,
-    events: new JobEvents(),
-    outputs: dir,
-    owner: "here",
-    concurrency: 1,
-    perClient: 0,
-    leaseMs: 60_000,
-    finished: (job) => finished(job),
-    log: createLogger({ write: () => {} }),
-  });
   const first = runner.fill();
   await store.create(job("video_a"), 10);
   await runner.fill(); // the claim in flight answers for it
@@ -109,10 +117,6 @@ function gates() {
 }
 
 it("gives a job's pipeline slot to the next job once its stream ends, and bounds the jobs encoding", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "galley-runner-"));
-  dirs.push(dir);
-  const store = new JobStore(await openSqlite(join(dir, "jobs.sqlite")));
-  await store.migrate();
   const config = create(ModelConfigSchema, {
     name: "pipe",
     input: [create(ModelInputSchema, { name: "PROMPT", dataType: DataType.TYPE_STRING, dims: [1n] })],
@@ -151,21 +155,13 @@ it("gives a job's pipeline slot to the next job once its stream ends, and bounds
   } as unknown as VideoEncoder;
   const finished: string[] = [];
   let onFinished = () => {};
-  const runner = new JobRunner({
-    store,
+  const { store, runner } = await setUp({
     core,
     encoder,
-    events: new JobEvents(),
-    outputs: dir,
-    owner: "here",
-    concurrency: 1,
-    perClient: 0,
-    leaseMs: 60_000,
     finished: (done) => {
       finished.push(done.id);
       onFinished();
     },
-    log: createLogger({ write: () => {} }),
   });
   // A bounded wait for the runner's promises and the store's statements to settle.
   const until = async (what: () => boolean) => {
