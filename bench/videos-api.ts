@@ -131,6 +131,9 @@ interface Round {
   first: "grpc" | "api";
   grpcRate: number;
   apiRate: number;
+  /** The denoiser's average batch during each mode's batch (its users' steps batched together). */
+  grpcBatch: number;
+  apiBatch: number;
   createP50: number;
   createMax: number;
   load: MachineLoad;
@@ -144,6 +147,7 @@ function row(r: Round): string[] {
     fixed(r.grpcRate, 2),
     fixed(r.apiRate, 2),
     fixed(r.apiRate / r.grpcRate, 3),
+    `${fixed(r.grpcBatch, 2)} / ${fixed(r.apiBatch, 2)}`,
     `${fixed(r.createP50, 0)} / ${fixed(r.createMax, 0)}`,
     fixed(r.load.otherCores, 2),
     r.load.helperCores > 0 ? fixed(r.load.helperCores, 2) : "-",
@@ -162,7 +166,7 @@ function report(store: string, rounds: Round[], rss: string[]): void {
     `\n${store}: ${JOBS} jobs of ${SIZE}, ${FRAMES} frames, ${STEPS} steps; concurrency ${CONCURRENCY}; ${ROUNDS} rounds`,
   );
   console.log(
-    "| round | order | gRPC videos/s | API videos/s | API / gRPC | create answered p50 / max ms | other processes' CPU (cores) | PostgreSQL's CPU (cores) | steal % | load average |",
+    "| round | order | gRPC videos/s | API videos/s | API / gRPC | denoiser batch gRPC / API | create answered p50 / max ms | other processes' CPU (cores) | PostgreSQL's CPU (cores) | steal % | load average |",
   );
   console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
   for (const [i, r] of rounds.entries()) console.log(`| ${i + 1} | ${row(r).join(" | ")} |`);
@@ -226,15 +230,21 @@ async function runStore(store: string): Promise<void> {
       const load = watchMachineLoad(cluster ? [cluster.pid] : []);
       let grpcSeconds = Number.NaN;
       let api = { seconds: Number.NaN, createP50: Number.NaN, createMax: Number.NaN };
+      const batch = { grpc: Number.NaN, api: Number.NaN };
       for (const mode of order) {
+        const before = await denoiserCounts(grpcUrl);
         if (mode === "grpc") grpcSeconds = await overGrpc(grpcUrl, encoder, grpcDir);
         else api = await overApi(base);
+        const after = await denoiserCounts(grpcUrl);
+        batch[mode] = (after.inferences - before.inferences) / (after.executions - before.executions);
         rss.push(memory());
       }
       const result: Round = {
         first: order[0],
         grpcRate: JOBS / grpcSeconds,
         apiRate: JOBS / api.seconds,
+        grpcBatch: batch.grpc,
+        apiBatch: batch.api,
         createP50: api.createP50,
         createMax: api.createMax,
         load: load(),
@@ -253,6 +263,17 @@ async function runStore(store: string): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
     rmSync(grpcDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The denoiser's inference and execution counts (statistics): their ratio over a batch is its
+ * average batch, how many videos' steps it ran at once. With two videos at a time they either step
+ * together (batches of 2) or apart (the batcher waits up to its 6 ms for a partner that is not
+ * coming): the rounds' throughput follows which.
+ */
+async function denoiserCounts(url: string): Promise<{ inferences: number; executions: number }> {
+  const stats = (await createGrpcClient({ baseUrl: url }).statistics("denoiser")).modelStats[0];
+  return { inferences: Number(stats?.inferenceCount ?? 0n), executions: Number(stats?.executionCount ?? 0n) };
 }
 
 /** A warm-up of n videos each way. */
