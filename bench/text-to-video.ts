@@ -28,6 +28,7 @@
 // --batch-reasons: why the denoiser's dynamic batcher sent each batch (its verbose log: filled, delay
 // expired, waiting has not paid off, ...), counted per mode at the most users: a batcher that waits
 // stalls every loop of the pipeline's lockstep call.
+// --server-log: the server's own log (info level) on stderr.
 // On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
 // the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle),
 // or a generated models-real repository (with --resolution=256x256|512x512|1024x1024 --frames=32).
@@ -154,6 +155,8 @@ function mainThreadCpuMs(): number {
 type Mode = "pipeline" | "step by step";
 
 const BATCH_REASONS = process.argv.includes("--batch-reasons");
+/** --server-log: the server's log (info) on stderr, e.g. to see where a run ends. */
+const SERVER_LOG = process.argv.includes("--server-log");
 /** `mode|users` -> the denoiser batcher's reason for each batch it sent -> batches (--batch-reasons). */
 const batchReasons = new Map<string, Map<string, number>>();
 /** The measured run the server's log lines belong to (runs are one at a time). */
@@ -328,7 +331,9 @@ async function main(): Promise<void> {
     http: false,
     grpc: { host: "127.0.0.1", port: await freePort() },
     metrics: false,
-    log: BATCH_REASONS ? createLogger({ verboseLevel: 1, write: countBatchReason }) : createLogger({ write: () => {} }),
+    log: BATCH_REASONS
+      ? createLogger({ verboseLevel: 1, write: countBatchReason })
+      : createLogger({ write: SERVER_LOG ? (line) => process.stderr.write(`${line}\n`) : () => {} }),
   });
   const { grpc, failedModels } = await server.listen();
   if (failedModels.length > 0) throw new Error(`models that did not load: ${failedModels.join(", ")}`);
@@ -371,7 +376,9 @@ async function main(): Promise<void> {
     writeFileSync(profileFile, JSON.stringify(profile));
     profiled = topSelfTime(profile, Math.max(...USERS) * VIDEOS);
   }
+  process.stderr.write("closing the server\n");
   await server.close();
+  process.stderr.write("server closed\n");
 
   const lines = [
     `text-to-video at ${RESOLUTION}, clients in ${CLIENTS === "process" ? "a process of their own" : "the server's process"}, ${FRAMES} frames, ${STEPS} steps, pipeline progress every ${PROGRESS_MS} ms at most, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max); load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after`,

@@ -168,7 +168,7 @@ function report(store: string, rounds: Round[], rss: string[]): void {
   console.log(
     "| round | order | gRPC videos/s | API videos/s | API / gRPC | denoiser batch gRPC / API | create answered p50 / max ms | other processes' CPU (cores) | PostgreSQL's CPU (cores) | steal % | load average |",
   );
-  console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  console.log(`|${" --- |".repeat(11)}`);
   for (const [i, r] of rounds.entries()) console.log(`| ${i + 1} | ${row(r).join(" | ")} |`);
   const ratios = rounds.map((r) => r.apiRate / r.grpcRate);
   const middle = median(ratios);
