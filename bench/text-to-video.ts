@@ -11,6 +11,8 @@
 // "Main thread busy": the server's event loop's share of the wall time (near 1: it is the limit);
 // "main ms/video": that thread's CPU per video, and "main GC ms/video" the garbage collector's
 // pauses on it (Node's `gc` performance entries): what every message through that thread queues behind.
+// "First step": from a video's request to its first denoising step's result, the first progress a
+// client can show (the pipeline's first STEP response; step by step, the first denoiser reply).
 // Modes alternate within each repetition; medians and min-max spreads over the repetitions; the
 // load average before and after.
 // Run: npx tsx bench/text-to-video.ts [--reps=3] [--videos=3] [--steps=20] [--frames=8] [--progress-ms=100] [--clients=inline]
@@ -62,7 +64,7 @@ const RESOLUTION = process.argv.find((a) => a.startsWith("--resolution="))?.spli
 const USERS = (process.argv.find((a) => a.startsWith("--users="))?.split("=")[1] ?? "1,4,8").split(",").map(Number);
 const WARMUPS = option("warmups", 0);
 
-async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
+async function stepByStep(client: GrpcClient, prompt: string, onFirstStep: () => void): Promise<void> {
   const keyframes = Math.max(2, Math.ceil(FRAMES / 2));
   const [height = 64, width = 64] = RESOLUTION.split("x").map(Number);
   const encoded = await client.infer("encode_prompt", { inputs: { PROMPT: tensor.bytes([1, 1], [prompt]) } });
@@ -85,6 +87,7 @@ async function stepByStep(client: GrpcClient, prompt: string): Promise<void> {
     });
     const eps = reply.output("NOISE_PRED").fp32();
     ({ next: latent, x0 } = ddimStep(latent, eps, t, prev));
+    if (step === 0) onFirstStep();
   }
   const decoded = await client.infer("vae_decoder", { inputs: { LATENT: tensor.fp32(shape, x0) } });
   const image = decoded.output("IMAGE");
@@ -127,6 +130,8 @@ interface Run {
   videosPerMinute: number;
   p50: number;
   p95: number;
+  /** Median ms from a video's request to its first denoising step's result. */
+  firstStep: number;
   textBatch: number;
   denoiserBatch: number;
   cpuPerVideo: number;
@@ -174,6 +179,8 @@ function countBatchReason(line: string): void {
 
 interface Driven {
   latencies: number[];
+  /** Per video, ms from its request to its first denoising step's result (the first progress a client can show). */
+  firstSteps: number[];
   wall: number;
   /** CPU µs the clients' process used meanwhile (the child's own, or 0 where clients share the server's process). */
   clientCpu: number;
@@ -183,6 +190,7 @@ interface Driven {
 async function drive(url: string, mode: Mode, users: number): Promise<Driven> {
   const clients = Array.from({ length: users }, () => createGrpcClient({ baseUrl: url }));
   const latencies: number[] = [];
+  const firstSteps: number[] = [];
   const cpu = process.cpuUsage();
   const started = performance.now();
   await Promise.all(
@@ -190,15 +198,20 @@ async function drive(url: string, mode: Mode, users: number): Promise<Driven> {
       for (let v = 0; v < VIDEOS; v++) {
         const t0 = performance.now();
         const prompt = `user ${u} video ${v}: a red fox running in snow`;
+        let first = false;
+        const firstStep = () => {
+          if (!first) firstSteps.push(performance.now() - t0);
+          first = true;
+        };
         if (mode === "pipeline")
-          await generateVideo(client, {
-            prompt,
-            frames: FRAMES,
-            steps: STEPS,
-            resolution: RESOLUTION,
-            progressIntervalMs: PROGRESS_MS,
-          });
-        else await stepByStep(client, prompt);
+          await generateVideo(
+            client,
+            { prompt, frames: FRAMES, steps: STEPS, resolution: RESOLUTION, progressIntervalMs: PROGRESS_MS },
+            (progress) => {
+              if (progress.stage === "denoise" && progress.step >= 1) firstStep();
+            },
+          );
+        else await stepByStep(client, prompt, firstStep);
         latencies.push(performance.now() - t0);
       }
     }),
@@ -206,7 +219,7 @@ async function drive(url: string, mode: Mode, users: number): Promise<Driven> {
   const wall = performance.now() - started;
   const used = process.cpuUsage(cpu);
   for (const client of clients) client.close();
-  return { latencies, wall, clientCpu: used.user + used.system };
+  return { latencies, firstSteps, wall, clientCpu: used.user + used.system };
 }
 
 // --clients=process (default): the clients run in a child process of their own, as real ones do
@@ -262,7 +275,7 @@ async function run(url: string, mode: Mode, users: number): Promise<Run> {
   const main = mainThreadCpuMs();
   const gcBefore = gcPauseMs;
   reasonsKey = `${mode}|${users}`;
-  const { latencies, wall, clientCpu } = await driveIn(url, mode, users);
+  const { latencies, firstSteps, wall, clientCpu } = await driveIn(url, mode, users);
   reasonsKey = undefined;
   const used = process.cpuUsage(cpu);
   const mainUsed = mainThreadCpuMs() - main;
@@ -284,12 +297,14 @@ async function run(url: string, mode: Mode, users: number): Promise<Run> {
   const batch = (i: number) =>
     ((after[i]?.[0] ?? 0) - (before[i]?.[0] ?? 0)) / ((after[i]?.[1] ?? 0) - (before[i]?.[1] ?? 0) || 1);
   latencies.sort((a, b) => a - b);
+  firstSteps.sort((a, b) => a - b);
   const pick = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
   return {
     stages,
     videosPerMinute: (users * VIDEOS * 60_000) / wall,
     p50: pick(0.5),
     p95: pick(0.95),
+    firstStep: firstSteps[firstSteps.length >> 1] ?? Number.NaN,
     textBatch: batch(0),
     denoiserBatch: batch(1),
     cpuPerVideo: (used.user + used.system + clientCpu) / 1000 / (users * VIDEOS),
@@ -383,8 +398,8 @@ async function main(): Promise<void> {
   const lines = [
     `text-to-video at ${RESOLUTION}, clients in ${CLIENTS === "process" ? "a process of their own" : "the server's process"}, ${FRAMES} frames, ${STEPS} steps, pipeline progress every ${PROGRESS_MS} ms at most, ${VIDEOS} videos per user, ${REPS} repetitions: median (min–max); load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after`,
     "",
-    "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video | main thread busy | main ms/video | main GC ms/video |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| users | mode | videos/min | p50 ms | p95 ms | text_encoder batch | denoiser batch | CPU ms/video | main thread busy | main ms/video | main GC ms/video | first step p50 ms |",
+    `|${" --- |".repeat(12)}`,
   ];
   for (const users of USERS)
     for (const mode of ["pipeline", "step by step"]) {
@@ -416,6 +431,9 @@ async function main(): Promise<void> {
           1,
         )} | ${spread(
           runs.map((r) => r.gcPerVideo),
+          1,
+        )} | ${spread(
+          runs.map((r) => r.firstStep),
           1,
         )} |`,
       );

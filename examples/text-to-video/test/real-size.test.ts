@@ -194,6 +194,39 @@ describe("models-real --small", () => {
   });
 });
 
+describe("real-benchmark.py on the small models", () => {
+  it("runs baselines (i) and (ii) and Galley's bench (iv), and reads Galley's rows by name, first step too", async () => {
+    const out = mkdtempSync(join(tmpdir(), "galley-t2v-bench-"));
+    try {
+      const root = fileURLToPath(new URL("../../..", import.meta.url));
+      const bench = `${process.execPath} --import tsx ${join(root, "bench", "text-to-video.ts")}`;
+      await run(
+        python,
+        [
+          join(SCRIPTS, "real-benchmark.py"),
+          ...["--python", python, "--small", "--device", "cpu", "--repo", join(out, "repo"), "--out", out],
+          ...["--resolutions", "256x256", "--users", "1", "--frames", "3", "--steps", "3", "--warmup", "0"],
+          ...["--bench", bench, "--timeout", "150"],
+        ],
+        { timeout: 240_000, cwd: root },
+      );
+      const result = JSON.parse(readFileSync(join(out, "t2v-real.json"), "utf8"));
+      expect(result.failures).toEqual([]);
+      const row = (which: string) => result.runs.find((r: { which: string }) => r.which === which);
+      for (const which of ["i", "ii", "iv", "galley step by step"])
+        expect(row(which)?.videos_per_min).toBeGreaterThan(0);
+      const iv = row("iv");
+      expect(iv.denoiser_batch).toBe(1);
+      // The first step's result comes before the video: after the prompt's encoding, well before the end.
+      expect(iv.first_step_ms).toBeGreaterThan(0);
+      expect(iv.first_step_ms).toBeLessThan(iv.p50_ms);
+      expect(row("ii").first_step_s).toBeGreaterThan(0);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
+
 describe("generate-real-models.py --counts (full size, meta device)", () => {
   it("counts the issue's sizes: DiT-XL/2 ~450 M, T5-base encoder ~110 M, SD VAE decoder ~50 M", async () => {
     const { stdout } = await run(python, [join(SCRIPTS, "generate-real-models.py"), "--counts"], { timeout: 60_000 });
