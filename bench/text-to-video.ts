@@ -361,11 +361,16 @@ async function main(): Promise<void> {
   for (let i = 0; i < WARMUPS; i++)
     for (const users of USERS) for (const mode of ["pipeline", "step by step"] as const) await run(url, mode, users);
   const results = new Map<string, Run[]>();
+  // Each measured run's wall-clock window (epoch s), printed as JSON lines after the tables: a
+  // GPU sampler running beside the bench (real-benchmark.py's) attributes its samples by them.
+  const windows = new Map<string, [number, number][]>();
   for (let rep = 0; rep < REPS; rep++)
     for (const users of USERS)
       for (const mode of ["pipeline", "step by step"] as const) {
         const key = `${mode}|${users}`;
+        const start = Date.now() / 1000;
         results.set(key, [...(results.get(key) ?? []), await run(url, mode, users)]);
+        windows.set(key, [...(windows.get(key) ?? []), [start, Date.now() / 1000]]);
         process.stderr.write(".");
       }
   process.stderr.write("\n");
@@ -496,6 +501,10 @@ async function main(): Promise<void> {
       `The server's main thread in a pipeline run at ${Math.max(...USERS)} users (${profileFile}):`,
       profiled,
     );
+  for (const [key, list] of windows) {
+    const [mode, users] = key.split("|");
+    lines.push(JSON.stringify({ users: Number(users), mode, windows: list }));
+  }
   process.stdout.write(`${lines.join("\n")}\n`);
   child?.kill();
 }

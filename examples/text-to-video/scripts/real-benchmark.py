@@ -38,12 +38,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 class GpuSampler:
     """nvidia-smi sampling GPU 0 every 100 ms while a command runs: mean utilisation and peak memory
-    used (MiB, the whole card). Nothing on a machine without nvidia-smi."""
+    used (MiB, the whole card), and the samples themselves (`samples`: [(epoch s, util %, MiB)],
+    stamped by nvidia-smi, whose output may reach us in blocks), for `window_costs`. Nothing on a
+    machine without nvidia-smi."""
 
     def __init__(self):
         self.process = None
+        self.samples = []
         if shutil.which("nvidia-smi"):
-            query = ["nvidia-smi", "--id=0", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits", "-lms", "100"]
+            query = ["nvidia-smi", "--id=0", "--query-gpu=timestamp,utilization.gpu,memory.used", "--format=csv,noheader,nounits", "-lms", "100"]
             self.process = subprocess.Popen(query, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def stop(self):
@@ -51,14 +54,30 @@ class GpuSampler:
             return {}
         self.process.terminate()
         text, _ = self.process.communicate(timeout=10)
-        samples = []
-        for line in text.splitlines():
-            parts = [p.strip() for p in line.split(",")]
-            if len(parts) == 2 and all(p.isdigit() for p in parts):
-                samples.append((int(parts[0]), int(parts[1])))
-        if not samples:
-            return {}
-        return {"gpu_util_mean": round(sum(u for u, _ in samples) / len(samples), 1), "gpu_mem_peak_mib": max(m for _, m in samples)}
+        self.samples = [sample for sample in map(parse_sample, text.splitlines()) if sample]
+        return window_costs(self.samples, None)
+
+
+def parse_sample(line):
+    """One nvidia-smi line, `2026/12/07 10:40:04.107, 35, 5729` (local time): (epoch s, util, MiB), or None."""
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+        return None
+    try:
+        stamp, _, fraction = parts[0].partition(".")
+        seconds = time.mktime(time.strptime(stamp, "%Y/%m/%d %H:%M:%S")) + float("0." + (fraction or "0"))
+    except ValueError:
+        return None
+    return (seconds, int(parts[1]), int(parts[2]))
+
+
+def window_costs(samples, windows):
+    """Mean GPU utilisation and peak memory of the samples inside any of `windows` ([[start, end]],
+    epoch s; None: every sample). {} when no sample falls inside."""
+    inside = [(u, m) for t, u, m in samples if windows is None or any(a <= t <= b for a, b in windows)]
+    if not inside:
+        return {}
+    return {"gpu_util_mean": round(sum(u for u, _ in inside) / len(inside), 1), "gpu_mem_peak_mib": max(m for _, m in inside)}
 
 
 def children_cpu_s():
@@ -110,6 +129,7 @@ def run(command, timeout, env=None, required=False):
         costs = gpu.stop()
     costs["cpu_s"] = round(children_cpu_s() - cpu, 2)
     run.costs = costs
+    run.samples = gpu.samples
     seconds = round(time.time() - started, 1)
     if failure:
         sys.stderr.write(stderr[-4000:])
@@ -127,6 +147,13 @@ def run(command, timeout, env=None, required=False):
 
 run.failures = []
 run.costs = {}
+run.samples = []
+
+
+def per_user_count(row):
+    """A row with the GPU's utilisation and peak memory while its own user count ran (its
+    `windows`), beside the whole command's in `commands`."""
+    return {**row, **window_costs(run.samples, row.get("windows") or [])}
 
 
 def json_lines(text):
@@ -158,6 +185,11 @@ def galley_rows(text):
             if name in names and m and m.group(0).replace(",", "").replace(".", "", 1).isdigit():
                 row[names[name]] = float(m.group(0).replace(",", ""))
         rows[(int(cells[0]), cells[1])] = row
+    # Each measured run's wall-clock window, as JSON lines after the tables.
+    for line in json_lines(text):
+        key = (line.get("users"), line.get("mode"))
+        if key in rows:
+            rows[key]["windows"] = line.get("windows", [])
     return rows
 
 
@@ -202,7 +234,7 @@ def python_backend(args, device, commands):
             # The clients' CPU and the server's (its stub included) over the same runs.
             costs = {**run.costs, "cpu_s": round(run.costs["cpu_s"] + tree_cpu_s(server.pid) - served, 2)}
             for row in json_lines(text):
-                runs.append({"which": "iii", "resolution": resolution, "seconds": seconds, **row})
+                runs.append({"which": "iii", "resolution": resolution, "seconds": seconds, **per_user_count(row)})
             commands.append({"which": "iii", "resolution": resolution, "seconds": seconds, **costs})
             print(f"{resolution} (iii): {seconds} s {json.dumps(costs)}", flush=True)
     finally:
@@ -272,7 +304,7 @@ def main():
         for name, command in variants:
             text, seconds = run(command, args.timeout)
             for row in json_lines(text):
-                results["runs"].append({"which": name, "resolution": resolution, "seconds": seconds, **row})
+                results["runs"].append({"which": name, "resolution": resolution, "seconds": seconds, **per_user_count(row)})
             results["commands"].append({"which": name, "resolution": resolution, "seconds": seconds, **run.costs})
             print(f"{resolution} ({name}): {seconds} s {json.dumps(run.costs)}", flush=True)
             save()
@@ -294,7 +326,7 @@ def main():
                 f.write(text)
             for (users, mode), row in galley_rows(text).items():
                 which = "iv" if mode == "pipeline" else "galley step by step"
-                results["runs"].append({"which": which, "resolution": resolution, "users": users, **row})
+                results["runs"].append({"which": which, "resolution": resolution, "users": users, **per_user_count(row)})
             results["commands"].append({"which": "iv", "resolution": resolution, "seconds": seconds, **run.costs})
             print(f"{resolution} (iv): {seconds} s {json.dumps(run.costs)}", flush=True)
             save()
@@ -306,8 +338,8 @@ def main():
     save()
     # First step: to a video's first denoising step's result ((i): the server's own time to it; (iii)
     # streams nothing before its video).
-    print("\n| resolution | users | which | videos/min | p50 s | step p50 ms | denoiser batch | first step s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| resolution | users | which | videos/min | p50 s | step p50 ms | denoiser batch | first step s | GPU util % | peak GPU MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     by = {}
     for r in results["runs"]:
         by[(r["resolution"], r["users"], r["which"])] = r
@@ -317,7 +349,7 @@ def main():
         if first is None and r.get("first_step_ms") is not None:
             first = r["first_step_ms"] / 1000
         first = "" if first is None else f"{first:.3f}"
-        print(f"| {r['resolution']} | {r['users']} | {r['which']} | {r['videos_per_min']} | {p50:.3f} | {r.get('step_p50_ms', '')} | {batch} | {first} |")
+        print(f"| {r['resolution']} | {r['users']} | {r['which']} | {r['videos_per_min']} | {p50:.3f} | {r.get('step_p50_ms', '')} | {batch} | {first} | {r.get('gpu_util_mean', '')} | {r.get('gpu_mem_peak_mib', '')} |")
     print("\n| resolution | which (every user count) | seconds | CPU s | mean GPU util % | peak GPU memory MiB |")
     print("| --- | --- | --- | --- | --- | --- |")
     for c in results["commands"]:

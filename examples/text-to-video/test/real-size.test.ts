@@ -221,10 +221,43 @@ describe("real-benchmark.py on the small models", () => {
       expect(iv.first_step_ms).toBeGreaterThan(0);
       expect(iv.first_step_ms).toBeLessThan(iv.p50_ms);
       expect(row("ii").first_step_s).toBeGreaterThan(0);
+      // Every row knows when its user count ran, for the GPU's samples to be split by (none here:
+      // no nvidia-smi on this machine).
+      for (const which of ["i", "ii", "iv"]) {
+        const [[start, end]] = row(which).windows;
+        expect(end).toBeGreaterThan(start);
+        expect(start).toBeGreaterThan(Date.now() / 1000 - 600);
+      }
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
   }, 300_000);
+});
+
+describe("real-benchmark.py's GPU samples per user count", () => {
+  it("reads nvidia-smi's stamped samples and averages those inside a row's windows", async () => {
+    const script = [
+      "import importlib.util, json, sys",
+      "spec = importlib.util.spec_from_file_location('rb', sys.argv[1])",
+      "rb = importlib.util.module_from_spec(spec); spec.loader.exec_module(rb)",
+      "samples = [(1.0, 10, 100), (2.0, 50, 300), (3.0, 90, 200), (4.0, 0, 900)]",
+      "print(json.dumps([rb.window_costs(samples, [[1.5, 3.0]]), rb.window_costs(samples, [[0, 1], [3.5, 5]]),",
+      "  rb.window_costs(samples, [[5, 6]]), rb.window_costs(samples, None)]))",
+      "import time; t = rb.parse_sample('2026/12/07 10:40:04.250, 35, 5729')",
+      "print(json.dumps([round(t[0] - time.mktime((2026, 12, 7, 10, 40, 4, 0, 0, -1)), 3), t[1], t[2],",
+      "  rb.parse_sample('[N/A], 1, 2'), rb.parse_sample('no such GPU')]))",
+    ].join("\n");
+    const { stdout } = await run(python, ["-c", script, join(SCRIPTS, "real-benchmark.py")], { timeout: 60_000 });
+    const [costs, parsed] = stdout.trim().split("\n");
+    // nvidia-smi's own timestamp (local time), to the millisecond; lines that are not samples: none.
+    expect(JSON.parse(parsed as string)).toEqual([0.25, 35, 5729, null, null]);
+    expect(JSON.parse(costs as string)).toEqual([
+      { gpu_util_mean: 70, gpu_mem_peak_mib: 300 },
+      { gpu_util_mean: 5, gpu_mem_peak_mib: 900 },
+      {},
+      { gpu_util_mean: 37.5, gpu_mem_peak_mib: 900 },
+    ]);
+  });
 });
 
 describe("generate-real-models.py --counts (full size, meta device)", () => {
