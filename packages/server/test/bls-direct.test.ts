@@ -1,11 +1,13 @@
 // BLS calls a scripted model marks `direct`: after the first call, which goes through the server
 // and brings the route, its worker runs the PyTorch model's batches itself (no scheduler, no main
 // thread). Real worker threads, TorchScript fixtures on CPU libtorch, gRPC clients.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../src/base/log.js";
+import { TRACE_TENSORS, TRACE_TIMESTAMPS } from "../src/base/trace.js";
+import { parseTraceFile } from "../src/cli/trace-summary.js";
 import { tensors, torchModel } from "./pytorch-support.js";
 import { cleanup, type Running, startServer, tempRepository } from "./support/harness.js";
 
@@ -205,10 +207,52 @@ describe("direct BLS calls to a PyTorch model", () => {
     expect(gone[0]).toMatchObject({ code: "NOT_FOUND" });
   });
 
-  it("is not taken for a traced request: its calls are traced as children", async () => {
+  it("runs a traced request's calls too, each written as a child of its trace with the worker's stamps", async () => {
     const dir = mkdtempSync(join(tmpdir(), "galley-direct-trace-"));
     dirs.push(dir);
-    const { s, batches } = await serve({ trace: { file: join(dir, "trace.json"), level: 1, rate: 1 } });
+    const file = join(dir, "trace.json");
+    const { s, batches } = await serve({ trace: { file, level: TRACE_TIMESTAMPS, rate: 1 } });
+    const results = await run(s, [{ direct: true }, { direct: true }, { direct: true }]);
+    expect(results.every((r) => "values" in r && r.values.join() === "11,22,33,44")).toBe(true);
+    // The first brought the route through the scheduler; the other two ran in the worker.
+    expect(batches()).toBe(1);
+    await s.server.close();
+    const traces = parseTraceFile(readFileSync(file, "utf8"));
+    const caller = [...traces.values()].find((t) => t.model === "caller");
+    const calls = [...traces.values()].filter((t) => t.model === "adder");
+    expect(calls).toHaveLength(3);
+    const order = [
+      "REQUEST_START",
+      "QUEUE_START",
+      "COMPUTE_START",
+      "COMPUTE_INPUT_END",
+      "COMPUTE_OUTPUT_START",
+      "COMPUTE_END",
+      "REQUEST_END",
+    ];
+    for (const call of calls) {
+      expect(call.parent).toBe(caller?.id);
+      const stamps = order.map((name) => call.stamps.get(name));
+      expect(stamps.every((ns) => ns !== undefined)).toBe(true);
+      for (let i = 1; i < stamps.length; i++)
+        expect(stamps[i] as bigint).toBeGreaterThanOrEqual(stamps[i - 1] as bigint);
+      // Within the caller's request.
+      expect(call.stamps.get("REQUEST_START") as bigint).toBeGreaterThan(caller?.stamps.get("REQUEST_START") as bigint);
+      expect(call.stamps.get("REQUEST_END") as bigint).toBeLessThan(caller?.stamps.get("REQUEST_END") as bigint);
+    }
+    // The direct ones waited in no queue: the first waited out the batcher's 200 ms.
+    const queued = calls.map((c) =>
+      Number((c.stamps.get("COMPUTE_START") ?? 0n) - (c.stamps.get("QUEUE_START") ?? 0n)),
+    );
+    expect(queued.filter((ns) => ns >= 150e6)).toHaveLength(1);
+  });
+
+  it("is not taken for a request traced with tensors: those are captured on the usual path", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "galley-direct-trace-"));
+    dirs.push(dir);
+    const { s, batches } = await serve({
+      trace: { file: join(dir, "trace.json"), level: TRACE_TIMESTAMPS | TRACE_TENSORS, rate: 1 },
+    });
     await run(s, [{ direct: true }, { direct: true }, { direct: true }]);
     expect(batches()).toBe(3);
   });

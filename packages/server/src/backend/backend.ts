@@ -165,6 +165,11 @@ export interface DirectRecord {
   /** Triton's failure reason; absent on success. */
   failure?: "OTHER" | "BACKEND" | "CANCELED";
   transfers?: Partial<HostTransferCounts>;
+  /**
+   * The call was made for a traced request (the caller's request `parent`, by key): its steady-clock
+   * stamps (ns), for the server to write it as that trace's child.
+   */
+  trace?: { parent: number; id: string; startNs: bigint; endNs: bigint; compute?: { startNs: bigint; endNs: bigint } };
 }
 
 /** A loaded model version: its instances, and how to release them. */

@@ -66,7 +66,7 @@ export class DirectCalls {
    * way (no route yet, a stale one, or one whose module has gone). `cancelled` says whether the
    * call counts as cancelled (its own signal, or every request of its batch).
    */
-  async infer(request: BlsRequest, cancelled: () => boolean): Promise<BlsResponse | undefined> {
+  async infer(request: BlsRequest, cancelled: () => boolean, traceParent?: number): Promise<BlsResponse | undefined> {
     const key = routeKey(request);
     const found = this.#routes.get(key);
     if (!found) return undefined;
@@ -77,7 +77,7 @@ export class DirectCalls {
     const runner = await found.runner;
     if (runner === undefined) return undefined;
     try {
-      return await this.#run(found.route, runner, request, cancelled);
+      return await this.#run(found.route, runner, request, cancelled, traceParent);
     } catch (error) {
       if (!(error instanceof DirectRouteGone)) throw error;
       if (this.#routes.get(key) === found) this.#routes.delete(key);
@@ -90,8 +90,10 @@ export class DirectCalls {
     runner: DirectRunner,
     blsRequest: BlsRequest,
     cancelled: () => boolean,
+    traceParent: number | undefined,
   ): Promise<BlsResponse> {
     const start = now();
+    let compute: { startNs: bigint; endNs: bigint } | undefined;
     const id = blsRequest.id ?? "";
     const request: InferenceRequest = {
       modelName: route.model,
@@ -102,13 +104,18 @@ export class DirectCalls {
       inputs: blsRequest.inputs.map((t): Tensor => ({ ...tensorFromWire(toWireTensor(t)), movable: false })),
       outputs: (blsRequest.outputs ?? []).map((name) => ({ name, parameters: {} })),
     };
-    const record = (extra: Omit<DirectRecord, "model" | "version" | "totalNs">) =>
+    const record = (extra: Omit<DirectRecord, "model" | "version" | "totalNs" | "trace">) => {
+      const end = now();
       this.#options.record({
         model: route.model,
         version: route.version,
-        totalNs: Number(now() - start),
+        totalNs: Number(end - start),
         ...extra,
+        ...(traceParent !== undefined
+          ? { trace: { parent: traceParent, id, startNs: start, endNs: end, ...(compute ? { compute } : {}) } }
+          : {}),
       });
+    };
     let batchSize: number;
     try {
       batchSize = validateRequest(request, route.config);
@@ -120,7 +127,9 @@ export class DirectCalls {
       record({ failure: "CANCELED" });
       throw asBlsError(new InferenceError("CANCELLED", { id: requestId(id) }));
     }
+    const computeStart = now();
     const { outcome, execution: phases, transfers } = await runner.run(request);
+    compute = { startNs: computeStart, endNs: now() };
     // An execution whatever its outcome, as the schedulers count one for every batch they send.
     const execution = { batchSize, ...phases };
     if (cancelled()) {

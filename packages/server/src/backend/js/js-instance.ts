@@ -176,7 +176,7 @@ export class JsInstance implements BackendInstance {
         flags:
           (request.parameters.sequence_start === true ? 1 : 0) | (request.parameters.sequence_end === true ? 2 : 0),
         cancelled: request.signal?.aborted ?? false,
-        ...(request.trace ? { traced: true } : {}),
+        ...(request.trace ? { traced: true, ...(request.trace.tensors ? { traceTensors: true } : {}) } : {}),
         ...(request.trace?.context !== undefined ? { traceContext: request.trace.context } : {}),
       };
     });

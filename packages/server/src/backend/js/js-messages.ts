@@ -31,8 +31,13 @@ export interface WireRequest {
   correlationId: bigint | string;
   flags: number;
   cancelled: boolean;
-  /** The request is traced: its BLS calls take the usual path, where their traces are made. */
+  /**
+   * The request is traced: its BLS calls are its trace's children (a direct call's stamped in the
+   * worker, see `DirectRecord.trace`).
+   */
   traced?: boolean;
+  /** Its trace records tensors: its BLS calls take the usual path, where tensors are captured. */
+  traceTensors?: boolean;
   /** The W3C context of the request's span as JSON (mode `opentelemetry`). */
   traceContext?: string;
 }

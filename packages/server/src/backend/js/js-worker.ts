@@ -91,9 +91,13 @@ serveThread((port, fail, slot) => {
   /** `memory_limit_mb` in bytes (0: none): V8's heap limit does not count ArrayBuffers, so this does. */
   let memoryLimit = 0;
   /** Requests not yet finished, by key: cancellation and late sends find them here. */
-  // usualPath: the request is traced or has a priority, so its BLS calls go through the scheduler
-  // (where traces are made and priority levels are kept), never a direct route.
-  const open = new Map<number, { controller: AbortController; finished: boolean; usualPath: boolean }>();
+  // usualPath: the request has a priority or a trace that records tensors, so its BLS calls go
+  // through the scheduler (where priority levels are kept and tensors captured), never a direct
+  // route; traced: its calls are children of its trace (a direct one's stamped here).
+  const open = new Map<
+    number,
+    { controller: AbortController; finished: boolean; usualPath: boolean; traced: boolean }
+  >();
   /** The decoupled batches' turn: each runs when the one before it has returned from `execute`. */
   let executing: Promise<void> = Promise.resolve();
 
@@ -235,7 +239,9 @@ serveThread((port, fail, slot) => {
       request.signal
         ? request.signal.aborted
         : parents.length > 0 && parents.every((key) => open.get(key)?.controller.signal.aborted === true);
-    const answer = await direct?.infer(request, cancelled);
+    // Traced as a child of the batch's first traced request, as the usual path's calls are.
+    const traceParent = parents.find((key) => open.get(key)?.traced);
+    const answer = await direct?.infer(request, cancelled, traceParent);
     return answer ?? usualInfer(request, true);
   }
 
@@ -320,7 +326,12 @@ serveThread((port, fail, slot) => {
     const inputs: InputTensor[] = wire.inputs.map(wrapTensor);
     const controller = new AbortController();
     const priority = Number(wire.parameters.priority ?? 0);
-    const state = { controller, finished: false, usualPath: wire.traced === true || priority >= 1 };
+    const state = {
+      controller,
+      finished: false,
+      usualPath: wire.traceTensors === true || priority >= 1,
+      traced: wire.traced === true,
+    };
     open.set(wire.key, state);
     if (wire.cancelled) controller.abort();
     const requested = wire.outputs.length > 0 ? wire.outputs : modelOutputs;

@@ -2,7 +2,7 @@ import { type ErrorId, InferenceError, toInferenceError } from "../../base/error
 import type { InferenceRequest, InferenceResponse, StreamedResponse } from "../../base/inference-request.js";
 import type { LoadOverrides } from "../../base/load-overrides.js";
 import { type DeviceTensor, NO_BYTES, type Parameters, type Tensor } from "../../base/tensor.js";
-import type { Trace } from "../../base/trace.js";
+import { captureCompute, type Trace } from "../../base/trace.js";
 import type { DirectRecord, DirectRoute } from "../backend.js";
 import {
   type BlsReply,
@@ -193,8 +193,9 @@ export class BlsCalls {
       const path = this.#options.inference();
       if (!stream) {
         const response = await path.infer(request);
-        // A route for the next calls, where the model allows it (not for traced calls: their traces are made here).
-        const route = wire.direct && !trace ? path.directRoute?.(wire.model, wire.version) : undefined;
+        // A route for the next calls, where the model allows it (not for a trace that records
+        // tensors: those are captured here).
+        const route = wire.direct && !trace?.tensors ? path.directRoute?.(wire.model, wire.version) : undefined;
         reply(response, true, undefined, route);
       } else {
         let ended = false;
@@ -240,9 +241,30 @@ export class BlsCalls {
     return undefined;
   }
 
-  /** A call the worker ran directly: counted in its model's statistics. */
+  /** A call the worker ran directly: counted in its model's statistics, traced when its caller is. */
   recordDirect(record: DirectRecord): void {
+    if (record.trace) this.#traceDirect(record, record.trace);
     this.#options.inference().recordDirect?.(record);
+  }
+
+  /**
+   * A direct call as its caller's trace's child, with the worker's stamps: no queue (QUEUE_START
+   * is its start), its compute from the handing to the runner to the answer, split by the
+   * execution's phases as a scheduled batch's is.
+   */
+  #traceDirect(record: DirectRecord, stamps: NonNullable<DirectRecord["trace"]>): void {
+    const trace = this.#options.traceOf(stamps.parent)?.child();
+    if (!trace) return;
+    trace.start(record.model, record.version, stamps.id, stamps.startNs);
+    trace.capture("QUEUE_START", stamps.startNs);
+    if (stamps.compute && record.execution) {
+      captureCompute(trace, stamps.compute.startNs, stamps.compute.endNs, {
+        computeInputNs: BigInt(Math.max(0, Math.round(record.execution.inputNs))),
+        computeOutputNs: BigInt(Math.max(0, Math.round(record.execution.outputNs))),
+      });
+    }
+    trace.capture("REQUEST_END", stamps.endNs);
+    trace.end();
   }
 
   /** The model cancelled call number `call`. */
