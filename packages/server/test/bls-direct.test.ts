@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../src/base/log.js";
-import { TRACE_TENSORS, TRACE_TIMESTAMPS } from "../src/base/trace.js";
+import { CORE_TIMESTAMPS, TRACE_TENSORS, TRACE_TIMESTAMPS } from "../src/base/trace.js";
 import { parseTraceFile } from "../src/cli/trace-summary.js";
 import { tensors, torchModel } from "./pytorch-support.js";
 import { cleanup, type Running, startServer, tempRepository } from "./support/harness.js";
@@ -221,18 +221,9 @@ describe("direct BLS calls to a PyTorch model", () => {
     const caller = [...traces.values()].find((t) => t.model === "caller");
     const calls = [...traces.values()].filter((t) => t.model === "adder");
     expect(calls).toHaveLength(3);
-    const order = [
-      "REQUEST_START",
-      "QUEUE_START",
-      "COMPUTE_START",
-      "COMPUTE_INPUT_END",
-      "COMPUTE_OUTPUT_START",
-      "COMPUTE_END",
-      "REQUEST_END",
-    ];
     for (const call of calls) {
       expect(call.parent).toBe(caller?.id);
-      const stamps = order.map((name) => call.stamps.get(name));
+      const stamps = CORE_TIMESTAMPS.map((name) => call.stamps.get(name));
       expect(stamps.every((ns) => ns !== undefined)).toBe(true);
       for (let i = 1; i < stamps.length; i++)
         expect(stamps[i] as bigint).toBeGreaterThanOrEqual(stamps[i - 1] as bigint);

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { CORE_TIMESTAMPS } from "../src/base/trace.js";
 import { parseTraceFile, summarizeTraces } from "../src/cli/trace-summary.js";
 import type { TraceConfig } from "../src/core/trace-settings.js";
 import { copyPythonModels, pythonWithNumpy } from "./python-harness.js";
@@ -102,15 +103,7 @@ async function traced(
   return { s, file };
 }
 
-const CORE = [
-  "REQUEST_START",
-  "QUEUE_START",
-  "COMPUTE_START",
-  "COMPUTE_INPUT_END",
-  "COMPUTE_OUTPUT_START",
-  "COMPUTE_END",
-  "REQUEST_END",
-];
+const CORE: readonly string[] = CORE_TIMESTAMPS;
 
 async function rest(s: Running, method: "GET" | "POST", path: string, body?: unknown) {
   const response = await fetch(`${s.httpUrl}${path}`, {

@@ -6,6 +6,17 @@ import { tensorTraceJson } from "./trace-tensor.js";
 export const TRACE_TIMESTAMPS = 0x4;
 export const TRACE_TENSORS = 0x8;
 
+/** The core's timestamps of one request, in the order they happen (the frontends' come around them). */
+export const CORE_TIMESTAMPS = [
+  "REQUEST_START",
+  "QUEUE_START",
+  "COMPUTE_START",
+  "COMPUTE_INPUT_END",
+  "COMPUTE_OUTPUT_START",
+  "COMPUTE_END",
+  "REQUEST_END",
+] as const;
+
 /**
  * Where a caller's trace context is read: `header` gives a request header (HTTP) or metadata
  * entry (gRPC) by lower-case name, or undefined when absent. An HTTP request is one as it is.

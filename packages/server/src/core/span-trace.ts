@@ -1,7 +1,7 @@
 import { type Context, type HrTime, ROOT_CONTEXT, type Span, SpanKind, type Tracer, trace } from "@opentelemetry/api";
 import { now } from "../base/clock.js";
 import type { Tensor } from "../base/tensor.js";
-import { Trace } from "../base/trace.js";
+import { CORE_TIMESTAMPS, Trace } from "../base/trace.js";
 
 /**
  * Steady-clock nanoseconds to Unix-epoch nanoseconds: OpenTelemetry's timestamps are wall-clock
@@ -15,14 +15,7 @@ function wall(ns: bigint): HrTime {
 }
 
 /** The core's timestamps: events of the model span (or its compute span); the frontends' go to the root span. */
-const CORE_EVENTS = new Set([
-  "QUEUE_START",
-  "COMPUTE_START",
-  "COMPUTE_INPUT_END",
-  "COMPUTE_OUTPUT_START",
-  "COMPUTE_END",
-  "REQUEST_END",
-]);
+const CORE_EVENTS: ReadonlySet<string> = new Set(CORE_TIMESTAMPS.filter((name) => name !== "REQUEST_START"));
 
 /** The spans of one sampled request: its `InferRequest` span, ended when the last trace of the tree ends. */
 class SpanTree {
