@@ -31,6 +31,7 @@
 // expired, waiting has not paid off, ...), counted per mode at the most users: a batcher that waits
 // stalls every loop of the pipeline's lockstep call.
 // --server-log: the server's own log (info level) on stderr.
+// --modes=pipeline: the pipeline alone (no step-by-step client, no ratios); default both.
 // On a GPU: --config=gpu serves the GPU variant (Triton's --model-config-name; the heavy models on
 // the PyTorch backend, KIND_GPU); --models=<dir> where examples/text-to-video/models is (a bundle),
 // or a generated models-real repository (with --resolution=256x256|512x512|1024x1024 --frames=32).
@@ -158,6 +159,10 @@ function mainThreadCpuMs(): number {
 }
 
 type Mode = "pipeline" | "step by step";
+/** `--modes=pipeline`: only the pipeline (the step-by-step client, and the ratios, left out). */
+const MODES: readonly Mode[] = (process.argv.find((a) => a.startsWith("--modes="))?.slice(8) ?? "pipeline,step by step")
+  .split(",")
+  .filter((m): m is Mode => m === "pipeline" || m === "step by step");
 
 const BATCH_REASONS = process.argv.includes("--batch-reasons");
 /** --server-log: the server's log (info) on stderr, e.g. to see where a run ends. */
@@ -356,17 +361,15 @@ async function main(): Promise<void> {
   const loadBefore = loadavg()[0] ?? 0;
   // Warm-up at the most users: sessions, workers, code paths, and every batch size the runs will see
   // (a model's first batch of a new size can cost tens of ms).
-  await run(url, "pipeline", Math.max(...USERS));
-  await run(url, "step by step", Math.max(...USERS));
-  for (let i = 0; i < WARMUPS; i++)
-    for (const users of USERS) for (const mode of ["pipeline", "step by step"] as const) await run(url, mode, users);
+  for (const mode of MODES) await run(url, mode, Math.max(...USERS));
+  for (let i = 0; i < WARMUPS; i++) for (const users of USERS) for (const mode of MODES) await run(url, mode, users);
   const results = new Map<string, Run[]>();
   // Each measured run's wall-clock window (epoch s), printed as JSON lines after the tables: a
   // GPU sampler running beside the bench (real-benchmark.py's) attributes its samples by them.
   const windows = new Map<string, [number, number][]>();
   for (let rep = 0; rep < REPS; rep++)
     for (const users of USERS)
-      for (const mode of ["pipeline", "step by step"] as const) {
+      for (const mode of MODES) {
         const key = `${mode}|${users}`;
         const start = Date.now() / 1000;
         results.set(key, [...(results.get(key) ?? []), await run(url, mode, users)]);
@@ -407,7 +410,7 @@ async function main(): Promise<void> {
     `|${" --- |".repeat(12)}`,
   ];
   for (const users of USERS)
-    for (const mode of ["pipeline", "step by step"]) {
+    for (const mode of MODES) {
       const runs = results.get(`${mode}|${users}`) ?? [];
       lines.push(
         `| ${users} | ${mode} | ${spread(
@@ -455,8 +458,10 @@ async function main(): Promise<void> {
     median(
       (results.get(`${mode}|${most}`) ?? []).map((r) => (r.stages.get(model) ? pick(r.stages.get(model) as Stage) : 0)),
     );
-  const cell = (mode: string, model: string) =>
-    `${stageOf(mode, model, (s) => s.queueMs).toFixed(1)} + ${stageOf(mode, model, (s) => s.computeMs).toFixed(1)} ms, ${stageOf(mode, model, (s) => s.requests).toFixed(1)}`;
+  const cell = (mode: Mode, model: string) =>
+    !MODES.includes(mode)
+      ? "-"
+      : `${stageOf(mode, model, (s) => s.queueMs).toFixed(1)} + ${stageOf(mode, model, (s) => s.computeMs).toFixed(1)} ms, ${stageOf(mode, model, (s) => s.requests).toFixed(1)}`;
   for (const model of [...(results.get(`pipeline|${most}`)?.[0]?.stages.keys() ?? [])].sort())
     lines.push(`| ${model} | ${cell("pipeline", model)} | ${cell("step by step", model)} |`);
   if (BATCH_REASONS) {
@@ -472,23 +477,25 @@ async function main(): Promise<void> {
       ...[...reasons].sort().map((r) => `| ${r} | ${count("pipeline", r)} | ${count("step by step", r)} |`),
     );
   }
-  const ratios = Array.from({ length: REPS }, (_, i) => {
-    const p = results.get("pipeline|8")?.[i]?.videosPerMinute ?? 0;
-    const s = results.get("step by step|8")?.[i]?.videosPerMinute ?? 1;
-    return p / s;
-  });
-  const cpuRatios = Array.from({ length: REPS }, (_, i) => {
-    const p = results.get("pipeline|8")?.[i]?.cpuPerVideo ?? 1;
-    const s = results.get("step by step|8")?.[i]?.cpuPerVideo ?? 0;
-    return s / p;
-  });
-  const denoiser8 = median((results.get("pipeline|8") ?? []).map((r) => r.denoiserBatch));
-  lines.push(
-    "",
-    `8 users, pipeline / step by step throughput: ${spread(ratios, 2)} (target >= 2: ${median(ratios) >= 2 ? "met" : "NOT met"})`,
-    `8 users, CPU per video, step by step / pipeline: ${spread(cpuRatios, 2)} (the throughput ratio's bound where the cores are the limit)`,
-    `8 users, pipeline's average denoiser batch: ${denoiser8.toFixed(2)} (target >= 3: ${denoiser8 >= 3 ? "met" : "NOT met"})`,
-  );
+  if (MODES.length === 2) {
+    const ratios = Array.from({ length: REPS }, (_, i) => {
+      const p = results.get("pipeline|8")?.[i]?.videosPerMinute ?? 0;
+      const s = results.get("step by step|8")?.[i]?.videosPerMinute ?? 1;
+      return p / s;
+    });
+    const cpuRatios = Array.from({ length: REPS }, (_, i) => {
+      const p = results.get("pipeline|8")?.[i]?.cpuPerVideo ?? 1;
+      const s = results.get("step by step|8")?.[i]?.cpuPerVideo ?? 0;
+      return s / p;
+    });
+    const denoiser8 = median((results.get("pipeline|8") ?? []).map((r) => r.denoiserBatch));
+    lines.push(
+      "",
+      `8 users, pipeline / step by step throughput: ${spread(ratios, 2)} (target >= 2: ${median(ratios) >= 2 ? "met" : "NOT met"})`,
+      `8 users, CPU per video, step by step / pipeline: ${spread(cpuRatios, 2)} (the throughput ratio's bound where the cores are the limit)`,
+      `8 users, pipeline's average denoiser batch: ${denoiser8.toFixed(2)} (target >= 3: ${denoiser8 >= 3 ? "met" : "NOT met"})`,
+    );
+  }
   if (traceFile)
     lines.push(
       "",

@@ -206,7 +206,7 @@ describe("real-benchmark.py on the small models", () => {
           join(SCRIPTS, "real-benchmark.py"),
           ...["--python", python, "--small", "--device", "cpu", "--repo", join(out, "repo"), "--out", out],
           ...["--resolutions", "256x256", "--users", "1", "--frames", "3", "--steps", "3", "--warmup", "0"],
-          ...["--bench", bench, "--timeout", "150"],
+          ...["--bench", bench, "--step-by-step", "--timeout", "150"],
         ],
         { timeout: 240_000, cwd: root },
       );
