@@ -143,10 +143,12 @@ def main():
     for users in (int(u) for u in args.users.split(",")):
         for _ in range(args.warmup):
             run(models, users, args.resolution, args.frames, min(args.steps, 3), args.max_batch, graphed)
-        window = time.time()
+        window, cpu = time.time(), time.process_time()
         result = run(models, users, args.resolution, args.frames, args.steps, args.max_batch, graphed)
         # The measured run's wall-clock window: real-benchmark.py reads the GPU's samples inside it.
         result["windows"] = [[window, time.time()]]
+        # The host CPU a video cost (every thread of this process).
+        result["cpu_ms_per_video"] = round((time.process_time() - cpu) * 1000 / users, 1)
         result["device"] = device
         print(json.dumps(result), flush=True)
 

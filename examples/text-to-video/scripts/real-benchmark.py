@@ -169,6 +169,7 @@ def galley_rows(text):
         "p95 ms": "p95_ms",
         "denoiser batch": "denoiser_batch",
         "first step p50 ms": "first_step_ms",
+        "CPU ms/video": "cpu_ms_per_video",
     }
     header, rows = None, {}
     for line in text.splitlines():
@@ -346,8 +347,12 @@ def main():
     save()
     # First step: to a video's first denoising step's result ((i): the server's own time to it; (iii)
     # streams nothing before its video).
-    print("\n| resolution | users | which | videos/min | p50 s | step p50 ms | denoiser batch | first step s | GPU util % | peak GPU MiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    # CPU ms/video: the host CPU of a video ((i), (ii): their process; (iv): the server's and its
+    # clients'; (iii): per command only, in the second table).
+    print(
+        "\n| resolution | users | which | videos/min | p50 s | step p50 ms | denoiser batch | first step s | GPU util % | peak GPU MiB | CPU ms/video |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     by = {}
     for r in results["runs"]:
         by[(r["resolution"], r["users"], r["which"])] = r
@@ -357,7 +362,7 @@ def main():
         if first is None and r.get("first_step_ms") is not None:
             first = r["first_step_ms"] / 1000
         first = "" if first is None else f"{first:.3f}"
-        print(f"| {r['resolution']} | {r['users']} | {r['which']} | {r['videos_per_min']} | {p50:.3f} | {r.get('step_p50_ms', '')} | {batch} | {first} | {r.get('gpu_util_mean', '')} | {r.get('gpu_mem_peak_mib', '')} |")
+        print(f"| {r['resolution']} | {r['users']} | {r['which']} | {r['videos_per_min']} | {p50:.3f} | {r.get('step_p50_ms', '')} | {batch} | {first} | {r.get('gpu_util_mean', '')} | {r.get('gpu_mem_peak_mib', '')} | {r.get('cpu_ms_per_video', '')} |")
     print("\n| resolution | which (every user count) | seconds | CPU s | mean GPU util % | peak GPU memory MiB |")
     print("| --- | --- | --- | --- | --- | --- |")
     for c in results["commands"]:

@@ -221,6 +221,7 @@ describe("real-benchmark.py on the small models", () => {
       expect(iv.first_step_ms).toBeGreaterThan(0);
       expect(iv.first_step_ms).toBeLessThan(iv.p50_ms);
       expect(row("ii").first_step_s).toBeGreaterThan(0);
+      for (const which of ["i", "ii", "iv"]) expect(row(which).cpu_ms_per_video).toBeGreaterThan(0);
       // Every row knows when its user count ran, for the GPU's samples to be split by (none here:
       // no nvidia-smi on this machine).
       for (const which of ["i", "ii", "iv"]) {
