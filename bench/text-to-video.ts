@@ -21,7 +21,8 @@
 // count first. TorchScript's profiling executor specializes a model on the first runs at each new
 // shape (batch size), the second of them compiling its fusions (a second at a real-size text
 // encoder): real-size runs on a GPU need 2 or more, or a run's first videos pay it.
-// --trace=<file>: after the measured runs, one more pipeline run at the most users with every
+// --trace=<file>: after the measured runs, one more pipeline run at the most users (or
+// --trace-users=<n>) with every
 // text_to_video request traced (Triton's trace extension, children included), then where a video's
 // time went from that trace (galley trace-summary's report), the file kept.
 // --main-profile=<file>: after the measured runs, one more pipeline run at the most users with the
@@ -64,6 +65,8 @@ const RESOLUTION = process.argv.find((a) => a.startsWith("--resolution="))?.spli
 /** `--users=8` (or `--users=1,8`): the user counts to run; the ratios need 8. */
 const USERS = (process.argv.find((a) => a.startsWith("--users="))?.split("=")[1] ?? "1,4,8").split(",").map(Number);
 const WARMUPS = option("warmups", 0);
+/** `--trace-users=1`: how many users the traced run has (default the most of `--users`). */
+const TRACE_USERS = option("trace-users", Math.max(...USERS));
 
 async function stepByStep(client: GrpcClient, prompt: string, onFirstStep: () => void): Promise<void> {
   const keyframes = Math.max(2, Math.ceil(FRAMES / 2));
@@ -382,7 +385,7 @@ async function main(): Promise<void> {
     const control = createGrpcClient({ baseUrl: url });
     const model = { model: "text_to_video" };
     await control.traceSettings({ trace_level: ["TIMESTAMPS"], trace_rate: "1" }, model);
-    await run(url, "pipeline", Math.max(...USERS));
+    await run(url, "pipeline", TRACE_USERS);
     await control.traceSettings({ trace_level: ["OFF"] }, model);
     control.close();
   }
@@ -499,7 +502,7 @@ async function main(): Promise<void> {
   if (traceFile)
     lines.push(
       "",
-      `Traced pipeline run at ${Math.max(...USERS)} users (${traceFile}):`,
+      `Traced pipeline run at ${TRACE_USERS} users (${traceFile}):`,
       summarizeTraces(parseTraceFile(readFileSync(traceFile, "utf8"))),
     );
   if (profileFile)

@@ -194,6 +194,47 @@ def galley_rows(text):
     return rows
 
 
+def step_costs(path):
+    """Galley's denoising steps in a trace file (Triton's format) of pipeline runs: per video, the time
+    from one denoiser call's REQUEST_START to the next (the step period), and per call its request
+    (REQUEST_START to REQUEST_END), queue (QUEUE_START to COMPUTE_START) and infer
+    (COMPUTE_INPUT_END to COMPUTE_OUTPUT_START); medians in ms. None without such calls."""
+    with open(path) as f:
+        objects = json.load(f)
+    traces = {}
+    for o in objects:
+        t = traces.setdefault(o["id"], {"model": "", "parent": 0, "stamps": {}})
+        if "model_name" in o:
+            t["model"], t["parent"] = o["model_name"], o.get("parent_id", 0)
+        for stamp in o.get("timestamps", []):
+            t["stamps"].setdefault(stamp["name"], stamp["ns"])
+    calls = [t for t in traces.values() if t["model"] == "denoiser" and t["parent"]]
+    if not calls:
+        return None
+
+    def span(t, a, b):
+        return (t["stamps"][b] - t["stamps"][a]) / 1e6 if a in t["stamps"] and b in t["stamps"] else None
+
+    def median(values):
+        values = sorted(v for v in values if v is not None)
+        return round(values[len(values) // 2], 3) if values else None
+
+    by_parent = {}
+    for t in calls:
+        by_parent.setdefault(t["parent"], []).append(t)
+    periods = []
+    for group in by_parent.values():
+        starts = sorted(t["stamps"]["REQUEST_START"] for t in group if "REQUEST_START" in t["stamps"])
+        periods += [(b - a) / 1e6 for a, b in zip(starts, starts[1:])]
+    return {
+        "calls": len(calls),
+        "step_period_ms": median(periods),
+        "request_ms": median(span(t, "REQUEST_START", "REQUEST_END") for t in calls),
+        "queue_ms": median(span(t, "QUEUE_START", "COMPUTE_START") for t in calls),
+        "infer_ms": median(span(t, "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START") for t in calls),
+    }
+
+
 def kind_cpu(repo):
     """Every configs/gpu.pbtxt of the (generated) repository with KIND_CPU instead of KIND_GPU."""
     for root, _dirs, files in os.walk(repo):
@@ -258,6 +299,11 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--videos", type=int, default=1, help="videos per user, (i) and (iv)")
     parser.add_argument("--graphs", action="store_true", help="also (ii) with the denoiser as CUDA graphs (below 1024x1024)")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="(iv) traces one more run at 1 user: Galley's time per denoising step beside the in-process loop's",
+    )
     parser.add_argument(
         "--step-by-step", action="store_true", help="(iv)'s bench also runs its step-by-step client (twice the time; not a baseline of the issue)"
     )
@@ -330,6 +376,9 @@ def main():
                 command.append("--modes=pipeline")
             if args.config:
                 command.append(f"--config={args.config}")
+            trace_file = os.path.join(args.out, f"trace-{resolution}.json")
+            if args.trace:
+                command += [f"--trace={trace_file}", "--trace-users=1"]
             text, seconds = run(command, args.timeout)
             with open(os.path.join(args.out, f"galley-{resolution}.md"), "w") as f:
                 f.write(text)
@@ -338,6 +387,8 @@ def main():
                 results["runs"].append({"which": which, "resolution": resolution, "users": users, **per_user_count(row)})
             results["commands"].append({"which": "iv", "resolution": resolution, "seconds": seconds, **run.costs})
             print(f"{resolution} (iv): {seconds} s {json.dumps(run.costs)}", flush=True)
+            if args.trace and text and os.path.exists(trace_file):
+                results.setdefault("steps", {})[resolution] = step_costs(trace_file)
             save()
     if args.serve:
         try:
@@ -368,6 +419,16 @@ def main():
     for c in results["commands"]:
         print(f"| {c['resolution']} | {c['which']} | {c['seconds']} | {c.get('cpu_s', '')} | {c.get('gpu_util_mean', '')} | {c.get('gpu_mem_peak_mib', '')} |")
     print()
+    for resolution, steps in results.get("steps", {}).items():
+        # The in-process loop's step at 1 user (with CUDA graphs where it ran them), the same work.
+        own = (by.get((resolution, 1, "ii graphs")) or by.get((resolution, 1, "ii")) or {}).get("step_p50_ms")
+        if steps and steps["step_period_ms"] is not None and own:
+            added = steps["step_period_ms"] - own
+            print(
+                f"{resolution}, 1 user, traced: a denoising step every {steps['step_period_ms']} ms against {own} ms in process: "
+                f"Galley adds {added:.3f} ms ({100 * added / own:.1f} %; target <= 2 % at 1,024 tokens); "
+                f"its denoiser call {steps['request_ms']} ms (queue {steps['queue_ms']}, infer {steps['infer_ms']})"
+            )
     for resolution in args.resolutions.split(","):
         for users in (int(u) for u in args.users.split(",")):
             iv, ii, i, iii = (by.get((resolution, users, w)) for w in ("iv", "ii", "i", "iii"))

@@ -206,7 +206,7 @@ describe("real-benchmark.py on the small models", () => {
           join(SCRIPTS, "real-benchmark.py"),
           ...["--python", python, "--small", "--device", "cpu", "--repo", join(out, "repo"), "--out", out],
           ...["--resolutions", "256x256", "--users", "1", "--frames", "3", "--steps", "3", "--warmup", "0"],
-          ...["--bench", bench, "--step-by-step", "--timeout", "150"],
+          ...["--bench", bench, "--step-by-step", "--trace", "--timeout", "150"],
         ],
         { timeout: 240_000, cwd: root },
       );
@@ -222,6 +222,11 @@ describe("real-benchmark.py on the small models", () => {
       expect(iv.first_step_ms).toBeLessThan(iv.p50_ms);
       expect(row("ii").first_step_s).toBeGreaterThan(0);
       for (const which of ["i", "ii", "iv"]) expect(row(which).cpu_ms_per_video).toBeGreaterThan(0);
+      // The traced run at 1 user: one video, 3 steps, 3 denoiser calls, 2 step periods.
+      const steps = result.steps["256x256"];
+      expect(steps.calls).toBe(3);
+      expect(steps.step_period_ms).toBeGreaterThan(steps.infer_ms);
+      expect(steps.request_ms).toBeGreaterThanOrEqual(steps.infer_ms);
       // Every row knows when its user count ran, for the GPU's samples to be split by (none here:
       // no nvidia-smi on this machine).
       for (const which of ["i", "ii", "iv"]) {
