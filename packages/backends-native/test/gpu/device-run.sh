@@ -207,7 +207,7 @@ if step t2vreal && [ -f "$carry/text-to-video-bench.mjs" ]; then
     t2vreal_args=${GALLEY_T2VREAL_ARGS:---small --resolutions 256x256 --users 1,2 --frames 3 --steps 3}
     t2vreal_config=(--config gpu --kind-cpu)
   else
-    t2vreal_args=${GALLEY_T2VREAL_ARGS:---graphs}
+    t2vreal_args=${GALLEY_T2VREAL_ARGS:---graphs --trace}
     t2vreal_config=(--config gpu)
   fi
   # shellcheck disable=SC2086
