@@ -322,7 +322,15 @@ def main():
         help="untimed runs at each user count in every variant first (TorchScript compiles its fusions on a shape's second run)",
     )
     parser.add_argument("--timeout", type=int, default=240, help="seconds per command")
+    parser.add_argument(
+        "--variants",
+        default="i,ii,iii,iv",
+        help="which of (i), (ii) (and its graphs with --graphs), (iii), (iv) run: fewer fit a 10-minute device call at 4,096 tokens",
+    )
     args = parser.parse_args()
+    chosen = set(args.variants.split(","))
+    if not chosen or not chosen <= {"i", "ii", "iii", "iv"}:
+        sys.exit(f"--variants: a comma-separated list of i, ii, iii, iv, not {args.variants!r}")
     os.makedirs(args.out, exist_ok=True)
     device = ["--device", args.device] if args.device else []
     # runs: one row per variant, resolution and user count; commands: what each command cost as a
@@ -355,13 +363,15 @@ def main():
             ("i", [args.python, os.path.join(HERE, "baseline-http.py"), "self-test", "--users", args.users, "--videos", str(args.videos)] + common)
         )
         for name, command in variants:
+            if name.split()[0] not in chosen:
+                continue
             text, seconds = run(command, args.timeout)
             for row in json_lines(text):
                 results["runs"].append({"which": name, "resolution": resolution, "seconds": seconds, **per_user_count(row)})
             results["commands"].append({"which": name, "resolution": resolution, "seconds": seconds, **run.costs})
             print(f"{resolution} ({name}): {seconds} s {json.dumps(run.costs)}", flush=True)
             save()
-        if args.bench:
+        if args.bench and "iv" in chosen:
             command = shlex.split(args.bench) + [
                 f"--models={args.repo}",
                 f"--resolution={resolution}",
@@ -390,7 +400,7 @@ def main():
             if args.trace and text and os.path.exists(trace_file):
                 results.setdefault("steps", {})[resolution] = step_costs(trace_file)
             save()
-    if args.serve:
+    if args.serve and "iii" in chosen:
         try:
             results["runs"] += python_backend(args, device, results["commands"])
         except SystemExit as e:
