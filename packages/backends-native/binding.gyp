@@ -21,7 +21,7 @@
         "targets": [
           {
             "target_name": "galley_torch",
-            "sources": ["native/torch/torch_addon.cc", "native/torch/torch_instance.cc", "native/torch/torch_tensors.cc", "native/torch/torch_device_tensor.cc", "native/torch/torch_graphs.cc", "native/torch/torch_direct.cc", "native/torch/torch_runner.cc", "native/torch/torch_aoti_runner.cc"],
+            "sources": ["native/torch/torch_addon.cc", "native/torch/torch_instance.cc", "native/torch/torch_tensors.cc", "native/torch/torch_device_tensor.cc", "native/torch/torch_graphs.cc", "native/torch/torch_direct.cc", "native/torch/torch_runner.cc", "native/torch/torch_aoti_runner.cc", "native/torch/torch_ready.cc"],
             "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
             "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS"],
             "cflags_cc": ["-std=c++17", "-fexceptions", "-frtti", "-Wall", "<!@(node native/torch/torch_find.cjs cflags)"],

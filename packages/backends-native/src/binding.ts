@@ -46,6 +46,8 @@ export interface Binding {
   cudaAlloc(byteSize: number, device: number): Promise<RawCudaMemory>;
   /** cuMemGetAddressRange + cuIpcGetMemHandle of device memory this process got elsewhere; rejects as cudaIpcOpen. */
   cudaExport(pointer: bigint, device: number): Promise<{ handle: Uint8Array; offset: number; allocationSize: number }>;
+  /** cuIpcOpenEventHandle + cuEventSynchronize of another process's 64-byte event handle, off the JS thread. */
+  cudaWaitEvent(handle: Uint8Array, device: number): Promise<void>;
 }
 
 /** Device memory as `cudaIpcOpen`/`cudaAlloc` resolve it (see native/memory/cuda_memory.h). */
@@ -100,7 +102,7 @@ export interface NvmlRawMemorySample {
 }
 
 /** The ABI these wrappers were written against. */
-export const BINDING_ABI_VERSION = 6;
+export const BINDING_ABI_VERSION = 7;
 
 /** Where the addon may be: an explicit override first, then node-gyp's build folders. */
 export function bindingCandidates(): string[] {

@@ -161,3 +161,26 @@ export async function exportCudaIpcHandle(
     throw fail((error as Error).message, error);
   }
 }
+
+/**
+ * Settles once the work another process recorded a CUDA event after is done: `handle` is the
+ * event's 64-byte IPC handle (`cudaIpcGetEventHandle` there, an event made with
+ * `cudaEventInterprocess`). The host waits on a worker thread; the event is opened for the wait
+ * and closed after. Memory that process wrote may be read once this resolves.
+ *
+ * Rejects with `Unable to wait for a CUDA event on device <d>: <why>`.
+ */
+export async function waitCudaIpcEvent(handle: Uint8Array, device: number): Promise<void> {
+  const fail = (why: string, cause?: unknown) =>
+    new Error(`Unable to wait for a CUDA event on device ${String(device)}: ${why}`, cause ? { cause } : undefined);
+  if (!(handle instanceof Uint8Array) || handle.byteLength !== 64) {
+    throw fail("a CUDA IPC event handle is a 64-byte Uint8Array");
+  }
+  checkDevice(device, fail);
+  try {
+    await binding(fail).cudaWaitEvent(handle, device);
+  } catch (error) {
+    if ((error as Error).message.startsWith("Unable to wait")) throw error;
+    throw fail((error as Error).message, error);
+  }
+}

@@ -22,6 +22,7 @@ export {
   type CudaMemory,
   exportCudaIpcHandle,
   openCudaIpcHandle,
+  waitCudaIpcEvent,
 } from "./cuda-memory.js";
 export { type GpuMemory, type GpuMemorySample, type GpuProcessMemory, sampleGpuMemory } from "./gpu-memory.js";
 export { type GpuField, type GpuReadings, type GpuSample, sampleGpus } from "./gpu-metrics.js";

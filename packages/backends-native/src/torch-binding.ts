@@ -22,6 +22,14 @@ export interface RawDeviceTensor {
   readonly datatype: string;
   readonly shape: number[];
   readonly disposed: boolean;
+  /**
+   * When its batch was answered before its GPU work ended (`defer`): the CUDA IPC handle (64 bytes)
+   * of the event recorded after that work, for another process to wait on; null otherwise. This
+   * handle's own copies wait for it by themselves.
+   */
+  readonly readyEvent: Uint8Array | null;
+  /** Settles once its bytes are complete (at once unless deferred); the host waits off the event loop. */
+  whenReady(): Promise<void>;
   /** Rows `[start, start + length)` of the first dimension: a view sharing the storage. */
   narrow(start: number, length: number): RawDeviceTensor;
   /** One device-to-host copy (pinned), off the event loop. */
@@ -42,7 +50,15 @@ export interface RawDeviceTensor {
  */
 export type RawTorchInput =
   | RawTorchTensor
-  | { datatype: string; shape: number[]; pointer: bigint; deviceId: number; byteLength: number }
+  | {
+      datatype: string;
+      shape: number[];
+      pointer: bigint;
+      deviceId: number;
+      byteLength: number;
+      /** Memory another process wrote: the CUDA IPC handle (64 bytes) of its event recorded after that work. */
+      event?: Uint8Array;
+    }
   | { datatype: string; shape: number[]; tensor: RawDeviceTensor }
   | { datatype: string; shape: number[]; parts: RawTorchInput[] };
 
@@ -85,9 +101,14 @@ export interface RawTorchInstance {
   /**
    * Run forward on the instance's thread with the inputs as positional arguments. The inputs'
    * bytes are used in place (copied only when misaligned) and must stay attached until it settles.
-   * Outputs at the `resident` positions stay where the model made them, as handles.
+   * Outputs at the `resident` positions stay where the model made them, as handles. With `defer`,
+   * a GPU batch whose outputs all stay is answered once its work is queued: its handles carry the
+   * event that ends it (`readyEvent`), and inputs it read in place must not be reused before that.
    */
-  execute(inputs: RawTorchInput[], options?: { resident?: number[]; graph?: boolean }): Promise<RawTorchResult>;
+  execute(
+    inputs: RawTorchInput[],
+    options?: { resident?: number[]; graph?: boolean; defer?: boolean },
+  ): Promise<RawTorchResult>;
   /** Release the module (and cached device memory), end the thread; later calls reject. */
   close(): Promise<void>;
   /** Its number among the process's open instances, for {@link RawTorchDirect.execute}. */
@@ -142,7 +163,7 @@ export interface TorchBinding {
 }
 
 /** The ABI these wrappers were written against. */
-export const TORCH_BINDING_ABI_VERSION = 7;
+export const TORCH_BINDING_ABI_VERSION = 8;
 
 /** Where the torch addon may be: an explicit override first, then node-gyp's build folders. */
 export function torchBindingCandidates(): string[] {

@@ -63,6 +63,13 @@ export interface TorchExecuteOptions {
   resident?: readonly number[];
   /** The call may run as a CUDA graph (see {@link TorchModelOptions.cudaGraphs}). */
   graph?: boolean;
+  /**
+   * Deferred completion (GPU): when every output stays (`resident`), answer once the work is
+   * queued, not done. The handles then carry the event that ends it (`readyEvent`, `whenReady()`),
+   * their own copies wait for it, and memory read in place (`pointer` inputs) must not be reused
+   * before it fires.
+   */
+  defer?: boolean;
 }
 
 /** A forward argument (without `self`). */
@@ -247,6 +254,7 @@ export async function loadTorchModel(path: string, options: TorchModelOptions = 
           ? {
               ...(options.resident ? { resident: [...options.resident] } : {}),
               ...(options.graph ? { graph: true } : {}),
+              ...(options.defer ? { defer: true } : {}),
             }
           : undefined,
       ),

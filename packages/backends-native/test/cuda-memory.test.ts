@@ -7,6 +7,7 @@ import {
   allocateCudaMemory,
   CUDA_IPC_HANDLE_BYTES,
   exportCudaIpcHandle,
+  waitCudaIpcEvent,
   loadBinding,
   openCudaIpcHandle,
 } from "../src/index.js";
@@ -45,6 +46,8 @@ describe("CUDA memory: argument checks (before the driver is touched)", () => {
     expect(() => binding.cudaExport(0n, 0)).toThrow("pointer must be a device address");
     expect(() => binding.cudaExport(2n ** 70n, 0)).toThrow("pointer must be a device address");
     expect(() => binding.cudaExport(0x1000n, -1)).toThrow(RangeError);
+    expect(() => binding.cudaWaitEvent(new Uint8Array(63), 0)).toThrow("a CUDA IPC event handle is 64 bytes, got 63");
+    expect(() => binding.cudaWaitEvent(new Uint8Array(64), -1)).toThrow(RangeError);
   });
 
   it("refuses to export what is not a device address", async () => {
@@ -54,6 +57,13 @@ describe("CUDA memory: argument checks (before the driver is touched)", () => {
       );
     }
     await expect(exportCudaIpcHandle(0x1000n, -1)).rejects.toThrow(/the device must be a non-negative integer/);
+  });
+
+  it("refuses an event handle that is not 64 bytes", async () => {
+    await expect(waitCudaIpcEvent(new Uint8Array(12), 0)).rejects.toThrow(
+      "Unable to wait for a CUDA event on device 0: a CUDA IPC event handle is a 64-byte Uint8Array",
+    );
+    await expect(waitCudaIpcEvent(new Uint8Array(64), 1.5)).rejects.toThrow(/the device must be a non-negative integer/);
   });
 });
 
@@ -67,6 +77,9 @@ describe.skipIf(gpuMachine)("CUDA memory without a CUDA driver", () => {
     );
     await expect(exportCudaIpcHandle(0x1000n, 0)).rejects.toThrow(
       /^Unable to export CUDA memory on device 0: the CUDA driver is unavailable: libcuda\.so\.1/,
+    );
+    await expect(waitCudaIpcEvent(new Uint8Array(64), 0)).rejects.toThrow(
+      /^Unable to wait for a CUDA event on device 0: the CUDA driver is unavailable: libcuda\.so\.1/,
     );
   });
 

@@ -45,6 +45,9 @@ describe("galley_torch kept tensors", () => {
       false,
     ]);
     expect(readF32(await handle.toHost())).toEqual([-9, -18, -27, -36]);
+    // Complete when answered (no deferred GPU work): no event, and nothing to wait for.
+    expect(handle.readyEvent).toBeNull();
+    await expect(handle.whenReady()).resolves.toBeUndefined();
     const row = handle.narrow(1, 1);
     expect(row.shape).toEqual([1, 2]);
     expect(readF32(await row.toHost())).toEqual([-27, -36]);

@@ -23,8 +23,21 @@ allocations, so a tensor travels as ``{handle: 64 bytes (base64), offset, byteSi
   it has copied it or let it go. The server opens the handle with ``openCudaIpcHandle`` (once per
   allocation, reference-counted) and uses the memory in place (a libtorch model's input, a client's
   CUDA region) or copies it to the host for a client that wants bytes (counted in the host-transfer
-  metrics). The stub synchronises the device before it sends a GPU tensor (Triton synchronises its
-  proxy stream the same way), so the server never reads bytes a kernel is still writing.
+  metrics).
+
+Completion is deferred to the GPU (CUDA IPC events, no device-wide synchronisation on the way):
+
+* The stub sends its tensor with the IPC handle of an event recorded on its current stream after
+  the work queued so far (:class:`EventPool`); the server's GPU work on the memory waits for the
+  event on its own stream, and its host waits for it before copying the bytes. The event goes back
+  to the pool when the server gives the tensor back, so it is never recorded again while the server
+  may still wait on it.
+* A libtorch batch whose outputs all stay on the GPU is answered as soon as its work is queued, with
+  the IPC handle of an event recorded after it; the stub makes its current stream wait for that
+  event when it maps the tensor (before the model's code can read it).
+* A loan the model let go goes back to the server only once the GPU is past the work the model
+  queued on it (a local event, queried before each frame out; waited for when the stub goes idle),
+  so the server never hands the memory out again while a kernel of the stub still reads it.
 
 Everything here that needs no device (struct layouts, capsules, the device a capsule names, the
 errors when ``libcuda.so.1`` is absent) is tested on CPU machines: ``tests/test_galley_cuda.py``.
@@ -33,6 +46,7 @@ errors when ``libcuda.so.1`` is absent) is tested on CPU machines: ``tests/test_
 import base64
 import ctypes
 import os
+import sys
 import threading
 
 # DLPack's device types and type codes (dlpack.h).
@@ -266,6 +280,15 @@ class Driver:
         self._ipc_get = fn("cuIpcGetMemHandle")
         self._range = fn("cuMemGetAddressRange_v2", "cuMemGetAddressRange")
         self._sync = fn("cuCtxSynchronize")
+        self._event_create = fn("cuEventCreate")
+        self._event_record = fn("cuEventRecord")
+        self._event_query = fn("cuEventQuery")
+        self._event_sync = fn("cuEventSynchronize")
+        self._event_destroy = fn("cuEventDestroy_v2", "cuEventDestroy")
+        self._ipc_event_get = fn("cuIpcGetEventHandle")
+        self._ipc_event_open = fn("cuIpcOpenEventHandle")
+        self._stream_wait = fn("cuStreamWaitEvent")
+        self._events_opened = {}  # (handle bytes, device) -> CUevent: another process's events, kept
         self._error_string = getattr(lib, "cuGetErrorString", None)
         self._contexts = {}
         self._lock = threading.RLock()
@@ -329,6 +352,104 @@ class Driver:
     def synchronize(self, device):
         self.use(device)
         self._check(self._sync(), "cuCtxSynchronize")
+
+    # ---- events (deferred completion) ----
+
+    def event(self, device, interprocess):
+        """A new event on `device` (timing off), shareable with other processes when `interprocess`."""
+        self.use(device)
+        event = ctypes.c_void_p()
+        flags = CU_EVENT_DISABLE_TIMING | (CU_EVENT_INTERPROCESS if interprocess else 0)
+        self._check(self._event_create(ctypes.byref(event), flags), "cuEventCreate")
+        return event
+
+    def event_handle(self, event):
+        raw = _IpcHandle()
+        self._check(self._ipc_event_get(ctypes.byref(raw), event), "cuIpcGetEventHandle")
+        return ctypes.string_at(ctypes.addressof(raw), IPC_HANDLE_BYTES)
+
+    def record(self, event, device):
+        """Record `event` after the work queued so far on the current stream (see `current_stream`)."""
+        self.use(device)
+        self._check(self._event_record(event, ctypes.c_void_p(current_stream(device))), "cuEventRecord")
+
+    def done(self, event):
+        """Whether the work before the event's last record has ended (cuEventQuery)."""
+        status = self._event_query(event)
+        if status == CUDA_ERROR_NOT_READY:
+            return False
+        self._check(status, "cuEventQuery")
+        return True
+
+    def wait_event(self, event):
+        self._check(self._event_sync(event), "cuEventSynchronize")
+
+    def destroy_event(self, event):
+        self._check(self._event_destroy(event), "cuEventDestroy")
+
+    def wait_imported(self, handle, device):
+        """Make the current stream wait for another process's event, named by its 64 handle bytes."""
+        if len(handle) != IPC_HANDLE_BYTES:
+            raise CudaError("a CUDA IPC event handle is %d bytes, got %d" % (IPC_HANDLE_BYTES, len(handle)))
+        self.use(device)
+        key = (bytes(handle), device)
+        with self._lock:
+            event = self._events_opened.get(key)
+            if event is None:
+                raw = _IpcHandle()
+                ctypes.memmove(ctypes.byref(raw), key[0], IPC_HANDLE_BYTES)
+                event = ctypes.c_void_p()
+                self._check(self._ipc_event_open(ctypes.byref(event), raw), "cuIpcOpenEventHandle")
+                # The server keeps its events for its life and reuses a few: this stays small.
+                self._events_opened[key] = event
+        self._check(self._stream_wait(ctypes.c_void_p(current_stream(device)), event, 0), "cuStreamWaitEvent")
+
+
+CU_EVENT_DISABLE_TIMING = 0x2
+CU_EVENT_INTERPROCESS = 0x4
+CUDA_ERROR_NOT_READY = 600
+
+
+def current_stream(device):
+    """The stream a model's work on `device` is queued on: torch's current stream where torch has
+    started CUDA in this process, else the legacy default stream (0, which also orders the
+    context's other blocking streams)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return int(torch.cuda.current_stream(device).cuda_stream)
+    except Exception:  # noqa: BLE001 - a torch without CUDA: the legacy stream
+        pass
+    return 0
+
+
+class EventPool:
+    """Interprocess events of one stub (every device), each lent to the server with one tensor and
+    recorded again only once the server gave that tensor back."""
+
+    def __init__(self, drv):
+        self._driver = drv
+        self._idle = {}  # device -> [(event, handle bytes)]
+        self._lock = threading.Lock()
+
+    def take(self, device):
+        """(event, handle bytes) recorded now on `device`'s current stream."""
+        with self._lock:
+            idle = self._idle.setdefault(device, [])
+            entry = idle.pop() if idle else None
+        if entry is None:
+            event = self._driver.event(device, True)
+            entry = (event, self._driver.event_handle(event))
+        try:
+            self._driver.record(entry[0], device)
+        except Exception:
+            self.give(device, entry)
+            raise
+        return entry
+
+    def give(self, device, entry):
+        with self._lock:
+            self._idle.setdefault(device, []).append(entry)
 
 
 # A stub touches the driver only when a GPU tensor first comes or goes (issue 50, item 3): at start
@@ -450,9 +571,12 @@ class _Mapped:
 
 
 def open_tensor(mappings, wire, datatype, shape, on_release=None):
-    """A DLPackTensor over a server allocation: `wire` is {handle (base64), offset, deviceId}."""
+    """A DLPackTensor over a server allocation: `wire` is {handle (base64), offset, deviceId, and
+    `event` where the work writing it may still run: the current stream waits for it}."""
     handle = base64.b64decode(wire["handle"])
     device = int(wire["deviceId"])
+    if wire.get("event"):
+        mappings._driver.wait_imported(base64.b64decode(wire["event"]), device)
     base = mappings.acquire(handle, device)
     keep = _Mapped(mappings, handle, device, on_release)
     return DLPackTensor(base + int(wire.get("offset", 0)), kDLCUDA, device, datatype, shape, keep)

@@ -167,8 +167,13 @@ class Runtime:
         self.outputs = []
         self.work = collections.deque()
         self.dropped = collections.deque()  # device tensor refs the model let go, not yet sent
-        self.ipc_drops = collections.deque()  # the server's GPU loans the model let go, not yet sent
-        self.lent = {}  # key -> the model's GPU tensor lent to the server, until it says it is done
+        # The server's GPU loans the model let go, not yet sent: (key, device) for those it mapped
+        # (their reads may still run on the GPU), a bare key for those it never opened.
+        self.ipc_drops = collections.deque()
+        self.pending_drops = collections.deque()  # (driver, local event, keys): sent once the GPU is past the event
+        self.drops_lock = threading.Lock()
+        self.lent = {}  # key -> (the model's GPU tensor lent to the server, device, its event), until it says it is done
+        self.events = None  # galley_cuda.EventPool, made at the first tensor lent
         self.next_lent = 1
         self.mappings = None  # galley_cuda.IpcMappings, made at the first loan
         self.loans = {}  # id(DLPackTensor) -> the server's loan it maps (see locate_loan)
@@ -263,7 +268,9 @@ class Runtime:
                 event.set()
         elif kind == "ipc-release":
             for key in message["keys"]:
-                self.lent.pop(key, None)
+                entry = self.lent.pop(key, None)
+                if entry is not None and entry[2] is not None:
+                    self.events.give(entry[1], entry[2])
         elif kind == "bls-reply" or kind == "reply" or kind == "device-exported":
             call = self.calls.get(message["call"])
             if call is not None:
@@ -303,18 +310,65 @@ class Runtime:
                 break
         if refs:
             extra.append({"kind": "bls-drop", "refs": refs})
-        keys = []
-        while True:
-            try:
-                keys.append(self.ipc_drops.popleft())
-            except IndexError:
-                break
+        keys = self._drops_ready()
         if keys:
             extra.append({"kind": "ipc-drop", "keys": keys})
         drops = self._take_metric_drops()
         if drops:
             extra.append({"kind": "metric-drop", "requests": drops})
         return extra or None
+
+    def _drops_ready(self, wait=False):
+        """Keys of the server's loans to give back now: those never mapped, and those whose reads
+        the GPU has finished (the work queued before they were let go; with `wait`, all of them,
+        the host waiting). A loan given back too early could be handed out again by the server
+        while a kernel here still reads it."""
+        with self.drops_lock:
+            mapped = {}  # device -> keys
+            ready = []
+            while True:
+                try:
+                    item = self.ipc_drops.popleft()
+                except IndexError:
+                    break
+                if isinstance(item, tuple):
+                    mapped.setdefault(item[1], []).append(item[0])
+                else:
+                    ready.append(item)
+            for device, keys in mapped.items():
+                try:
+                    drv = galley_cuda.driver()
+                    event = drv.event(device, False)
+                    drv.record(event, device)
+                except Exception:  # noqa: BLE001 - no event: the host waits for the device instead
+                    try:
+                        galley_cuda.driver().synchronize(device)
+                    except Exception:  # noqa: BLE001 - a failed device: nothing reads the memory any more
+                        pass
+                    ready.extend(keys)
+                    continue
+                self.pending_drops.append((drv, event, keys))
+            while self.pending_drops:
+                drv, event, keys = self.pending_drops[0]
+                try:
+                    if wait:
+                        drv.wait_event(event)
+                    elif not drv.done(event):
+                        break
+                    drv.destroy_event(event)
+                except galley_cuda.CudaError:
+                    pass  # a failed device: nothing reads the memory any more
+                self.pending_drops.popleft()
+                ready.extend(keys)
+            return ready
+
+    def settle_drops(self):
+        """Before the stub goes idle: give back every loan the model let go, once the GPU is past it."""
+        if not self.ipc_drops and not self.pending_drops:
+            return
+        keys = self._drops_ready(wait=True)
+        if keys:
+            self.channel.send({"kind": "ipc-drop", "keys": keys})
 
     def _take_metric_drops(self):
         drops = []
@@ -348,7 +402,8 @@ class Runtime:
         """Memory the server lends (an input on its GPU, a BLS output): a DLPackTensor over it, and
         the loan (given back after the next frame once nothing here uses it)."""
         key = wire["key"]
-        dlpack = galley_cuda.open_tensor(self._mappings(), wire, datatype, shape, lambda: self.ipc_drops.append(key))
+        device = int(wire["deviceId"])
+        dlpack = galley_cuda.open_tensor(self._mappings(), wire, datatype, shape, lambda: self.ipc_drops.append((key, device)))
         loan = {"wire": wire, "delta": 0, "base": dlpack.pointer}
         self._remember(dlpack, loan)
         return dlpack, loan
@@ -386,6 +441,8 @@ class Runtime:
             count *= int(d)
         size = count * galley_cuda.DATATYPES[datatype][1] // 8
         if gpu.loan is not None:
+            # The server's own memory, which the model may have written: done before it goes back.
+            galley_cuda.driver().synchronize(gpu.device_id)
             wire = gpu.loan["wire"]
             return {
                 "handle": wire["handle"],
@@ -397,13 +454,24 @@ class Runtime:
             }
         drv = galley_cuda.driver()
         device = gpu.device_id
-        drv.synchronize(device)
         handle, offset, _ = drv.export(gpu.dlpack.pointer, device)
+        # No synchronisation: the server's work on it waits for this event (recorded after the
+        # model's work queued so far), which goes back to the pool when the server gives it back.
         with self.lock:
+            if self.events is None:
+                self.events = galley_cuda.EventPool(drv)
             key = self.next_lent
             self.next_lent += 1
-        self.lent[key] = gpu
-        return {"handle": base64.b64encode(handle).decode(), "offset": offset, "deviceId": device, "byteSize": size, "key": key}
+        event = self.events.take(device)
+        self.lent[key] = (gpu, device, event)
+        return {
+            "handle": base64.b64encode(handle).decode(),
+            "offset": offset,
+            "deviceId": device,
+            "byteSize": size,
+            "key": key,
+            "event": base64.b64encode(event[1]).decode(),
+        }
 
     # ---- services for pb_utils ----
 
@@ -541,6 +609,8 @@ class Runtime:
     def run(self):
         while True:
             try:
+                if not self.work:
+                    self.settle_drops()
                 self.pump(lambda: self.work)
             except Closed:
                 # Its model goes (and the GPU memory it holds), the process stays for the others.

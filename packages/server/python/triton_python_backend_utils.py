@@ -368,8 +368,8 @@ def _gpu_tensor(name, owner, capsule):
         raise TritonModelException("Tensor '%s': its DLPack data type has no Triton datatype" % name)
     if not galley_cuda.capsule_contiguous(capsule):
         raise TritonModelException(_NOT_CONTIGUOUS)
-    # Work queued on the tensor finishes before the server reads it (Triton synchronises too).
-    galley_cuda.driver().synchronize(device_id)
+    # No synchronisation here: when the tensor goes to the server, it goes with an event recorded
+    # after the work queued on it (Runtime.lend_gpu), which the server's readers wait for.
     runtime = _current()
     located = runtime.locate_loan(pointer) if runtime is not None else None
     dlpack = galley_cuda.DLPackTensor(pointer, galley_cuda.kDLCUDA, device_id, datatype, shape, keep=owner)

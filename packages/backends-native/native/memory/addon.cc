@@ -171,12 +171,13 @@ Napi::Value SampleGpuMemoryAsync(const Napi::CallbackInfo& info) {
 
 // NODE_API_MODULE pastes this name into an identifier, so it must be unqualified.
 static Napi::Object InitGalleyNative(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 6));
+  exports.Set("abiVersion", Napi::Number::New(env, 7));
   exports.Set("probeCuda", Napi::Function::New(env, galley::ProbeCudaAsync, "probeCuda"));
   exports.Set("mapSharedMemory", Napi::Function::New(env, galley::MapSharedMemory, "mapSharedMemory"));
   exports.Set("cudaIpcOpen", Napi::Function::New(env, galley::CudaIpcOpen, "cudaIpcOpen"));
   exports.Set("cudaAlloc", Napi::Function::New(env, galley::CudaAlloc, "cudaAlloc"));
   exports.Set("cudaExport", Napi::Function::New(env, galley::CudaExport, "cudaExport"));
+  exports.Set("cudaWaitEvent", Napi::Function::New(env, galley::CudaWaitEvent, "cudaWaitEvent"));
   exports.Set("sampleGpus", Napi::Function::New(env, galley::SampleGpusAsync, "sampleGpus"));
   exports.Set("sampleGpuMemory", Napi::Function::New(env, galley::SampleGpuMemoryAsync, "sampleGpuMemory"));
   return exports;

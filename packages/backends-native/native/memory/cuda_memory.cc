@@ -22,6 +22,10 @@ using CUdeviceptr = unsigned long long;
 struct CUipcMemHandle {
   char reserved[64];
 };
+using CUevent = void*;
+struct CUipcEventHandle {
+  char reserved[64];
+};
 constexpr unsigned kIpcLazyEnablePeerAccess = 1;    // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 constexpr int kPointerAttributeDeviceOrdinal = 9;   // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 - 1
@@ -46,6 +50,9 @@ struct Driver {
   CUresult (*cuMemcpyPeer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t) = nullptr;
   CUresult (*cuMemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
   CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
+  CUresult (*cuIpcOpenEventHandle)(CUevent*, CUipcEventHandle) = nullptr;
+  CUresult (*cuEventSynchronize)(CUevent) = nullptr;
+  CUresult (*cuEventDestroy)(CUevent) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
 
@@ -103,6 +110,9 @@ Driver& GetDriver() {
               Resolve(library, d.cuMemcpyPeer, nullptr, "cuMemcpyPeer") &&
               Resolve(library, d.cuMemGetAddressRange, "cuMemGetAddressRange_v2", "cuMemGetAddressRange") &&
               Resolve(library, d.cuPointerGetAttribute, nullptr, "cuPointerGetAttribute") &&
+              Resolve(library, d.cuIpcOpenEventHandle, nullptr, "cuIpcOpenEventHandle") &&
+              Resolve(library, d.cuEventSynchronize, nullptr, "cuEventSynchronize") &&
+              Resolve(library, d.cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy") &&
               Resolve(library, d.cuGetErrorName, nullptr, "cuGetErrorName") &&
               Resolve(library, d.cuGetErrorString, nullptr, "cuGetErrorString");
     if (!ok) {
@@ -489,7 +499,59 @@ Napi::Object MakeObject(Napi::Env env, Memory memory) {
   return out;
 }
 
+// Waits on libuv's pool for another process's event (opened from its IPC handle, closed after).
+class WaitEventWorker : public Napi::AsyncWorker {
+ public:
+  WaitEventWorker(Napi::Env env, int device, const CUipcEventHandle& handle)
+      : Napi::AsyncWorker(env, "galley:cuda-wait-event"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        device_(device),
+        handle_(handle) {}
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    Driver& d = GetDriver();
+    if (std::string e = UseDevice(d, device_); !e.empty()) return SetError(e);
+    CUevent event = nullptr;
+    if (std::string e = Check(d, d.cuIpcOpenEventHandle(&event, handle_), "cuIpcOpenEventHandle"); !e.empty()) {
+      return SetError(e);
+    }
+    std::string e = Check(d, d.cuEventSynchronize(event), "cuEventSynchronize");
+    d.cuEventDestroy(event);
+    if (!e.empty()) SetError(e);
+  }
+  void OnOK() override { deferred_.Resolve(Env().Undefined()); }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  int device_;
+  CUipcEventHandle handle_;
+};
+
 }  // namespace
+
+Napi::Value CudaWaitEvent(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsTypedArray()) {
+    throw Napi::TypeError::New(env, "cudaWaitEvent(handle: Uint8Array, device: number)");
+  }
+  Napi::TypedArray bytes = info[0].As<Napi::TypedArray>();
+  CUipcEventHandle handle{};
+  if (bytes.ByteLength() != sizeof(handle.reserved)) {
+    throw Napi::RangeError::New(env, "a CUDA IPC event handle is " + std::to_string(sizeof(handle.reserved)) +
+                                         " bytes, got " + std::to_string(bytes.ByteLength()));
+  }
+  std::memcpy(handle.reserved, static_cast<const uint8_t*>(bytes.ArrayBuffer().Data()) + bytes.ByteOffset(),
+              sizeof(handle.reserved));
+  int device = DeviceArgument(env, info[1]);
+  auto* worker = new WaitEventWorker(env, device, handle);
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
 
 Napi::Value CudaIpcOpen(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();

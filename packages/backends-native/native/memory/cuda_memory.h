@@ -21,5 +21,8 @@ Napi::Value CudaAlloc(const Napi::CallbackInfo& info);
 // cudaExport(pointer: bigint, device) -> Promise<{handle, offset, allocationSize}>: the IPC handle of
 // the allocation holding device memory this process got elsewhere (libtorch's), and the offset.
 Napi::Value CudaExport(const Napi::CallbackInfo& info);
+// cudaWaitEvent(handle: Uint8Array(64), device) -> Promise<void>: once the work another process
+// recorded the event after (its IPC handle) is done; the host waits on a worker thread.
+Napi::Value CudaWaitEvent(const Napi::CallbackInfo& info);
 
 }  // namespace galley

@@ -87,7 +87,7 @@ Napi::Value CudaEmptyCache(const Napi::CallbackInfo& info) {
 }  // namespace
 
 static Napi::Object InitGalleyTorch(Napi::Env env, Napi::Object exports) {
-  exports.Set("abiVersion", Napi::Number::New(env, 7));
+  exports.Set("abiVersion", Napi::Number::New(env, 8));
   // AOTInductor packages check each input's datatype, sizes (within the export's dynamic ranges)
   // and strides only when this is set, read once per package at its first run: without it a
   // request of a shape the export does not allow reads past its tensors. "0" turns it off.

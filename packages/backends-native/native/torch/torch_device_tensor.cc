@@ -1,6 +1,7 @@
 #include "torch_device_tensor.h"
 
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 
 #include "torch_tensors.h"
@@ -17,13 +18,17 @@ namespace {
 /**
  * Runs `work` on libuv's pool with the tensor's device current and a stream of the pool, waits for
  * that stream, and settles a promise. The tensor was made on an instance's stream that the
- * instance synchronised before handing it out, so any stream may read it. No exception leaves
- * Execute: libtorch's become the rejection's message.
+ * instance synchronised before handing it out, or that records `ready` after the work writing it:
+ * the pool's stream waits for that first. No exception leaves Execute: libtorch's become the
+ * rejection's message.
  */
 class TensorWorker : public Napi::AsyncWorker {
  public:
-  TensorWorker(Napi::Env env, torch::Tensor tensor)
-      : Napi::AsyncWorker(env, "galley:torch-tensor"), tensor_(std::move(tensor)), deferred_(env) {}
+  TensorWorker(Napi::Env env, torch::Tensor tensor, std::shared_ptr<ReadyEvent> ready)
+      : Napi::AsyncWorker(env, "galley:torch-tensor"),
+        tensor_(std::move(tensor)),
+        ready_(std::move(ready)),
+        deferred_(env) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -38,6 +43,7 @@ class TensorWorker : public Napi::AsyncWorker {
       if (tensor_.is_cuda()) {
         stream = c10::cuda::getStreamFromPool(false, tensor_.device().index());
         on_stream.emplace(*stream);
+        if (ready_) WaitReady(*ready_, stream->stream());
       }
 #endif
       Work();
@@ -54,6 +60,33 @@ class TensorWorker : public Napi::AsyncWorker {
   void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
 
   torch::Tensor tensor_;
+  std::shared_ptr<ReadyEvent> ready_;
+  Napi::Promise::Deferred deferred_;
+};
+
+/** whenReady(): the host waits (off the event loop) for the event the tensor's bytes are complete after. */
+class ReadyWorker : public Napi::AsyncWorker {
+ public:
+  ReadyWorker(Napi::Env env, std::shared_ptr<ReadyEvent> ready)
+      : Napi::AsyncWorker(env, "galley:torch-ready"), ready_(std::move(ready)), deferred_(env) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+#ifdef GALLEY_TORCH_CUDA
+    if (!ready_) return;
+    cudaError_t status = cudaEventSynchronize(ready_->event);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      SetError(std::string("cudaEventSynchronize failed: ") + cudaGetErrorString(status));
+    }
+#endif
+  }
+  void OnOK() override { deferred_.Resolve(Env().Undefined()); }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  std::shared_ptr<ReadyEvent> ready_;
   Napi::Promise::Deferred deferred_;
 };
 
@@ -83,8 +116,8 @@ class ToHostWorker : public TensorWorker {
  */
 class CopyToWorker : public TensorWorker {
  public:
-  CopyToWorker(Napi::Env env, torch::Tensor tensor, uintptr_t pointer, int device)
-      : TensorWorker(env, std::move(tensor)), pointer_(pointer), device_(device) {}
+  CopyToWorker(Napi::Env env, torch::Tensor tensor, std::shared_ptr<ReadyEvent> ready, uintptr_t pointer, int device)
+      : TensorWorker(env, std::move(tensor), std::move(ready)), pointer_(pointer), device_(device) {}
 
  protected:
   void Work() override {
@@ -119,6 +152,8 @@ Napi::Function TorchDeviceTensor::Define(Napi::Env env) {
                                        InstanceAccessor<&TorchDeviceTensor::Datatype>("datatype"),
                                        InstanceAccessor<&TorchDeviceTensor::Shape>("shape"),
                                        InstanceAccessor<&TorchDeviceTensor::Disposed>("disposed"),
+                                       InstanceAccessor<&TorchDeviceTensor::ReadyEventHandle>("readyEvent"),
+                                       InstanceMethod<&TorchDeviceTensor::WhenReady>("whenReady"),
                                        InstanceMethod<&TorchDeviceTensor::Narrow>("narrow"),
                                        InstanceMethod<&TorchDeviceTensor::ToHost>("toHost"),
                                        InstanceMethod<&TorchDeviceTensor::CopyTo>("copyTo"),
@@ -133,10 +168,10 @@ Napi::Function TorchDeviceTensor::Define(Napi::Env env) {
   return cls;
 }
 
-Napi::Object TorchDeviceTensor::Wrap(Napi::Env env, const torch::Tensor& tensor) {
+Napi::Object TorchDeviceTensor::Wrap(Napi::Env env, const torch::Tensor& tensor, std::shared_ptr<ReadyEvent> ready) {
   auto* data = env.GetInstanceData<TorchAddonData>();
-  auto* held = new torch::Tensor(tensor);
-  Napi::External<torch::Tensor> external = Napi::External<torch::Tensor>::New(env, held);
+  auto* held = new KeptTensor{tensor, std::move(ready)};
+  Napi::External<KeptTensor> external = Napi::External<KeptTensor>::New(env, held);
   try {
     return data->device_tensor.New({external});
   } catch (...) {
@@ -145,7 +180,7 @@ Napi::Object TorchDeviceTensor::Wrap(Napi::Env env, const torch::Tensor& tensor)
   }
 }
 
-std::optional<torch::Tensor> TorchDeviceTensor::From(Napi::Env env, const Napi::Value& value, std::string* why) {
+std::optional<KeptTensor> TorchDeviceTensor::From(Napi::Env env, const Napi::Value& value, std::string* why) {
   auto* data = env.GetInstanceData<TorchAddonData>();
   if (!value.IsObject() || data == nullptr || !value.As<Napi::Object>().InstanceOf(data->device_tensor.Value())) {
     *why = "is not a device tensor of this addon";
@@ -156,7 +191,7 @@ std::optional<torch::Tensor> TorchDeviceTensor::From(Napi::Env env, const Napi::
     *why = "is a disposed device tensor";
     return std::nullopt;
   }
-  return self->tensor_;
+  return KeptTensor{self->tensor_, self->ready_};
 }
 
 TorchDeviceTensor::TorchDeviceTensor(const Napi::CallbackInfo& info) : Napi::ObjectWrap<TorchDeviceTensor>(info) {
@@ -164,8 +199,9 @@ TorchDeviceTensor::TorchDeviceTensor(const Napi::CallbackInfo& info) : Napi::Obj
   if (info.Length() != 1 || !info[0].IsExternal()) {
     throw Napi::TypeError::New(info.Env(), "TorchDeviceTensor is made by the addon, not constructed");
   }
-  torch::Tensor* held = info[0].As<Napi::External<torch::Tensor>>().Data();
-  tensor_ = std::move(*held);
+  KeptTensor* held = info[0].As<Napi::External<KeptTensor>>().Data();
+  tensor_ = std::move(held->tensor);
+  ready_ = std::move(held->ready);
   delete held;
 }
 
@@ -206,6 +242,23 @@ Napi::Value TorchDeviceTensor::Disposed(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), !tensor_.defined());
 }
 
+Napi::Value TorchDeviceTensor::ReadyEventHandle(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!tensor_.defined() || !ready_) return env.Null();
+  std::string handle = ReadyHandle(*ready_);
+  if (handle.empty()) return env.Null();
+  Napi::Uint8Array bytes = Napi::Uint8Array::New(env, handle.size());
+  std::memcpy(bytes.Data(), handle.data(), handle.size());
+  return bytes;
+}
+
+Napi::Value TorchDeviceTensor::WhenReady(const Napi::CallbackInfo& info) {
+  auto* worker = new ReadyWorker(info.Env(), ready_);
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
 Napi::Value TorchDeviceTensor::Narrow(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const torch::Tensor& tensor = Live(env);
@@ -218,11 +271,11 @@ Napi::Value TorchDeviceTensor::Narrow(const Napi::CallbackInfo& info) {
     throw Napi::RangeError::New(env, "narrow(start, length): rows out of range");
   }
   // A view of the rows: it shares (and keeps) the storage; no copy.
-  return Wrap(env, tensor.narrow(0, static_cast<int64_t>(start), static_cast<int64_t>(length)));
+  return Wrap(env, tensor.narrow(0, static_cast<int64_t>(start), static_cast<int64_t>(length)), ready_);
 }
 
 Napi::Value TorchDeviceTensor::ToHost(const Napi::CallbackInfo& info) {
-  auto* worker = new ToHostWorker(info.Env(), Live(info.Env()));
+  auto* worker = new ToHostWorker(info.Env(), Live(info.Env()), ready_);
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -252,7 +305,7 @@ Napi::Value TorchDeviceTensor::CopyTo(const Napi::CallbackInfo& info) {
     throw Napi::RangeError::New(env, "copyTo: " + std::to_string(tensor.nbytes()) + " bytes do not fit in " +
                                          std::to_string(static_cast<int64_t>(length)));
   }
-  auto* worker = new CopyToWorker(env, tensor, static_cast<uintptr_t>(pointer), device);
+  auto* worker = new CopyToWorker(env, tensor, ready_, static_cast<uintptr_t>(pointer), device);
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -261,6 +314,7 @@ Napi::Value TorchDeviceTensor::CopyTo(const Napi::CallbackInfo& info) {
 Napi::Value TorchDeviceTensor::Dispose(const Napi::CallbackInfo& info) {
   // Copies still running hold their own reference; the memory is freed when the last one ends.
   tensor_ = torch::Tensor();
+  ready_.reset();
   return info.Env().Undefined();
 }
 

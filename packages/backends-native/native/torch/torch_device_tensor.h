@@ -7,10 +7,19 @@
 #include <napi.h>
 #include <torch/script.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "torch_ready.h"
+
 namespace galley {
+
+/** A kept tensor and, when its batch was answered before its work ended, the event that ends it. */
+struct KeptTensor {
+  torch::Tensor tensor;
+  std::shared_ptr<ReadyEvent> ready;
+};
 
 /** Per-environment state of the torch addon: the handle class, to make handles from C++. */
 struct TorchAddonData {
@@ -20,10 +29,13 @@ struct TorchAddonData {
 class TorchDeviceTensor : public Napi::ObjectWrap<TorchDeviceTensor> {
  public:
   static Napi::Function Define(Napi::Env env);
-  /** A handle holding `tensor` (one more reference to its storage). Main thread only. */
-  static Napi::Object Wrap(Napi::Env env, const torch::Tensor& tensor);
+  /**
+   * A handle holding `tensor` (one more reference to its storage) and `ready`, the event after
+   * which its bytes are complete (none: complete now). Main thread only.
+   */
+  static Napi::Object Wrap(Napi::Env env, const torch::Tensor& tensor, std::shared_ptr<ReadyEvent> ready = nullptr);
   /** The tensor behind `value`, or nullopt when it is not a live handle of this addon. */
-  static std::optional<torch::Tensor> From(Napi::Env env, const Napi::Value& value, std::string* why);
+  static std::optional<KeptTensor> From(Napi::Env env, const Napi::Value& value, std::string* why);
 
   explicit TorchDeviceTensor(const Napi::CallbackInfo& info);
 
@@ -34,6 +46,10 @@ class TorchDeviceTensor : public Napi::ObjectWrap<TorchDeviceTensor> {
   Napi::Value Datatype(const Napi::CallbackInfo& info);
   Napi::Value Shape(const Napi::CallbackInfo& info);
   Napi::Value Disposed(const Napi::CallbackInfo& info);
+  /** The IPC handle of the event its bytes are complete after (a Uint8Array), or null. */
+  Napi::Value ReadyEventHandle(const Napi::CallbackInfo& info);
+  /** A promise settled once its bytes are complete (off the event loop). */
+  Napi::Value WhenReady(const Napi::CallbackInfo& info);
   Napi::Value Narrow(const Napi::CallbackInfo& info);
   Napi::Value ToHost(const Napi::CallbackInfo& info);
   Napi::Value CopyTo(const Napi::CallbackInfo& info);
@@ -42,6 +58,7 @@ class TorchDeviceTensor : public Napi::ObjectWrap<TorchDeviceTensor> {
 
   /** Undefined once disposed. */
   torch::Tensor tensor_;
+  std::shared_ptr<ReadyEvent> ready_;
 };
 
 }  // namespace galley

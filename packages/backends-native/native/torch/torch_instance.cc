@@ -214,6 +214,7 @@ Napi::Value TorchInstance::Execute(const Napi::CallbackInfo& info) {
   }
   if (info[1].IsObject()) {
     job->graph = Flag(info[1].As<Napi::Object>(), "graph", false);
+    job->defer = Flag(info[1].As<Napi::Object>(), "defer", false);
     Napi::Value resident = info[1].As<Napi::Object>().Get("resident");
     if (resident.IsArray()) {
       Napi::Array positions = resident.As<Napi::Array>();
@@ -281,15 +282,17 @@ InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, con
     std::string why;
     auto held = TorchDeviceTensor::From(env, tensor, &why);
     if (!held) throw Napi::TypeError::New(env, where + ": the tensor " + why);
-    if (held->device() != device) {
-      throw Napi::TypeError::New(env, where + ": the tensor is on " + held->device().str() +
+    if (held->tensor.device() != device) {
+      throw Napi::TypeError::New(env, where + ": the tensor is on " + held->tensor.device().str() +
                                           ", this instance runs on " + device.str());
     }
-    if (held->scalar_type() != view.type) {
-      throw Napi::TypeError::New(env, where + ": the tensor is " + ProtocolType(held->scalar_type()) + ", not " + datatype);
+    if (held->tensor.scalar_type() != view.type) {
+      throw Napi::TypeError::New(env, where + ": the tensor is " + ProtocolType(held->tensor.scalar_type()) + ", not " +
+                                          datatype);
     }
-    if (held->nbytes() != expected) throw size_error(held->nbytes());
-    view.resident = std::move(*held);
+    if (held->tensor.nbytes() != expected) throw size_error(held->tensor.nbytes());
+    view.resident = std::move(held->tensor);
+    view.resident_ready = std::move(held->ready);
     return view;
   }
 
@@ -320,6 +323,16 @@ InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, con
     view.device_pointer = static_cast<uintptr_t>(address);
     view.device_id = static_cast<int>(gpu);
     view.byte_length = expected;
+    Napi::Value event = input.Get("event");
+    if (!event.IsUndefined()) {
+      // Memory another process wrote (a Python stub's tensor): its event, recorded after that work.
+      if (!event.IsTypedArray() || event.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array ||
+          event.As<Napi::Uint8Array>().ByteLength() != kIpcEventHandleBytes) {
+        throw Napi::TypeError::New(env, where + ": event must be a 64-byte CUDA IPC event handle (Uint8Array)");
+      }
+      Napi::Uint8Array bytes = event.As<Napi::Uint8Array>();
+      view.wait_event.assign(reinterpret_cast<const char*>(bytes.Data()), bytes.ByteLength());
+    }
     job.borrowed.emplace_back(view.device_pointer, view.byte_length);
     return view;
   }
@@ -392,7 +405,7 @@ Napi::Object ExecutionResult(Napi::Env env, TorchJob& job) {
     output.Set("shape", shape);
     if (i < job.resident.size() && job.resident[i]) {
       // Kept where the model made it: a handle, no bytes for Node.
-      output.Set("tensor", TorchDeviceTensor::Wrap(env, tensor));
+      output.Set("tensor", TorchDeviceTensor::Wrap(env, tensor, job.ready));
       outputs.Set(i, output);
       continue;
     }
@@ -556,9 +569,20 @@ void TorchInstance::RunExecute(TorchJob& job) {
     // The inputs, held until the outputs are checked for sharing their bytes.
     std::vector<torch::Tensor> held;
     std::vector<c10::IValue> arguments;
+    size_t staged = 0;
     if (device_.is_cuda()) {
-      size_t staged = 0;
       for (const InputView& input : job.inputs) staged += StagedBytes(input);
+#ifdef GALLEY_TORCH_CUDA
+      // A deferred batch before this one may still be copying out of the input stage.
+      if (staged > 0 && stage_busy_) {
+        cudaError_t status = cudaEventSynchronize(stage_busy_->event);
+        stage_busy_.reset();
+        if (status != cudaSuccess) {
+          cudaGetLastError();
+          throw std::runtime_error(std::string("cudaEventSynchronize failed: ") + cudaGetErrorString(status));
+        }
+      }
+#endif
       if (staged > 0) stage_in_.Reset(staged);
     }
     for (const InputView& input : job.inputs) arguments.emplace_back(Place(input, job, held));
@@ -585,7 +609,21 @@ void TorchInstance::RunExecute(TorchJob& job) {
       if (graphed || Overlaps(output, job.borrowed)) output = output.clone(at::MemoryFormat::Contiguous);
       else output = output.contiguous();
     }
-    if (device_.is_cuda()) ReturnToHost(outputs, job);
+    if (device_.is_cuda()) {
+#ifdef GALLEY_TORCH_CUDA
+      bool everything_kept = job.defer && stream_;
+      for (size_t i = 0; everything_kept && i < outputs.size(); i++) {
+        everything_kept = !outputs[i].defined() || !outputs[i].is_cuda() || (i < job.resident.size() && job.resident[i]);
+      }
+      if (everything_kept) {
+        // Deferred completion: answered now; readers of the outputs wait for this event.
+        job.ready = RecordReady(settings_.device_id, stream_->stream());
+        if (staged > 0) stage_busy_ = job.ready;
+      } else {
+        ReturnToHost(outputs, job);
+      }
+#endif
+    }
     job.infer_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     for (size_t i = 0; i < outputs.size(); i++) {
@@ -640,6 +678,7 @@ void TorchInstance::Quiesce() {
   // Copies queued from the stages must end before the next batch writes into them.
   try {
     if (stream_) stream_->synchronize();
+    stage_busy_.reset();
   } catch (...) {
     stage_in_.Release();
     stage_out_.Release();
@@ -706,12 +745,22 @@ torch::Tensor TorchInstance::Place(const InputView& input, TorchJob& job, std::v
   if (input.resident) {
     // An earlier output left on this device (checked on the main thread); the shape may differ
     // by a batch dimension of 1 (an ensemble between batching and non-batching models).
+#ifdef GALLEY_TORCH_CUDA
+    if (stream_ && input.resident_ready) WaitReady(*input.resident_ready, stream_->stream());
+    // Answered before this stream has read it: its memory goes back to its allocator only once
+    // this stream is past the batch (the handle may be disposed as soon as we answer).
+    if (stream_ && job.defer && input.resident->is_cuda()) {
+      c10::cuda::CUDACachingAllocator::recordStream(input.resident->storage().data_ptr(), *stream_);
+    }
+#endif
     held.push_back(*input.resident);
     return input.resident->reshape(input.shape);
   }
   if (input.device_pointer != 0) {
 #ifdef GALLEY_TORCH_CUDA
-    // The client's memory, used in place: no copy at all.
+    // The client's memory, used in place: no copy at all (after its writer's work, where another
+    // process wrote it).
+    if (stream_ && !input.wait_event.empty()) WaitImported(settings_.device_id, input.wait_event, stream_->stream());
     torch::Tensor tensor = torch::from_blob(reinterpret_cast<void*>(input.device_pointer), input.shape,
                                             torch::TensorOptions().dtype(input.type).device(device_));
     held.push_back(tensor);

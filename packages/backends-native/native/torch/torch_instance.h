@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "torch_ready.h"
 #include "torch_runner.h"
 #include "torch_tensors.h"
 
@@ -136,6 +137,8 @@ class TorchInstance : public Napi::ObjectWrap<TorchInstance> {
 #endif
   PinnedStage stage_in_;
   PinnedStage stage_out_;
+  /** The last deferred batch that staged inputs: the input stage is free once it fires. */
+  std::shared_ptr<ReadyEvent> stage_busy_;
 
   Tsfn tsfn_;
   std::shared_ptr<Shared> shared_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "torch_instance.h"
+#include "torch_ready.h"
 #include "torch_tensors.h"
 
 namespace galley {
@@ -50,6 +51,13 @@ struct TorchJob {
   /** In: the batch may run as a CUDA graph. Out: "captured", "replayed" or "" (eager), and why a
    *  capture failed. */
   bool graph = false;
+  /**
+   * In: the batch may be answered once its work is queued (deferred completion) when every output
+   * stays on the device. Out: then the event recorded after that work, which every reader of the
+   * outputs waits for (none: the stream was synchronised).
+   */
+  bool defer = false;
+  std::shared_ptr<ReadyEvent> ready;
   std::string graph_state;
   std::string graph_error;
   /** Set for an execute queued by a TorchDirect of another thread: the answer goes there. */

@@ -6,11 +6,14 @@
 
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace galley {
+
+struct ReadyEvent;
 
 /** The libtorch type of a protocol datatype (BOOL, UINT8, INT8-64, FP16, BF16, FP32, FP64). */
 std::optional<c10::ScalarType> TorchType(const std::string& datatype);
@@ -21,7 +24,8 @@ std::string ProtocolType(c10::ScalarType type);
 /**
  * One input of a batch, from one of: bytes owned by Node (kept alive by the caller until the batch
  * ends); device memory at `device_pointer` on GPU `device_id` (a CUDA shared-memory region, used in
- * place); a tensor the addon kept (`resident`, an earlier output); or `parts` to concatenate along
+ * place, after the writer's event `wait_event` where it has one); a tensor the addon kept (`resident`,
+ * an earlier output); or `parts` to concatenate along
  * the first dimension (a batch of requests, on the instance's device).
  */
 struct InputView {
@@ -32,6 +36,10 @@ struct InputView {
   uintptr_t device_pointer = 0;
   int device_id = -1;
   std::optional<torch::Tensor> resident;
+  /** A kept input's batch answered before its work ended: the event its bytes are complete after. */
+  std::shared_ptr<ReadyEvent> resident_ready;
+  /** Device memory another process wrote: the IPC handle (64 bytes) of its event recorded after that work. */
+  std::string wait_event;
   std::vector<InputView> parts;
 };
 

@@ -242,6 +242,9 @@ class HostBackedDriver:
         self.opened = []
         self.closed = []
         self.synced = 0
+        self.events = []
+        self.pending = set()
+        self.waited = []  # (handle, device) of other processes' events the current stream waited on
 
     def allocation(self, size, fill):
         handle = bytes([len(self.buffers) + 1]) * 64
@@ -267,6 +270,30 @@ class HostBackedDriver:
 
     def use(self, device):
         pass
+
+    # Events: each a dict; a test marks one not done yet by putting its id in `pending`.
+    def event(self, device, interprocess):
+        made = {"id": len(self.events), "interprocess": interprocess, "records": 0, "destroyed": False}
+        self.events.append(made)
+        return made
+
+    def event_handle(self, event):
+        return bytes([100 + event["id"]]) * 64
+
+    def record(self, event, device):
+        event["records"] += 1
+
+    def done(self, event):
+        return event["id"] not in self.pending
+
+    def wait_event(self, event):
+        self.pending.discard(event["id"])
+
+    def destroy_event(self, event):
+        event["destroyed"] = True
+
+    def wait_imported(self, handle, device):
+        self.waited.append((bytes(handle), device))
 
 
 class Channel:
@@ -359,9 +386,11 @@ class StubLoans(unittest.TestCase):
         made = gc_.DLPackTensor(_pointer(buffer) + 128, gc_.kDLCUDA, 0, "FP16", [2, 8], keep=buffer)
         out = pb.Tensor.from_dlpack("OUTPUT0", made)
         self.assertFalse(out.is_cpu())
-        synced = self.drv.synced
-        self.assertGreaterEqual(synced, 1)  # synchronised before the server reads it
         wire = out._to_shm()
+        # No synchronisation: it goes with an interprocess event recorded after the work queued on it.
+        self.assertEqual(self.drv.synced, 0)
+        self.assertEqual([(e["interprocess"], e["records"]) for e in self.drv.events], [(True, 1)])
+        self.assertEqual(base64.b64decode(wire["ipc"]["event"]), bytes([100]) * 64)
         self.assertEqual(wire["s"], -1)
         ipc = wire["ipc"]
         self.assertEqual(base64.b64decode(ipc["handle"]), handle)
@@ -373,6 +402,65 @@ class StubLoans(unittest.TestCase):
         self.assertIn(ipc["key"], self.runtime.lent)  # the server still reads it
         self.runtime.dispatch({"kind": "ipc-release", "keys": [ipc["key"]]})
         self.assertEqual(self.runtime.lent, {})
+        # Its event is recorded again only now, for the next tensor lent: never while the server may wait on it.
+        again = pb.Tensor.from_dlpack("OUTPUT1", gc_.DLPackTensor(_pointer(buffer), gc_.kDLCUDA, 0, "UINT8", [4], keep=buffer))
+        second = again._to_shm()["ipc"]
+        self.assertEqual(second["event"], ipc["event"])
+        self.assertEqual([e["records"] for e in self.drv.events], [2])
+        third = pb.Tensor.from_dlpack("OUTPUT2", gc_.DLPackTensor(_pointer(buffer), gc_.kDLCUDA, 0, "UINT8", [4], keep=buffer))
+        self.assertNotEqual(third._to_shm()["ipc"]["event"], second["event"])  # the first still lent
+        self.assertEqual(len(self.drv.events), 2)
+
+    def test_a_deferred_loan_makes_the_stream_wait_and_goes_back_once_the_gpu_is_past_its_reads(self):
+        pb = self.pb
+        handle, buffer = self.drv.allocation(64, 0)
+        event = bytes([9]) * 64
+        wire = {"handle": base64.b64encode(handle).decode(), "offset": 0, "deviceId": 0, "byteSize": 16, "key": 21}
+        wire["event"] = base64.b64encode(event).decode()
+        t = pb.Tensor._from_shm({"name": "INPUT0", "datatype": "FP32", "shape": [4], "s": -1, "z": 0, "o": 0, "n": 0, "ipc": wire})
+        gc_.capsule_info(t.to_dlpack())
+        # The model's stream waits for the server's work before anything of the model can read it.
+        self.assertEqual(self.drv.waited, [(event, 0)])
+        self.assertEqual(self.drv.synced, 0)
+        del t
+        gc.collect()
+        # Let go while the GPU may still read it: held back, with a local event recorded now.
+        self.drv.pending.add(0)
+        self.runtime.flush()
+        self.assertEqual([m for m in self.runtime.channel.sent if m["kind"] == "ipc-drop"], [])
+        self.assertEqual([(e["interprocess"], e["records"]) for e in self.drv.events], [(False, 1)])
+        # Past it: the next frame gives it back, and the event is destroyed.
+        self.drv.pending.clear()
+        self.runtime.flush()
+        self.assertIn({"kind": "ipc-drop", "keys": [21]}, self.runtime.channel.sent)
+        self.assertTrue(self.drv.events[0]["destroyed"])
+
+    def test_an_idle_stub_waits_for_the_gpu_and_gives_every_loan_back(self):
+        pb = self.pb
+        handle, buffer = self.drv.allocation(64, 0)
+        wire = {"handle": base64.b64encode(handle).decode(), "offset": 0, "deviceId": 0, "byteSize": 16, "key": 31}
+        t = pb.Tensor._from_shm({"name": "INPUT0", "datatype": "FP32", "shape": [4], "s": -1, "z": 0, "o": 0, "n": 0, "ipc": wire})
+        gc_.capsule_info(t.to_dlpack())
+        del t
+        gc.collect()
+        self.drv.pending.add(0)
+        self.runtime.flush()
+        self.assertEqual([m for m in self.runtime.channel.sent if m["kind"] == "ipc-drop"], [])
+        self.runtime.settle_drops()  # the host waits for the event
+        self.assertIn({"kind": "ipc-drop", "keys": [31]}, self.runtime.channel.sent)
+        self.assertEqual(self.drv.pending, set())
+
+    def test_a_server_loan_the_model_returns_is_synchronised_first(self):
+        pb = self.pb
+        handle, buffer = self.drv.allocation(64, 0)
+        wire = {"handle": base64.b64encode(handle).decode(), "offset": 0, "deviceId": 0, "byteSize": 16, "key": 41}
+        t = pb.Tensor._from_shm({"name": "INPUT0", "datatype": "FP32", "shape": [4], "s": -1, "z": 0, "o": 0, "n": 0, "ipc": wire})
+        out = pb.Tensor.from_dlpack("OUTPUT0", t.to_dlpack())
+        self.assertEqual(self.drv.synced, 0)
+        sent = out._to_shm()["ipc"]
+        self.assertEqual((sent["key"], sent["server"]), (41, 1))
+        self.assertNotIn("event", sent)
+        self.assertEqual(self.drv.synced, 1)  # the model may have written the server's memory
 
     def test_an_empty_gpu_tensor_goes_as_an_empty_host_tensor(self):
         # Triton's dlpack_empty_output: torch.ones((0,), device="cuda") has no memory to share.
@@ -423,6 +511,14 @@ class RecordingLibrary:
         "cuIpcGetMemHandle",
         "cuMemGetAddressRange_v2",
         "cuCtxSynchronize",
+        "cuEventCreate",
+        "cuEventRecord",
+        "cuEventQuery",
+        "cuEventSynchronize",
+        "cuEventDestroy_v2",
+        "cuIpcGetEventHandle",
+        "cuIpcOpenEventHandle",
+        "cuStreamWaitEvent",
     )
 
     def __init__(self, init_status=0):
@@ -492,6 +588,23 @@ class LazyDriver(unittest.TestCase):
             ],
         )
         self.assertEqual(self.loads, ["fake-libcuda"])  # loaded once, by the probe
+
+    def test_events_for_deferred_completion_are_made_once_and_opened_once(self):
+        drv = gc_.driver()
+        pool = gc_.EventPool(drv)
+        entry = pool.take(0)
+        self.assertEqual(len(entry[1]), 64)
+        pool.give(0, entry)
+        self.assertIs(pool.take(0), entry)  # recorded again, not made again
+        drv.wait_imported(bytes(64), 0)
+        drv.wait_imported(bytes(64), 0)
+        calls = [c for c in self.library.calls if c not in ("cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent")]
+        self.assertEqual(
+            calls,
+            ["cuEventCreate", "cuIpcGetEventHandle", "cuEventRecord", "cuEventRecord", "cuIpcOpenEventHandle", "cuStreamWaitEvent", "cuStreamWaitEvent"],
+        )
+        with self.assertRaises(gc_.CudaError):
+            drv.wait_imported(bytes(12), 0)
 
     def test_a_driver_that_refuses_to_start_is_unavailable_after_the_probe_said_yes(self):
         self.library = RecordingLibrary(init_status=100)  # CUDA_ERROR_NO_DEVICE

@@ -61,6 +61,19 @@ export interface DeviceTensor {
    * of its allocation and the offset there, with which a third process opens it in place.
    */
   readonly ipc?: { readonly handle: Uint8Array; readonly offset: number };
+  /**
+   * Deferred completion (issue 50): the CUDA IPC handle (64 bytes) of an event recorded after the
+   * GPU work that writes these bytes, where that work may still run. Code that reads them in place
+   * (`pointer`, `ipc`) waits for it first; `toHost` and `copyTo` wait by themselves.
+   */
+  readonly event?: Uint8Array;
+  /**
+   * Memory another process owns that may be read by GPU work still running after its request is
+   * answered (a deferred batch): the memory is given back only once `done` settles. Absent where
+   * the owner may reuse it as soon as the request ends (a client's region): no batch reading it
+   * is deferred.
+   */
+  settleAfter?(done: Promise<unknown>): void;
   /** The bytes on the host: one device-to-host copy, made once (later calls share it). */
   toHost(): Promise<Uint8Array>;
   /**

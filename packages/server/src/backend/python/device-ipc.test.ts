@@ -42,8 +42,17 @@ function fakeApi() {
       log.push(`export ${pointer.toString(16)}`);
       return { handle: new Uint8Array(64).fill(Number((pointer >> 20n) & 0xffn)), offset: Number(pointer & 0xfffffn) };
     },
+    // The event fires when the test says (`fire`), as the writer's GPU work would end.
+    waitCudaIpcEvent: (handle) => {
+      log.push(`wait event ${handle[0]}`);
+      return new Promise<void>((resolve) => fired.push(resolve));
+    },
   };
-  return { api: async () => api, log };
+  const fired: (() => void)[] = [];
+  const fire = () => {
+    for (const resolve of fired.splice(0)) resolve();
+  };
+  return { api: async () => api, log, fire };
 }
 
 const region = (released: string[]): DeviceTensor => ({
@@ -241,6 +250,9 @@ describe("DeviceIpc", () => {
       exportCudaIpcHandle: async () => {
         throw new Error("no");
       },
+      waitCudaIpcEvent: async () => {
+        throw new Error("no");
+      },
     }));
     const given: number[] = [];
     const handle = Buffer.alloc(64, 1).toString("base64");
@@ -318,5 +330,83 @@ describe("DeviceIpc", () => {
     expect(released).toEqual(["region"]);
     expect(log).toEqual(["open 9", "close open 9"]);
     await expect(ipc.lend(region(released))).rejects.toThrow("the Python stub has gone");
+  });
+
+  it("waits for a stub tensor's event before reading it on the host and hands the event on with it", async () => {
+    const { api, log, fire } = fakeApi();
+    const ipc = new DeviceIpc("m", api);
+    const given: number[] = [];
+    const event = Buffer.alloc(64, 9).toString("base64");
+    const wire = {
+      handle: Buffer.alloc(64, 5).toString("base64"),
+      offset: 0,
+      deviceId: 0,
+      byteSize: 16,
+      key: 4,
+      event,
+    };
+    const mapped = await ipc.map(wire, (key) => given.push(key));
+    expect(mapped.event).toEqual(new Uint8Array(64).fill(9));
+    let read = false;
+    const host = mapped.toHost().then(() => {
+      read = true;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(log).toContain("wait event 9");
+    expect(read).toBe(false); // the stub's GPU work may still be writing it
+    fire();
+    await host;
+    expect(read).toBe(true);
+    // Lent on to another stub by its handle: the event goes along.
+    const other = new DeviceIpc("n", api);
+    const lent = await other.share(mapped, () => {});
+    expect(lent?.event).toBe(event);
+    mapped.release();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(given).toEqual([4]);
+  });
+
+  it("gives a stub tensor back only once every deferred batch reading it has ended", async () => {
+    const { api } = fakeApi();
+    const ipc = new DeviceIpc("m", api);
+    const given: number[] = [];
+    const wire = { handle: Buffer.alloc(64, 6).toString("base64"), offset: 0, deviceId: 0, byteSize: 16, key: 8 };
+    const mapped = await ipc.map(wire, (key) => given.push(key));
+    let end = () => {};
+    mapped.settleAfter?.(new Promise<void>((resolve) => (end = resolve)));
+    mapped.release();
+    mapped.release();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(given).toEqual([]); // the batch's GPU work still reads it
+    end();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(given).toEqual([8]);
+  });
+
+  it("refuses an event handle that is not 64 bytes and gives the tensor back", async () => {
+    const { api } = fakeApi();
+    const ipc = new DeviceIpc("m", api);
+    const given: number[] = [];
+    const wire = { handle: Buffer.alloc(64, 6).toString("base64"), offset: 0, deviceId: 0, byteSize: 16, key: 9 };
+    await expect(ipc.map({ ...wire, event: "AAAA" }, (key) => given.push(key))).rejects.toThrow(
+      "a CUDA IPC event handle must be 64 bytes (base64)",
+    );
+    expect(given).toEqual([9]);
+  });
+
+  it("lends a deferred libtorch output with its batch's event", async () => {
+    const { api } = fakeApi();
+    const ipc = new DeviceIpc("m", api);
+    const kept: DeviceTensor = {
+      kind: "pytorch",
+      deviceId: 0,
+      byteSize: 16,
+      pointer: 0x7010_0000n,
+      event: new Uint8Array(64).fill(4),
+      toHost: async () => new Uint8Array(16),
+      release: () => {},
+    };
+    const lent = await ipc.share(kept);
+    expect(lent?.event).toBe(Buffer.alloc(64, 4).toString("base64"));
   });
 });

@@ -17,6 +17,8 @@ export interface CudaIpcApi {
   allocateCudaMemory(byteSize: number, device: number): Promise<CudaMemory>;
   openCudaIpcHandle(handle: Uint8Array, device: number): Promise<CudaMemory>;
   exportCudaIpcHandle(pointer: bigint, device: number): Promise<{ handle: Uint8Array; offset: number }>;
+  /** Settles once another process's event (its 64-byte IPC handle) has fired. */
+  waitCudaIpcEvent(handle: Uint8Array, device: number): Promise<void>;
 }
 
 const nativeApi = async (): Promise<CudaIpcApi> => {
@@ -25,6 +27,7 @@ const nativeApi = async (): Promise<CudaIpcApi> => {
     allocateCudaMemory: native.allocateCudaMemory,
     openCudaIpcHandle: native.openCudaIpcHandle,
     exportCudaIpcHandle: native.exportCudaIpcHandle,
+    waitCudaIpcEvent: native.waitCudaIpcEvent,
   };
 };
 
@@ -115,6 +118,8 @@ export class DeviceIpc {
       deviceId: device.deviceId,
       byteSize: device.byteSize,
       key,
+      // A deferred batch's output: the stub's stream waits for the batch's event before reading.
+      ...(device.event ? { event: Buffer.from(device.event).toString("base64") } : {}),
     };
   }
 
@@ -194,7 +199,14 @@ export class DeviceIpc {
    * A tensor over one of our own loans (`wire.server`) keeps that loan until it is released.
    */
   async map(wire: IpcTensor, giveBack: (key: number) => void): Promise<DeviceTensor> {
-    if (wire.server) return this.#mapLoan(wire);
+    let event: Uint8Array | undefined;
+    try {
+      event = eventOf(wire);
+    } catch (error) {
+      if (!wire.server) giveBack(wire.key);
+      throw error;
+    }
+    if (wire.server) return this.#mapLoan(wire, event);
     const id = `${wire.deviceId}:${wire.handle}`;
     let memory: CudaMemory;
     try {
@@ -203,37 +215,54 @@ export class DeviceIpc {
       giveBack(wire.key);
       throw error;
     }
+    const written = this.#written(event, wire.deviceId);
     let host: Promise<Uint8Array> | undefined;
-    let released = false;
+    const settle = new Settle();
     return {
       kind: "region",
       deviceId: wire.deviceId,
       byteSize: wire.byteSize,
       pointer: memory.pointer + BigInt(wire.offset),
       ipc: { handle: new Uint8Array(Buffer.from(wire.handle, "base64")), offset: wire.offset },
+      ...(event ? { event } : {}),
       toHost: () => {
-        host ??= memory.read(wire.offset, wire.byteSize).then((bytes) => {
-          hostTransfers.record(this.#model, { deviceToHost: wire.byteSize });
-          return bytes;
-        });
+        host ??= written()
+          .then(() => memory.read(wire.offset, wire.byteSize))
+          .then((bytes) => {
+            hostTransfers.record(this.#model, { deviceToHost: wire.byteSize });
+            return bytes;
+          });
+        settle.add(host);
         return host;
       },
-      copyTo: (target, room, deviceId) => memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room), deviceId),
-      release: () => {
-        if (released) return;
-        released = true;
-        const done = () => {
+      copyTo: (target, room, deviceId) => {
+        const copied = written().then(() =>
+          memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room), deviceId),
+        );
+        settle.add(copied);
+        return copied;
+      },
+      settleAfter: (done) => settle.add(done),
+      release: () =>
+        settle.end(() => {
           this.#close(id);
           giveBack(wire.key);
-        };
-        if (host) void host.then(done, done);
-        else done();
-      },
+        }),
+    };
+  }
+
+  /** A wait for the writer's event before the host reads or copies its bytes (none: at once). */
+  #written(event: Uint8Array | undefined, deviceId: number): () => Promise<void> {
+    if (!event) return () => Promise.resolve();
+    let waited: Promise<void> | undefined;
+    return () => {
+      waited ??= this.#api().then((api) => api.waitCudaIpcEvent(event, deviceId));
+      return waited;
     };
   }
 
   /** One of our own loans sent back (a model returning its input): held until released. */
-  #mapLoan(wire: IpcTensor): DeviceTensor {
+  #mapLoan(wire: IpcTensor, event: Uint8Array | undefined): DeviceTensor {
     const loan = this.#lent.get(wire.key);
     if (!loan) throw new Error(`the Python stub returned device memory ${wire.key} the server does not hold`);
     loan.refs++;
@@ -241,9 +270,11 @@ export class DeviceIpc {
     const delta = wire.offset - loan.offset;
     // The lent tensor itself (not a view of part of it): its own device copy serves.
     const whole = delta === 0 && wire.byteSize === loan.device.byteSize;
+    const written = this.#written(event, wire.deviceId);
     let host: Promise<Uint8Array> | undefined;
-    let released = false;
+    const settle = new Settle();
     const read = async (): Promise<Uint8Array> => {
+      await written();
       if (!memory) {
         // Another process's memory lent as it was: the whole tensor comes back, or a part of it.
         const whole = await loan.device.toHost();
@@ -260,34 +291,36 @@ export class DeviceIpc {
         : undefined;
     const handle = memory?.ipcHandle ?? loan.handle;
     const ipc = handle ? { handle, offset: wire.offset } : undefined;
+    const copy = (run: () => Promise<void>): Promise<void> => {
+      const copied = written().then(run);
+      settle.add(copied);
+      return copied;
+    };
     return {
       kind: "region",
       deviceId: wire.deviceId,
       byteSize: wire.byteSize,
       ...(pointer !== undefined ? { pointer } : {}),
       ...(ipc ? { ipc } : {}),
+      ...(event ? { event } : {}),
       toHost: () => {
         host ??= read();
+        settle.add(host);
         return host;
       },
       ...(memory
         ? {
             copyTo: (target: bigint, room: number, deviceId?: number) =>
-              memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room), deviceId),
+              copy(() => memory.copyTo(wire.offset, target, Math.min(wire.byteSize, room), deviceId)),
           }
         : whole && loan.device.copyTo
           ? {
               copyTo: (target: bigint, room: number, deviceId?: number) =>
-                loan.device.copyTo?.(target, room, deviceId) ?? Promise.resolve(),
+                copy(() => loan.device.copyTo?.(target, room, deviceId) ?? Promise.resolve()),
             }
           : {}),
-      release: () => {
-        if (released) return;
-        released = true;
-        const end = () => this.drop([wire.key]);
-        if (host) void host.then(end, end);
-        else end();
-      },
+      settleAfter: (done) => settle.add(done),
+      release: () => settle.end(() => this.drop([wire.key])),
     };
   }
 
@@ -339,5 +372,33 @@ export class DeviceIpc {
         () => {},
       );
     this.#opened.clear();
+  }
+}
+
+/** The writer's event of a lent tensor, checked: 64 bytes of base64, or none. */
+function eventOf(wire: IpcTensor): Uint8Array | undefined {
+  if (wire.event === undefined) return undefined;
+  const bytes = typeof wire.event === "string" ? Buffer.from(wire.event, "base64") : undefined;
+  if (bytes?.byteLength !== 64) throw new Error("a CUDA IPC event handle must be 64 bytes (base64)");
+  return new Uint8Array(bytes);
+}
+
+/**
+ * What must end before lent memory is given back: its host copy, device copies from it, deferred
+ * batches reading it in place. `end` runs `release` once, after all of them (settled either way).
+ */
+class Settle {
+  #pending: Promise<unknown>[] = [];
+  #ended = false;
+
+  add(done: Promise<unknown>): void {
+    this.#pending.push(done);
+  }
+
+  end(release: () => void): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    if (this.#pending.length === 0) release();
+    else void Promise.allSettled(this.#pending).then(release);
   }
 }

@@ -30,6 +30,7 @@ export interface ShmTensor {
  * (64 bytes, base64) and the tensor's place in it. `key` is the lender's: the borrower gives it
  * back (`ipc-drop` to the server, `ipc-release` to the stub) once it no longer uses the memory.
  * `server` (from the stub only): the memory is the server's own loan `key`, returned as it came.
+ * `event`: the bytes are complete only once it fires.
  */
 export interface IpcTensor {
   handle: string;
@@ -38,6 +39,12 @@ export interface IpcTensor {
   byteSize: number;
   key: number;
   server?: 1;
+  /**
+   * The CUDA IPC handle (64 bytes, base64) of an event the lender recorded after the work that
+   * writes the memory (deferred completion): the borrower's GPU work waits for it, and its host
+   * waits for it before copying the bytes.
+   */
+  event?: string;
 }
 
 export interface PyRequest {

@@ -101,6 +101,7 @@ export class TorchBatches {
       return failed(requests, error as Error, now() - start);
     }
     const resident = this.#resident(requests);
+    const defer = resident.length > 0 && deferrable(requests);
     const shapes = this.#graphs ? batchShapes(requests, this.#batching) : undefined;
     const inputDone = now();
     let result: TorchExecution;
@@ -109,6 +110,7 @@ export class TorchBatches {
         inputs: args as TorchWireInput[],
         ...(resident.length > 0 ? { resident } : {}),
         ...(shapes && this.#graphs?.allows(shapes) ? { graph: true } : {}),
+        ...(defer ? { defer: true } : {}),
       });
       if ("error" in answer) throw new InferenceError("TORCH_EXECUTE_FAILED", { message: answer.error });
       result = answer;
@@ -125,6 +127,7 @@ export class TorchBatches {
     }
     const returned = result.outputs;
     const inferDone = now();
+    settleInputsAfter(requests, returned);
     const model = this.#config.name;
     const perRequest: Tensor[][] = requests.map(() => []);
     try {
@@ -193,6 +196,35 @@ export class TorchBatches {
   }
 }
 
+/**
+ * Whether the batch may be answered before its GPU work ends (deferred completion, issue 50): every
+ * input on a device is a kept tensor (its memory goes back to libtorch only after this batch's
+ * stream) or memory whose owner waits for the batch before reusing it (`settleAfter`: a Python
+ * stub's tensor). A client's CUDA region may be rewritten as soon as its request is answered: a
+ * batch reading one is synchronised.
+ */
+function deferrable(requests: readonly InferenceRequest[]): boolean {
+  return requests.every((r) =>
+    r.inputs.every((t) => !t.device || t.device.kind === "pytorch" || t.device.settleAfter !== undefined),
+  );
+}
+
+/** A deferred batch's inputs of other processes are given back once its GPU work has ended. */
+function settleInputsAfter(requests: readonly InferenceRequest[], returned: readonly TorchWireOutput[]): void {
+  let ready: TorchKeptTensor | undefined;
+  for (const output of returned) if (output.data === undefined && output.tensor.readyEvent) ready ??= output.tensor;
+  const whenReady = ready?.whenReady?.bind(ready);
+  if (!whenReady) return;
+  let done: Promise<void> | undefined;
+  for (const request of requests) {
+    for (const input of request.inputs) {
+      if (!input.device?.settleAfter) continue;
+      done ??= whenReady().catch(() => {});
+      input.device.settleAfter(done);
+    }
+  }
+}
+
 /** A returned tensor as an output, with the config's shape where the output is reshaped. */
 function outputTensor(
   name: string,
@@ -222,6 +254,7 @@ function keptTensor(handle: TorchKeptTensor, model: string): DeviceTensor {
     handle,
     // Where it is in this process: another process (a Python stub) maps libtorch's allocation.
     ...(handle.pointer !== null && handle.pointer !== undefined ? { pointer: handle.pointer } : {}),
+    ...(handle.readyEvent ? { event: handle.readyEvent } : {}),
     toHost() {
       host ??= handle.toHost().then((data) => {
         hostTransfers.record(model, { deviceToHost: data.byteLength });
@@ -281,6 +314,7 @@ function deviceArgument(
         pointer: device.pointer,
         deviceId: device.deviceId,
         byteLength: device.byteSize,
+        ...(device.event ? { event: device.event } : {}),
       };
     }
     if (device?.kind === "pytorch") {

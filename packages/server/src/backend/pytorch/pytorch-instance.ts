@@ -23,7 +23,7 @@ export interface TorchAddon {
     metadata?: Readonly<Record<string, string>>;
     execute(
       inputs: readonly TorchWireInput[],
-      options?: { resident?: readonly number[]; graph?: boolean },
+      options?: { resident?: readonly number[]; graph?: boolean; defer?: boolean },
     ): Promise<TorchExecution>;
     close(): Promise<void>;
     /** Its number among the process's open modules (see `torchDirect` of the addon). */
@@ -81,6 +81,7 @@ function torchNative(torch: TorchAddon): TorchNative {
         const options = {
           ...(batch.resident ? { resident: batch.resident } : {}),
           ...(batch.graph ? { graph: true } : {}),
+          ...(batch.defer ? { defer: true } : {}),
         };
         return await model.execute(batch.inputs, options);
       } catch (error) {

@@ -19,6 +19,10 @@ export interface TorchKeptTensor {
   readonly datatype: string;
   readonly shape: number[];
   readonly disposed: boolean;
+  /** A deferred batch's output: the CUDA IPC handle of the event after which its bytes are complete (addon ABI 8). */
+  readonly readyEvent?: Uint8Array | null;
+  /** Settles once its bytes are complete (addon ABI 8). */
+  whenReady?(): Promise<void>;
   narrow(start: number, length: number): TorchKeptTensor;
   toHost(): Promise<Uint8Array>;
   /** One device-to-device copy to `pointer` on its GPU, or on GPU `deviceId` (addon ABI 7). */
@@ -32,7 +36,7 @@ export interface TorchKeptTensor {
  */
 export type TorchWireInput =
   | TorchWireTensor
-  | { datatype: string; shape: number[]; pointer: bigint; deviceId: number; byteLength: number }
+  | { datatype: string; shape: number[]; pointer: bigint; deviceId: number; byteLength: number; event?: Uint8Array }
   | { datatype: string; shape: number[]; tensor: TorchKeptTensor }
   | { datatype: string; shape: number[]; parts: TorchWireInput[] };
 
@@ -75,7 +79,7 @@ export interface TorchProtocol {
   init: { path: string; settings: TorchInstanceSettings };
   info: ForwardSignature;
   /** forward's arguments, in order, and the returned positions to keep on the device. */
-  batch: { inputs: TorchWireInput[]; resident?: number[]; graph?: boolean };
+  batch: { inputs: TorchWireInput[]; resident?: number[]; graph?: boolean; defer?: boolean };
   /** The returned tensors in order, or libtorch's error. */
   result: TorchExecution | { error: string };
   response: never;
