@@ -12,9 +12,10 @@
 //   1. the final latents equal the plain-Python loop's (bytes; else within a tolerance, said why);
 //   2. host bytes per step (the server's host-transfer counters around one request, / 20): 0, for
 //      the denoiser and for ddim_loop; the final latents' one copy to the client is apart;
-//   3. step time: model.py's own per-step time (CUDA synchronised, as the baseline's) and the
-//      client's time per request / 20, each within 1.1× of the plain-Python loop's per-step time
-//      (medians over --reps requests after --warmup);
+//   3. step time: model.py's loop time / 20 (no synchronisation between steps, one at the end, as
+//      the baseline's: the next step is queued while the GPU runs this one) and the client's time
+//      per request / 20, each within 1.1× of the plain-Python loop's per-step time (medians over
+//      --reps requests after --warmup);
 //   4. GPU memory (nvidia-smi) flat over --requests requests (64 MiB).
 // Also reported: each BLS call's time in exec() and in mapping its output in model.py, and the
 // denoiser's own statistics a call (compute_infer: what libtorch took in the server), so that a step's
@@ -26,7 +27,8 @@
 //
 // Options: --out=DIR (python-ddim.json, logs), --python=python3, --gpu=0, --batches=1,4,
 // --hold-cpu-latency (/dev/cpu_dma_latency held at 0 for the run: no deep C-states; needs root),
-// --width=128 and --depth=8 (the denoiser: 4 → W → 2W, depth blocks at 2W, → W → 4), --warmup=3,
+// --width=128 and --depth=8 (the denoiser: 4 → W → 2W, depth blocks at 2W, → W → 4), --graphs (the
+// denoiser as CUDA graphs on both sides: optimization.cuda.graphs, torch.cuda.CUDAGraph), --warmup=3,
 // --reps=10, --requests=50, --tolerance=0.01 (when the bytes differ, the max |Δ| accepted, as a
 // fraction of the plain-Python result's max |x|; 0: the bytes must be equal), --device=cpu (a check
 // of this script on a machine without CUDA: CPU models, B = 1, a small denoiser in FP32 inside,
@@ -87,17 +89,19 @@ class DDIM:
 
 
 def ddim_loop(scheduler, latents, denoise, timesteps_on_device, sync):
-    """The pipeline's loop: denoise(latents, t) then scheduler.step, timed per step (ms, after sync())."""
-    times = []
+    """The pipeline's loop: denoise(latents, t) then scheduler.step, as a pipeline runs it (no
+    synchronisation between steps: the next step is queued while the GPU runs this one). Returns
+    the latents and each step's share of the loop's time (ms, one sync() at the end)."""
+    start = time.perf_counter()
     with torch.no_grad():
         latents = latents * scheduler.init_noise_sigma
-        for i, t in enumerate(scheduler.timesteps.tolist()):
-            start = time.perf_counter()
+        steps = scheduler.timesteps.tolist()
+        for i, t in enumerate(steps):
             noise_pred = denoise(latents, timesteps_on_device[i : i + 1])
             latents = scheduler.step(noise_pred, t, latents)
-            sync()
-            times.append((time.perf_counter() - start) * 1000.0)
-    return latents, times
+    sync()
+    per_step = (time.perf_counter() - start) * 1000.0 / len(steps)
+    return latents, [per_step] * len(steps)
 `;
 
 // The denoiser (saved as TorchScript), the noise, and the loop in plain Python in this process.
@@ -107,8 +111,8 @@ import torch
 import torch.nn.functional as F
 ${SCHEDULER}
 
-repo, out, device, width, depth, batches, warmup, reps, steps = sys.argv[1:10]
-width, depth, warmup, reps, steps = int(width), int(depth), int(warmup), int(reps), int(steps)
+repo, out, device, width, depth, batches, warmup, reps, steps, graphs = sys.argv[1:11]
+width, depth, warmup, reps, steps, graphs = int(width), int(depth), int(warmup), int(reps), int(steps), graphs == "1"
 batches = [int(b) for b in batches.split(",")]
 cuda = device != "cpu"
 device = torch.device(device)
@@ -182,10 +186,39 @@ torch.jit.save(torch.jit.script(model), path)
 module = torch.jit.load(path, map_location=device).eval()
 
 
-def denoiser(latents, timestep):
+def eager(latents, timestep):
     # As Galley's libtorch backend runs it (INFERENCE_MODE true, no grad).
     with torch.inference_mode():
         return module(latents, timestep)
+
+
+captured = {}
+
+
+def graphed(latents, timestep):
+    # The denoiser as a CUDA graph per batch size (--graphs), as Galley's optimization.cuda.graphs
+    # runs it: inputs copied into the graph's own, the output read before the next replay.
+    key = tuple(latents.shape)
+    if key not in captured:
+        x, t = latents.clone(), timestep.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.inference_mode():
+            for _ in range(3):
+                module(x, t)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph), torch.inference_mode():
+            y = module(x, t)
+        captured[key] = (graph, x, t, y)
+    graph, x, t, y = captured[key]
+    x.copy_(latents)
+    t.copy_(timestep)
+    graph.replay()
+    return y
+
+
+denoiser = graphed if graphs and cuda else eager
 
 
 scheduler = DDIM(steps)
@@ -375,13 +408,14 @@ function run(command, args, logFile) {
 const tensor = (name, type, dims) => `{ name: "${name}" data_type: ${type} dims: [ ${dims.join(", ")} ] }`;
 const latentDims = [-1, ...SHAPE];
 
-function writeModels(repo, gpu, cpu) {
+function writeModels(repo, gpu, cpu, graphs) {
   const group = `instance_group [ { count: 1 kind: ${cpu ? "KIND_CPU" : `KIND_GPU gpus: [ ${gpu} ]`} } ]\n`;
   writeFileSync(
     join(repo, "denoiser", "config.pbtxt"),
     `name: "denoiser"\nplatform: "pytorch_libtorch"\nmax_batch_size: 0\n` +
       `input [ ${tensor("LATENTS__0", "TYPE_FP16", latentDims)}, ${tensor("TIMESTEP__1", "TYPE_INT64", [1])} ]\n` +
-      `output [ ${tensor("NOISE_PRED__0", "TYPE_FP16", latentDims)} ]\n${group}`,
+      `output [ ${tensor("NOISE_PRED__0", "TYPE_FP16", latentDims)} ]\n${group}` +
+      (graphs ? "optimization { cuda { graphs: true } }\n" : ""),
   );
   mkdirSync(join(repo, "ddim_loop", "1"), { recursive: true });
   writeFileSync(join(repo, "ddim_loop", "1", "model.py"), MODEL_PY);
@@ -467,6 +501,9 @@ async function main() {
   const reps = Number(arg("reps", cpu ? "2" : "10"));
   const requests = Number(arg("requests", cpu ? "2" : "50"));
   const tolerance = Number(arg("tolerance", "0.01"));
+  // --graphs: the denoiser as CUDA graphs on both sides (Galley's optimization.cuda.graphs, a
+  // torch.cuda.CUDAGraph per batch size in plain Python): its kernel launches off the CPU path.
+  const graphs = process.argv.includes("--graphs") && !cpu;
   mkdirSync(out, { recursive: true });
   // --hold-cpu-latency: hold /dev/cpu_dma_latency at 0 µs for the whole run (baseline too), as
   // tuned's latency profiles do: no deep C-states, so a sleeping thread wakes in a few µs. Tells
@@ -494,6 +531,7 @@ async function main() {
       requests,
       steps: STEPS,
       device: cpu ? "cpu" : "cuda",
+      graphs,
       heldLatency,
     },
   };
@@ -506,7 +544,7 @@ async function main() {
   const device = cpu ? "cpu" : `cuda:${gpu}`;
   const lines = await run(
     python,
-    [script, repo, out, device, `${width}`, `${depth}`, batches.join(","), `${warmup}`, `${reps}`, `${STEPS}`],
+    [script, repo, out, device, `${width}`, `${depth}`, batches.join(","), `${warmup}`, `${reps}`, `${STEPS}`, graphs ? "1" : "0"],
     join(out, "baseline.log"),
   );
   for (const line of lines) if (line.startsWith("plain Python") || line.startsWith("driver calls")) console.log(line);
@@ -525,7 +563,7 @@ async function main() {
     );
   }
 
-  writeModels(repo, gpu, cpu);
+  writeModels(repo, gpu, cpu, graphs);
   // The server traces (Triton's trace file, timestamps) only the few requests the profile asks for.
   const traceFile = join(out, "trace.json");
   const server = await forkServer(repo, python, { env: { ...process.env, GALLEY_CHECK_TRACE_FILE: traceFile } });
