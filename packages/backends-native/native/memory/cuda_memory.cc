@@ -381,6 +381,19 @@ int DeviceArgument(Napi::Env env, const Napi::Value& value) {
   return static_cast<int>(number);
 }
 
+// A 64-byte CUDA IPC handle (memory or event) from a typed array; `what` names it in the error.
+template <typename Handle>
+Handle HandleArgument(Napi::Env env, const Napi::TypedArray& bytes, const char* what) {
+  Handle handle{};
+  if (bytes.ByteLength() != sizeof(handle.reserved)) {
+    throw Napi::RangeError::New(env, std::string(what) + " is " + std::to_string(sizeof(handle.reserved)) +
+                                         " bytes, got " + std::to_string(bytes.ByteLength()));
+  }
+  std::memcpy(handle.reserved, static_cast<const uint8_t*>(bytes.ArrayBuffer().Data()) + bytes.ByteOffset(),
+              sizeof(handle.reserved));
+  return handle;
+}
+
 Memory OpenMemory(Napi::Env env, const std::shared_ptr<Slot>& slot) {
   if (!slot->memory || slot->memory->pointer == 0) throw Napi::Error::New(env, "the CUDA memory is closed");
   return slot->memory;
@@ -538,14 +551,7 @@ Napi::Value CudaWaitEvent(const Napi::CallbackInfo& info) {
   if (info.Length() < 2 || !info[0].IsTypedArray()) {
     throw Napi::TypeError::New(env, "cudaWaitEvent(handle: Uint8Array, device: number)");
   }
-  Napi::TypedArray bytes = info[0].As<Napi::TypedArray>();
-  CUipcEventHandle handle{};
-  if (bytes.ByteLength() != sizeof(handle.reserved)) {
-    throw Napi::RangeError::New(env, "a CUDA IPC event handle is " + std::to_string(sizeof(handle.reserved)) +
-                                         " bytes, got " + std::to_string(bytes.ByteLength()));
-  }
-  std::memcpy(handle.reserved, static_cast<const uint8_t*>(bytes.ArrayBuffer().Data()) + bytes.ByteOffset(),
-              sizeof(handle.reserved));
+  auto handle = HandleArgument<CUipcEventHandle>(env, info[0].As<Napi::TypedArray>(), "a CUDA IPC event handle");
   int device = DeviceArgument(env, info[1]);
   auto* worker = new WaitEventWorker(env, device, handle);
   Napi::Promise promise = worker->Promise();
@@ -558,14 +564,7 @@ Napi::Value CudaIpcOpen(const Napi::CallbackInfo& info) {
   if (info.Length() < 2 || !info[0].IsTypedArray()) {
     throw Napi::TypeError::New(env, "cudaIpcOpen(handle: Uint8Array, device: number)");
   }
-  Napi::TypedArray bytes = info[0].As<Napi::TypedArray>();
-  CUipcMemHandle handle{};
-  if (bytes.ByteLength() != sizeof(handle.reserved)) {
-    throw Napi::RangeError::New(env, "a CUDA IPC handle is " + std::to_string(sizeof(handle.reserved)) +
-                                         " bytes, got " + std::to_string(bytes.ByteLength()));
-  }
-  std::memcpy(handle.reserved, static_cast<const uint8_t*>(bytes.ArrayBuffer().Data()) + bytes.ByteOffset(),
-              sizeof(handle.reserved));
+  auto handle = HandleArgument<CUipcMemHandle>(env, info[0].As<Napi::TypedArray>(), "a CUDA IPC handle");
   int device = DeviceArgument(env, info[1]);
   auto* worker = new AcquireWorker(env, false, device, 0, handle);
   Napi::Promise promise = worker->Promise();
