@@ -152,10 +152,13 @@ async function follow(id, signal) {
           } else if (name === "preview") {
             showStatus({ status: "in_progress", progress: event.progress });
             // A preview may be gone when it is fetched (the video cancelled or expired meanwhile):
-            // the stream says what comes next.
-            await showPreview(id, signal).catch((error) => {
-              if (signal.aborted) throw error;
-            });
+            // the stream says what comes next. None is fetched once Cancel was clicked: the
+            // previews still queued in the stream are of a video that is going.
+            if (!(watching.id === id && watching.cancelled)) {
+              await showPreview(id, signal).catch((error) => {
+                if (signal.aborted) throw error;
+              });
+            }
           }
         }
       }
@@ -243,6 +246,7 @@ async function refresh(more = false) {
 
 async function cancel(id, running) {
   if (!running && !confirm("Delete this video and its files?")) return;
+  if (running && watching.id === id) watching.cancelled = true;
   try {
     const answer = await (await api("DELETE", `/v1/videos/${id}`)).json();
     if (running && watching.id === id && answer.status) showStatus(answer);
