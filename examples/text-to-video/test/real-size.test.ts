@@ -240,6 +240,35 @@ describe("real-benchmark.py on the small models", () => {
   }, 300_000);
 });
 
+describe("real-benchmark.py's --variants", () => {
+  it("refuses a variant it does not know before it generates anything", async () => {
+    const out = mkdtempSync(join(tmpdir(), "galley-t2v-variants-"));
+    try {
+      const failed = await run(
+        python,
+        [
+          join(SCRIPTS, "real-benchmark.py"),
+          "--small",
+          "--repo",
+          join(out, "repo"),
+          "--out",
+          out,
+          "--variants",
+          "ii,v",
+        ],
+        { timeout: 60_000 },
+      ).then(
+        () => "",
+        (error: Error) => error.message,
+      );
+      expect(failed).toContain("--variants: a comma-separated list of i, ii, iii, iv, not 'ii,v'");
+      expect(existsSync(join(out, "repo"))).toBe(false);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("real-benchmark.py's GPU samples per user count", () => {
   it("reads nvidia-smi's stamped samples and averages those inside a row's windows", async () => {
     const script = [
