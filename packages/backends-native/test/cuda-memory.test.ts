@@ -7,9 +7,9 @@ import {
   allocateCudaMemory,
   CUDA_IPC_HANDLE_BYTES,
   exportCudaIpcHandle,
-  waitCudaIpcEvent,
   loadBinding,
   openCudaIpcHandle,
+  waitCudaIpcEvent,
 } from "../src/index.js";
 
 const gpuMachine = existsSync("/dev/nvidiactl") && existsSync("/dev/nvidia0");
@@ -63,7 +63,9 @@ describe("CUDA memory: argument checks (before the driver is touched)", () => {
     await expect(waitCudaIpcEvent(new Uint8Array(12), 0)).rejects.toThrow(
       "Unable to wait for a CUDA event on device 0: a CUDA IPC event handle is a 64-byte Uint8Array",
     );
-    await expect(waitCudaIpcEvent(new Uint8Array(64), 1.5)).rejects.toThrow(/the device must be a non-negative integer/);
+    await expect(waitCudaIpcEvent(new Uint8Array(64), 1.5)).rejects.toThrow(
+      /the device must be a non-negative integer/,
+    );
   });
 });
 

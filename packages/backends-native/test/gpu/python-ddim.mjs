@@ -544,7 +544,19 @@ async function main() {
   const device = cpu ? "cpu" : `cuda:${gpu}`;
   const lines = await run(
     python,
-    [script, repo, out, device, `${width}`, `${depth}`, batches.join(","), `${warmup}`, `${reps}`, `${STEPS}`, graphs ? "1" : "0"],
+    [
+      script,
+      repo,
+      out,
+      device,
+      `${width}`,
+      `${depth}`,
+      batches.join(","),
+      `${warmup}`,
+      `${reps}`,
+      `${STEPS}`,
+      graphs ? "1" : "0",
+    ],
     join(out, "baseline.log"),
   );
   for (const line of lines) if (line.startsWith("plain Python") || line.startsWith("driver calls")) console.log(line);
