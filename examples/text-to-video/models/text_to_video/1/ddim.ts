@@ -35,13 +35,15 @@ export function ddimStep(
 ): { next: Float32Array<ArrayBuffer>; x0: Float32Array<ArrayBuffer> } {
   const a = ALPHA_BAR[t] as number;
   const aPrev = prev >= 0 ? (ALPHA_BAR[prev] as number) : 1;
+  const [noiseScale, signal] = [Math.sqrt(1 - a), Math.sqrt(a)];
+  const [keep, renoise] = [Math.sqrt(aPrev), Math.sqrt(1 - aPrev)];
   const next = new Float32Array(latent.length);
   const x0 = new Float32Array(latent.length);
   for (let i = 0; i < latent.length; i++) {
     const e = eps[i] ?? 0;
-    const clean = Math.min(1.5, Math.max(-1.5, ((latent[i] ?? 0) - Math.sqrt(1 - a) * e) / Math.sqrt(a)));
+    const clean = Math.min(1.5, Math.max(-1.5, ((latent[i] ?? 0) - noiseScale * e) / signal));
     x0[i] = clean;
-    next[i] = Math.sqrt(aPrev) * clean + Math.sqrt(1 - aPrev) * e;
+    next[i] = keep * clean + renoise * e;
   }
   return { next, x0 };
 }
