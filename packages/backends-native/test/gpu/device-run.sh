@@ -6,7 +6,9 @@
 #   bash packages/backends-native/test/gpu/device-run.sh
 # GALLEY_GPU_DEVICE=cpu GALLEY_GPU_SMALL=1 runs the same steps on a CPU machine (a check of this script).
 # GALLEY_GPU_STEPS picks steps (default all: "build test checks aoti pt2 t2v bench"; "pygpu", GPU tensors
-# in the Python backend, "ddim", a DDIM loop in model.py through BLS, "stubmem", the GPU memory of
+# in the Python backend, "ddim", a DDIM loop in model.py through BLS, "handoff", what crossing
+# between two processes' CUDA contexts costs a step (needs no "build"), "mps", that and "ddim"
+# --graphs under a private CUDA MPS daemon, "stubmem", the GPU memory of
 # Python stubs, "memory", the GPU memory budget and admission (issue 52), "multigpu", several GPUs in one server
 # (issue 55; on a machine of one GPU its two-GPU parts print NOT RUN), "t2vreal", the text-to-video benchmark on real-size untrained models,
 # and "videosapi", bench/videos-api.ts on the CPUs (issue 53 item 8; needs no GPU and no "build"), run only
@@ -117,6 +119,36 @@ if step ddim && [ -f "$carry/python-ddim.mjs" ]; then
     ${GALLEY_DDIM_ARGS:-} 2>&1 | tee "$out/python-ddim.log"
   ddim_status=${PIPESTATUS[0]}
   check_status=$((check_status || ddim_status))
+fi
+
+# What the GPU pays to hand a step between two processes' contexts (the floor of a model.py step
+# over the plain-Python loop's, issue 50): spin kernels, one stream / two streams / two processes.
+if step handoff; then
+  timeout "${GALLEY_HANDOFF_TIMEOUT:-180}" "$python" test/gpu/handoff.py ${GALLEY_HANDOFF_ARGS:-} 2>&1 | tee "$out/handoff.log"
+fi
+# The same crossing, and the DDIM check with the denoiser as CUDA graphs, under CUDA MPS (one GPU
+# context for every process: no switch between the server's and a stub's): a private MPS daemon
+# whose pipe directory only these commands are given, quit afterwards. Not run where the machine
+# has no nvidia-cuda-mps-control, or where the daemon does not answer.
+if step mps; then
+  if command -v nvidia-cuda-mps-control >/dev/null; then
+    mps=$(mktemp -d /tmp/galley-mps.XXXXXX)
+    export_mps() { CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log "$@"; }
+    mkdir -p "$mps/pipe" "$mps/log"
+    mps_up() { echo get_default_active_thread_percentage | export_mps timeout 10 nvidia-cuda-mps-control; }
+    export_mps nvidia-cuda-mps-control -d
+    for _ in 1 2 3 4 5 6 7 8 9 10; do mps_up && break; sleep 0.5; done
+    if mps_up; then
+      export_mps timeout "${GALLEY_HANDOFF_TIMEOUT:-180}" "$python" test/gpu/handoff.py ${GALLEY_HANDOFF_ARGS:-} 2>&1 | sed 's/^handoff:/handoff (MPS):/' | tee "$out/handoff-mps.log"
+      export_mps timeout "${GALLEY_DDIM_TIMEOUT:-300}" node "$carry/python-ddim.mjs" --device="$device" --python="$python" --out="$out/python-ddim-mps" \
+        ${GALLEY_MPS_DDIM_ARGS:---reps=8 --graphs} 2>&1 | tee "$out/python-ddim-mps.log"
+    else
+      echo "MPS: the daemon did not start or answer: $(cat "$mps"/log/*.log 2>/dev/null | tail -5)" | tee "$out/handoff-mps.log"
+    fi
+    echo quit | export_mps timeout 10 nvidia-cuda-mps-control
+  else
+    echo "MPS: no nvidia-cuda-mps-control on this machine" | tee "$out/handoff-mps.log"
+  fi
 fi
 
 # What a Python stub costs on the GPU (issue 50 item 3): MiB per stub process for a model that never
