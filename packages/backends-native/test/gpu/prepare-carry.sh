@@ -82,6 +82,10 @@ fi
 # Scripted (JS) models in these checks: the js backend's worker entry, found beside the bundles; its
 # TypeScript models go through tsx (and its esbuild).
 bundle packages/server/src/backend/js/js-worker.ts js-worker.js
+# ...and the PyTorch backend's direct runner, which that worker imports for BLS calls marked
+# `direct` (the pipeline's denoiser steps): without it beside the bundles those calls went the
+# usual way on every GPU run before 2026-12-07 16:30.
+bundle packages/server/src/backend/pytorch/pytorch-direct.ts pytorch-direct.js
 # What the bundles load from node_modules at run time, xz-compressed (device-run.sh unpacks it into
 # $carry/node_modules): tsx and esbuild; for ONNX models, onnxruntime-node (its JS, its Linux x64
 # binding and library) and onnxruntime-common.

@@ -43,6 +43,11 @@ export interface DirectCallsOptions {
 export class DirectCalls {
   readonly #options: DirectCallsOptions;
   readonly #routes = new Map<string, Route>();
+  /**
+   * The backends' runner modules by URL, each imported once: a route is renewed every second, and
+   * a module that cannot be loaded must not cost an import (and a warning) on every call after.
+   */
+  readonly #modules = new Map<string, Promise<DirectRunnerModule | undefined>>();
 
   constructor(options: DirectCallsOptions) {
     this.#options = options;
@@ -51,13 +56,16 @@ export class DirectCalls {
   /** Remember the route the main thread sent for `request`'s model and version. */
   learn(request: BlsRequest, route: DirectRoute): void {
     const hooks: DirectRunnerHooks = { name: route.model, log: this.#options.log };
-    const runner = (import(route.target.runner) as Promise<DirectRunnerModule>).then(
-      (module) => module.createDirectRunner(route.config, route.target.spec, hooks),
-      (error: Error) => {
+    const url = route.target.runner;
+    let module = this.#modules.get(url);
+    if (!module) {
+      module = (import(url) as Promise<DirectRunnerModule>).catch((error: Error) => {
         this.#options.log.warn(`direct BLS calls to '${route.model}' are not available here: ${error.message}`);
         return undefined;
-      },
-    );
+      });
+      this.#modules.set(url, module);
+    }
+    const runner = module.then((loaded) => loaded?.createDirectRunner(route.config, route.target.spec, hooks));
     this.#routes.set(routeKey(request), { route, runner, learned: performance.now() });
   }
 
