@@ -133,19 +133,20 @@ fi
 if step mps; then
   if command -v nvidia-cuda-mps-control >/dev/null; then
     mps=$(mktemp -d /tmp/galley-mps.XXXXXX)
-    export_mps() { CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log "$@"; }
+    with_mps() { CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log "$@"; }
     mkdir -p "$mps/pipe" "$mps/log"
-    mps_up() { echo get_default_active_thread_percentage | export_mps timeout 10 nvidia-cuda-mps-control; }
-    export_mps nvidia-cuda-mps-control -d
+    mps_up() { echo get_default_active_thread_percentage | with_mps timeout 10 nvidia-cuda-mps-control; }
+    with_mps nvidia-cuda-mps-control -d
     for _ in 1 2 3 4 5 6 7 8 9 10; do mps_up && break; sleep 0.5; done
     if mps_up; then
-      export_mps timeout "${GALLEY_HANDOFF_TIMEOUT:-180}" "$python" test/gpu/handoff.py ${GALLEY_HANDOFF_ARGS:-} 2>&1 | sed 's/^handoff:/handoff (MPS):/' | tee "$out/handoff-mps.log"
-      export_mps timeout "${GALLEY_DDIM_TIMEOUT:-300}" node "$carry/python-ddim.mjs" --device="$device" --python="$python" --out="$out/python-ddim-mps" \
+      with_mps timeout "${GALLEY_HANDOFF_TIMEOUT:-180}" "$python" test/gpu/handoff.py ${GALLEY_HANDOFF_ARGS:-} 2>&1 | sed 's/^handoff:/handoff (MPS):/' | tee "$out/handoff-mps.log"
+      with_mps timeout "${GALLEY_DDIM_TIMEOUT:-300}" node "$carry/python-ddim.mjs" --device="$device" --python="$python" --out="$out/python-ddim-mps" \
         ${GALLEY_MPS_DDIM_ARGS:---reps=8 --graphs} 2>&1 | tee "$out/python-ddim-mps.log"
     else
       echo "MPS: the daemon did not start or answer: $(cat "$mps"/log/*.log 2>/dev/null | tail -5)" | tee "$out/handoff-mps.log"
     fi
-    echo quit | export_mps timeout 10 nvidia-cuda-mps-control
+    echo quit | with_mps timeout 10 nvidia-cuda-mps-control
+    rm -rf "$mps"
   else
     echo "MPS: no nvidia-cuda-mps-control on this machine" | tee "$out/handoff-mps.log"
   fi
