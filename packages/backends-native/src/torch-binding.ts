@@ -82,6 +82,13 @@ export interface RawTorchResult {
   peakBytes?: number;
 }
 
+/** Options of {@link RawTorchInstance.execute}: kept output positions, a CUDA graph, deferred completion. */
+export interface RawTorchExecuteOptions {
+  resident?: number[];
+  graph?: boolean;
+  defer?: boolean;
+}
+
 /** What {@link RawTorchInstance.load} found. */
 export interface RawTorchLoaded {
   format: "torchscript" | "aoti";
@@ -105,10 +112,7 @@ export interface RawTorchInstance {
    * a GPU batch whose outputs all stay is answered once its work is queued: its handles carry the
    * event that ends it (`readyEvent`), and inputs it read in place must not be reused before that.
    */
-  execute(
-    inputs: RawTorchInput[],
-    options?: { resident?: number[]; graph?: boolean; defer?: boolean },
-  ): Promise<RawTorchResult>;
+  execute(inputs: RawTorchInput[], options?: RawTorchExecuteOptions): Promise<RawTorchResult>;
   /** Release the module (and cached device memory), end the thread; later calls reject. */
   close(): Promise<void>;
   /** Its number among the process's open instances, for {@link RawTorchDirect.execute}. */
@@ -122,10 +126,11 @@ export interface RawTorchInstance {
  */
 export interface RawTorchDirect {
   /**
-   * As {@link RawTorchInstance.execute} (without `resident`) on the open instance numbered `id`;
-   * rejects with code `TORCH_INSTANCE_CLOSED` when there is none (closed, or never made).
+   * As {@link RawTorchInstance.execute} on the open instance numbered `id` (kept outputs are
+   * handles of this thread); rejects with code `TORCH_INSTANCE_CLOSED` when there is none (closed,
+   * or never made).
    */
-  execute(id: number, inputs: RawTorchInput[], options?: { graph?: boolean }): Promise<RawTorchResult>;
+  execute(id: number, inputs: RawTorchInput[], options?: RawTorchExecuteOptions): Promise<RawTorchResult>;
 }
 
 /** Settings of a {@link RawTorchInstance}. */

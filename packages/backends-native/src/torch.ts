@@ -2,6 +2,7 @@ import {
   loadedTorchBinding,
   loadTorchBinding,
   type RawDeviceTensor,
+  type RawTorchExecuteOptions,
   type RawTorchInput,
   type RawTorchInstance,
   type RawTorchLoaded,
@@ -118,12 +119,13 @@ export interface TorchModel {
 /** Runs models loaded by another thread of this process (see {@link torchDirect}). */
 export interface TorchDirect {
   /**
-   * {@link TorchModel.execute} (without `resident`) on the open model numbered `id`, from this
-   * thread: queued on the model's thread with its other calls, answered here. Rejects with an error
+   * {@link TorchModel.execute} on the open model numbered `id`, from this thread: queued on the
+   * model's thread with its other calls, answered here; kept outputs (`resident`) are handles of
+   * this thread, given back to models of the same device from it. Rejects with an error
    * whose `code` is `TORCH_INSTANCE_CLOSED` when no such model is open (closed, or never made);
    * calls queued before its `close()` still run.
    */
-  execute(id: number, inputs: readonly TorchInput[], options?: { graph?: boolean }): Promise<TorchResult>;
+  execute(id: number, inputs: readonly TorchInput[], options?: TorchExecuteOptions): Promise<TorchResult>;
 }
 
 let direct: TorchDirect | undefined;
@@ -141,7 +143,7 @@ export function torchDirect(): TorchDirect {
   if (!direct) {
     const raw = new (loadTorchBinding().TorchDirect)();
     direct = {
-      execute: (id, inputs, options) => raw.execute(id, [...inputs], options?.graph ? { graph: true } : undefined),
+      execute: (id, inputs, options) => raw.execute(id, [...inputs], rawOptions(options)),
     };
   }
   return direct;
@@ -247,19 +249,19 @@ export async function loadTorchModel(path: string, options: TorchModelOptions = 
     returns: info.returns,
     ...(info.callSpec ? { callSpec: info.callSpec } : {}),
     ...(info.metadata ? { metadata: info.metadata } : {}),
-    execute: (inputs, options) =>
-      instance.execute(
-        [...inputs],
-        options
-          ? {
-              ...(options.resident ? { resident: [...options.resident] } : {}),
-              ...(options.graph ? { graph: true } : {}),
-              ...(options.defer ? { defer: true } : {}),
-            }
-          : undefined,
-      ),
+    execute: (inputs, options) => instance.execute([...inputs], rawOptions(options)),
     close: () => instance.close(),
     id: instance.id,
+  };
+}
+
+/** The addon's form of execute's options (fresh arrays, only what is set). */
+function rawOptions(options: TorchExecuteOptions | undefined): RawTorchExecuteOptions | undefined {
+  if (!options) return undefined;
+  return {
+    ...(options.resident ? { resident: [...options.resident] } : {}),
+    ...(options.graph ? { graph: true } : {}),
+    ...(options.defer ? { defer: true } : {}),
   };
 }
 

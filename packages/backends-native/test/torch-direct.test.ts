@@ -76,6 +76,54 @@ describe("torchDirect", () => {
     ]);
   });
 
+  it("keeps outputs as this worker's handles (resident), which its next calls take as inputs", async () => {
+    const model = await load("add_sub.pt");
+    const { worker, result } = inWorker(
+      `async (direct, { id }, f32) => {
+        const first = await direct.execute(id, [
+          { datatype: "FP32", shape: [2], data: f32([1, 2]) },
+          { datatype: "FP32", shape: [2], data: f32([10, 20]) },
+        ], { resident: [0] });
+        const [sum, difference] = first.outputs;
+        // The kept sum back in, twice: (11, 22) + (11, 22), its bytes never in this thread.
+        const second = await direct.execute(id, [
+          { datatype: "FP32", shape: [2], tensor: sum.tensor },
+          { datatype: "FP32", shape: [2], tensor: sum.tensor.narrow(0, 2) },
+        ], { resident: [1] });
+        const host = await sum.tensor.toHost();
+        sum.tensor.dispose();
+        return {
+          kept: { deviceId: sum.tensor.deviceId, disposed: sum.tensor.disposed, hasData: "data" in sum && sum.data !== undefined },
+          sum: Array.from(new Float32Array(host.slice().buffer)),
+          difference: Array.from(new Float32Array(difference.data.slice().buffer)),
+          twice: Array.from(new Float32Array(second.outputs[0].data.slice().buffer)),
+          zero: Array.from(new Float32Array((await second.outputs[1].tensor.toHost()).slice().buffer)),
+        };
+      }`,
+      { id: model.id },
+    );
+    workers.push(worker);
+    expect(await result).toEqual({
+      ok: {
+        kept: { deviceId: -1, disposed: true, hasData: false },
+        sum: [11, 22],
+        difference: [-9, -18],
+        twice: [22, 44],
+        zero: [0, 0],
+      },
+    });
+  });
+
+  it("refuses resident positions that are no small whole numbers, as execute does", async () => {
+    const model = await load("identity.pt");
+    const input = { datatype: "FP32", shape: [1], data: f32([1]) };
+    for (const bad of [-1, 1.5, 70000]) {
+      expect(() => torchDirect().execute(model.id, [input], { resident: [bad] })).toThrow(
+        /resident output positions must be small non-negative integers/,
+      );
+    }
+  });
+
   it("refuses an id that is no open model, and one that is not an id", async () => {
     const model = await load("identity.pt");
     const id = model.id;

@@ -31,7 +31,8 @@ class TorchDeviceTensor : public Napi::ObjectWrap<TorchDeviceTensor> {
   static Napi::Function Define(Napi::Env env);
   /**
    * A handle holding `tensor` (one more reference to its storage) and `ready`, the event after
-   * which its bytes are complete (none: complete now). Main thread only.
+   * which its bytes are complete (none: complete now). On the thread of `env` (the instance's
+   * owner, or a direct caller's: `TorchDirect`).
    */
   static Napi::Object Wrap(Napi::Env env, const torch::Tensor& tensor, std::shared_ptr<ReadyEvent> ready = nullptr);
   /** The tensor behind `value`, or nullopt when it is not a live handle of this addon. */

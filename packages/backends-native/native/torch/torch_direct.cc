@@ -101,10 +101,9 @@ Napi::Value TorchDirect::Execute(const Napi::CallbackInfo& info) {
   auto deferred = Napi::Promise::Deferred::New(env);
   Napi::Promise promise = deferred.Promise();
   auto job = std::make_unique<TorchJob>(JobKind::kExecute, std::move(deferred));
-  if (info[2].IsObject()) {
-    Napi::Value graph = info[2].As<Napi::Object>().Get("graph");
-    job->graph = graph.IsBoolean() && graph.As<Napi::Boolean>().Value();
-  }
+  // Kept outputs (`resident`) become handles of this thread's environment, as the instance's own
+  // do of the main thread's; `defer` answers a GPU batch whose outputs all stay once it is queued.
+  ParseExecuteOptions(env, info[2], *job);
   job->channel = channel_;
   {
     std::lock_guard<std::mutex> lock(channel_->mutex);

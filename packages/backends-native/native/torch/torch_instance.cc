@@ -212,24 +212,27 @@ Napi::Value TorchInstance::Execute(const Napi::CallbackInfo& info) {
   for (uint32_t i = 0; i < inputs.Length(); i++) {
     job->inputs.push_back(ParseInput(env, inputs.Get(i), "input " + std::to_string(i), *job, true, settings_, device_));
   }
-  if (info[1].IsObject()) {
-    job->graph = Flag(info[1].As<Napi::Object>(), "graph", false);
-    job->defer = Flag(info[1].As<Napi::Object>(), "defer", false);
-    Napi::Value resident = info[1].As<Napi::Object>().Get("resident");
-    if (resident.IsArray()) {
-      Napi::Array positions = resident.As<Napi::Array>();
-      for (uint32_t k = 0; k < positions.Length(); k++) {
-        double position = 0;
-        // Past what forward returns is harmless: such positions are never looked at.
-        if (!Whole(positions.Get(k), &position) || position > 65535) {
-          throw Napi::RangeError::New(env, "execute: resident output positions must be small non-negative integers");
-        }
-        if (job->resident.size() <= position) job->resident.resize(static_cast<size_t>(position) + 1, false);
-        job->resident[static_cast<size_t>(position)] = true;
-      }
-    }
-  }
+  ParseExecuteOptions(env, info[1], *job);
   return Enqueue(env, std::move(job));
+}
+
+void ParseExecuteOptions(Napi::Env env, const Napi::Value& value, TorchJob& job) {
+  if (!value.IsObject()) return;
+  Napi::Object options = value.As<Napi::Object>();
+  job.graph = Flag(options, "graph", false);
+  job.defer = Flag(options, "defer", false);
+  Napi::Value resident = options.Get("resident");
+  if (!resident.IsArray()) return;
+  Napi::Array positions = resident.As<Napi::Array>();
+  for (uint32_t k = 0; k < positions.Length(); k++) {
+    double position = 0;
+    // Past what forward returns is harmless: such positions are never looked at.
+    if (!Whole(positions.Get(k), &position) || position > 65535) {
+      throw Napi::RangeError::New(env, "execute: resident output positions must be small non-negative integers");
+    }
+    if (job.resident.size() <= position) job.resident.resize(static_cast<size_t>(position) + 1, false);
+    job.resident[static_cast<size_t>(position)] = true;
+  }
 }
 
 InputView TorchInstance::ParseInput(Napi::Env env, const Napi::Value& value, const std::string& where, TorchJob& job,

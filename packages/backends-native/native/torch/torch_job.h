@@ -67,5 +67,10 @@ struct TorchJob {
 /** What execute() resolves with, for a finished execute job (on the thread of `env`). */
 Napi::Object ExecutionResult(Napi::Env env, TorchJob& job);
 
+/**
+ * execute()'s options (`graph`, `defer`, `resident` output positions) into `job`; anything but an
+ * object leaves the defaults. Throws a RangeError for a position that is not a small whole number.
+ */
+void ParseExecuteOptions(Napi::Env env, const Napi::Value& options, TorchJob& job);
 
 }  // namespace galley
