@@ -34,7 +34,7 @@ const CALLER = `export default class {
     return Promise.all(requests.map(async (request) => {
       const plan = JSON.parse(request.input("PLAN").strings()[0]);
       const results = [];
-      for (const call of plan.calls) {
+      const one = async (call) => {
         const x = new Float32Array(call.x ?? [1, 2, 3, 4]);
         const y = new Float32Array([10, 20, 30, 40]);
         const controller = new AbortController();
@@ -49,13 +49,25 @@ const CALLER = `export default class {
             direct: call.direct,
             ...(call.priority ? { priority: call.priority } : {}),
             ...(call.abort ? { signal: controller.signal } : {}),
+            ...(call.gpu ? { preferredMemory: { kind: "gpu", deviceId: 0 } } : {}),
           });
           const out = reply.output("OUTPUT__0");
           results.push({ model: reply.modelName, version: reply.modelVersion, outputs: reply.outputs.map((o) => o.name), shape: out.shape, values: Array.from(out.typed()) });
         } catch (error) {
           results.push({ error: error.message, code: error.code });
         }
-      }
+      };
+      // A parallel plan makes its calls in one turn (after the first, which brings the route).
+      if (plan.parallel) {
+        await one(plan.calls[0]);
+        const rest = plan.calls.slice(1).map(() => []);
+        await Promise.all(plan.calls.slice(1).map(async (call, i) => {
+          const before = results.length;
+          await one(call);
+          rest[i] = results.splice(before, 1);
+        }));
+        results.push(...rest.flat());
+      } else for (const call of plan.calls) await one(call);
       const text = JSON.stringify(results);
       return { outputs: [{ name: "RESULT", datatype: "BYTES", shape: [1], data: [text] }] };
     }));
@@ -92,13 +104,14 @@ interface Call {
   shape?: number[];
   priority?: number;
   abort?: boolean;
+  gpu?: boolean;
 }
 type Result =
   | { model: string; version: string; outputs: string[]; shape: number[]; values: number[] }
   | { error: string; code: string };
 
-async function run(s: Running, calls: Call[]): Promise<Result[]> {
-  const plan = new TextEncoder().encode(JSON.stringify({ calls }));
+async function run(s: Running, calls: Call[], parallel = false): Promise<Result[]> {
+  const plan = new TextEncoder().encode(JSON.stringify({ calls, parallel }));
   const length = new Uint8Array(4);
   new DataView(length.buffer).setUint32(0, plan.byteLength, true);
   const response = await s.client.modelInfer({
@@ -134,6 +147,38 @@ describe("direct BLS calls to a PyTorch model", () => {
     // Only the first went through the batcher (and waited its 200 ms); the route came with its answer.
     expect(batches()).toBe(1);
     expect(await adderStats(s)).toEqual({ inferences: 6, executions: 6, success: 6, fail: 0, batches: [[1, 6]] });
+  });
+
+  it("runs the calls made in one turn as one batch, up to max_batch_size", async () => {
+    const { s, batches } = await serve();
+    const calls = Array.from({ length: 11 }, (_, i) => ({ direct: true, x: [i, i, i, i] }));
+    const results = await run(s, calls, true);
+    expect(results).toEqual(
+      calls.map((c) => ({ model: "adder", version: "1", outputs: ["OUTPUT__0"], shape: [1, 4], values: SUM(c.x) })),
+    );
+    // The first alone through the batcher; the other ten in the worker as batches of 8 and 2.
+    expect(batches()).toBe(1);
+    expect(await adderStats(s)).toEqual({
+      inferences: 11,
+      executions: 3,
+      success: 11,
+      fail: 0,
+      batches: [
+        [1, 1],
+        [2, 1],
+        [8, 1],
+      ],
+    });
+  });
+
+  it("takes calls that prefer GPU memory; a model on the CPU answers with bytes", async () => {
+    const { s, batches } = await serve();
+    const results = await run(s, [
+      { direct: true, gpu: true },
+      { direct: true, gpu: true, x: [2, 2, 2, 2] },
+    ]);
+    expect(results.map((r) => ("values" in r ? r.values : r))).toEqual([SUM([1, 2, 3, 4]), SUM([2, 2, 2, 2])]);
+    expect(batches()).toBe(1);
   });
 
   it("goes through the scheduler without `direct`, or with what a direct call skips (priority)", async () => {

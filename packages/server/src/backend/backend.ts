@@ -124,9 +124,12 @@ export interface DirectRunnerHooks {
   log: Pick<Logger, "info" | "warn" | "verbose">;
 }
 
-/** One direct run: the request's outputs (or why it failed), its phases, the host bytes it moved. */
+/**
+ * One direct run of a batch: each request's outputs (or why it failed), in order; the batch's
+ * phases; the host bytes it moved.
+ */
 export interface DirectRun {
-  outcome: Tensor[] | Error | undefined;
+  outcomes: (Tensor[] | Error | undefined)[];
   execution: { inputNs: number; inferNs: number; outputNs: number };
   transfers?: Partial<HostTransferCounts>;
 }
@@ -134,12 +137,13 @@ export interface DirectRun {
 /** Runs requests of one model version from another thread. */
 export interface DirectRunner {
   /**
-   * Run one request (already checked against the config).
+   * Run `requests` (each already checked against the config, together fitting one batch: at
+   * most `max_batch_size` elements, equal non-batch dimensions) as one batch.
    *
    * @throws {@link DirectRouteGone} when the instances the route named have gone (closed,
-   * restarted): the caller drops the route and the call goes the usual way.
+   * restarted): the caller drops the route and the calls go the usual way.
    */
-  run(request: InferenceRequest): Promise<DirectRun>;
+  run(requests: readonly InferenceRequest[]): Promise<DirectRun>;
 }
 
 /** The instances a direct route named have gone. */
@@ -160,8 +164,11 @@ export interface DirectRecord {
   version: number;
   /** From the call's start to its answer (ns). */
   totalNs: number;
-  /** The model ran (an execution of `batchSize` elements, with these phases in ns). */
-  execution?: { batchSize: number; inputNs: number; inferNs: number; outputNs: number };
+  /**
+   * The model ran (an execution of `batchSize` elements, with these phases in ns), for this call
+   * and `requests - 1` more of the same batch (default 1), whose records carry no execution.
+   */
+  execution?: { batchSize: number; requests?: number; inputNs: number; inferNs: number; outputNs: number };
   /** Triton's failure reason; absent on success. */
   failure?: "OTHER" | "BACKEND" | "CANCELED";
   transfers?: Partial<HostTransferCounts>;

@@ -374,6 +374,10 @@ export const ERRORS = {
     "INTERNAL",
     "tensor '{tensor}' is held on GPU {device} (a BLS output asked with preferredMemory GPU): pass it to another call or return it; ask for CPU memory to read its bytes",
   ],
+  JS_TENSOR_DIRECT_DEVICE: [
+    "INVALID_ARG",
+    "tensor '{tensor}' is held on GPU {device} by a direct BLS call: give it to another infer() call, or ask its call for CPU memory to return or stream its bytes",
+  ],
   BLS_DEVICE_TENSOR_RELEASED: [
     "INVALID_ARG",
     "tensor '{tensor}' was held on GPU {device} by an earlier BLS call and has been released (the request that made the call ended)",

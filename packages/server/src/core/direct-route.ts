@@ -37,7 +37,8 @@ export function recordDirect(model: LoadedModel, record: DirectRecord): void {
   if (execution && Number.isInteger(execution.batchSize) && execution.batchSize > 0) {
     model.stats.recordExecution(
       execution.batchSize,
-      1,
+      // The calls a worker ran as one batch (each call's phases count once per request).
+      Number.isInteger(execution.requests) && (execution.requests ?? 0) > 0 ? (execution.requests as number) : 1,
       ns(execution.inputNs),
       ns(execution.inferNs),
       ns(execution.outputNs),

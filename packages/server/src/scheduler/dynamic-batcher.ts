@@ -3,14 +3,14 @@ import type { BackendInstance } from "../backend/backend.js";
 import { booleanParameter } from "../backend/instance-specs.js";
 import { type Clock, onceThisTurn, systemClock } from "../base/clock.js";
 import { backendError, InferenceError, requestId } from "../base/errors.js";
-import type { InferenceRequest } from "../base/inference-request.js";
+import { batchCompatible, type InferenceRequest } from "../base/inference-request.js";
 import type { Logger } from "../base/log.js";
 import type { ModelStatistics } from "../base/statistics.js";
 import { BatchMemory } from "./batch-memory.js";
 import type { AdmittedBatch, GpuMemoryAdmission } from "./gpu-memory-admission.js";
 import type { InstancePool } from "./instance-pool.js";
 import { PriorityQueue, type Queued } from "./priority-queue.js";
-import { batchCompatible, type ScheduledResult, type Scheduler } from "./scheduler.js";
+import type { ScheduledResult, Scheduler } from "./scheduler.js";
 
 /** Why a batch was sent, as the verbose log line says. */
 export type BatchReason =

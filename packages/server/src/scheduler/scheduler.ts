@@ -26,21 +26,3 @@ export interface Scheduler {
    */
   holding?(): boolean;
 }
-
-/**
- * Whether two requests may share a batch: the same inputs, every one with equal non-batch
- * dimensions, except the inputs named in `ragged` (`allow_ragged_batch`).
- */
-export function batchCompatible(a: InferenceRequest, b: InferenceRequest, ragged: ReadonlySet<string>): boolean {
-  if (a.inputs.length !== b.inputs.length) return false;
-  for (const input of a.inputs) {
-    const other = b.inputs.find((i) => i.name === input.name);
-    if (!other) return false;
-    if (ragged.has(input.name)) continue;
-    const x = input.shape;
-    const y = other.shape;
-    if (x.length !== y.length) return false;
-    for (let d = 1; d < x.length; d++) if (x[d] !== y[d]) return false;
-  }
-  return true;
-}

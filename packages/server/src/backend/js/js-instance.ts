@@ -228,6 +228,16 @@ export class JsInstance implements BackendInstance {
       case "bls-direct":
         this.#bls.recordDirect(message.record);
         return;
+      case "bls-route": {
+        const route = this.#bls.directRoute(message.model, message.version);
+        this.#host.post({
+          kind: "bls-route",
+          model: message.model,
+          version: message.version,
+          ...(route ? { route } : {}),
+        });
+        return;
+      }
       case "ready":
         this.#probes.get(message.probe)?.(message.ready);
         this.#probes.delete(message.probe);

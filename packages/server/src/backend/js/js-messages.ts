@@ -2,7 +2,7 @@
 // travel in `data` and are moved (transfer list), never copied, where the buffer allows it.
 
 import type { Parameters } from "../../base/tensor.js";
-import type { DirectRecord } from "../backend.js";
+import type { DirectRecord, DirectRoute } from "../backend.js";
 import type { HostToInstance, InstanceToHost } from "../host/host-messages.js";
 import type { BlsReply, WireBlsRequest, WireError, WireTensor } from "../scripted/bls-wire.js";
 import type { TensorErrorTable } from "./js-tensors.js";
@@ -78,6 +78,8 @@ export interface JsProtocol {
   response: WireResponse;
   toInstance:
     | BlsReply
+    /** The answer to a worker's `bls-route`: the model's route now, none when calls must go the usual way. */
+    | { kind: "bls-route"; model: string; version: string; route?: DirectRoute }
     | { kind: "is-ready"; probe: number }
     /** Sent alone to a throw-away worker, outside any host. */
     | { kind: "auto-complete"; file: string; config: Record<string, unknown> };
@@ -88,6 +90,8 @@ export interface JsProtocol {
     | { kind: "bls-drop"; refs: number[] }
     /** A call the worker ran directly, for the target model's statistics. */
     | { kind: "bls-direct"; record: DirectRecord }
+    /** Ask for a model's direct route again (a route in use is renewed in the background). */
+    | { kind: "bls-route"; model: string; version: string }
     | { kind: "ready"; probe: number; ready: boolean }
     | { kind: "auto-completed"; config?: Record<string, unknown>; error?: string }
     | { kind: "memory-exceeded"; usedBytes: number }

@@ -17,6 +17,7 @@ export const TENSOR_ERROR_IDS = [
   "JS_OUTPUT_LIST",
   "JS_OUTPUT_ELEMENT_COUNT",
   "JS_OUTPUT_BYTE_SIZE",
+  "JS_TENSOR_DIRECT_DEVICE",
 ] as const;
 
 /** One of {@link TENSOR_ERROR_IDS}. */
@@ -98,6 +99,14 @@ export function wrapTensor(wire: WireTensor): InputTensor {
   };
 }
 
+/**
+ * Whether a device tensor's `ref` is one a direct BLS call kept in the worker (`bls-direct.ts`):
+ * those are negative, the main thread's positive, so neither side mistakes the other's.
+ */
+export function isDirectRef(ref: number): boolean {
+  return ref < 0;
+}
+
 /** What a model returned as a wire tensor, checked against its shape. */
 export function toWireTensor(tensor: OutputTensor): WireTensor {
   const info = datatype(tensor.datatype);
@@ -107,6 +116,8 @@ export function toWireTensor(tensor: OutputTensor): WireTensor {
   if (device) {
     // Held on a GPU: only the reference travels (the server checks it is still held).
     const { ref, deviceId, byteSize } = device;
+    // Held by this worker (a direct call's): the main thread cannot take it by reference.
+    if (isDirectRef(ref)) throw tensorError("JS_TENSOR_DIRECT_DEVICE", { tensor: tensor.name, device: deviceId });
     return {
       name: tensor.name,
       datatype: info.name,

@@ -14,6 +14,7 @@ import type {
   InputTensor,
   Model,
   ModelContext,
+  OutputTensor,
   Request,
   Response,
   ResponseSender,
@@ -32,7 +33,7 @@ import {
   type WireRequest,
   type WireResponse,
 } from "./js-messages.js";
-import { toWireTensor, useErrorTable, wireError, wrapTensor } from "./js-tensors.js";
+import { isDirectRef, toWireTensor, useErrorTable, wireError, wrapTensor } from "./js-tensors.js";
 
 // `galley` turns on Node's compile cache and names its folder here (a thread does not inherit it):
 // the model module, and tsx for TypeScript models, then compile once per Node version.
@@ -171,6 +172,10 @@ serveThread((port, fail, slot) => {
 
   /** A call through the main thread; `direct`: ask for a route for the next ones. */
   function usualInfer(request: BlsRequest, direct: boolean): Promise<BlsResponse> {
+    // Tensors a direct call kept here are this worker's: the main thread gets their bytes.
+    if (request.inputs.some((t) => t.device && isDirectRef(t.device.ref))) {
+      return withHostInputs(request).then((onHost) => usualInfer(onHost, direct));
+    }
     const { call, message, transfer } = blsMessage(request, false, direct);
     return new Promise<BlsResponse>((resolve, reject) => {
       const onAbort = () => post({ kind: "bls-cancel", call });
@@ -196,6 +201,21 @@ serveThread((port, fail, slot) => {
 
   // ---- direct BLS calls (BlsRequest.direct, see bls-direct.ts) --------------------------------
 
+  /** `request` with the device tensors direct calls kept here copied to host bytes (one copy each). */
+  async function withHostInputs(request: BlsRequest): Promise<BlsRequest> {
+    const inputs = await Promise.all(
+      request.inputs.map(async (t): Promise<OutputTensor> => {
+        if (!t.device || !isDirectRef(t.device.ref)) return t;
+        if (!direct) throw blsError({ message: `tensor '${t.name}' is no longer held`, code: "INVALID_ARG" });
+        const data = await direct.hostBytes(t.device, t.name).catch((error: unknown) => {
+          throw blsError(error as { message: string; code?: string });
+        });
+        return { name: t.name, datatype: t.datatype, shape: t.shape, data };
+      }),
+    );
+    return { ...request, inputs };
+  }
+
   /** Made at the first route; null once it turned out it cannot be. */
   let direct: DirectCalls | null | undefined;
 
@@ -205,6 +225,7 @@ serveThread((port, fail, slot) => {
         const { DirectCalls } = await import("./bls-direct.js");
         direct ??= new DirectCalls({
           record: (record) => post({ kind: "bls-direct", record }),
+          renew: (model, version) => post({ kind: "bls-route", model, version }),
           log: {
             info: log("info"),
             warn: log("warn"),
@@ -226,8 +247,6 @@ serveThread((port, fail, slot) => {
       direct !== null &&
       request.priority === undefined &&
       request.timeoutMicroseconds === undefined &&
-      request.preferredMemory?.kind !== "gpu" &&
-      !request.inputs.some((t) => t.device) &&
       !parents.some((key) => open.get(key)?.usualPath)
     );
   }
@@ -241,7 +260,7 @@ serveThread((port, fail, slot) => {
         : parents.length > 0 && parents.every((key) => open.get(key)?.controller.signal.aborted === true);
     // Traced as a child of the batch's first traced request, as the usual path's calls are.
     const traceParent = parents.find((key) => open.get(key)?.traced);
-    const answer = await direct?.infer(request, cancelled, traceParent);
+    const answer = await direct?.infer(request, cancelled, parents, traceParent);
     return answer ?? usualInfer(request, true);
   }
 
@@ -322,6 +341,12 @@ serveThread((port, fail, slot) => {
     }
   }
 
+  /** The request `key` has ended: its state goes, and the device tensors only it held. */
+  function ended(key: number): void {
+    open.delete(key);
+    direct?.requestEnded(key);
+  }
+
   function makeRequest(wire: WireRequest): Request {
     const inputs: InputTensor[] = wire.inputs.map(wrapTensor);
     const controller = new AbortController();
@@ -341,7 +366,7 @@ serveThread((port, fail, slot) => {
         const final = options?.final ?? false;
         if (final) {
           state.finished = true;
-          open.delete(wire.key);
+          ended(wire.key);
         }
         if (!response && !final) return;
         const wire2 = response ? wireResponse(response, requested) : undefined;
@@ -387,7 +412,7 @@ serveThread((port, fail, slot) => {
         post({ kind: "executed", batch, result: {} });
         return;
       }
-      for (const wire of wires) open.delete(wire.key);
+      for (const wire of wires) ended(wire.key);
       if (!Array.isArray(result) || result.length !== requests.length) {
         const got = Array.isArray(result) ? `${result.length} responses` : String(result);
         throw new Error(`execute must return one response per request: expected ${requests.length}, got ${got}`);
@@ -398,7 +423,7 @@ serveThread((port, fail, slot) => {
       post({ kind: "executed", batch, result: { responses } }, transfer);
     } catch (error) {
       for (const wire of wires) {
-        if (!decoupled) open.delete(wire.key);
+        if (!decoupled) ended(wire.key);
       }
       if (overMemoryLimit()) return;
       post({ kind: "executed", batch, result: { error: wireError(error) } });
@@ -470,6 +495,10 @@ serveThread((port, fail, slot) => {
       }
       case "cancel":
         open.get(message.key)?.controller.abort();
+        return;
+      case "bls-route":
+        if (message.route) direct?.learn(message, message.route);
+        else direct?.forget(message);
         return;
       case "bls-reply": {
         const error = message.error ? blsError(message.error) : undefined;

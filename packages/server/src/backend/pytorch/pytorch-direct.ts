@@ -37,7 +37,11 @@ export function torchDirectTarget(spec: TorchDirectSpec): DirectTarget {
 
 /** What this thread needs of `@galley/backends-native/torch`'s `torchDirect()`. */
 export interface TorchDirectCaller {
-  execute(id: number, inputs: readonly TorchWireInput[], options?: { graph?: boolean }): Promise<TorchExecution>;
+  execute(
+    id: number,
+    inputs: readonly TorchWireInput[],
+    options?: { graph?: boolean; resident?: readonly number[]; defer?: boolean },
+  ): Promise<TorchExecution>;
 }
 
 /** The addon's direct caller, loaded once per thread. */
@@ -55,15 +59,21 @@ export function createDirectRunner(config: ModelConfig, spec: unknown, hooks: Di
   const batches = new TorchBatches(config, io, device, device === undefined ? undefined : cudaGraphPlan(config));
   let next = 0;
   return {
-    async run(request: InferenceRequest): Promise<DirectRun> {
+    async run(requests: readonly InferenceRequest[]): Promise<DirectRun> {
       const torch = await torchDirect();
       const instance = instances[next++ % instances.length] as number;
       let transfers: DirectRun["transfers"];
       const result = await batches.run(
-        [request],
-        async (batch) => {
+        requests,
+        async ({ inputs, graph, resident, defer }) => {
           try {
-            return await torch.execute(instance, batch.inputs, batch.graph ? { graph: true } : undefined);
+            // Kept outputs (`resident`) come back as this thread's handles; `defer` answers the
+            // batch once its GPU work is queued (the same rules as the instance's own batches).
+            return await torch.execute(instance, inputs, {
+              ...(graph ? { graph: true } : {}),
+              ...(resident ? { resident } : {}),
+              ...(defer ? { defer: true } : {}),
+            });
           } catch (error) {
             if ((error as { code?: string }).code === "TORCH_INSTANCE_CLOSED") throw new DirectRouteGone();
             return { error: (error as Error).message };
@@ -78,10 +88,10 @@ export function createDirectRunner(config: ModelConfig, spec: unknown, hooks: Di
           queued: device !== undefined,
         },
       );
-      const outcome = result.responses[0];
-      if (outcome instanceof DirectRouteGone) throw outcome;
+      const gone = result.responses.find((outcome) => outcome instanceof DirectRouteGone);
+      if (gone) throw gone;
       return {
-        outcome,
+        outcomes: result.responses,
         execution: {
           inputNs: Number(result.computeInputNs),
           inferNs: Number(result.computeInferNs),

@@ -364,6 +364,11 @@ export class BlsCalls {
     return this.#hold(tensor, device, parents);
   }
 
+  /** The direct route to `model`'s `version` now (renewing one a worker uses), where the model allows one. */
+  directRoute(model: string, version: string): DirectRoute | undefined {
+    return this.#options.inference().directRoute?.(model, version);
+  }
+
   /** The device tensor held as `ref` (shared, not lent: the holder still lets it go), if any. */
   heldDevice(ref: number): DeviceTensor | undefined {
     return this.#held.get(ref)?.tensor;

@@ -1,14 +1,14 @@
 import type { ModelConfig, ModelSequenceBatching } from "@galley/proto";
 import { type Clock, systemClock } from "../../base/clock.js";
 import { backendError, InferenceError, requestId } from "../../base/errors.js";
-import type { InferenceRequest } from "../../base/inference-request.js";
+import { batchCompatible, type InferenceRequest } from "../../base/inference-request.js";
 import type { Logger } from "../../base/log.js";
 import type { ModelStatistics } from "../../base/statistics.js";
 import type { Tensor } from "../../base/tensor.js";
 import { BatchMemory } from "../batch-memory.js";
 import type { AdmittedBatch, GpuMemoryAdmission } from "../gpu-memory-admission.js";
 import type { InstancePool } from "../instance-pool.js";
-import { batchCompatible, type ScheduledResult, type Scheduler } from "../scheduler.js";
+import type { ScheduledResult, Scheduler } from "../scheduler.js";
 import { DirectStrategy } from "./direct-strategy.js";
 import { IdleReaper } from "./idle-reaper.js";
 import { ImplicitState } from "./implicit-state.js";
