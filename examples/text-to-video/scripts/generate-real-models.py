@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "rea
 
 import torch  # noqa: E402
 from architectures import DIT_NOTE, FULL, LATENT_CHANNELS, PATCH, SMALL, build, init_untrained, parameter_count  # noqa: E402
+from pipeline import ALPHA_BAR, DdimUpdate, ddim_step  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.dirname(HERE)
@@ -166,6 +167,26 @@ def sample_inputs(name, s, device, small):
     return (torch.randn(2, LATENT_CHANNELS, size, size, device=device),)
 
 
+def write_ddim(out, device):
+    """The DDIM update as a TorchScript model (no weights: the same at both sizes), checked against ddim_step."""
+    folder = os.path.join(out, "ddim", "1")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.pt")
+    torch.jit.save(torch.jit.script(DdimUpdate()), path)
+    loaded = torch.jit.load(path, map_location=device)
+    generator = torch.Generator().manual_seed(52001)
+    latent, eps = (torch.randn(2, 2, LATENT_CHANNELS, 8, 8, generator=generator).to(device) for _ in range(2))
+    t, prev = torch.tensor([999, 500], device=device), torch.tensor([500, -1], device=device)
+    expected = ddim_step(latent, eps, t, prev)
+    table = ALPHA_BAR + [1.0]
+    alphas = torch.tensor([[table[999], table[500]], [table[500], table[-1]]], dtype=torch.float32, device=device)
+    with torch.no_grad():
+        got = loaded(latent, eps, alphas)
+    if not all(torch.equal(a, b) for a, b in zip(got, expected)):
+        raise SystemExit("ddim: the TorchScript update differs from ddim_step")
+    return {"parameters": 0, "bytes": os.path.getsize(path)}
+
+
 def generate(out, small, dtype_name, device, python_model=False):
     s = SMALL if small else FULL
     scale_name = "small" if small else "full"
@@ -208,6 +229,7 @@ def generate(out, small, dtype_name, device, python_model=False):
             "seconds": round(time.time() - started, 2),
         }
         del model, scripted, loaded
+    report["models"]["ddim"] = write_ddim(out, device)
     with open(os.path.join(out, "UNTRAINED.md"), "w") as f:
         f.write(
             "# UNTRAINED models\n\ntext_encoder, denoiser and vae_decoder here have real architectures' sizes and "

@@ -196,8 +196,10 @@ def galley_rows(text):
 
 def step_costs(path):
     """Galley's denoising steps in a trace file (Triton's format) of pipeline runs: per video, the time
-    from one denoiser call's REQUEST_START to the next (the step period), and per call its request
-    (REQUEST_START to REQUEST_END), queue (QUEUE_START to COMPUTE_START) and infer
+    its steps took on average (the step period: from its first denoiser call's REQUEST_START to the
+    end of its last denoiser or ddim call, over its denoiser calls; steps answered once queued on the
+    GPU (`latent_device`) are counted to the last one, whose x0 the loop reads), and per call its
+    request (REQUEST_START to REQUEST_END), queue (QUEUE_START to COMPUTE_START) and infer
     (COMPUTE_INPUT_END to COMPUTE_OUTPUT_START); medians in ms. None without such calls."""
     with open(path) as f:
         objects = json.load(f)
@@ -220,12 +222,15 @@ def step_costs(path):
         return round(values[len(values) // 2], 3) if values else None
 
     by_parent = {}
-    for t in calls:
-        by_parent.setdefault(t["parent"], []).append(t)
+    for t in traces.values():
+        if t["model"] in ("denoiser", "ddim") and t["parent"]:
+            by_parent.setdefault(t["parent"], []).append(t)
     periods = []
     for group in by_parent.values():
-        starts = sorted(t["stamps"]["REQUEST_START"] for t in group if "REQUEST_START" in t["stamps"])
-        periods += [(b - a) / 1e6 for a, b in zip(starts, starts[1:])]
+        starts = [t["stamps"]["REQUEST_START"] for t in group if t["model"] == "denoiser" and "REQUEST_START" in t["stamps"]]
+        ends = [t["stamps"]["REQUEST_END"] for t in group if "REQUEST_END" in t["stamps"]]
+        if len(starts) >= 2 and ends:
+            periods.append((max(ends) - min(starts)) / 1e6 / len(starts))
     return {
         "calls": len(calls),
         "step_period_ms": median(periods),

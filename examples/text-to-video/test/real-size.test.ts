@@ -8,7 +8,7 @@
 // (i) and (ii) run on the same files, (iii) (the loop in one Python-backend model.py) is served by
 // the same server, and (i)'s and (iii)'s videos are compared with the pipeline's.
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -158,6 +158,56 @@ describe("models-real --small", () => {
     child.kill();
   });
 
+  it("the GPU config's loop (tensors kept between calls, DDIM in the ddim model) makes the CPU config's video", async () => {
+    // configs/gpu.pbtxt everywhere, KIND_GPU -> KIND_CPU: on the CPU the GPU preference gives bytes,
+    // and everything else is the GPU's path: the text encoder and the steps called directly from
+    // the loop's worker, each turn's calls one batch, the update in `ddim`.
+    const copy = mkdtempSync(join(tmpdir(), "galley-t2v-real-gpu-"));
+    try {
+      cpSync(repo, copy, { recursive: true });
+      for (const name of readdirSync(copy)) {
+        const file = join(copy, name, "configs", "gpu.pbtxt");
+        if (existsSync(file)) writeFileSync(file, readFileSync(file, "utf8").replaceAll("KIND_GPU", "KIND_CPU"));
+      }
+      const gpu = createServer({
+        modelRepositories: [copy],
+        modelConfigName: "gpu",
+        http: false,
+        grpc: { host: "127.0.0.1", port: 0 },
+        metrics: false,
+        log: createLogger({ write: () => {} }),
+      });
+      try {
+        const { grpc, failedModels } = await gpu.listen();
+        expect(failedModels).toEqual([]);
+        const gpuClient = createGrpcClient({ baseUrl: `http://127.0.0.1:${grpc?.port}` });
+        const request = { prompt: "a red fox running in snow", resolution: "256x256", frames: 3, steps: 4, seed: 17 };
+        const seen: Progress[] = [];
+        const [alone, ...together] = await Promise.all([
+          generateVideo(gpuClient, { ...request, previewEvery: 2 }, (p) => seen.push(p)),
+          generateVideo(gpuClient, { ...request, seed: 18 }),
+          generateVideo(gpuClient, { ...request, seed: 19 }),
+        ]);
+        const reference = await generateVideo(client, request);
+        // The update in float32 tensors against the loop's doubles: a level or so apart.
+        let sum = 0;
+        for (let i = 0; i < reference.rgb.length; i++)
+          sum += Math.abs((reference.rgb[i] as number) - (alone?.rgb[i] as number));
+        expect(sum / reference.rgb.length).toBeLessThan(1);
+        expect(Buffer.from(together[0]?.rgb ?? []).equals(Buffer.from(alone?.rgb ?? []))).toBe(false);
+        expect(seen.filter((p) => p.preview).map((p) => p.step)).toEqual([2, 4]);
+        const stats = (await gpuClient.statistics("ddim")).modelStats[0];
+        // Three users' 4 updates each, in batches: fewer executions than updates.
+        expect(Number(stats?.inferenceCount)).toBe(12);
+        expect(Number(stats?.executionCount)).toBeLessThan(12);
+      } finally {
+        await gpu.close();
+      }
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+
   it("baseline (iii), the loop in one Python-backend model.py, makes the pipeline's video", async () => {
     const request = { prompt: "a red fox running in snow", resolution: "256x256", frames: 3, steps: 3, seed: 13 };
     const reply = await client.infer("text_to_video_python", {
@@ -222,7 +272,7 @@ describe("real-benchmark.py on the small models", () => {
       expect(iv.first_step_ms).toBeLessThan(iv.p50_ms);
       expect(row("ii").first_step_s).toBeGreaterThan(0);
       for (const which of ["i", "ii", "iv"]) expect(row(which).cpu_ms_per_video).toBeGreaterThan(0);
-      // The traced run at 1 user: one video, 3 steps, 3 denoiser calls, 2 step periods.
+      // The traced run at 1 user: one video, 3 steps, 3 denoiser calls, their average period.
       const steps = result.steps["256x256"];
       expect(steps.calls).toBe(3);
       expect(steps.step_period_ms).toBeGreaterThan(steps.infer_ms);

@@ -70,16 +70,34 @@ def timesteps(step: int, steps: int) -> Tuple[int, int]:
 _TABLES: Dict[torch.device, Tensor] = {}
 
 
+def ddim_update(latent: Tensor, eps: Tensor, alphas: Tensor) -> Tuple[Tensor, Tensor]:
+    """DDIM (eta = 0) for a batch: `alphas` [batch, 2] is alpha-bar at t and at prev (1 after the end).
+
+    Returns the next latent and the clean latent x0 (clamped to +-1.5).
+    """
+    shape: List[int] = [latent.shape[0]] + [1] * (latent.dim() - 1)
+    a = alphas[:, 0].reshape(shape)
+    a_prev = alphas[:, 1].reshape(shape)
+    x0 = ((latent - (1 - a).sqrt() * eps) / a.sqrt()).clamp(-1.5, 1.5)
+    return a_prev.sqrt() * x0 + (1 - a_prev).sqrt() * eps, x0
+
+
 def ddim_step(latent: Tensor, eps: Tensor, t: Tensor, prev: Tensor) -> Tuple[Tensor, Tensor]:
     """DDIM (eta = 0) for a batch: `t`, `prev` are [batch] timesteps (prev -1: the end)."""
     table = _TABLES.get(latent.device)
     if table is None:
         table = _TABLES[latent.device] = torch.tensor(ALPHA_BAR + [1.0], dtype=torch.float64, device=latent.device)
-    shape = [-1] + [1] * (latent.dim() - 1)
-    a = table[t].reshape(shape).float()
-    a_prev = table[prev].reshape(shape).float()  # index -1 is the appended 1.0
-    x0 = ((latent - (1 - a).sqrt() * eps) / a.sqrt()).clamp(-1.5, 1.5)
-    return a_prev.sqrt() * x0 + (1 - a_prev).sqrt() * eps, x0
+    # index -1 is the appended 1.0
+    return ddim_update(latent, eps, torch.stack([table[t], table[prev]], 1).float())
+
+
+class DdimUpdate(torch.nn.Module):
+    """The DDIM update as a model (models-real's `ddim`, TorchScript): for a loop whose latents stay
+    on the GPU (text_to_video's `latent_device`). LATENT and NOISE_PRED [batch, keyframes, 4, h, w],
+    ALPHAS [batch, 2] -> NEXT_LATENT__0, X0__1 like LATENT."""
+
+    def forward(self, LATENT: Tensor, NOISE_PRED: Tensor, ALPHAS: Tensor) -> Tuple[Tensor, Tensor]:
+        return ddim_update(LATENT, NOISE_PRED, ALPHAS)
 
 
 def keyframes(frames: int) -> int:

@@ -23,9 +23,15 @@ export function timesteps(step: number, steps: number): { t: number; prev: numbe
   return { t, prev };
 }
 
+/** alpha-bar at timestep `t` and at `prev` (1 after the last step): what a DDIM update needs of the schedule. */
+export function alphas(t: number, prev: number): [number, number] {
+  return [ALPHA_BAR[t] as number, prev >= 0 ? (ALPHA_BAR[prev] as number) : 1];
+}
+
 /**
  * One DDIM update from the denoiser's noise prediction `eps` at timestep `t`: the predicted clean
- * latent `x0` (clamped to ±1.5) and the latent at `prev`.
+ * latent `x0` (clamped to ±1.5) and the latent at `prev`. (The same update as a model, for
+ * latents kept on a GPU: scripts/real/pipeline.py's `DdimUpdate`, models-real's `ddim`.)
  */
 export function ddimStep(
   latent: Float32Array,
@@ -33,8 +39,7 @@ export function ddimStep(
   t: number,
   prev: number,
 ): { next: Float32Array<ArrayBuffer>; x0: Float32Array<ArrayBuffer> } {
-  const a = ALPHA_BAR[t] as number;
-  const aPrev = prev >= 0 ? (ALPHA_BAR[prev] as number) : 1;
+  const [a, aPrev] = alphas(t, prev);
   const [noiseScale, signal] = [Math.sqrt(1 - a), Math.sqrt(a)];
   const [keep, renoise] = [Math.sqrt(aPrev), Math.sqrt(1 - aPrev)];
   const next = new Float32Array(latent.length);

@@ -2,14 +2,16 @@
 // BLS calls. For each request, in the background:
 //
 //   preflight -> encode_prompt (tokenizer -> text_encoder) -> STEPS x denoiser, DDIM updates here
-//   (a preview through vae_decoder every PREVIEW_EVERY steps) -> vae_decoder -> upscale_video
-//   (super_resolution -> frame_interpolation)
+//   or in `ddim_model` (a preview through vae_decoder every PREVIEW_EVERY steps) -> vae_decoder ->
+//   upscale_video (super_resolution -> frame_interpolation)
 //
 // streaming one response per step and a final one with the video. The users' loops hand their
-// steps to one StepBatches (step-batches.ts): a denoiser call carries the step of every user whose
-// latent has that shape, up to step_batch_size users, so concurrent users' loops run in lockstep.
-// A cancelled request stops its loop at the next step; a denoiser call is cancelled once all of
-// the users it carries have cancelled.
+// steps to one StepBatches (step-batches.ts): the steps of every user whose latent has that shape
+// go to the denoiser as one batch, up to step_batch_size users, so concurrent users' loops run in
+// lockstep. With `latent_device` (and `ddim_model`), the text embedding, latents and noise
+// predictions stay on that GPU from call to call and each step is answered once it is queued
+// there: the loop reads x0 back only for a preview and at the end. A cancelled request stops its
+// loop at the next step; a batch goes on for the users it carries that have not cancelled.
 import type {
   BlsResponse,
   InitializeArgs,
@@ -20,7 +22,7 @@ import type {
   Request,
   ResponseSender,
 } from "@galley/server/model";
-import { ddimStep, timesteps } from "./ddim.js";
+import { alphas, ddimStep, timesteps } from "./ddim.js";
 import { StepBatches } from "./step-batches.js";
 
 const LATENT_CHANNELS = 4;
@@ -100,18 +102,33 @@ function toBytes(image: Float32Array, n: number, h: number, w: number): Uint8Arr
 export default class TextToVideo implements Model {
   #stepBatchSize = 1;
   #steps?: StepBatches;
+  /** The model doing the DDIM update (`ddim_model`); the update runs here when absent. */
+  #ddimModel?: string;
+  /** Where the loop's tensors stay between calls (`latent_device`, a GPU); host bytes when absent. */
+  #gpu?: { kind: "gpu"; deviceId: number };
 
   initialize(args: InitializeArgs): void {
     const config = JSON.parse(args.model_config) as { parameters?: Record<string, { string_value: string }> };
-    const text = config.parameters?.step_batch_size?.string_value ?? "1";
+    const parameter = (key: string) => config.parameters?.[key]?.string_value;
+    const text = parameter("step_batch_size") ?? "1";
     const size = Number(text);
     if (!Number.isInteger(size) || size < 1)
       throw new Error(`step_batch_size must be a whole number >= 1, not '${text}'`);
     this.#stepBatchSize = size;
+    const ddim = parameter("ddim_model");
+    if (ddim !== undefined && ddim !== "") this.#ddimModel = ddim;
+    const device = parameter("latent_device");
+    if (device !== undefined && device !== "") {
+      const id = Number(device);
+      if (!Number.isInteger(id) || id < 0) throw new Error(`latent_device must be a GPU's number, not '${device}'`);
+      // The update on the host would need the latents there: keeping them on a GPU needs the model.
+      if (!this.#ddimModel) throw new Error("latent_device needs ddim_model (the DDIM update on that GPU)");
+      this.#gpu = { kind: "gpu", deviceId: id };
+    }
   }
 
   execute(requests: readonly Request[], context: ModelContext): void {
-    this.#steps ??= new StepBatches(context, "denoiser", this.#stepBatchSize);
+    this.#steps ??= new StepBatches(context, "denoiser", this.#stepBatchSize, this.#gpu);
     for (const request of requests) {
       const sender = request.responseSender();
       void this.#run(request, sender, context).catch((error: unknown) => {
@@ -171,20 +188,16 @@ export default class TextToVideo implements Model {
     }
 
     const prompt = request.input("PROMPT")?.strings()[0] ?? "";
-    const encoded = await context.infer({
-      model: "encode_prompt",
-      inputs: [{ name: "PROMPT", datatype: "BYTES", shape: [1, 1], data: [prompt] }],
-      signal,
-    });
-    const embedding = output(encoded, "EMBEDDING");
+    const embedding = await this.#encode(prompt, context, signal);
 
     const h = (height as number) / LATENT_FACTOR;
     const w = (width as number) / LATENT_FACTOR;
     const k = keyframes as number;
     const shape = [k, LATENT_CHANNELS, h, w];
     const seed = (request.input("SEED")?.typed()[0] as number | undefined) ?? hash(prompt);
-    let latent = noise(seed, k * LATENT_CHANNELS * h * w);
-    let x0 = new Float32Array(latent.length);
+    const sample = [1, ...shape];
+    let latent: OutputTensor = fp32("LATENT", sample, noise(seed, k * LATENT_CHANNELS * h * w));
+    let x0: Float32Array = new Float32Array(k * LATENT_CHANNELS * h * w);
     const previewEvery = (request.input("PREVIEW_EVERY")?.typed()[0] as number | undefined) ?? 0;
     // A response per step costs CPU (a message to the main thread, a gRPC message to encode and
     // the client's decoding: ~1.7 ms on a 2-core VM, about a quarter of a 64x64 video's CPU at 20 steps):
@@ -196,10 +209,31 @@ export default class TextToVideo implements Model {
       // A cancelled request still ends with a (bare) final response: whoever streams it sees it end.
       if (signal.aborted) return sender.send(undefined, { final: true });
       const { t, prev } = timesteps(step, n);
-      const eps = await batches.step(latent, shape, t, embedding, signal);
+      const eps = await batches.step(latent, t, embedding, signal);
+      const preview = previewEvery > 0 && ((step + 1) % previewEvery === 0 || step + 1 === n);
       // DDIM (eta = 0): predict the clean latent, then step to the previous timestep.
-      ({ next: latent, x0 } = ddimStep(latent, eps, t, prev));
-      if (previewEvery > 0 && ((step + 1) % previewEvery === 0 || step + 1 === n)) {
+      if (this.#ddimModel) {
+        const updated = await context.infer({
+          model: this.#ddimModel,
+          inputs: [
+            { ...latent, name: "LATENT" },
+            { ...eps, name: "NOISE_PRED" },
+            fp32("ALPHAS", [1, 2], Float32Array.from(alphas(t, prev))),
+          ],
+          signal,
+          direct: true,
+          // On the GPU, except where the loop reads x0 here: a preview, the last step.
+          ...(this.#gpu && !preview && step + 1 < n ? { preferredMemory: this.#gpu } : {}),
+        });
+        latent = output(updated, "NEXT_LATENT__0");
+        const clean = output(updated, "X0__1");
+        if (!clean.device) x0 = clean.typed() as Float32Array;
+      } else {
+        let next: Float32Array;
+        ({ next, x0 } = ddimStep(latent.data as Float32Array, eps.typed() as Float32Array, t, prev));
+        latent = fp32("LATENT", sample, next);
+      }
+      if (preview) {
         // The middle keyframe as the model currently sees it, at keyframe resolution.
         const middle = Math.floor(k / 2) * LATENT_CHANNELS * h * w;
         const decoded = await context.infer({
@@ -227,5 +261,24 @@ export default class TextToVideo implements Model {
       signal,
     });
     send("done", total, { VIDEO: asInput(output(video, "VIDEO"), "VIDEO") }, true);
+  }
+
+  /**
+   * The prompt's text embedding [1, 77, width]: encode_prompt's answer, or, with `latent_device`,
+   * its two steps called here so that the embedding stays on that GPU (a direct call to
+   * text_encoder keeps it as this worker's tensor, which every denoiser step then takes in place).
+   */
+  async #encode(prompt: string, context: ModelContext, signal: AbortSignal): Promise<InputTensor> {
+    const text: OutputTensor = { name: "PROMPT", datatype: "BYTES", shape: [1, 1], data: [prompt] };
+    if (!this.#gpu) return output(await context.infer({ model: "encode_prompt", inputs: [text], signal }), "EMBEDDING");
+    const tokens = output(await context.infer({ model: "tokenizer", inputs: [text], signal }), "TOKENS");
+    const encoded = await context.infer({
+      model: "text_encoder",
+      inputs: [asInput(tokens, "TOKENS")],
+      signal,
+      direct: true,
+      preferredMemory: this.#gpu,
+    });
+    return output(encoded, "EMBEDDING");
   }
 }

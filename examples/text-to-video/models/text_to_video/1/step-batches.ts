@@ -1,93 +1,80 @@
 // Step-level batching of the users' denoising loops, as LLM servers batch tokens ("continuous
-// batching"): every loop hands its next step here, and one denoiser call carries the steps of all
-// loops whose latents have the same shape, each at its own timestep with its own text embedding.
-// While a group's call is running, loops that reach their next step (a new video out of
-// encode_prompt, one back from a preview) wait for it to return and go in the next call, with the
-// loops it carried. So the loops advance in lockstep and the denoiser sees every user at every
-// step, without the dynamic batcher guessing how long to wait for users who are busy elsewhere in
-// their videos — what a client driving the steps itself cannot do. Nothing waits: a loop that
-// arrives while a call runs joins the next one, one call later at most (waiting for videos about
-// to take their first step was tried on the H200 and gained nothing).
-import type { InputTensor, ModelContext, OutputTensor } from "@galley/server/model";
+// batching"): every loop hands its next step here, and the steps of all loops whose latents have
+// the same shape go to the denoiser together, each at its own timestep with its own text
+// embedding: one direct call per step, all made in one turn, which the server runs as one batch
+// (`BlsRequest.direct`: calls a model's worker makes in one turn share a batch). While a group's
+// calls are running, loops that reach their next step (a new video out of encode_prompt, one back
+// from a preview) wait for them to return and go in the next turn's batch, with the loops they
+// carried. So the loops advance in lockstep and the denoiser sees every user at every step,
+// without the dynamic batcher guessing how long to wait for users who are busy elsewhere in their
+// videos — what a client driving the steps itself cannot do. Nothing waits: a loop that arrives
+// while a batch runs joins the next one, one batch later at most (waiting for videos about to take
+// their first step was tried on the H200 and gained nothing). A step's latent and noise
+// prediction may be tensors held on a GPU (`preferredMemory`): they stay there.
+import type { BlsRequest, InputTensor, ModelContext, OutputTensor } from "@galley/server/model";
 
-/** One loop's step: its latent [keyframes, 4, h, w], timestep and embedding [1, 32, 64]. */
+/** One loop's step: its latent [1, keyframes, 4, h, w], timestep and embedding [1, 77, width]. */
 interface Step {
-  latent: Float32Array;
+  latent: OutputTensor;
   t: number;
   embedding: InputTensor;
   signal: AbortSignal;
-  resolve(eps: Float32Array): void;
+  resolve(eps: InputTensor): void;
   reject(error: unknown): void;
   onAbort?: () => void;
 }
 
 interface Group {
-  /** Latent shape without the batch dimension. */
-  shape: number[];
   waiting: Step[];
-  /** Denoiser calls of this group still running. */
+  /** Steps of this group whose calls are still running. */
   running: number;
   scheduled: boolean;
 }
-
-const fp32 = (name: string, shape: number[], data: Float32Array): OutputTensor => ({
-  name,
-  datatype: "FP32",
-  shape,
-  data,
-});
 
 function aborted(): Error {
   return Object.assign(new Error("Request was cancelled"), { code: "CANCELLED" });
 }
 
-/** Concatenates equal-length float arrays. */
-function concat(parts: readonly Float32Array[]): Float32Array {
-  if (parts.length === 1) return parts[0] as Float32Array;
-  const size = parts[0]?.length ?? 0;
-  const out = new Float32Array(size * parts.length);
-  for (let i = 0; i < parts.length; i++) out.set(parts[i] as Float32Array, i * size);
-  return out;
-}
+/** The next turn of the event loop (calls made in different turns are batched apart). */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Batches the denoising loops' steps into denoiser calls of up to `maxBatch` users each. */
 export class StepBatches {
   readonly #context: ModelContext;
   readonly #model: string;
   readonly #maxBatch: number;
+  readonly #memory: BlsRequest["preferredMemory"];
   readonly #groups = new Map<string, Group>();
 
-  /** @param maxBatch users per denoiser call (at most the denoiser's `max_batch_size`) */
-  constructor(context: ModelContext, model: string, maxBatch: number) {
+  /**
+   * @param maxBatch users per denoiser batch (at most the denoiser's `max_batch_size`); 1: each
+   *   step is a request of its own, for the denoiser's dynamic batcher to batch
+   * @param memory where the noise predictions should stay (a GPU: the next model takes them there)
+   */
+  constructor(context: ModelContext, model: string, maxBatch: number, memory?: BlsRequest["preferredMemory"]) {
     this.#context = context;
     this.#model = model;
     this.#maxBatch = maxBatch;
+    this.#memory = memory;
   }
 
   /**
-   * The denoiser's noise prediction for `latent` (shape `shape`) at timestep `t`. Rejects with a
-   * CANCELLED error once `signal` aborts before the step's call is made; a call already running
-   * for several users is cancelled only when all of them have cancelled.
+   * The denoiser's noise prediction (NOISE_PRED, shaped as `latent`) for `latent` at timestep
+   * `t`. Rejects with a CANCELLED error once `signal` aborts, before or during the step's call.
    */
-  step(
-    latent: Float32Array,
-    shape: number[],
-    t: number,
-    embedding: InputTensor,
-    signal: AbortSignal,
-  ): Promise<Float32Array> {
+  step(latent: OutputTensor, t: number, embedding: InputTensor, signal: AbortSignal): Promise<InputTensor> {
     if (signal.aborted) return Promise.reject(aborted());
     // One user per call: every step its own request, batched (or not) by the denoiser's queue.
-    if (this.#maxBatch === 1) return this.#infer(shape, [{ latent, t, embedding }], signal);
-    const key = shape.join("x");
+    if (this.#maxBatch === 1) return this.#infer({ latent, t, embedding, signal }, false);
+    const key = latent.shape.join("x");
     let group = this.#groups.get(key);
     if (!group) {
-      group = { shape, waiting: [], running: 0, scheduled: false };
+      group = { waiting: [], running: 0, scheduled: false };
       this.#groups.set(key, group);
     }
-    let resolve!: (eps: Float32Array) => void;
+    let resolve!: (eps: InputTensor) => void;
     let reject!: (error: unknown) => void;
-    const promise = new Promise<Float32Array>((yes, no) => {
+    const promise = new Promise<InputTensor>((yes, no) => {
       resolve = yes;
       reject = no;
     });
@@ -107,80 +94,62 @@ export class StepBatches {
   }
 
   /**
-   * Looks at the group after this turn (loops resumed by one call's answer all come back in the
-   * same turn), unless a call of the group is still running: its loops join then.
+   * Looks at the group after this turn (loops resumed by one batch's answers all come back in the
+   * same turn), unless a batch of the group is still running: its loops join then.
    */
   #schedule(group: Group): void {
     if (group.scheduled || group.running > 0) return;
     group.scheduled = true;
-    const look = () => {
+    setImmediate(() => {
       group.scheduled = false;
-      this.#flush(group);
-    };
-    setImmediate(look);
+      void this.#flush(group);
+    });
   }
 
-  /** Sends the waiting steps, up to `maxBatch` per call. */
-  #flush(group: Group): void {
+  /** Sends the waiting steps: up to `maxBatch` a turn, each turn's calls one batch. */
+  async #flush(group: Group): Promise<void> {
     if (group.running > 0) return;
     const steps = group.waiting.splice(0);
-    for (let i = 0; i < steps.length; i += this.#maxBatch) this.#call(group, steps.slice(i, i + this.#maxBatch));
-  }
-
-  #call(group: Group, steps: Step[]): void {
-    group.running++;
-    const controller = new AbortController();
-    let cancelled = 0;
-    const onMemberAbort = () => {
-      if (++cancelled === steps.length) controller.abort();
+    group.running = steps.length;
+    const done = () => {
+      if (--group.running === 0 && group.waiting.length > 0) this.#schedule(group);
     };
-    for (const step of steps) {
-      step.signal.removeEventListener("abort", step.onAbort as () => void);
-      step.signal.addEventListener("abort", onMemberAbort, { once: true });
+    for (let i = 0; i < steps.length; i += this.#maxBatch) {
+      if (i > 0) await nextTurn();
+      for (const step of steps.slice(i, i + this.#maxBatch)) {
+        step.signal.removeEventListener("abort", step.onAbort as () => void);
+        this.#infer(step, true).then(
+          (eps) => {
+            step.resolve(eps);
+            done();
+          },
+          (error: unknown) => {
+            step.reject(error);
+            done();
+          },
+        );
+      }
     }
-    const settle = (outcome: { eps: Float32Array } | { error: unknown }) => {
-      for (const step of steps) step.signal.removeEventListener("abort", onMemberAbort);
-      const size = steps[0]?.latent.length ?? 0;
-      steps.forEach((step, i) => {
-        if ("eps" in outcome) step.resolve(outcome.eps.subarray(i * size, (i + 1) * size));
-        else step.reject(outcome.error);
-      });
-      group.running--;
-      if (group.waiting.length > 0) this.#schedule(group);
-    };
-    this.#infer(group.shape, steps, controller.signal).then(
-      (eps) => settle({ eps }),
-      (error: unknown) => settle({ error }),
-    );
   }
 
-  /** One denoiser call for `steps` (latents of shape `shape`): the noise predictions, back to back. */
-  async #infer(
-    shape: readonly number[],
-    steps: readonly Pick<Step, "latent" | "t" | "embedding">[],
-    signal: AbortSignal,
-  ): Promise<Float32Array> {
-    const n = steps.length;
-    const embeddingShape = steps[0]?.embedding.shape.slice(1) ?? [];
+  /** One step's denoiser call; `direct`: from this thread, with the other calls of its turn. */
+  async #infer(step: Pick<Step, "latent" | "t" | "embedding" | "signal">, direct: boolean): Promise<InputTensor> {
     const reply = await this.#context.infer({
       model: this.#model,
       inputs: [
-        fp32("LATENT", [n, ...shape], concat(steps.map((s) => s.latent))),
-        fp32(
-          "TIMESTEP",
-          [n, 1],
-          Float32Array.from(steps, (s) => s.t),
-        ),
-        fp32("TEXT_EMBEDDING", [n, ...embeddingShape], concat(steps.map((s) => s.embedding.typed() as Float32Array))),
+        { ...step.latent, name: "LATENT" },
+        { name: "TIMESTEP", datatype: "FP32", shape: [1, 1], data: Float32Array.of(step.t) },
+        { ...step.embedding, name: "TEXT_EMBEDDING" },
       ],
-      signal,
-      // A lockstep call carries every loop already: nothing is gained from the denoiser's batcher
-      // (its waits would stall them all) or from a trip through the main thread. Where the
-      // denoiser allows it (the PyTorch backend), the call runs on its thread from this one.
-      direct: this.#maxBatch > 1,
+      signal: step.signal,
+      // A lockstep batch carries every loop already: nothing is gained from the denoiser's
+      // batcher (its waits would stall them all) or from a trip through the main thread. Where
+      // the denoiser allows it (the PyTorch backend), the call runs on its thread from this one.
+      direct,
+      ...(this.#memory ? { preferredMemory: this.#memory } : {}),
     });
-    const eps = reply.output("NOISE_PRED")?.typed();
-    if (!(eps instanceof Float32Array)) throw new Error(`${this.#model} returned no NOISE_PRED`);
+    const eps = reply.output("NOISE_PRED");
+    if (!eps) throw new Error(`${this.#model} returned no NOISE_PRED`);
     return eps;
   }
 }
