@@ -157,14 +157,17 @@ export interface BlsRequest {
   signal?: AbortSignal;
   /**
    * Run the call on one of the model's instances from this model's own thread, without the
-   * model's scheduler and without the server's main thread: for a call that is a batch already
-   * (users' denoising steps gathered into one call), which a dynamic batcher's wait could only
-   * delay. Taken where the model allows it (the PyTorch backend, a model that is not decoupled,
-   * without sequence batching, response cache or rate limiter) and the call needs nothing it
-   * skips (`priority`, `timeoutMicroseconds`, GPU `preferredMemory`, device tensors, a traced
-   * request); otherwise the call goes the usual way, as does the first one, whose answer brings
-   * the route (renewed every second). The model's statistics count the call as any other.
-   * Default false. See docs/guides/scripted-models.md, "Direct calls".
+   * model's scheduler and without the server's main thread: for calls that are a batch already
+   * (users' denoising steps made together), which a dynamic batcher's wait could only delay. The
+   * direct calls made to one model in one turn run as one batch (up to its `max_batch_size`). With
+   * GPU `preferredMemory`, outputs made on that GPU stay there as tensors this thread holds, which
+   * its next direct calls take in place, and a batch whose outputs all stay is answered once its
+   * work is queued. Taken where the model allows it (the PyTorch backend, a model that is not
+   * decoupled, without sequence batching, response cache or rate limiter) and the call needs
+   * nothing it skips (`priority`, `timeoutMicroseconds`, device tensors of the usual path, a
+   * request traced with tensors); otherwise the call goes the usual way, as does the first one,
+   * whose answer brings the route. The model's statistics count the call as any other. Default
+   * false. See docs/guides/scripted-models.md, "Direct calls".
    */
   direct?: boolean;
 }

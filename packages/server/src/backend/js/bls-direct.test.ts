@@ -13,7 +13,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { ERRORS } from "../../base/errors.js";
 import type { InferenceRequest } from "../../base/inference-request.js";
 import { type DeviceTensor, NO_BYTES, type Tensor } from "../../base/tensor.js";
-import type { OutputTensor } from "../../model/api.js";
+import type { DeviceRef, OutputTensor } from "../../model/api.js";
 import type { DirectRecord, DirectRoute, DirectRun, DirectRunner } from "../backend.js";
 import { DirectCalls, ROUTE_RENEW_MS } from "./bls-direct.js";
 import { TENSOR_ERROR_IDS, type TensorErrorTable, useErrorTable } from "./js-tensors.js";
@@ -201,9 +201,9 @@ describe("DirectCalls: batches, device tensors, renewal", () => {
       code: "INVALID_ARG",
       message: expect.stringMatching(/is held on GPU 0 as FP32 \[2, 2\]/),
     });
-    expect(Array.from(new Float32Array((await direct.hostBytes(y?.device as never, "y")).buffer))).toEqual([
-      2, 2, 2, 2,
-    ]);
+    expect(
+      Array.from(new Float32Array((await direct.hostBytes(y as OutputTensor & { device: DeviceRef })).buffer)),
+    ).toEqual([2, 2, 2, 2]);
     // The batch lent it: not let go by the call that read it.
     expect(released).toEqual([]);
     direct.requestEnded(1);

@@ -159,8 +159,12 @@ export class DirectCalls {
    * The bytes of a tensor a direct call kept (one device-to-host copy), for a call that goes the
    * usual way: the main thread does not know this worker's tensors.
    */
-  async hostBytes(device: DeviceRef, name: string): Promise<Uint8Array> {
-    return this.#found(device, name).tensor.toHost();
+  async hostBytes(tensor: BlsRequest["inputs"][number] & { device: DeviceRef }): Promise<Uint8Array> {
+    try {
+      return await this.#found(tensor.device, tensor.name, tensor.datatype, tensor.shape).tensor.toHost();
+    } catch (error) {
+      throw asBlsError(error);
+    }
   }
 
   /** The request `key` has ended: the tensors only it held are let go. */

@@ -206,10 +206,8 @@ serveThread((port, fail, slot) => {
     const inputs = await Promise.all(
       request.inputs.map(async (t): Promise<OutputTensor> => {
         if (!t.device || !isDirectRef(t.device.ref)) return t;
-        if (!direct) throw blsError({ message: `tensor '${t.name}' is no longer held`, code: "INVALID_ARG" });
-        const data = await direct.hostBytes(t.device, t.name).catch((error: unknown) => {
-          throw blsError(error as { message: string; code?: string });
-        });
+        // Made by a direct call, so `direct` exists: its errors are the usual path's (code and message).
+        const data = await (direct as DirectCalls).hostBytes({ ...t, device: t.device });
         return { name: t.name, datatype: t.datatype, shape: t.shape, data };
       }),
     );
