@@ -589,6 +589,12 @@ void TorchInstance::RunExecute(TorchJob& job) {
       if (staged > 0) stage_in_.Reset(staged);
     }
     for (const InputView& input : job.inputs) arguments.emplace_back(Place(input, job, held));
+#ifdef GALLEY_TORCH_CUDA
+    // A deferred batch's stage is free again once the copies out of it are done, long before its
+    // work is: the next batch that stages waits for this, so the host stays a batch ahead.
+    std::shared_ptr<ReadyEvent> stage_copied;
+    if (staged > 0 && job.defer && stream_) stage_copied = RecordReady(settings_.device_id, stream_->stream());
+#endif
     auto start = std::chrono::steady_clock::now();
     std::vector<torch::Tensor> outputs;
     bool graphed = false;
@@ -621,7 +627,7 @@ void TorchInstance::RunExecute(TorchJob& job) {
       if (everything_kept) {
         // Deferred completion: answered now; readers of the outputs wait for this event.
         job.ready = RecordReady(settings_.device_id, stream_->stream());
-        if (staged > 0) stage_busy_ = job.ready;
+        if (staged > 0) stage_busy_ = stage_copied ? stage_copied : job.ready;
       } else {
         ReturnToHost(outputs, job);
       }
